@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Debian packages that some tests drive for real (a Prometheus server, tmux).
+# Installs only what is missing; without root or apt it says what is missing and goes on,
+# and the tests that need a missing program skip with that reason.
+set -u
+need=()
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null 2>&1 || true
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+    || echo "warning: could not install ${need[*]}; tests that need them will skip"
+  # the Debian package may start a service; tests start their own on loopback
+  (service prometheus stop || systemctl stop prometheus) >/dev/null 2>&1 || true
+  pkill -x prometheus >/dev/null 2>&1 || true
+else
+  echo "note: missing ${need[*]} and cannot install (need root and apt-get); those tests will skip"
+fi
+exit 0

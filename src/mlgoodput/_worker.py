@@ -1,0 +1,183 @@
+"""The one background-worker pattern used everywhere in mlgoodput.
+
+A worker is a named daemon thread, woken by an Event or an interval, that repeatedly calls
+`_work()`. Callers get `flush(timeout_s) -> bool`, a `close()` that is safe to call twice and
+shares one deadline across its steps, fork safety, and errors raised once on their own
+thread through `check_for_errors()`. A failing round is retried with exponential backoff;
+it never kills the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+log = logging.getLogger("mlgoodput")
+
+
+class BackgroundWorker:
+    """Subclass and implement `_work()`; return True when nothing is left to do."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        interval_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        self.name = name
+        self.interval_s = float(interval_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self._clock = clock
+        self._init_sync()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._error_reported = False
+        self.failures = 0  # rounds that raised, for operators and tests
+        self._logged: set[str] = set()
+        ref = weakref.ref(self)
+
+        def _child() -> None:
+            w = ref()
+            if w is not None:
+                w._after_fork_in_child()
+
+        os.register_at_fork(after_in_child=_child)
+
+    def _init_sync(self) -> None:
+        self._wake = threading.Event()
+        self._cond = threading.Condition()
+        self._requested = 0  # flush generation asked for
+        self._done = 0  # flush generation completed with nothing pending
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        if self._thread is not None or self._closed:
+            return
+        t = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread = t
+        t.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything handed to the worker before this call is done."""
+        if self._thread is None:
+            if self._closed:
+                return self._work_safely()
+            self.start()
+        with self._cond:
+            self._requested += 1
+            gen = self._requested
+        self._wake.set()
+        deadline = None if timeout_s is None else self._clock() + timeout_s
+        with self._cond:
+            while self._done < gen:
+                if self._thread is None or not self._thread.is_alive():
+                    return False
+                left = None if deadline is None else deadline - self._clock()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Do a last round, stop the thread and release resources; True if all was done."""
+        if self._closed:
+            return True
+        deadline = None if timeout_s is None else self._clock() + timeout_s
+        ok = self.flush(timeout_s) if self._thread is not None else self._work_safely()
+        self._closing = True
+        self._wake.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            left = None if deadline is None else max(0.0, deadline - self._clock())
+            t.join(left)
+        self._closed = True
+        self._thread = None
+        try:
+            self._on_close()
+        except Exception as e:  # a cleanup failure is reported, not raised into the caller
+            self._note_error(e)
+        return ok
+
+    def check_for_errors(self) -> None:
+        """Raise, once, the first error the worker met (a later round may have recovered)."""
+        if self._error is not None and not self._error_reported:
+            self._error_reported = True
+            raise self._error
+
+    # -- for subclasses --------------------------------------------------------------
+    def _work(self) -> bool:
+        raise NotImplementedError
+
+    def _on_close(self) -> None:
+        """Release resources; runs once, on the closing thread."""
+
+    def _after_fork_in_child(self) -> None:
+        """Runs in a forked child. By default the child gets a fresh, stopped worker that
+        restarts if the parent's was running; subclasses reset their own state first."""
+        was_running = self._thread is not None and not self._closed
+        self._init_sync()
+        self._thread = None
+        if was_running:
+            self.start()
+
+    # -- internals -------------------------------------------------------------------
+    def _note_error(self, e: BaseException) -> None:
+        self.failures += 1
+        if self._error is None:
+            self._error = e
+        key = type(e).__name__
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning("%s: %s (will retry; logged once)", self.name, e)
+
+    def _work_safely(self) -> bool:
+        try:
+            return bool(self._work())
+        except Exception as e:
+            self._note_error(e)
+            return False
+
+    def _loop(self) -> None:
+        backoff = 0.0
+        while True:
+            with self._cond:
+                gen = self._requested
+            done = self._work_safely()
+            if done:
+                backoff = 0.0
+                with self._cond:
+                    if gen > self._done:
+                        self._done = gen
+                    self._cond.notify_all()
+            else:
+                backoff = min(self.max_backoff_s, max(0.05, backoff * 2 or 0.1))
+            if self._closing:
+                return
+            wait = backoff if backoff else self.interval_s
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._closing:
+                # one last round so close() delivers what was handed over meanwhile
+                self._work_safely()
+                with self._cond:
+                    self._done = max(self._done, self._requested)
+                    self._cond.notify_all()
+                return

@@ -1,0 +1,11 @@
+"""The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
+
+from mlgoodput.accounting._report import (
+    PARTITION_BUCKETS,
+    BadputType,
+    GoodputReport,
+    HostStepStats,
+    SliceEfficiency,
+)
+
+__all__ = ["PARTITION_BUCKETS", "BadputType", "GoodputReport", "HostStepStats", "SliceEfficiency"]

@@ -1,0 +1,41 @@
+"""The `mlgoodput` command: one subcommand per module in `mlgoodput._cli`.
+
+Each module there has `register(subparsers)`, which adds its parser and sets `func`
+(args -> exit code). Nothing imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# (module in mlgoodput._cli) -- one line per subcommand group
+_COMMANDS: tuple[str, ...] = (
+    "report",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mlgoodput",
+        description="Goodput and Badput of ML training jobs, runs, and a live console.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMANDS:
+        mod = importlib.import_module(f"mlgoodput._cli.{name}")
+        mod.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, LookupError) as e:
+        print(f"mlgoodput: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

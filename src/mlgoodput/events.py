@@ -1,0 +1,156 @@
+"""The event model: small frozen records that every part of mlgoodput writes and reads.
+
+No I/O happens here. An event has a kind, a time (UNIX seconds, UTC), the host (process
+index) that recorded it, and a few optional typed fields; the (namespace, job) stream it
+belongs to is carried by the batch that ships it, not by every event.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Kind(enum.IntEnum):
+    """Every kind of event, with a stable small code used by the storage formats.
+
+    Codes are append-only: never renumber a kind, add new ones at the end.
+    """
+
+    # goodput timeline (spec/accounting.md)
+    JOB_START = 1
+    JOB_END = 2
+    ACCEL_INIT_START = 3
+    ACCEL_INIT_END = 4
+    TRAINING_PREP_START = 5
+    TRAINING_PREP_END = 6
+    DATA_LOADING_START = 7
+    DATA_LOADING_END = 8
+    STEP_START = 9
+    STEP_END = 10
+    CUSTOM_START = 11  # name: the custom badput event type
+    CUSTOM_END = 12
+    CKPT_SAVE_START = 13  # step
+    CKPT_SAVE_END = 14
+    CKPT_RESTORE_START = 15
+    CKPT_RESTORE_END = 16
+    CKPT_SAVE = 17  # step, value: blocking seconds from `time`
+    CKPT_RESTORE = 18  # step, value: duration seconds from `time`
+    ELASTIC_WAIT_START = 19  # name: "slice_down" or "scale_up"
+    ELASTIC_WAIT_END = 20
+    ELASTIC_REINIT_START = 21
+    ELASTIC_REINIT_END = 22
+    SLICE_COUNTS = 23  # attrs: active, total, available
+    COMPILE = 24  # value: compile seconds from `time`; name: function name
+    # runs, metrics and profiles (diagnostics)
+    RUN_START = 40  # attrs: run description and configs
+    RUN_CONFIG = 41  # attrs: configs
+    METRIC = 42  # name, value, step (optional)
+    PROFILE_START = 43  # attrs: session, path, hosts
+    PROFILE_STOP = 44
+    SYSTEM_METRIC = 45  # name, value (time axis)
+    # live console
+    LOG = 60  # attrs: level, logger, message, ...
+    PROGRESS = 61  # name: bar id; attrs: total, completed, ...
+    USAGE = 62  # attrs: cpu, rss, gpu ...
+    USAGE_CHECKPOINT = 63  # name, step
+    CLIENT = 64  # attrs: connect / disconnect / lost
+    # JAX monitoring aggregates
+    JAX_METRIC = 80  # name, value, attrs: labels and aggregate
+
+
+KIND_BY_NAME: dict[str, Kind] = {k.name.lower(): k for k in Kind}
+GOODPUT_KINDS: frozenset[Kind] = frozenset(k for k in Kind if k.value < 40)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One recorded fact. `time` is UNIX seconds (UTC); unused fields stay None."""
+
+    kind: Kind
+    time: float
+    host: int = 0
+    step: int | None = None
+    value: float | None = None
+    name: str | None = None
+    attrs: Mapping[str, Any] | None = field(default=None, compare=True, hash=False)
+
+    def key(self) -> tuple[Any, ...]:
+        """The identity used to drop an event stored more than once (spec: Hosts)."""
+        attrs = tuple(sorted(self.attrs.items())) if self.attrs else None
+        return (self.kind, self.time, self.host, self.step, self.value, self.name, repr(attrs))
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """Events of one writer, numbered `first_seq`, `first_seq + 1`, ...: the unit a store appends.
+
+    A writer (a journal) ships its events in order, so a store keeps exactly-once
+    semantics by remembering the next sequence number it expects from each writer.
+    """
+
+    writer: int
+    first_seq: int
+    events: Sequence[Event]
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def to_unix(value: _dt.datetime | None, arg: str, *, now: float | None = None) -> float:
+    """A public-API time argument as UNIX seconds: an aware datetime, a naive one in local
+    time (as `datetime.now()` gives), or None for now. Anything else is a TypeError."""
+    if value is None:
+        if now is None:
+            import time
+
+            return time.time()
+        return now
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    raise TypeError(f"{arg} must be a datetime.datetime or None, got {value!r}")
+
+
+def from_unix(t: float) -> _dt.datetime:
+    """UNIX seconds as an aware UTC datetime."""
+    return _EPOCH + _dt.timedelta(seconds=t)
+
+
+def check_step(step: object, arg: str = "step") -> int:
+    """A step number: a non-negative integer (numpy integers welcome, bools refused)."""
+    if isinstance(step, bool):
+        raise TypeError(f"{arg} must be a non-negative integer, got {step!r}")
+    try:
+        n = operator.index(step)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{arg} must be a non-negative integer, got {step!r}") from None
+    if n < 0:
+        raise ValueError(f"{arg} must be a non-negative integer, got {step!r}")
+    return int(n)
+
+
+def check_duration(value: object, arg: str) -> float:
+    """A duration in seconds: a finite, non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise TypeError(f"{arg} must be a number of seconds, got {value!r}") from None
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{arg} must be a finite, non-negative number of seconds, got {value!r}")
+    return v
+
+
+def check_name(value: object, arg: str) -> str:
+    """A non-empty string label such as a custom badput event type."""
+    if not isinstance(value, str):
+        raise TypeError(f"{arg} must be a non-empty string, got {value!r}")
+    if not value.strip():
+        raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
+    return value

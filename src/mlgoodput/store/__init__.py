@@ -1,0 +1,71 @@
+"""Stores: where events live once they leave a process's journal.
+
+`open_store` turns a URL, a path or None into a store; every store follows `Store`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from mlgoodput import _env
+from mlgoodput.store._columns import Columns
+from mlgoodput.store._memory import MemoryStore
+from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
+from mlgoodput.store._sqlite import SQLiteStore
+
+__all__ = [
+    "Columns",
+    "JobInfo",
+    "MemoryStore",
+    "ReadResult",
+    "SQLiteStore",
+    "Store",
+    "StoreError",
+    "open_store",
+    "resolve_store_url",
+]
+
+_memory_stores: dict[str, MemoryStore] = {}
+_memory_lock = threading.Lock()
+
+
+def resolve_store_url(store: str | os.PathLike[str] | None, arg: str = "store") -> str:
+    """The canonical URL for a `store=` argument (None: $MLGOODPUT_STORE, else the default)."""
+    if store is None:
+        store = _env.default_store_url()
+    if isinstance(store, os.PathLike):
+        store = os.fspath(store)
+    if not isinstance(store, str):
+        raise TypeError(f"{arg} must be a URL, a path or a store object, got {store!r}")
+    if not store.strip():
+        raise ValueError(f"{arg} must be a URL or a path, got {store!r}")
+    if store.startswith("sqlite://"):
+        path = store[len("sqlite://") :]
+        if not path or path == "/:memory:":
+            raise ValueError(f"{arg}: an in-memory SQLite store cannot be shared; use memory://NAME, got {store!r}")
+        return "sqlite://" + os.path.abspath(path)
+    if store.startswith("memory://"):
+        return store
+    if "://" in store:
+        scheme = store.split("://", 1)[0]
+        raise ValueError(
+            f"{arg}: unknown store URL scheme {scheme!r} in {store!r}"
+            " (expected sqlite:///path.db, memory://name or a file path)"
+        )
+    return "sqlite://" + os.path.abspath(os.path.expanduser(store))
+
+
+def open_store(store: Any = None, arg: str = "store") -> Store:
+    """A store object for a `store=` argument: a Store is returned as is, else see resolve_store_url."""
+    if isinstance(store, Store) and not isinstance(store, (str, os.PathLike)):
+        return store
+    url = resolve_store_url(store, arg)
+    if url.startswith("memory://"):
+        with _memory_lock:
+            st = _memory_stores.get(url)
+            if st is None:
+                st = _memory_stores[url] = MemoryStore(url)
+            return st
+    return SQLiteStore(url[len("sqlite://") :])

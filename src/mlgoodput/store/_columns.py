@@ -1,0 +1,178 @@
+"""Columnar batches of events: how stores keep them and how the accounting reads them.
+
+A stored chunk is a handful of packed arrays (kind codes, times, hosts, steps, values)
+plus JSON for the sparse text fields. Decoding a million step events is a few array
+copies instead of a million row objects, which is what makes a cold query fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlgoodput.events import Event, Kind
+
+NO_STEP = -(2**63)  # a step column's "None"
+_NAN = float("nan")
+_KIND_CACHE: dict[int, Kind] = {k.value: k for k in Kind}
+
+
+@dataclass(slots=True)
+class Columns:
+    """Events as parallel columns; `names` and `attrs` are None when no event has one."""
+
+    kinds: bytearray
+    times: array[float]
+    hosts: array[int]
+    steps: array[int]
+    values: array[float]
+    names: list[str | None] | None
+    attrs: list[dict[str, Any] | None] | None
+
+    @classmethod
+    def empty(cls) -> Columns:
+        return cls(bytearray(), array("d"), array("i"), array("q"), array("d"), None, None)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event]) -> Columns:
+        c = cls.empty()
+        names: list[str | None] = []
+        attrs: list[dict[str, Any] | None] = []
+        for e in events:
+            c.kinds.append(int(e.kind))
+            c.times.append(e.time)
+            c.hosts.append(e.host)
+            c.steps.append(NO_STEP if e.step is None else e.step)
+            c.values.append(_NAN if e.value is None else e.value)
+            names.append(e.name)
+            attrs.append(dict(e.attrs) if e.attrs else None)
+        if any(n is not None for n in names):
+            c.names = names
+        if any(a is not None for a in attrs):
+            c.attrs = attrs
+        return c
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def name(self, i: int) -> str | None:
+        return None if self.names is None else self.names[i]
+
+    def attr(self, i: int) -> dict[str, Any] | None:
+        return None if self.attrs is None else self.attrs[i]
+
+    def event(self, i: int) -> Event:
+        s = self.steps[i]
+        v = self.values[i]
+        a = self.attr(i)
+        return Event(
+            kind=_KIND_CACHE[self.kinds[i]],
+            time=self.times[i],
+            host=self.hosts[i],
+            step=None if s == NO_STEP else s,
+            value=None if math.isnan(v) else v,
+            name=self.name(i),
+            attrs=a,
+        )
+
+    def events(self) -> Iterator[Event]:
+        for i in range(len(self.kinds)):
+            yield self.event(i)
+
+    def extend(self, other: Columns) -> None:
+        n0 = len(self)
+        self.kinds += other.kinds
+        self.times.extend(other.times)
+        self.hosts.extend(other.hosts)
+        self.steps.extend(other.steps)
+        self.values.extend(other.values)
+        if other.names is not None or self.names is not None:
+            mine = self.names if self.names is not None else [None] * n0
+            mine.extend(other.names if other.names is not None else [None] * len(other))
+            self.names = mine
+        if other.attrs is not None or self.attrs is not None:
+            mya = self.attrs if self.attrs is not None else [None] * n0
+            mya.extend(other.attrs if other.attrs is not None else [None] * len(other))
+            self.attrs = mya
+
+    def slice(self, start: int, stop: int | None = None) -> Columns:
+        s = slice(start, stop)
+        return Columns(
+            self.kinds[s],
+            self.times[s],
+            self.hosts[s],
+            self.steps[s],
+            self.values[s],
+            None if self.names is None else self.names[s],
+            None if self.attrs is None else self.attrs[s],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """The stored form of a Columns: bytes and JSON text, ready for a database row."""
+
+    n: int
+    kinds: bytes
+    times: bytes
+    hosts: bytes
+    steps: bytes
+    values: bytes
+    names: str | None
+    attrs: str | None
+    t_min: float
+    t_max: float
+
+
+def encode(cols: Columns) -> Chunk:
+    return Chunk(
+        n=len(cols),
+        kinds=bytes(cols.kinds),
+        times=cols.times.tobytes(),
+        hosts=cols.hosts.tobytes(),
+        steps=cols.steps.tobytes(),
+        values=cols.values.tobytes(),
+        names=None if cols.names is None else json.dumps(cols.names, separators=(",", ":")),
+        attrs=None if cols.attrs is None else json.dumps(cols.attrs, separators=(",", ":")),
+        t_min=min(cols.times) if len(cols) else 0.0,
+        t_max=max(cols.times) if len(cols) else 0.0,
+    )
+
+
+def decode(
+    kinds: bytes,
+    times: bytes,
+    hosts: bytes,
+    steps: bytes,
+    values: bytes,
+    names: str | None,
+    attrs: str | None,
+) -> Columns:
+    t = array("d")
+    t.frombytes(times)
+    h = array("i")
+    h.frombytes(hosts)
+    s = array("q")
+    s.frombytes(steps)
+    v = array("d")
+    v.frombytes(values)
+    return Columns(
+        bytearray(kinds),
+        t,
+        h,
+        s,
+        v,
+        None if names is None else json.loads(names),
+        None if attrs is None else json.loads(attrs),
+    )
+
+
+def concat(parts: Sequence[Columns]) -> Columns:
+    out = Columns.empty()
+    for p in parts:
+        out.extend(p)
+    return out

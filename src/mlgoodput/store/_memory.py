@@ -1,0 +1,55 @@
+"""An in-process store: the reference for the store contract, and a fast fake for tests."""
+
+from __future__ import annotations
+
+import threading
+
+from mlgoodput.events import EventBatch
+from mlgoodput.store._columns import Columns, concat
+from mlgoodput.store._protocol import JobInfo, ReadResult
+
+
+class MemoryStore:
+    """Keeps chunks in a list; thread-safe; shared by name through `memory://NAME` URLs."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._chunks: list[tuple[str, str, Columns]] = []  # index + 1 is the cursor
+        self._next_seq: dict[int, int] = {}
+        self._jobs: dict[tuple[str, str], list[float]] = {}
+        self.closed = False
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        with self._lock:
+            expected = self._next_seq.get(batch.writer, 0)
+            skip = max(0, expected - batch.first_seq)
+            events = batch.events[skip:]
+            if batch.first_seq > expected and batch.writer in self._next_seq:
+                pass  # a gap can only mean events lost upstream; store what arrives
+            if not events:
+                return
+            cols = Columns.from_events(events)
+            self._chunks.append((namespace, job, cols))
+            self._next_seq[batch.writer] = batch.first_seq + len(batch.events)
+            info = self._jobs.setdefault((namespace, job), [0, min(cols.times), max(cols.times)])
+            info[0] += len(cols)
+            info[1] = min(info[1], min(cols.times))
+            info[2] = max(info[2], max(cols.times))
+
+    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
+        with self._lock:
+            chunks = list(self._chunks[cursor:])
+            end = len(self._chunks)
+        parts = [c for ns, j, c in chunks if ns == namespace and j == job]
+        return ReadResult(concat(parts), end)
+
+    def jobs(self) -> list[JobInfo]:
+        with self._lock:
+            return [
+                JobInfo(ns, job, int(v[0]), v[1], v[2])
+                for (ns, job), v in sorted(self._jobs.items())
+            ]
+
+    def close(self) -> None:
+        self.closed = True

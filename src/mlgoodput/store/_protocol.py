@@ -1,0 +1,53 @@
+"""The store protocol: where shipped events live, and what a store must promise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from mlgoodput.events import EventBatch
+from mlgoodput.store._columns import Columns
+
+
+class StoreError(OSError):
+    """A store could not do its work now (locked, full, unreachable); retrying may succeed."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One (namespace, job) stream of a store, for listings."""
+
+    namespace: str
+    job: str
+    events: int
+    first_time: float
+    last_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Events read after a cursor, and the cursor to pass next time."""
+
+    columns: Columns
+    cursor: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Append batches idempotently, read a stream after a cursor, list streams, close.
+
+    `append` stores each event of a batch exactly once, however often the batch (or an
+    overlapping one from the same writer) is appended. `read` returns the events of a
+    stream stored after `cursor` in storage order; a later `read` with the returned cursor
+    sees only newer events.
+    """
+
+    url: str
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None: ...
+
+    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult: ...
+
+    def jobs(self) -> list[JobInfo]: ...
+
+    def close(self) -> None: ...

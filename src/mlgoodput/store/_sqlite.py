@@ -1,0 +1,176 @@
+"""The embedded default store: one SQLite file that many processes write at once.
+
+Each appended batch becomes one row of packed columns (see `_columns`), so a job of a
+million steps is about a thousand rows. WAL mode lets readers run beside writers; writers
+take turns through SQLite's lock and retry while it is busy. Idempotence comes from a
+per-writer high-water mark kept in the same transaction as the rows.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from mlgoodput.events import EventBatch
+from mlgoodput.store._columns import Columns, concat, decode, encode
+from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+
+SCHEMA_VERSION = 1
+MAX_CHUNK_EVENTS = 65536
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns TEXT NOT NULL,
+    job TEXT NOT NULL,
+    writer INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    t_min REAL NOT NULL,
+    t_max REAL NOT NULL,
+    stored_at REAL NOT NULL,
+    kinds BLOB NOT NULL,
+    times BLOB NOT NULL,
+    hosts BLOB NOT NULL,
+    steps BLOB NOT NULL,
+    vals BLOB NOT NULL,
+    names TEXT,
+    attrs TEXT
+);
+CREATE INDEX IF NOT EXISTS chunks_stream ON chunks (ns, job, seq);
+CREATE TABLE IF NOT EXISTS writers (writer INTEGER PRIMARY KEY, next_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS streams (
+    ns TEXT NOT NULL,
+    job TEXT NOT NULL,
+    events INTEGER NOT NULL,
+    first_time REAL NOT NULL,
+    last_time REAL NOT NULL,
+    PRIMARY KEY (ns, job)
+);
+"""
+
+
+class SQLiteStore:
+    """A store in one SQLite file; safe across threads, processes and `fork`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+        self.path = str(path) if str(path) == ":memory:" else os.path.abspath(path)
+        self.url = "sqlite://" + self.path  # sqlite:///abs/path.db
+        self._busy_timeout_s = busy_timeout_s
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+        self._conn = conn
+        self._pid = os.getpid()
+        return conn
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        with self._lock:
+            try:
+                conn = self._connect()
+                self._append(conn, namespace, job, batch)
+            except sqlite3.Error as e:
+                if self._conn is not None and self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
+
+    def _append(self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(
+            "SELECT next_seq FROM writers WHERE writer = ?", (batch.writer,)
+        ).fetchone()
+        expected = row[0] if row else 0
+        skip = max(0, expected - batch.first_seq)
+        events = batch.events[skip:]
+        if not events:
+            conn.execute("COMMIT")
+            return
+        first = batch.first_seq + skip
+        now = time.time()
+        t_lo, t_hi, total = float("inf"), float("-inf"), 0
+        for start in range(0, len(events), MAX_CHUNK_EVENTS):
+            part = events[start : start + MAX_CHUNK_EVENTS]
+            ch = encode(Columns.from_events(part))
+            conn.execute(
+                "INSERT INTO chunks (ns, job, writer, first_seq, n, t_min, t_max, stored_at,"
+                " kinds, times, hosts, steps, vals, names, attrs)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (ns, job, batch.writer, first + start, ch.n, ch.t_min, ch.t_max, now,
+                 ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
+            )
+            t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
+        conn.execute(
+            "INSERT INTO writers(writer, next_seq) VALUES (?, ?)"
+            " ON CONFLICT(writer) DO UPDATE SET next_seq = excluded.next_seq",
+            (batch.writer, batch.first_seq + len(batch.events)),
+        )
+        conn.execute(
+            "INSERT INTO streams(ns, job, events, first_time, last_time) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(ns, job) DO UPDATE SET events = events + excluded.events,"
+            " first_time = min(first_time, excluded.first_time),"
+            " last_time = max(last_time, excluded.last_time)",
+            (ns, job, total, t_lo, t_hi),
+        )
+        conn.execute("COMMIT")
+
+    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
+        with self._lock:
+            try:
+                conn = self._connect()
+                rows = conn.execute(
+                    "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
+                    " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq",
+                    (namespace, job, cursor),
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read SQLite store {self.path!r}: {e}") from e
+        parts = [decode(*r[1:]) for r in rows]
+        return ReadResult(concat(parts), rows[-1][0] if rows else cursor)
+
+    def jobs(self) -> list[JobInfo]:
+        with self._lock:
+            try:
+                rows = self._connect().execute(
+                    "SELECT ns, job, events, first_time, last_time FROM streams ORDER BY ns, job"
+                ).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read SQLite store {self.path!r}: {e}") from e
+        return [JobInfo(*r) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                try:
+                    self._conn.close()
+                except sqlite3.Error:
+                    pass
+            self._conn = None
