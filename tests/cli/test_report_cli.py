@@ -37,7 +37,7 @@ def store_with_jobs(tmp_path: Path) -> tuple[str, float]:
 
 
 def test_report_json_matches_the_truth(store_with_jobs: tuple[str, float]) -> None:
-    path, q = store_with_jobs
+    path, _ = store_with_jobs
     res = run_cli("report", "--job", "s4-disruption-restart", "--store", path, "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
