@@ -1,0 +1,1 @@
+"""JAX integration: compile-time metrics, checkpoint logging and the profiler helpers."""
