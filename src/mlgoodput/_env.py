@@ -25,6 +25,18 @@ PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
 PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
 #: Private per-user directory for on-demand profiling endpoints and sampler locks.
 RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
+#: Launcher variables that carry a process's index (rank), in the order they are consulted
+#: when `process_index=None` and no JAX runtime is initialized.
+PROCESS_INDEX_VARS: tuple[str, ...] = (
+    "JAX_PROCESS_ID",
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+    "TPU_WORKER_ID",
+    "CLOUD_TPU_TASK_ID",
+)
 
 
 def data_dir() -> Path:
