@@ -1,9 +1,10 @@
 """Feeding a run's metric values to exporters (TensorBoard, Prometheus, OTLP, ...).
 
-`metrics.record` only appends a tuple to a deque; a background worker turns them into
-`Sample`s and hands them to each exporter. A failing exporter keeps its unsent samples
-(up to `max_pending`, oldest dropped and counted) and is retried with backoff, without
-holding back the others.
+`metrics.record` only appends a tuple to a deque. A background worker turns the tuples
+into `Sample`s named `metrics/<name>` (system metrics: `system/<name>`) with labels
+`run` and `host`, and submits them to an `ExporterProcess`, which owns the exporters in
+a child process and retries failing backends there. The ExporterProcess keeps the latest
+value of each series, so a backend sees at least the newest value of every metric.
 """
 
 from __future__ import annotations
@@ -14,59 +15,57 @@ from typing import Any
 
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._process import ExporterProcess
 
 
 class MetricFeed(BackgroundWorker):
-    """Turns recorded values into samples named `metrics/<name>` (or `system/<name>`) for exporters."""
+    """Drains recorded values into an ExporterProcess (ours, or one the caller shares)."""
 
     def __init__(
         self,
-        exporters: Sequence[Exporter],
+        exporters: Sequence[Exporter] | ExporterProcess,
         labels: dict[str, str],
         *,
         interval_s: float = 1.0,
-        max_pending: int = 100_000,
+        export_interval_s: float = 10.0,
     ) -> None:
         super().__init__("mlgoodput-run-exporters", interval_s=interval_s)
-        for i, e in enumerate(exporters):
-            if not isinstance(e, Exporter):
-                raise TypeError(f"exporters[{i}] must have export(samples) and shutdown(timeout_s), got {e!r}")
-        self.exporters = list(exporters)
+        if isinstance(exporters, ExporterProcess):
+            self.process = exporters
+            self._owns = False
+        else:
+            for i, e in enumerate(exporters):
+                if not isinstance(e, Exporter):
+                    raise TypeError(f"exporters[{i}] must have export(samples) and shutdown(timeout_s), got {e!r}")
+            self.process = ExporterProcess(list(exporters), interval_s=export_interval_s,
+                                           name="mlgoodput-run-exporter")
+            self._owns = True
         self.labels = dict(labels)
-        self.max_pending = max_pending
-        self.dropped = 0
         self.queue: collections.deque[tuple[Any, ...]] = collections.deque()
-        self._pending: list[list[Sample]] = [[] for _ in self.exporters]
+        self.submitted = 0
+
+    def start(self) -> None:
+        """Start the exporter process (raises if an exporter cannot open) and the feeding thread."""
+        if self._owns:
+            self.process.start()
+        super().start()
 
     def _work(self) -> bool:
         q = self.queue
-        new: list[Sample] = []
-        while q:
+        batch: list[Sample] = []
+        while q and len(batch) < 10_000:
             prefix, name, value, step, t = q.popleft()
-            new.append(Sample(f"{prefix}/{name}", value, self.labels, step=step, time=t))
-        error: BaseException | None = None
-        for i, exp in enumerate(self.exporters):
-            pending = self._pending[i]
-            pending.extend(new)
-            if len(pending) > self.max_pending:
-                cut = len(pending) - self.max_pending
-                self.dropped += cut
-                del pending[:cut]
-            if not pending:
-                continue
-            try:
-                exp.export(pending)
-            except Exception as e:  # retried next round; the worker logs it once
-                error = error or e
-                continue
-            self._pending[i] = []
-        if error is not None:
-            raise error
+            batch.append(Sample(f"{prefix}/{name}", value, self.labels, step=step, time=t))
+        if batch:
+            self.process.submit(batch)  # never raises; the process retries its backends
+            self.submitted += len(batch)
         return not q
 
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Hand everything recorded so far to the exporters and wait until they exported it."""
+        return super().flush(timeout_s) and self.process.flush(timeout_s)
+
     def _on_close(self) -> None:
-        for exp in self.exporters:
-            try:
-                exp.shutdown(2.0)
-            except Exception as e:
-                self._note_error(e)
+        self._work()
+        if self._owns:
+            self.process.stop(10.0)

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from mlgoodput import _env
+from mlgoodput._journal import Journal
 from mlgoodput.diagnostics._configs import load_configs, software_configs, system_configs
-from mlgoodput.diagnostics._sink import Sink, open_sink
+from mlgoodput.diagnostics._sink import open_sink
 from mlgoodput.events import Kind, check_name
 from mlgoodput.export._base import Exporter
-from mlgoodput.store import Store, open_store
+from mlgoodput.export._process import ExporterProcess
+from mlgoodput.store import Store, open_store, resolve_store_url
 
 log = logging.getLogger("mlgoodput.diagnostics")
 
@@ -149,7 +151,7 @@ class MLRun:
         self.workload_id = workload_id
         self.hostname = socket.gethostname()
         self.clock = clock
-        self.sink: Sink = open_sink(store, name, process_index)
+        self.sink: Journal = open_sink(store, name, process_index)
         self._append = self.sink.append
         self._feed_put: Callable[[tuple[Any, ...]], None] | None = None
         self._helpers: list[Any] = []  # sampler, on-demand server, exporter feed: closed in reverse
@@ -165,11 +167,10 @@ class MLRun:
 
     def flush(self, timeout_s: float | None = 10.0) -> bool:
         """Wait until recorded events are in the store and samples handed to exporters."""
-        ok = True
+        ok = self.sink.flush(timeout_s)
         for h in self._helpers:
-            if hasattr(h, "flush"):
-                ok = h.flush(timeout_s) and ok
-        return self.sink.flush(timeout_s) and ok
+            ok = h.flush(timeout_s) and ok
+        return ok
 
     def end(self, timeout_s: float | None = 10.0) -> None:
         """Stop the sampler, the on-demand server and exporters, and flush the run's events."""
@@ -182,7 +183,7 @@ class MLRun:
                 h.close(timeout_s)
             except Exception as e:
                 log.warning("mlgoodput: closing %s failed: %s", type(h).__name__, e)
-        self.sink.flush(timeout_s)
+        self.sink.close(timeout_s)  # releases this run's use of the shared journal
         with _current_lock:
             if _current is self:
                 _current = None
@@ -210,7 +211,7 @@ def machinelearning_run(
     store: Any = None,
     log_system_metrics: bool = False,
     system_metrics_interval_s: float = 10.0,
-    exporters: Sequence[Exporter] | None = None,
+    exporters: Sequence[Exporter] | ExporterProcess | None = None,
     on_demand_address: str | None = None,
     workload_id: str | None = None,
     process_index: int | None = None,
@@ -247,7 +248,8 @@ def machinelearning_run(
     if exporters:
         from mlgoodput.diagnostics._feed import MetricFeed
 
-        feed = MetricFeed(list(exporters), {"run": full_name, "host": str(pidx)})
+        feed = MetricFeed(exporters, {"run": full_name, "host": str(pidx)})
+        feed.start()  # raises now if an exporter cannot open
     sampler = None
     if log_system_metrics:
         from mlgoodput.diagnostics._system import SystemSampler
@@ -268,7 +270,6 @@ def machinelearning_run(
     if feed is not None:
         run._feed_put = feed.queue.append
         run._helpers.append(feed)
-        feed.start()
     if on_demand_xprof:
         from mlgoodput.diagnostics._ondemand import OnDemandServer
 
@@ -303,7 +304,7 @@ def machinelearning_run(
         _current = run
     _register_atexit()
     if pidx == 0:
-        store_arg = "" if st.url == open_store(None).url else f" --store {st.url}"
+        store_arg = "" if st.url == resolve_store_url(None) else f" --store {st.url}"
         print(
             f"mlgoodput: run {full_name}: see it with `mlgoodput runs show {full_name}{store_arg}`;"
             f" profiles under {profile_dir}",

@@ -98,11 +98,13 @@ class SystemSampler(BackgroundWorker):
         self._lock_fd: int | None = None
         self._procs: dict[int, Any] = {}
         self._append: Any = None
+        self._feed_put: Any = None
         self.samples = 0
 
     def attach(self, run: Any) -> None:
-        """Write into this run's journal."""
+        """Write into this run's journal (and its exporters, if any)."""
         self._append = run._append
+        self._feed_put = run._feed_put
 
     @property
     def leader(self) -> bool:
@@ -159,8 +161,12 @@ class SystemSampler(BackgroundWorker):
         if self.gpus is not None:
             values.extend(self.gpus.sample())
         append = self._append
+        put = self._feed_put
         for name, v in values:
-            append(Kind.SYSTEM_METRIC, now, None, v, f"{self.hostname}/{name}")
+            full = f"{self.hostname}/{name}"
+            append(Kind.SYSTEM_METRIC, now, None, v, full)
+            if put is not None:
+                put(("system", full, v, None, now))
         self.samples += 1
         return values
 
