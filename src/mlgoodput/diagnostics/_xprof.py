@@ -71,7 +71,11 @@ class Capture:
                 staging.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"cannot write profiles under {run.profile_dir!r}: {e}") from e
-        _profiler.start_trace(staging, owner=self.trigger)
+        try:
+            _profiler.start_trace(staging, owner=self.trigger)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         self._staging = staging
         self._t0 = time.time()
         run._append(Kind.PROFILE_START, self._t0, name=self.session, attrs={
