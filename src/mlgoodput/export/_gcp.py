@@ -235,9 +235,7 @@ class CloudMonitoringExporter:
         if self.api_endpoint and self.insecure:
             import grpc
             from google.auth.credentials import AnonymousCredentials
-            from google.cloud.monitoring_v3.services.metric_service.transports import (
-                MetricServiceGrpcTransport,
-            )
+            from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
 
             endpoint = self.api_endpoint
 
