@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from diag_helpers import CHILD, child_env, run_cli
 
 from mlgoodput.diagnostics import load_run, machinelearning_run, xprof
 from mlgoodput.diagnostics._ondemand import endpoints, request
-
-from .conftest import CHILD, child_env, run_cli
 
 HOST = socket.gethostname()
 pytestmark = pytest.mark.slow

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from diag_helpers import run_cli
 
 from mlgoodput.diagnostics import machinelearning_run, metric_types, metrics, xprof
-
-from .conftest import run_cli
 
 
 def _make_run(store: str) -> str:
