@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from mlgoodput.diagnostics import machinelearning_run, metric_types, metrics  # noqa: E402
-from mlgoodput.testing import FileExporter  # noqa: E402
+from mlgoodput.diagnostics import machinelearning_run, metric_types, metrics
+from mlgoodput.testing import FileExporter
 
 
 def measure(fn: Callable[[int], None], calls: int) -> tuple[float, float, float]:

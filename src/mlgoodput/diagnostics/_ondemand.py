@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import json
+import logging
 import os
 import secrets
 import select
@@ -29,6 +31,8 @@ from mlgoodput._worker import BackgroundWorker
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
 from mlgoodput.jax import _profiler
+
+log = logging.getLogger("mlgoodput.diagnostics")
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 65536
@@ -82,6 +86,9 @@ class OnDemandServer(BackgroundWorker):
                 os.chmod(bind, 0o600)
                 self.address = f"unix:{bind}"
             else:
+                if not ipaddress.ip_address(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]).is_loopback:
+                    log.warning("mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
+                                " still need the token, which travels unencrypted", address)
                 sock.bind(bind)
                 host, port = sock.getsockname()[:2]
                 self.address = f"[{host}]:{port}" if fam == socket.AF_INET6 else f"{host}:{port}"
