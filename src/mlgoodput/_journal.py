@@ -137,6 +137,7 @@ class Journal(BackgroundWorker):
         self._spare: Segment | None = None
         self._sealed: deque[Segment] = deque()
         self._recovered = False
+        self._names: dict[str | None, tuple[int, bytes, int]] = {}  # encoded names, reused
         self._shipper: threading.Thread | None = None
         self.appended = 0  # events appended in this process
         self.shipped = 0  # events handed to the store
@@ -162,7 +163,15 @@ class Journal(BackgroundWorker):
             extra = b""
             name_len = 0
         else:
-            flags, extra, name_len = encode_extra(name, attrs)
+            if attrs is None:
+                enc = self._names.get(name)
+                if enc is None:
+                    enc = encode_extra(name, None)
+                    if len(self._names) < 1024:
+                        self._names[name] = enc
+            else:
+                enc = encode_extra(name, attrs)
+            flags, extra, name_len = enc
             need = REC + len(extra)
         with self._lock:
             seg = self._active
