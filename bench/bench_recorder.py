@@ -28,9 +28,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from mlgoodput._journal import Journal  # noqa: E402
-from mlgoodput.goodput import GoodputRecorder  # noqa: E402
-from mlgoodput.store import open_store  # noqa: E402
+from mlgoodput._journal import Journal
+from mlgoodput.goodput import GoodputRecorder
+from mlgoodput.store import open_store
 
 Stats = tuple[float, float, float]
 
@@ -166,7 +166,7 @@ def main() -> int:
     print("-" * len(head))
     for name, (med, p99, p999) in ours.items():
         line = f"{name:48} {med:8.2f} {p99:8.2f} {p999:8.2f}"
-        for label, res in theirs.items():
+        for res in theirs.values():
             if name in res:
                 tm, tp, _ = res[name]
                 line += f" | {tm:14.2f} {tp:8.2f} {tm / med:6.1f}x"

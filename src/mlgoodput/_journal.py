@@ -403,23 +403,23 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if not dead and not include_live:
             return 0
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0)
-        img = read_image(data)
+        img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None or img.meta.get("store") != url:
             return 0
         ns, job = str(img.meta.get("namespace")), str(img.meta.get("job"))
-        shipped, off = img.shipped, img.shipped_off
+        shipped, base = img.shipped, img.shipped_off
+        tail = os.pread(fd, size - base, base)  # only what the owner has not shipped
+        off = 0
         total = 0
         while True:
-            events, end = decode_records(data, off, len(data), img.host, SHIP_BATCH)
+            events, off = decode_records(tail, off, len(tail), img.host, SHIP_BATCH)
             if not events:
                 break
             store.append(ns, job, EventBatch(img.writer, shipped, events))
             shipped += len(events)
-            off = end
             total += len(events)
             if dead:
-                write_watermark(fd, shipped, off)
+                write_watermark(fd, shipped, base + off)
         if dead:
             p.unlink()
         if total:

@@ -234,7 +234,7 @@ def decode_records(
 
 @dataclass(frozen=True, slots=True)
 class SegmentImage:
-    """A segment file as read by a recoverer: header fields and the bytes."""
+    """A segment file's header as read by a recoverer."""
 
     writer: int
     shipped: int
@@ -242,11 +242,11 @@ class SegmentImage:
     host: int
     sealed: bool
     meta: dict[str, Any]
-    data: bytes
 
 
-def read_image(data: bytes) -> SegmentImage | None:
-    """Parse a segment file's bytes; None when it is not a (complete) segment of ours."""
+def read_image(data: bytes, size: int) -> SegmentImage | None:
+    """Parse a segment header (`data`, of a file of `size` bytes); None when it is not a
+    (complete) segment of ours."""
     if len(data) < HEADER_SIZE:
         return None
     magic, version, writer, shipped, shipped_off, _pid, host, sealed, meta_len = _HEAD.unpack_from(data, 0)
@@ -258,9 +258,9 @@ def read_image(data: bytes) -> SegmentImage | None:
         return None
     if not isinstance(meta, dict):
         return None
-    if not HEADER_SIZE <= shipped_off <= len(data):
+    if not HEADER_SIZE <= shipped_off <= size:
         shipped, shipped_off = 0, HEADER_SIZE
-    return SegmentImage(writer, shipped, shipped_off, host, bool(sealed), meta, data)
+    return SegmentImage(writer, shipped, shipped_off, host, bool(sealed), meta)
 
 
 def write_watermark(fd: int, shipped: int, shipped_off: int) -> None:
