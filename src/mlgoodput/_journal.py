@@ -144,6 +144,8 @@ class Journal(BackgroundWorker):
         self.volatile = 0  # events that went to a memory-only segment (no journal file)
         self.closed_appends = 0  # events appended after close: left on disk for recovery
         _live.add(self)
+        with self._lock:
+            self._active = self._new_segment(self.segment_size)  # the first append stays cheap
 
     # -- the hot path ----------------------------------------------------------------
     def append(
@@ -234,9 +236,6 @@ class Journal(BackgroundWorker):
 
     def _work(self) -> bool:
         store = self._get_store()
-        if not self._recovered:
-            self._recovered = True
-            _recover_dead(store, self.url, self._dirs)
         with self._lock:
             segs = [*self._sealed]
             if self._active is not None:
@@ -270,6 +269,9 @@ class Journal(BackgroundWorker):
                     spare = None  # type: ignore[assignment]
             if spare is not None:
                 spare.release(delete=True)
+        if not self._recovered:  # once per journal: ship what dead processes left behind
+            _recover_dead(store, self.url, self._dirs)
+            self._recovered = True
         with self._lock:
             return all(s.shipped >= s.count for s in [*self._sealed, *([self._active] if self._active else [])])
 
@@ -317,6 +319,11 @@ class Journal(BackgroundWorker):
         if self._owns_store and self._store is not None:
             self._store.close()
         self._store = None
+        if self.url.startswith("memory://"):
+            try:
+                self._dirs[0].rmdir()  # a per-process directory: leave nothing behind
+            except OSError:
+                pass
 
     def _after_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
@@ -368,7 +375,12 @@ def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: boo
             if fname.endswith(".tmp"):
                 _drop_stale_tmp(p)
             elif fname.endswith(SUFFIX):
-                total += _recover_segment(store, url, p, include_live)
+                try:
+                    total += _recover_segment(store, url, p, include_live)
+                except OSError:
+                    raise  # storage trouble (StoreError is an OSError): the caller retries
+                except Exception as e:  # a damaged file must not stop the others
+                    log.warning("mlgoodput: skipping unreadable journal %s: %s", p, e)
     return total
 
 

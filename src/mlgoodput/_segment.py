@@ -214,7 +214,10 @@ def decode_records(
                 name = bytes(buf[p : p + name_len]).decode("utf-8", "replace")
                 p += name_len
             if flags & 2:
-                attrs = json.loads(bytes(buf[p : off + n]))
+                try:
+                    attrs = json.loads(bytes(buf[p : off + n]))
+                except ValueError:
+                    break  # a damaged record: treat it as the end, like a torn tail
         k = _KINDS.get(kind)
         if k is not None:
             append(
