@@ -286,3 +286,18 @@ def test_damaged_journal_files_are_skipped(tmp_path: Path) -> None:
     assert recover_journals(db) == 0
     assert _events(db) == [Event(Kind.JOB_START, 1.0, 0)]
     j.close()
+
+
+def test_memory_store_objects_never_share_a_journal() -> None:
+    a, b = MemoryStore(), MemoryStore()  # same URL "memory://", different stores
+    ja = Journal.for_stream(a, "ns", "job", 0)
+    jb = Journal.for_stream(b, "ns", "job", 0)
+    assert ja is not jb
+    ja.append(Kind.STEP_START, 1.0, 1)
+    jb.append(Kind.STEP_START, 2.0, 2)
+    assert ja.flush(30) and jb.flush(30)
+    assert recover_journals(b) == 0
+    assert [e.step for e in a.read("ns", "job").columns.events()] == [1]
+    assert [e.step for e in b.read("ns", "job").columns.events()] == [2]
+    ja.close()
+    jb.close()
