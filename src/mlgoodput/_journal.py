@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import struct
 import threading
 import time
 from collections import deque
@@ -189,11 +190,14 @@ class Journal(BackgroundWorker):
                 seg = self._rotate(need)
             off = seg.off
             buf = seg.buf
-            _pack_body(
-                buf, off + 4, kind, flags, name_len, time,
-                NO_STEP if step is None else step,
-                _NAN if value is None else value,
-            )
+            try:
+                _pack_body(
+                    buf, off + 4, kind, flags, name_len, time,
+                    NO_STEP if step is None else step,
+                    _NAN if value is None else value,
+                )
+            except struct.error as e:  # nothing is committed: the length was not written
+                raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
             if extra:
                 buf[off + REC : off + need] = extra
             _pack_len(buf, off, need)  # the length goes last: it commits the record

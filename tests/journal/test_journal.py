@@ -340,3 +340,15 @@ def test_a_record_without_its_length_is_invisible(tmp_path: Path) -> None:
     LEN.pack_into(seg.buf, off, 10_000_000)  # an impossible length is the end too
     assert len(decode_records(seg.buf, seg.off, seg.size, 0, 100)[0]) == 3
     seg.release(delete=True)
+
+
+def test_values_that_do_not_fit_are_refused_and_leave_nothing() -> None:
+    j = Journal.for_stream("memory://fit", "ns", "job", 0)
+    with pytest.raises(ValueError, match="step"):
+        j.append(Kind.STEP_START, 1.0, 2**64)
+    with pytest.raises(ValueError, match="time"):
+        j.append(Kind.STEP_START, "soon", 1)  # type: ignore[arg-type]
+    j.append(Kind.STEP_START, 2.0, 2)
+    assert j.flush(30)
+    assert _events("memory://fit") == [Event(Kind.STEP_START, 2.0, 0, step=2)]
+    j.close()
