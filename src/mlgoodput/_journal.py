@@ -18,8 +18,8 @@ import fcntl
 import hashlib
 import logging
 import os
-import tempfile
 import struct
+import tempfile
 import threading
 import time
 from collections import deque
