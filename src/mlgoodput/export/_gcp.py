@@ -235,7 +235,9 @@ class CloudMonitoringExporter:
         if self.api_endpoint and self.insecure:
             import grpc
             from google.auth.credentials import AnonymousCredentials
-            from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
+            from google.cloud.monitoring_v3.services.metric_service.transports import (
+                MetricServiceGrpcTransport,
+            )
 
             endpoint = self.api_endpoint
 
@@ -243,7 +245,9 @@ class CloudMonitoringExporter:
                 return MetricServiceGrpcTransport(channel=grpc.insecure_channel(endpoint), **kw)
 
             self._client = monitoring_v3.MetricServiceClient(
-                credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint}, transport=transport
+                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                client_options={"api_endpoint": endpoint},
+                transport=transport,
             )
         else:
             kwargs: dict[str, Any] = {}
@@ -280,7 +284,7 @@ class CloudMonitoringExporter:
                 "workload_id": labels.get("job_name", ""),
                 "replica_id": opts.replica_id,
             }
-            spec = {"type": WORKLOAD_PREFIX + metric, "labels": mlabels, "rtype": WORKLOAD_RESOURCE, "rlabels": rlabels, "vtype": value_type}
+            spec: dict[str, Any] = {"type": WORKLOAD_PREFIX + metric, "labels": mlabels, "rtype": WORKLOAD_RESOURCE, "rlabels": rlabels, "vtype": value_type}
         elif s.name in SKIPPED:
             return None
         else:
