@@ -20,7 +20,7 @@ def shared_calculator(store_url: str, logger_name: str, job_name: str) -> Any:
     key = (store_url, logger_name, job_name)
     calc = _calculators.get(key)
     if calc is None:
-        from mlgoodput.accounting import GoodputCalculator  # type: ignore[attr-defined]
+        from mlgoodput.accounting import GoodputCalculator
 
         calc = _calculators[key] = GoodputCalculator(job_name, logger_name, store=store_url)
     return calc
@@ -59,7 +59,7 @@ class GoodputSource:
         if self.mode == "rolling":
             reports = calc.rolling_windows(list(self.windows_s), end=end)
             return _samples.rolling_samples(reports, include_badput_breakdown=self.include_badput_breakdown)
-        report = calc.report(end=end, configured_ideal_step_time=self.configured_ideal_step_time)
+        report = calc.report(at=end, configured_ideal_step_time=self.configured_ideal_step_time)
         out: list[Sample] = []
         if self.mode == "cumulative":
             out = _samples.cumulative_samples(
