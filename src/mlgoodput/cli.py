@@ -17,6 +17,7 @@ _COMMANDS: tuple[str, ...] = (
     "demo",
     "runs",
     "profile",
+    "monitor",
 )
 
 

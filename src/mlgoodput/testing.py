@@ -7,11 +7,34 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mlgoodput.export._base import Sample
 from mlgoodput.store import MemoryStore
 
-__all__ = ["CapturingExporter", "FakeClock", "FileExporter", "MemoryStore"]
+__all__ = [
+    "CapturingExporter",
+    "FakeClock",
+    "FakeMetadataServer",
+    "FakeMetricService",
+    "FileExporter",
+    "MemoryStore",
+    "OTLPReceiver",
+]
+
+if TYPE_CHECKING:
+    from mlgoodput._fake_servers import FakeMetadataServer, FakeMetricService, OTLPReceiver
+
+_SERVERS = ("FakeMetadataServer", "FakeMetricService", "OTLPReceiver")
+
+
+def __getattr__(name: str) -> object:
+    """The fake servers live in their own module (they import grpc and protobuf lazily)."""
+    if name in _SERVERS:
+        from mlgoodput import _fake_servers
+
+        return getattr(_fake_servers, name)
+    raise AttributeError(name)
 
 
 class FakeClock:

@@ -214,9 +214,9 @@ class ExporterProcess:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
         code = (
-            "import sys; sys.path[:0] = %r; "
-            "from mlgoodput.export._process import _child_main; _child_main(%d)"
-        ) % (paths, child_sock.fileno())
+            f"import sys; sys.path[:0] = {paths!r}; "
+            f"from mlgoodput.export._process import _child_main; _child_main({child_sock.fileno()})"
+        )
         env = dict(os.environ)
         try:
             popen = subprocess.Popen(
@@ -434,9 +434,8 @@ class _Child:
                 msg = ("parent-gone",)
             if msg is None and os.getppid() != self.ppid:
                 msg = ("parent-gone",)
-            if msg is not None:
-                if self.handle(msg):
-                    return
+            if msg is not None and self.handle(msg):
+                return
             if time.monotonic() >= next_tick:
                 self.collect()
                 next_tick = max(next_tick + self.interval_s, time.monotonic() + 0.1 * self.interval_s)
