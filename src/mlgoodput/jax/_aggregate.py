@@ -34,7 +34,7 @@ N_BUCKETS = HIGH_EXP - LOW_EXP + 1
 TIMESTAMP_SCALAR_PREFIX = "/jax/core/compile/"
 
 # index of each field in a series' mutable state list
-_COUNT, _SUM, _MIN, _MAX, _LAST, _BUCKETS, _NAMES = range(7)
+_COUNT, _SUM, _MIN, _MAX, _LAST, _BUCKETS, _LABELS = range(7)
 
 Labels = tuple[tuple[str, Any], ...]
 
@@ -64,7 +64,13 @@ class Aggregator:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._series: dict[tuple[Any, ...], list[Any]] = {}
+        # A series' state: [count, sum, min, max, last, buckets, labels]. Per callback kind,
+        # series without labels sit in `_plain[kind][event]`, those with labels in
+        # `_labeled[kind][event][value]` (one label) or `[...][(values...)]` (several):
+        # the cheapest lookups on the hot path.
+        kinds = (EVENT, DURATION, SCALAR, SPAN)
+        self._plain: dict[str, dict[Any, list[Any]]] = {k: {} for k in kinds}
+        self._labeled: dict[str, dict[str, dict[Any, list[Any]]]] = {k: {} for k in kinds}
         self.errors = 0  # callbacks that met an unexpected input and were ignored
         self.on_event, self.on_duration, self.on_scalar, self.on_span = self._build()
 
@@ -78,17 +84,23 @@ class Aggregator:
         # so nothing can raise while it is held.
         lock = self._lock
         acquire, release = lock.acquire, lock.release
-        series = self._series
+        plain, labeled = self._plain, self._labeled
+        event_p, duration_p, scalar_p, span_p = (plain[k] for k in (EVENT, DURATION, SCALAR, SPAN))
+        event_l, duration_l, scalar_l, span_l = (labeled[k] for k in (EVENT, DURATION, SCALAR, SPAN))
         top = N_BUCKETS - 1
         scale = 2.0 ** -LOW_EXP
         agg = self
 
         def new_series(kind: str, event: str, kw: dict[str, Any], v: float) -> list[Any]:
-            key = (kind, event, tuple(kw.values())) if kw else (kind, event)
             with lock:
-                s = series.get(key)
+                if kw:
+                    lk = next(iter(kw.values())) if len(kw) == 1 else tuple(kw.values())
+                    d = labeled[kind].setdefault(event, {})
+                else:
+                    lk, d = event, plain[kind]
+                s = d.get(lk)
                 if s is None:
-                    s = series[key] = [0, 0.0, v, v, v, [0] * N_BUCKETS, tuple(kw)]
+                    s = d[lk] = [0, 0.0, v, v, v, [0] * N_BUCKETS, tuple(kw.items())]
             return s
 
         def add(s: list[Any], v: float) -> None:
@@ -108,7 +120,15 @@ class Aggregator:
 
         def on_event(event: str, **kw: Any) -> None:
             try:
-                s = series.get((EVENT, event, tuple(kw.values())) if kw else (EVENT, event))
+                if kw:
+                    t = event_l.get(event)
+                    if len(kw) == 1:
+                        (lk,) = kw.values()
+                    else:
+                        lk = tuple(kw.values())
+                    s = None if t is None else t.get(lk)
+                else:
+                    s = event_p.get(event)
                 if s is None:
                     s = new_series(EVENT, event, kw, 0.0)
                 acquire()
@@ -122,7 +142,15 @@ class Aggregator:
         def on_duration(event: str, duration_secs: float, **kw: Any) -> None:
             try:
                 v = duration_secs + 0.0
-                s = series.get((DURATION, event, tuple(kw.values())) if kw else (DURATION, event))
+                if kw:
+                    t = duration_l.get(event)
+                    if len(kw) == 1:
+                        (lk,) = kw.values()
+                    else:
+                        lk = tuple(kw.values())
+                    s = None if t is None else t.get(lk)
+                else:
+                    s = duration_p.get(event)
                 if s is None:
                     s = new_series(DURATION, event, kw, v)
                 i = int(v * scale).bit_length() if v > 0.0 else 0
@@ -146,7 +174,15 @@ class Aggregator:
                 if event.startswith(TIMESTAMP_SCALAR_PREFIX):
                     return
                 v = value + 0.0
-                s = series.get((SCALAR, event, tuple(kw.values())) if kw else (SCALAR, event))
+                if kw:
+                    t = scalar_l.get(event)
+                    if len(kw) == 1:
+                        (lk,) = kw.values()
+                    else:
+                        lk = tuple(kw.values())
+                    s = None if t is None else t.get(lk)
+                else:
+                    s = scalar_p.get(event)
                 if s is None:
                     s = new_series(SCALAR, event, kw, v)
                 add(s, v)
@@ -156,7 +192,15 @@ class Aggregator:
         def on_span(event: str, start_time: float, end_time: float, **kw: Any) -> None:
             try:
                 v = end_time - start_time + 0.0
-                s = series.get((SPAN, event, tuple(kw.values())) if kw else (SPAN, event))
+                if kw:
+                    t = span_l.get(event)
+                    if len(kw) == 1:
+                        (lk,) = kw.values()
+                    else:
+                        lk = tuple(kw.values())
+                    s = None if t is None else t.get(lk)
+                else:
+                    s = span_p.get(event)
                 if s is None:
                     s = new_series(SPAN, event, kw, v)
                 add(s, v)
@@ -168,11 +212,13 @@ class Aggregator:
     def snapshot(self) -> list[SeriesSnapshot]:
         """Every series' cumulative totals (a consistent copy, taken under the lock)."""
         with self._lock:
-            items = [(k, list(s), tuple(s[_BUCKETS])) for k, s in self._series.items()]
+            items = [(kind, ev, list(s), tuple(s[_BUCKETS]))
+                     for kind, d in self._plain.items() for ev, s in d.items()]
+            items += [(kind, ev, list(s), tuple(s[_BUCKETS]))
+                      for kind, d in self._labeled.items() for ev, t in d.items() for s in t.values()]
         out = []
-        for key, s, buckets in items:
-            kind, event = key[0], key[1]
-            labels: Labels = tuple(zip(s[_NAMES], key[2], strict=False)) if len(key) > 2 else ()
+        for kind, event, s, buckets in items:
+            labels: Labels = s[_LABELS]
             out.append(
                 SeriesSnapshot(
                     kind=kind, event=event, labels=labels, count=int(s[_COUNT]),
@@ -185,12 +231,12 @@ class Aggregator:
 
     def total_count(self) -> int:
         """The number of callbacks aggregated so far, all series together."""
-        with self._lock:
-            return sum(int(s[_COUNT]) for s in self._series.values())
+        return sum(sn.count for sn in self.snapshot())
 
     def reset(self) -> None:
         with self._lock:
-            self._series.clear()
+            for d in (*self._plain.values(), *self._labeled.values()):
+                d.clear()
 
 
 def metric_name(event: str, kind: str) -> str:
