@@ -17,6 +17,18 @@ JOURNAL_DIR = "MLGOODPUT_JOURNAL_DIR"
 CONSOLE = "MLGOODPUT_CONSOLE"
 #: Token for a console server on TCP.
 CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
+#: Launcher variables that carry a process's index (rank), in the order they are consulted
+#: when `process_index=None` and no JAX runtime is initialized.
+PROCESS_INDEX_VARS: tuple[str, ...] = (
+    "JAX_PROCESS_ID",
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+    "TPU_WORKER_ID",
+    "CLOUD_TPU_TASK_ID",
+)
 
 
 def data_dir() -> Path:
