@@ -235,8 +235,10 @@ class Aggregator:
 
     def reset(self) -> None:
         with self._lock:
-            for d in (*self._plain.values(), *self._labeled.values()):
+            for d in self._plain.values():
                 d.clear()
+            for t in self._labeled.values():
+                t.clear()
 
 
 def metric_name(event: str, kind: str) -> str:

@@ -77,38 +77,40 @@ def init(
         from mlgoodput.jax import _wiring
 
         agg = Aggregator()
-        rec = recorder if recorder is not None else _wiring.find_recorder(job_name)
-        compile_sink = _wiring.recorder_journal(rec) if rec is not None else None
-        host_fixed = _wiring.recorder_host(rec) if rec is not None else None
-
-        def host() -> int:
-            return host_fixed if host_fixed is not None else process_index()
-
+        if recorder is not None:
+            compile_sink = _wiring.recorder_journal(recorder)
+        else:
+            compile_sink = _wiring.find_goodput_journal(job_name)
+        host = _wiring.default_host(compile_sink)
+        exps = list(exporters) if exporters is not None else _wiring.default_exporters(
+            project_id=project_id, metric_prefix=metric_prefix,
+            resource_type=monitored_resource_type, resource_labels=monitored_resource_labels,
+        )
+        sink = _wiring.make_sink(exps, interval_s=float(interval_s))  # raises if one cannot open
         callbacks = {"event": agg.on_event, "duration": agg.on_duration,
                      "scalar": agg.on_scalar, "span": agg.on_span}
         added = _listeners.install(callbacks)
-        if compile_sink is not None:
-            added += _listeners.install(_listeners.compile_listeners(compile_sink))
         try:
-            sink = _wiring.make_sink(
-                exporters, job_name=job_name, project_id=project_id, metric_prefix=metric_prefix,
-                resource_type=monitored_resource_type, resource_labels=monitored_resource_labels,
-            )
-            metric_journal = _wiring.metric_journal(store, job_name, host())
+            if compile_sink is not None:
+                added += _listeners.install(_listeners.compile_listeners(compile_sink))
+            metric_journal = _wiring.metric_journal(store, job_name, host)
             shipper = _session.Shipper(
-                agg, {"job_name": job_name}, sink, metric_journal, host, interval_s=float(interval_s)
+                agg, {"job_name": job_name}, sink, metric_journal, lambda: host,
+                interval_s=float(interval_s),
             )
             shipper.start()
         except BaseException:
             _listeners.uninstall(added)
+            if sink is not None:
+                sink.shutdown(5.0)
             raise
         return _session.Session(
             job_name=job_name, aggregator=agg, added=added, shipper=shipper, sink=sink,
-            compile_sink=compile_sink,
+            compile_sink=compile_sink, host=host,
             options={"project_id": project_id, "metric_prefix": metric_prefix,
                      "monitored_resource_type": monitored_resource_type,
                      "monitored_resource_labels": dict(monitored_resource_labels or {}),
-                     "store": store, "interval_s": interval_s},
+                     "store": store, "interval_s": interval_s, "exporters": exps},
         )
 
     return _session.start(build)

@@ -7,9 +7,10 @@ not hold up training and is not counted) and a restore into `Kind.CKPT_RESTORE` 
 duration), both tagged with the step, written through the recorder's journal.
 
 De-duplication: when the recorder's own checkpoint calls already cover an Orbax save or
-restore (the user wrapped `manager.save` in `record_checkpoint_save_start/end`), the Orbax
-event is not written; see `_covered`. The calculator would count the overlap once anyway
-(spec: Checkpoints), so this only keeps the event log free of repeats.
+restore (the user wrapped `manager.save` in `record_checkpoint_save_start/end_time`, so the
+recorder has that checkpoint open while Orbax reports it), the Orbax event is not written;
+see `_covered`. The calculator would count the overlap once anyway (spec: Checkpoints), so
+this keeps the event log free of repeats; it never changes the numbers.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
         if forward_to is not None and not callable(getattr(forward_to, "log_entry", None)):
             raise TypeError(f"forward_to must be an Orbax logger with log_entry(), got {forward_to!r}")
         self._recorder = recorder
-        self._sink = sink if sink is not None else _recorder_sink(recorder)
+        self._sink: EventSink | None = sink if sink is not None else _recorder_sink(recorder)
         self._forward = forward_to
         self._lock = threading.Lock()
         self.recorded = 0  # events written
@@ -92,7 +93,9 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
                 if ev is not None:
                     kind, start, dur, step = ev
                     with self._lock:
-                        if _covered(self._recorder, kind, start, start + dur):
+                        if self._sink is None:
+                            pass  # the recorder's logging is disabled: record nothing
+                        elif _covered(self._recorder, kind, step):
                             self.skipped += 1
                         else:
                             self._sink.append(kind, start, step=step, value=dur,
@@ -109,22 +112,32 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
                 log.warning("OrbaxLogger: forwarded logger failed: %s", e)
 
 
-def _recorder_sink(recorder: Any) -> EventSink:
-    """The journal a recorder writes through (our GoodputRecorder exposes it as `journal`)."""
-    j = getattr(recorder, "journal", None)
-    if j is None or not callable(getattr(j, "append", None)):
-        raise TypeError(f"recorder must be an mlgoodput GoodputRecorder, got {recorder!r}")
+def _recorder_sink(recorder: Any) -> EventSink | None:
+    """The journal the recorder writes through (None when its logging is disabled)."""
+    from mlgoodput.jax._wiring import recorder_journal
+
+    j = recorder_journal(recorder)
     return j  # type: ignore[no-any-return]
 
 
-def _covered(recorder: Any, kind: Kind, start: float, end: float) -> bool:
-    """Whether the recorder's own checkpoint calls already cover [start, end]."""
+_START_OF = {Kind.CKPT_SAVE: Kind.CKPT_SAVE_START, Kind.CKPT_RESTORE: Kind.CKPT_RESTORE_START}
+
+
+def _covered(recorder: Any, kind: Kind, step: int | None) -> bool:
+    """Whether the recorder has a checkpoint activity of this kind open right now (the user
+    wrapped the Orbax call in `record_checkpoint_save/restore_start/end_time`): its interval
+    then covers the Orbax one, and recording both would repeat the same time.
+
+    Reads the recorder's set of open activities, keyed (start kind, step).
+    """
     if recorder is None:
         return False
-    fn = getattr(recorder, "checkpoint_interval_covering", None)
-    if fn is None:
+    open_ = getattr(recorder, "_open", None)
+    if not isinstance(open_, set):
         return False
+    start = _START_OF[kind]
     try:
-        return bool(fn(kind, start, end))
-    except Exception:
+        keys = list(open_)
+    except RuntimeError:  # changed size while we looked: treat as not covered
         return False
+    return any(k == start and (step is None or key == step or key is None) for k, key in keys)

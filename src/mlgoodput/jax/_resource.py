@@ -8,10 +8,8 @@ It runs in the exporter, never on the training thread.
 from __future__ import annotations
 
 import os
-import urllib.request
 from collections.abc import Callable, Mapping
 
-_METADATA = "http://metadata.google.internal/computeMetadata/v1/"
 _DMI_FILES = ("/sys/class/dmi/id/product_name", "/sys/class/dmi/id/bios_vendor")
 
 
@@ -31,16 +29,6 @@ def on_gce(read: Callable[[str], str] | None = None) -> bool:
     return False
 
 
-def metadata(path: str, timeout_s: float = 0.5) -> str | None:
-    """One value from the GCE metadata server, or None if it cannot be had quickly."""
-    req = urllib.request.Request(_METADATA + path, headers={"Metadata-Flavor": "Google"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return str(r.read().decode("utf-8")).strip()
-    except (OSError, ValueError):
-        return None
-
-
 def project_from_env() -> str | None:
     """The project named by the usual Google Cloud environment variables, if any."""
     for name in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT"):
@@ -56,7 +44,7 @@ def detect_resource(
     resource_labels: Mapping[str, str] | None,
     *,
     gce: bool | None = None,
-    lookup: Callable[[str], str | None] = metadata,
+    lookup: Callable[[str], str | None] | None = None,
 ) -> tuple[str | None, str, dict[str, str]]:
     """(project_id, monitored resource type, its labels), filling in what was not given.
 
@@ -64,6 +52,11 @@ def detect_resource(
     instance id and zone (from the metadata server) and anything else reports `global`.
     """
     is_gce = on_gce() if gce is None else gce
+    if lookup is None:
+        from mlgoodput.export._gcp import metadata_value
+
+        def lookup(path: str) -> str | None:
+            return metadata_value(path, timeout_s=0.5)
     project = project_id or project_from_env()
     if project is None and is_gce:
         project = lookup("project/project-id")

@@ -88,6 +88,10 @@ class Shipper(BackgroundWorker):
         self.rounds += 1
         return True
 
+    def _on_close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+
 
 def _key(s: SeriesSnapshot) -> tuple[str, str, str]:
     return (s.kind, s.event, repr(s.labels))
@@ -111,6 +115,7 @@ class Session:
         shipper: Shipper | None,
         sink: Any,
         compile_sink: Any,
+        host: int,
         options: Mapping[str, Any],
     ) -> None:
         self.job_name = job_name
@@ -118,14 +123,19 @@ class Session:
         self.added = added
         self.shipper = shipper
         self.sink = sink
-        self.compile_sink = compile_sink
+        self.compile_sink = compile_sink  # the goodput journal compile events go to, if any
+        self.host = host
         self.options = dict(options)
 
     def flush(self, timeout_s: float | None = 10.0) -> bool:
-        """Ship the aggregates now and wait for it; True if it was done in time."""
-        if self.shipper is None:
-            return True
-        return self.shipper.flush(timeout_s)
+        """Ship the aggregates now and have the exporters send them; True if all was done
+        in time (the exporters' backends included)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        ok = self.shipper.flush(timeout_s) if self.shipper is not None else True
+        if self.sink is not None and hasattr(self.sink, "flush"):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ok = bool(self.sink.flush(left)) and ok
+        return ok
 
 
 _lock = threading.RLock()
