@@ -137,12 +137,15 @@ class Journal(BackgroundWorker):
         self._spare: Segment | None = None
         self._sealed: deque[Segment] = deque()
         self._recovered = False
+        self._names: dict[str | None, tuple[int, bytes, int]] = {}  # encoded names, reused
         self._shipper: threading.Thread | None = None
         self.appended = 0  # events appended in this process
         self.shipped = 0  # events handed to the store
         self.volatile = 0  # events that went to a memory-only segment (no journal file)
         self.closed_appends = 0  # events appended after close: left on disk for recovery
         _live.add(self)
+        with self._lock:
+            self._active = self._new_segment(self.segment_size)  # the first append stays cheap
 
     # -- the hot path ----------------------------------------------------------------
     def append(
@@ -162,7 +165,15 @@ class Journal(BackgroundWorker):
             extra = b""
             name_len = 0
         else:
-            flags, extra, name_len = encode_extra(name, attrs)
+            if attrs is None:
+                enc = self._names.get(name)
+                if enc is None:
+                    enc = encode_extra(name, None)
+                    if len(self._names) < 1024:
+                        self._names[name] = enc
+            else:
+                enc = encode_extra(name, attrs)
+            flags, extra, name_len = enc
             need = REC + len(extra)
         with self._lock:
             seg = self._active
@@ -225,9 +236,6 @@ class Journal(BackgroundWorker):
 
     def _work(self) -> bool:
         store = self._get_store()
-        if not self._recovered:
-            self._recovered = True
-            _recover_dead(store, self.url, self._dirs)
         with self._lock:
             segs = [*self._sealed]
             if self._active is not None:
@@ -261,6 +269,9 @@ class Journal(BackgroundWorker):
                     spare = None  # type: ignore[assignment]
             if spare is not None:
                 spare.release(delete=True)
+        if not self._recovered:  # once per journal: ship what dead processes left behind
+            _recover_dead(store, self.url, self._dirs)
+            self._recovered = True
         with self._lock:
             return all(s.shipped >= s.count for s in [*self._sealed, *([self._active] if self._active else [])])
 
@@ -308,6 +319,11 @@ class Journal(BackgroundWorker):
         if self._owns_store and self._store is not None:
             self._store.close()
         self._store = None
+        if self.url.startswith("memory://"):
+            try:
+                self._dirs[0].rmdir()  # a per-process directory: leave nothing behind
+            except OSError:
+                pass
 
     def _after_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
@@ -359,7 +375,12 @@ def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: boo
             if fname.endswith(".tmp"):
                 _drop_stale_tmp(p)
             elif fname.endswith(SUFFIX):
-                total += _recover_segment(store, url, p, include_live)
+                try:
+                    total += _recover_segment(store, url, p, include_live)
+                except OSError:
+                    raise  # storage trouble (StoreError is an OSError): the caller retries
+                except Exception as e:  # a damaged file must not stop the others
+                    log.warning("mlgoodput: skipping unreadable journal %s: %s", p, e)
     return total
 
 
@@ -394,23 +415,23 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if not dead and not include_live:
             return 0
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0)
-        img = read_image(data)
+        img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None or img.meta.get("store") != url:
             return 0
         ns, job = str(img.meta.get("namespace")), str(img.meta.get("job"))
-        shipped, off = img.shipped, img.shipped_off
+        shipped, base = img.shipped, img.shipped_off
+        tail = os.pread(fd, size - base, base)  # only what the owner has not shipped
+        off = 0
         total = 0
         while True:
-            events, end = decode_records(data, off, len(data), img.host, SHIP_BATCH)
+            events, off = decode_records(tail, off, len(tail), img.host, SHIP_BATCH)
             if not events:
                 break
             store.append(ns, job, EventBatch(img.writer, shipped, events))
             shipped += len(events)
-            off = end
             total += len(events)
             if dead:
-                write_watermark(fd, shipped, off)
+                write_watermark(fd, shipped, base + off)
         if dead:
             p.unlink()
         if total:

@@ -24,6 +24,7 @@ from mlgoodput.store import Store, resolve_store_url
 __all__ = ["GoodputRecorder", "detect_process_index"]
 
 _now = _time.time
+_datetime = _dt.datetime
 _STEP_START = Kind.STEP_START
 
 
@@ -106,7 +107,7 @@ class GoodputRecorder:
     # -- helpers -----------------------------------------------------------------------
     def _start(self, kind: Kind, t: _dt.datetime | None, arg: str, key: Any = None,
                step: int | None = None, name: str | None = None) -> None:
-        ts = _now() if t is None else to_unix(t, arg)
+        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
         with self._state_lock:
             self._check_open()
             self._open.add((kind, key))
@@ -114,7 +115,7 @@ class GoodputRecorder:
 
     def _end(self, start: Kind, end: Kind, t: _dt.datetime | None, arg: str, what: str,
              key: Any = None, step: int | None = None, name: str | None = None) -> None:
-        ts = _now() if t is None else to_unix(t, arg)
+        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
         with self._state_lock:
             self._check_open()
             if (start, key) not in self._open:
@@ -178,7 +179,12 @@ class GoodputRecorder:
             return
         if type(step) is not int or step < 0:
             step = check_step(step, "step")
-        ts = _now() if start_time is None else to_unix(start_time, "start_time")
+        if start_time is None:
+            ts = _now()
+        elif type(start_time) is _datetime:
+            ts = start_time.timestamp()
+        else:
+            ts = to_unix(start_time, "start_time")
         if self._closed:
             self._check_open()
         self._open_step = step
@@ -206,14 +212,18 @@ class GoodputRecorder:
     ) -> None:
         """An unproductive activity of your own (evaluation, SDC check, ...) started."""
         if self.logging_enabled:
-            name = check_name(custom_badput_event_type, "custom_badput_event_type")
+            name = custom_badput_event_type
+            if type(name) is not str or not name.strip():
+                name = check_name(name, "custom_badput_event_type")
             self._start(Kind.CUSTOM_START, start_time, "start_time", key=name, name=name)
 
     def record_custom_badput_event_end_time(
         self, end_time: _dt.datetime | None = None, custom_badput_event_type: str = "unknown"
     ) -> None:
         if self.logging_enabled:
-            name = check_name(custom_badput_event_type, "custom_badput_event_type")
+            name = custom_badput_event_type
+            if type(name) is not str or not name.strip():
+                name = check_name(name, "custom_badput_event_type")
             self._end(Kind.CUSTOM_START, Kind.CUSTOM_END, end_time, "end_time",
                       f"record_custom_badput_event_end_time(custom_badput_event_type={name!r})",
                       key=name, name=name)

@@ -214,7 +214,10 @@ def decode_records(
                 name = bytes(buf[p : p + name_len]).decode("utf-8", "replace")
                 p += name_len
             if flags & 2:
-                attrs = json.loads(bytes(buf[p : off + n]))
+                try:
+                    attrs = json.loads(bytes(buf[p : off + n]))
+                except ValueError:
+                    break  # a damaged record: treat it as the end, like a torn tail
         k = _KINDS.get(kind)
         if k is not None:
             append(
@@ -234,7 +237,7 @@ def decode_records(
 
 @dataclass(frozen=True, slots=True)
 class SegmentImage:
-    """A segment file as read by a recoverer: header fields and the bytes."""
+    """A segment file's header as read by a recoverer."""
 
     writer: int
     shipped: int
@@ -242,11 +245,11 @@ class SegmentImage:
     host: int
     sealed: bool
     meta: dict[str, Any]
-    data: bytes
 
 
-def read_image(data: bytes) -> SegmentImage | None:
-    """Parse a segment file's bytes; None when it is not a (complete) segment of ours."""
+def read_image(data: bytes, size: int) -> SegmentImage | None:
+    """Parse a segment header (`data`, of a file of `size` bytes); None when it is not a
+    (complete) segment of ours."""
     if len(data) < HEADER_SIZE:
         return None
     magic, version, writer, shipped, shipped_off, _pid, host, sealed, meta_len = _HEAD.unpack_from(data, 0)
@@ -258,9 +261,9 @@ def read_image(data: bytes) -> SegmentImage | None:
         return None
     if not isinstance(meta, dict):
         return None
-    if not HEADER_SIZE <= shipped_off <= len(data):
+    if not HEADER_SIZE <= shipped_off <= size:
         shipped, shipped_off = 0, HEADER_SIZE
-    return SegmentImage(writer, shipped, shipped_off, host, bool(sealed), meta, data)
+    return SegmentImage(writer, shipped, shipped_off, host, bool(sealed), meta)
 
 
 def write_watermark(fd: int, shipped: int, shipped_off: int) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 _COMMANDS: tuple[str, ...] = (
     "report",
     "monitor",
+    "demo",
 )
 
 

@@ -7,12 +7,12 @@ records slice counts, waits for slices (slice down / scale up) and re-initializa
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
 
 from mlgoodput._recorder import GoodputRecorder
+from mlgoodput.accounting import GoodputCalculator
 from mlgoodput.events import Kind, check_step, to_unix
 
-__all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder"]  # noqa: F822 (the calculator is imported lazily until main has it)
+__all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder"]
 
 ELASTIC_EVENT_TYPES: tuple[str, ...] = ("slice_down", "scale_up")
 
@@ -73,10 +73,7 @@ class ElasticGoodputRecorder(GoodputRecorder):
                       "record_elastic_reinit_end_time(end_time=...)")
 
 
-def __getattr__(name: str) -> Any:
-    # The calculator lives in mlgoodput.accounting; imported on first use.
-    if name == "ElasticGoodputCalculator":
-        from mlgoodput.accounting import GoodputCalculator  # type: ignore[attr-defined]
 
-        return GoodputCalculator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: Elastic accounting (slice-down, scale-up, re-initialization, slice efficiency) is part of
+#: the one calculator; this name keeps the seed's import working.
+ElasticGoodputCalculator = GoodputCalculator

@@ -273,3 +273,16 @@ def test_property_whatever_is_appended_comes_out_the_same(evs: list[tuple]) -> N
     want = [Event(k, t, 7, s, v, n, a or None) for k, t, s, v, n, a in evs]  # stores keep {} as None
     assert got == want
     j.close()
+
+
+def test_damaged_journal_files_are_skipped(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    d = journal_dirs("sqlite://" + db)[0]
+    d.mkdir(parents=True)
+    (d / "1-00000000000000aa.seg").write_bytes(b"not a journal at all" * 300)
+    j = Journal.for_stream(db, "ns", "job", 0)
+    j.append(Kind.JOB_START, 1.0)
+    assert j.flush(30)
+    assert recover_journals(db) == 0
+    assert _events(db) == [Event(Kind.JOB_START, 1.0, 0)]
+    j.close()

@@ -398,3 +398,33 @@ def test_property_steps_and_custom_events_arrive_as_recorded(
         want += [Event(Kind.CUSTOM_START, at(1).timestamp(), 1, name=name),
                  Event(Kind.CUSTOM_END, at(2).timestamp(), 1, name=name)]
     assert got == want
+
+
+def test_a_fresh_calculator_sees_every_event_of_a_killed_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "calc.db")
+    open_store(db).jobs()
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the worker ships nothing before it dies
+    env = {**os.environ, "PYTHONPATH": SRC}
+    p = subprocess.Popen([sys.executable, PROC, "kill", db, "calc", "0", "500"],
+                         stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGKILL)
+        p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert read(db, "calc") == []
+    calc = goodput.GoodputCalculator("calc", "goodput_calc", store=db)
+    rep = calc.report()
+    assert rep.last_step == 499
+    assert rep.disruptions == 0
+    assert rep.productive_s + sum(
+        v if isinstance(v, float) else sum(v.values()) for k, v in rep.badput_s.items()
+        if k is not goodput.BadputType.DATA_LOADING_ASYNC
+    ) == pytest.approx(rep.total_s)
+    assert len(read(db, "calc")) == 500 + 10 + 4
