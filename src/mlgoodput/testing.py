@@ -7,7 +7,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from mlgoodput.export._base import Sample

@@ -324,6 +324,9 @@ class CloudMonitoringExporter:
 
     def _write(self, items: Sequence[tuple[Sample, Mapping[str, Any]]]) -> None:
         monitoring_v3 = _require_gcm()
+        from google.api import metric_pb2
+
+        kinds = metric_pb2.MetricDescriptor
         opts = self._resolved
         assert opts is not None
         series = []
@@ -334,14 +337,14 @@ class CloudMonitoringExporter:
             ts.metric.labels.update(spec["labels"])
             ts.resource.type = spec["rtype"]
             ts.resource.labels.update(spec["rlabels"])
-            ts.metric_kind = monitoring_v3.MetricDescriptor.MetricKind.GAUGE
+            ts.metric_kind = kinds.MetricKind.GAUGE
             secs = int(t)
             interval = monitoring_v3.TimeInterval({"end_time": {"seconds": secs, "nanos": int((t - secs) * 1e9)}})
             if spec["vtype"] == "INT64":
-                ts.value_type = monitoring_v3.MetricDescriptor.ValueType.INT64
+                ts.value_type = kinds.ValueType.INT64
                 value = monitoring_v3.TypedValue(int64_value=int(s.value))
             else:
-                ts.value_type = monitoring_v3.MetricDescriptor.ValueType.DOUBLE
+                ts.value_type = kinds.ValueType.DOUBLE
                 value = monitoring_v3.TypedValue(double_value=float(s.value))
             ts.points = [monitoring_v3.Point({"interval": interval, "value": value})]
             series.append(ts)
