@@ -7,10 +7,10 @@ import json
 import socket
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import pytest
 
+import jax
 from mlgoodput.diagnostics import (
     ProfilerBusyError,
     ProfilerNotActiveError,
@@ -114,6 +114,23 @@ def test_bad_xprof_arguments() -> None:
         xprof(process_index_list=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session_id"):
         xprof().start(session_id="../escape")
+
+
+def test_unwritable_profile_directory_is_a_clear_error_at_start() -> None:
+    import shutil
+
+    run = machinelearning_run(name="gone")
+    shutil.rmtree(run.profile_dir)
+    Path(run.profile_dir).write_text("now a file")
+    with pytest.raises(ValueError, match="cannot write profiles"):
+        xprof().start()
+    assert _profiler.active_trace() is None
+
+
+def test_bare_decorator_gets_a_hint() -> None:
+    with pytest.raises(TypeError, match=r"@xprof\(\)"):
+        @xprof  # type: ignore[arg-type]
+        def f() -> None: ...
 
 
 def test_xprof_needs_a_run() -> None:

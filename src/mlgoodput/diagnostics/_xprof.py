@@ -142,7 +142,8 @@ class xprof:
         session_id: str | None = None,
     ) -> None:
         if run is not None and not isinstance(run, _run.MLRun):
-            raise TypeError(f"run must be the MLRun from machinelearning_run, got {run!r}")
+            hint = " (as a decorator, write @xprof() with parentheses)" if callable(run) else ""
+            raise TypeError(f"run must be the MLRun from machinelearning_run, got {run!r}{hint}")
         if process_index_list is not None:
             if isinstance(process_index_list, (str, bytes)) or not isinstance(process_index_list, Sequence):
                 raise TypeError(f"process_index_list must be a list of process indices, got {process_index_list!r}")
