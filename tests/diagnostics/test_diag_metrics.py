@@ -121,3 +121,21 @@ def test_a_failing_exporter_never_reaches_the_training_loop(tmp_path: Path) -> N
     assert FileExporter.latest(out)[f"metrics/loss|host=0,run={run.name}"] == 99.0
     run.end()
     assert len(load_run(run.name).metrics["loss"]) == 100
+
+
+def test_a_broken_store_never_reaches_the_training_loop(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    run = machinelearning_run(name="nostore", store=str(blocker / "store.db"))
+    for i in range(1000):
+        metrics.record(MetricType.LOSS, 1.0, step=i)  # the store cannot even be created
+    assert not run.flush(0.5)
+    run.end(timeout_s=2.0)
+    # nothing is lost: once the store can be written, the journal's leftovers are shipped
+    blocker.unlink()
+    blocker.mkdir()
+    from mlgoodput._journal import recover_journals
+
+    recover_journals(str(blocker / "store.db"))
+    got = load_run(run.name, store=str(blocker / "store.db"))
+    assert [p[0] for p in got.metrics["loss"]] == list(range(1000))
