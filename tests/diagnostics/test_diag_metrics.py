@@ -46,6 +46,7 @@ def test_nan_is_kept() -> None:
     ("args", "exc", "words"),
     [
         ((3, 1.0), TypeError, "metric_type_or_name"),
+        ((["loss"], 1.0), TypeError, "metric_type_or_name"),
         (("", 1.0), ValueError, "metric_type_or_name"),
         (("loss", "high"), TypeError, "value"),
         (("loss", True), TypeError, "value"),

@@ -31,7 +31,10 @@ def record(metric_type_or_name: MetricType | str, value: object, step: int | Non
     run = _run._current
     if run is None:
         raise RuntimeError("metrics.record needs an active run: call machinelearning_run(name=...) first")
-    name = _NAMES.get(metric_type_or_name)
+    try:
+        name = _NAMES.get(metric_type_or_name)
+    except TypeError:  # unhashable: certainly not a name
+        name = None
     if name is None:
         name = _resolve_name(metric_type_or_name)
     t = type(value)
