@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,7 +48,7 @@ def measure(fn: Callable[[int], None], calls: int) -> tuple[float, float, float]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200_000)
-    n = ap.parse_args().calls
+    n = ap.parse_known_args()[0].calls  # run_all.py may pass flags meant for other benches
     tmp = tempfile.mkdtemp(prefix="mlgoodput-bench-")
     os.environ["XDG_DATA_HOME"] = tmp
     store = os.path.join(tmp, "bench.db")
@@ -79,6 +80,7 @@ def main() -> None:
     for name, med, p99, mean in rows:
         print(f"{name:<34} {med:>10.2f} {p99:>9.2f} {mean:>14.2f}")
     print(f"target: median <= 2.00 µs; end() drained the journal into SQLite in {drain:.2f} s")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

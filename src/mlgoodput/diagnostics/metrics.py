@@ -70,7 +70,7 @@ def _to_number(value: object) -> float:
     if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not hasattr(value, "__float__")):
         if len(value) == 0:
             raise ValueError("value must not be an empty list")
-        items = [_to_number(x) for x in value]
+        items = [x if type(x) is float else _to_number(x) for x in value]
         return math.fsum(items) / len(items)
     try:
         return float(value)  # type: ignore[arg-type]
