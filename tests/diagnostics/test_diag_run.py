@@ -123,3 +123,24 @@ def test_a_new_run_ends_the_previous_one() -> None:
     a = machinelearning_run(name="first")
     b = machinelearning_run(name="second")
     assert current_run() is b and a._ended
+
+
+def test_a_failed_start_leaves_nothing_running(tmp_path: Path) -> None:
+    import socket
+
+    from mlgoodput.testing import FileExporter
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    out = tmp_path / "exp.jsonl"
+    try:
+        with pytest.raises(ValueError, match="cannot listen"):
+            machinelearning_run(name="clash", on_demand_xprof=True, on_demand_address=f"127.0.0.1:{port}",
+                                exporters=[FileExporter(out)], log_system_metrics=True)
+    finally:
+        taken.close()
+    assert current_run() is None
+    assert any(r.get("shutdown") for r in FileExporter.read(out))  # the exporter process was stopped
+    assert not list((tmp_path / "rt" / "sampler").glob("*/*.json"))  # the sampler deregistered

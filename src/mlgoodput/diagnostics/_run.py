@@ -244,6 +244,10 @@ def machinelearning_run(
     pidx = process_index if process_index is not None else process_index_from_env()
     profile_dir = resolve_profile_dir(gcs_path, full_name)
 
+    if on_demand_xprof:
+        from mlgoodput.diagnostics._ondemand import parse_address
+
+        parse_address(on_demand_address)  # a malformed address fails before anything starts
     feed = None
     if exporters:
         from mlgoodput.diagnostics._feed import MetricFeed
@@ -251,51 +255,63 @@ def machinelearning_run(
         feed = MetricFeed(exporters, {"run": full_name, "host": str(pidx)})
         feed.start()  # raises now if an exporter cannot open
     sampler = None
-    if log_system_metrics:
-        from mlgoodput.diagnostics._system import SystemSampler
+    run: MLRun | None = None
+    try:
+        if log_system_metrics:
+            from mlgoodput.diagnostics._system import SystemSampler
 
-        sampler = SystemSampler(full_name, pidx, interval_s=system_metrics_interval_s)  # checks psutil now
+            sampler = SystemSampler(full_name, pidx, interval_s=system_metrics_interval_s)  # checks psutil now
 
-    with _current_lock:
-        prev = _current
-    if prev is not None:
-        log.info("mlgoodput: ending run %s to start %s", prev.name, full_name)
-        prev.end()
+        with _current_lock:
+            prev = _current
+        if prev is not None:
+            log.info("mlgoodput: ending run %s to start %s", prev.name, full_name)
+            prev.end()
 
-    run = MLRun(
-        name=full_name, base_name=name, run_group=run_group, project=project, region=region,
-        environment=environment, configs=user_configs, store=st, process_index=pidx,
-        profile_dir=profile_dir, workload_id=wid,
-    )
-    if feed is not None:
-        run._feed_put = feed.queue.append
-        run._helpers.append(feed)
-    if on_demand_xprof:
-        from mlgoodput.diagnostics._ondemand import OnDemandServer
+        run = MLRun(
+            name=full_name, base_name=name, run_group=run_group, project=project, region=region,
+            environment=environment, configs=user_configs, store=st, process_index=pidx,
+            profile_dir=profile_dir, workload_id=wid,
+        )
+        if feed is not None:
+            run._feed_put = feed.queue.append
+            run._helpers.append(feed)
+        if on_demand_xprof:
+            from mlgoodput.diagnostics._ondemand import OnDemandServer
 
-        server = OnDemandServer(run, address=on_demand_address)
-        run.on_demand_address = server.address
-        run._helpers.append(server)
-        server.start()
-    run._append(
-        Kind.RUN_START,
-        run.clock(),
-        name=full_name,
-        attrs={
-            "name": full_name,
-            "base_name": name,
-            "run_group": run_group,
-            "project": project,
-            "region": region,
-            "environment": environment,
-            "workload_id": wid,
-            "profile_dir": profile_dir,
-            "on_demand": run.on_demand_address,
-            "configs": user_configs,
-            "software": software_configs(),
-            "system": system_configs(pidx),
-        },
-    )
+            server = OnDemandServer(run, address=on_demand_address)
+            run.on_demand_address = server.address
+            run._helpers.append(server)
+            server.start()
+        run._append(
+            Kind.RUN_START,
+            run.clock(),
+            name=full_name,
+            attrs={
+                "name": full_name,
+                "base_name": name,
+                "run_group": run_group,
+                "project": project,
+                "region": region,
+                "environment": environment,
+                "workload_id": wid,
+                "profile_dir": profile_dir,
+                "on_demand": run.on_demand_address,
+                "configs": user_configs,
+                "software": software_configs(),
+                "system": system_configs(pidx),
+            },
+        )
+    except BaseException:
+        for helper in (sampler, feed):
+            if helper is not None:
+                helper.close(5.0)
+        if run is not None:
+            for h in run._helpers:
+                if h is not feed:
+                    h.close(5.0)
+            run.sink.close(5.0)
+        raise
     if sampler is not None:
         sampler.attach(run)
         run._helpers.append(sampler)
