@@ -15,6 +15,9 @@ from collections.abc import Sequence
 _COMMANDS: tuple[str, ...] = (
     "report",
     "demo",
+    "runs",
+    "profile",
+    "monitor",
 )
 
 
