@@ -50,7 +50,7 @@ class Feeder(threading.Thread):
         last = time.time()
         while not self.stop.wait(1.0):
             now = time.time()
-            n = int(round((now - last) * self.rate))
+            n = round((now - last) * self.rate)
             evs = [Event(Kind.STEP_START, last + (k + 1) / self.rate, step=self.step + k) for k in range(n)]
             st.append(LOGGER, JOB, EventBatch(2, self.seq, evs))
             self.step += n
