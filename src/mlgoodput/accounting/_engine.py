@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -101,6 +102,14 @@ class _Derived:
     open_before: bool  # an activity without an end started before the frontier
 
 
+@dataclass(slots=True)
+class _Touched:
+    ordered: list[int]
+
+    def range(self, lo: int, hi: int) -> list[int]:
+        return self.ordered[bisect_left(self.ordered, lo) : bisect_left(self.ordered, hi)]
+
+
 def _median(xs: list[float]) -> float:
     if not xs:
         return 0.0
@@ -156,13 +165,16 @@ class Engine:
             for r in recs:
                 if r.kind in _END_KINDS:
                     ends.setdefault((r.kind, r.name), []).append(r.time)
+            for v in ends.values():
+                v.sort()
             for r in recs:
                 kind = r.kind
                 if kind in _PAIRS:
                     end_kind, key = _PAIRS[kind]
                     name = r.name if key in ("custom", "elastic") else None
                     cands = ends.get((end_kind, name), [])
-                    e = min((t for t in cands if t >= r.time), default=None)
+                    j = bisect_left(cands, r.time)  # the next matching end
+                    e = cands[j] if j < len(cands) else None
                     if e is None:
                         e = att.end
                         acts.open_starts.append(r.time)
@@ -241,6 +253,21 @@ class Engine:
                 comp += acts.compile.covered(gs, ge)
         return net, comp
 
+    def _touched(self, log: HostLog, acts: Activities) -> _Touched:
+        """Indices of steps that a claim, a measured compile or a step_end reaches into."""
+        times = log.times
+        idx: set[int] = set()
+        for cov in (acts.claims, acts.compile):
+            for cs, ce in zip(cov.starts, cov.ends, strict=True):
+                first = max(0, bisect_right(times, cs) - 1)
+                last = bisect_left(times, ce)
+                idx.update(range(first, last))
+        for ends in self._step_ends(log).values():
+            for t in ends:
+                i = bisect_right(times, t) - 1  # the step it ends, or (if late) the one after
+                idx.update(j for j in (i - 1, i) if j >= 0)
+        return _Touched(sorted(idx))
+
     def _derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> _Derived:
         d = self._derived
         n = len(log.times)
@@ -256,26 +283,26 @@ class Engine:
         start = max(0, d.n - 1)
         if len(d.eff) < n:
             d.eff.extend([math.nan] * (n - len(d.eff)))
-        att_starts = [a.start for a in atts]
-        new_vals: list[float] = []
         times = log.times
-        for i in range(start, n):
-            k = bisect_right(att_starts, times[i]) - 1
-            if k < 0:
+        new_vals: list[float] = []
+        touched: _Touched | None = None
+        for a in atts:
+            lo, hi = max(a.i0 + 1, start), a.i1 - 1  # interior steps of this attempt
+            if hi <= lo:
                 continue
-            a = atts[k]
-            if not (a.i0 < i < a.i1 - 1):
-                continue  # first or last of its attempt, or outside every attempt
-            if not math.isnan(d.eff[i]):
-                continue
-            nxt = times[i + 1]
-            end = self._step_end(log, i, nxt) or nxt
-            net, comp = self._net(acts, times[i], end)
-            d.eff[i] = net - comp
-            if comp:
-                d.compile[i] = comp
-                d.compile_total += comp
-            new_vals.append(net - comp)
+            if touched is None:
+                touched = self._touched(log, acts)
+            # most steps: net time is simply the gap to the next start (C-level map)
+            raw = list(map(operator.sub, times[lo + 1 : hi + 1], times[lo:hi]))
+            for i in touched.range(lo, hi):
+                end = self._step_end(log, i, times[i + 1]) or times[i + 1]
+                net, comp = self._net(acts, times[i], end)
+                raw[i - lo] = net - comp
+                if comp:
+                    d.compile[i] = comp
+                    d.compile_total += comp
+            d.eff[lo:hi] = array("d", raw)
+            new_vals.extend(raw)
         d.ordered.extend(new_vals)
         d.n = n
         d.frontier = times[n - 1] if n else -_INF
@@ -714,7 +741,7 @@ class _Query:
                 continue
             ranges = cut.get(k)
             if not ranges:
-                m = max(nums[att.i0 : att.i1])
+                m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
             else:
                 bad = set()
                 for lo, hi in ranges:
