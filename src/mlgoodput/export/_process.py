@@ -213,6 +213,18 @@ class ExporterProcess:
         return ok
 
     # -- internals -------------------------------------------------------------------
+    def _forget_after_fork(self) -> None:
+        self._lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()  # our copy only: the parent's end stays open
+            except OSError:
+                pass
+        self._popen = None
+        self._replies = {}
+        self._stopped = True
+
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
@@ -333,6 +345,14 @@ class _Supervisor(BackgroundWorker):
     def _work(self) -> bool:
         self._proc._poll_child()
         return True
+
+    def _after_fork_in_child(self) -> None:
+        """A process forked from the training process (a data-loader worker) must not
+        supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._proc._forget_after_fork()
 
 
 # ---------------------------------------------------------------------------- child side
