@@ -211,3 +211,18 @@ def test_a_forked_child_of_the_parent_leaves_the_exporter_alone(tmp_path: Path) 
     proc.submit([Sample("from_parent", 2.0, JOB)])
     assert proc.stop(10)
     assert FileExporter.latest(out) == {"from_parent": 2.0}
+
+
+def test_export_interval_batches_submits_but_flush_is_immediate(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=60, export_interval_s=0.5)
+    proc.start()
+    for v in range(20):
+        proc.submit([Sample("loss", float(v), JOB)])
+    assert wait_for(lambda: FileExporter.latest(out).get("loss") == 19.0)
+    batches = [r for r in FileExporter.read(out) if "samples" in r]
+    assert len(batches) < 20  # batched, not one export per submit
+    proc.submit([Sample("loss", 99.0, JOB)])
+    assert proc.flush(10)
+    assert FileExporter.latest(out)["loss"] == 99.0
+    assert proc.stop(10)
