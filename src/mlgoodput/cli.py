@@ -14,6 +14,9 @@ from collections.abc import Sequence
 # (module in mlgoodput._cli) -- one line per subcommand group
 _COMMANDS: tuple[str, ...] = (
     "report",
+    "demo",
+    "runs",
+    "profile",
     "monitor",
 )
 
@@ -40,3 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mlgoodput jobs | head`: the reader left, which is fine
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -199,7 +199,7 @@ def _breakdown(r: GoodputReport) -> dict[BadputType, Any]:
 
 def _journal_recovery() -> Callable[[Store], int] | None:
     try:
-        from mlgoodput._journal import recover_journals
+        from mlgoodput._journal import recover_journals  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    return recover_journals  # type: ignore[no-any-return]
+    return recover_journals  # type: ignore[no-any-return,unused-ignore]

@@ -200,9 +200,9 @@ class Engine:
                         pass
         acts.buckets = {key: union(v) for key, v in raw.items()}
         claim: list[tuple[float, float]] = []
-        for key, v in acts.buckets.items():
-            if key not in ("dl", "compile"):
-                claim.extend(v)
+        for bucket, spans in acts.buckets.items():
+            if bucket not in ("dl", "compile"):
+                claim.extend(spans)
         acts.claims = Coverage(union(claim))
         acts.compile = Coverage(acts.buckets.get("compile", []))
         acts.slices.sort()
@@ -351,37 +351,32 @@ class Engine:
                 covered = union(covered + u)
 
         take(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION, ctx.infra)
-        for key in _HIGH:
-            take(key, acts.buckets.get(key, []))
-        for key in sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: k[1]):
-            take(key, acts.buckets[key])
+        for high in _HIGH:
+            take(high, acts.buckets.get(high, []))
+        customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
+        for ckey in customs:
+            take(ckey, acts.buckets[ckey])
         steps_union = ctx.steps_union()
         dl = acts.buckets.get("dl", [])
         take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
-        for key in _LOW:
-            take(key, acts.buckets.get(key, []))
+        for low in _LOW:
+            take(low, acts.buckets.get(low, []))
         overlapped = measure(intersect(clip(dl, a, b), steps_union))
-        if whole:
-            parts = ctx.aggregate()
-        else:
-            parts = ctx.layout(a, b)
+        parts = ctx.aggregate() if whole else ctx.layout(a, b)
         total = b - a
         productive = parts["productive"]
         badput: dict[BadputType, object] = {}
         custom: dict[str, float] = {}
-        for key, v in res.items():
-            if isinstance(key, tuple):
-                custom[key[1]] = custom.get(key[1], 0.0) + v
-            elif isinstance(key, BadputType):
-                badput[key] = v
+        for rkey, v in res.items():
+            if isinstance(rkey, tuple):
+                custom[str(rkey[1])] = custom.get(str(rkey[1]), 0.0) + v
+            elif isinstance(rkey, BadputType):
+                badput[rkey] = v
         badput[B.PROGRAM_STARTUP] = parts["startup"]
         badput[B.STALL] = parts["stall"]
         badput[B.WASTED_PROGRESS_FROM_DISRUPTION] = parts["wasted"]
         badput[B.CUSTOM_BADPUT_EVENTS] = custom
-        accounted = productive + sum(
-            (sum(v.values()) if isinstance(v, dict) else float(v))  # type: ignore[arg-type]
-            for v in badput.values()
-        )
+        accounted = productive + sum(res.values()) + parts["startup"] + parts["stall"] + parts["wasted"]
         badput[B.OTHER] = total - accounted
         for bucket in BadputType:
             if bucket is not B.DATA_LOADING_ASYNC:
@@ -623,8 +618,9 @@ class _Query:
             return s, fe, max(0.0, net - ideal), min(net, ideal), 0.0
         if i in self.extra:
             eff, comp = self.extra[i]
-            e = self.last_end[k]
-            assert e is not None
+            known = self.last_end[k]
+            assert known is not None
+            e = known
         else:
             eff = self.d.eff[i]
             comp = self.d.compile.get(i, 0.0)
@@ -743,7 +739,7 @@ class _Query:
             if not ranges:
                 m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
             else:
-                bad = set()
+                bad: set[int] = set()
                 for lo, hi in ranges:
                     bad.update(range(lo, hi))
                 keep = [nums[i] for i in range(att.i0, att.i1) if i not in bad]

@@ -65,9 +65,9 @@ class HostLog:
             self.nums.extend(nums)
             return times[0]
         # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
-        pairs = set(zip(self.times, self.nums, strict=True))
-        pairs.update(zip(times, nums, strict=True))
-        merged = sorted(pairs)
+        both = set(zip(self.times, self.nums, strict=True))
+        both.update(zip(times, nums, strict=True))
+        merged = sorted(both)
         self.times = array("d", (p[0] for p in merged))
         self.nums = array("q", (p[1] for p in merged))
         self.monotonic = all(map(int.__le__, self.nums[:-1], self.nums[1:]))
