@@ -226,7 +226,7 @@ def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-c", "import sys; from mlgoodput._cli.monitor import main; sys.exit(main(sys.argv[1:]))",
+    cmd = [sys.executable, "-m", "mlgoodput", "monitor",
            "--job", JOB, "--logger-name", LOGGER, "--store", str(db), "--interval", "0.3", "--tensorboard-dir", str(tb),
            "--rolling-windows", "60,300"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -309,3 +309,34 @@ def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) ->
     assert m.uploader_pid != first
     assert m.stop_goodput_uploader()
     assert_matches(FileExporter.latest(out), expected(db))
+
+
+def test_seed_usage_with_the_real_recorder_in_a_training_process(db: Path, tmp_path: Path) -> None:
+    """The seed's pattern: record with GoodputRecorder, monitor with GoodputMonitor, in one
+    training process; the uploader runs beside it and the final upload sees the job end."""
+    out = tmp_path / "out.jsonl"
+    script = textwrap.dedent(f"""
+        import time
+        from mlgoodput import goodput, monitoring
+        from mlgoodput.testing import FileExporter
+        rec = goodput.GoodputRecorder({JOB!r}, {LOGGER!r}, logging_enabled=True, store={str(db)!r})
+        mon = monitoring.GoodputMonitor(job_name={JOB!r}, logger_name={LOGGER!r}, upload_interval=0.2,
+                                        monitoring_enabled=True, include_badput_breakdown=True,
+                                        store={str(db)!r}, exporters=[FileExporter({str(out)!r})])
+        rec.record_job_start_time()
+        mon.start_goodput_uploader()
+        rec.record_tpu_init_start_time(); time.sleep(0.1); rec.record_tpu_init_end_time()
+        for step in range(15):
+            rec.record_step_start_time(step)
+            time.sleep(0.03)
+        rec.record_job_end_time()
+        print(mon.stop_goodput_uploader(), flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "True"
+    got, want = FileExporter.latest(out), expected(db)
+    assert got["goodput/max_productive_step"] == 14.0
+    assert want["badput/{bucket}_seconds|bucket=tpu_initialization"] > 0.05
+    assert_matches(got, {k: v for k, v in want.items() if "custom" not in k and "checkpoint" not in k})
