@@ -167,14 +167,19 @@ class GoodputCalculator:
             r.disruptions,
         )
 
-    def get_step_deviation(self, configured_ideal_step_time: float | None = None) -> dict[int, float]:
-        """Step number -> net step time minus the ideal step time, for steps with a known end."""
+    def get_step_deviation(
+        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
+    ) -> dict[int, float]:
+        """Step number -> net step time minus the ideal step time, for steps with a known end;
+        `last_n` keeps only the latest steps (and costs only that much)."""
         ideal = _check_ideal(configured_ideal_step_time)
+        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+            raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
         with self._lock:
             self._refresh()
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
-            return engine.step_deviation(q, ideal)
+            return engine.step_deviation(q, ideal, last_n)
 
 
 def _check_ideal(v: float | None) -> float | None:
