@@ -14,10 +14,10 @@ pytest.importorskip("jax", reason="JAX is an optional extra: pip install 'mlgood
 pytest.importorskip("orbax.checkpoint", reason="Orbax is part of the jax extra")
 pytest.importorskip("optax", reason="Optax is part of the jax extra")
 
-from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo  # noqa: E402
-from mlgoodput.accounting import BadputType, GoodputCalculator  # noqa: E402
-from mlgoodput.events import Kind  # noqa: E402
-from mlgoodput.store import open_store  # noqa: E402
+from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo
+from mlgoodput.accounting import BadputType, GoodputCalculator
+from mlgoodput.events import Kind
+from mlgoodput.store import open_store
 
 
 @pytest.fixture(autouse=True)
