@@ -176,3 +176,33 @@ def test_bad_arguments_are_refused_at_init() -> None:
     with pytest.raises(TypeError, match="exporters"):
         jm.init(job_name="x", exporters="prometheus")  # type: ignore[arg-type]
     assert jm.current() is None
+
+
+def test_concurrent_listeners_and_readers_count_every_value() -> None:
+    agg = Aggregator(fold_at=3)  # folds all the time, from listeners and the reader
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(agg.total_count())
+
+    def writer(k: int) -> None:
+        for i in range(20_000):
+            agg.on_duration("/c", float(i % 10), fun_name=f"f{k % 2}")
+
+    r = threading.Thread(target=reader)
+    r.start()
+    ws = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for w in ws:
+        w.start()
+    for w in ws:
+        w.join()
+    stop.set()
+    r.join()
+    snap = {dict(s.labels)["fun_name"]: s for s in agg.snapshot()}
+    assert snap["f0"].count == snap["f1"].count == 40_000
+    assert snap["f0"].sum == 2 * sum(float(i % 10) for i in range(20_000))
+    assert (snap["f0"].min, snap["f0"].max) == (0.0, 9.0)
+    assert sum(snap["f1"].buckets) == 40_000
+    assert seen == sorted(seen)  # totals only grow
