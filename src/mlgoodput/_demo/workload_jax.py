@@ -155,10 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         x, y = batch(step + 1, size_at(step + 1))
         rec.record_data_loading_end_time()
         loss = float(loss)  # waits for the device
-        msg: dict[str, Any] = {"phase": "step", "step": step, "steps": a.steps, "loss": round(loss, 4)}
-        if step == grow_at:
-            msg["note"] = f"batch grew to {size_at(step)}: recompiled"
-        say(**msg)
+        say(phase="step", step=step, steps=a.steps, loss=round(loss, 4))
+        if step == grow_at and step != start:
+            say(phase=f"recompiled train_step for batch {size_at(step)}", step=step)
         if a.eval_every and (step + 1) % a.eval_every == 0:
             rec.record_custom_badput_event_start_time(custom_badput_event_type="eval_step")
             ex, ey = batch(10**6, 1024)
