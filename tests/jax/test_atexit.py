@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("jax", reason="JAX is an optional extra: pip install 'mlgoodput[jax]'")
 
-from mlgoodput.testing import FileExporter  # noqa: E402
+from mlgoodput.testing import FileExporter
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
