@@ -100,7 +100,7 @@ def test_interval_query_and_rolling_windows() -> None:
     path = next(p for p in all_timelines() if p.stem == "s4_disruption_restart")
     calc, q = calculator_for(path)
     origin = q - 245.5
-    goodput, breakdown, last, total, disruptions = calc.get_job_goodput_interval(origin + 100, origin + 170)
+    _, breakdown, _, total, disruptions = calc.get_job_goodput_interval(origin + 100, origin + 170)
     assert total == pytest.approx(70.0)
     assert disruptions == 1
     inf = breakdown[BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION]

@@ -12,6 +12,7 @@ from typing import Any
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import BadputType, GoodputReport
 from mlgoodput.store import Store, open_store
+from mlgoodput.store._columns import Columns
 
 TimeArg = _dt.datetime | float | int | None
 
@@ -69,7 +70,8 @@ class GoodputCalculator:
             except OSError:
                 pass  # a journal we cannot read now is read by a later query
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
-        self._engine.timeline.ingest(res.columns)
+        for part in res.parts:
+            self._engine.timeline.ingest(part)
         self._cursor = res.cursor
 
     # -- ours ----------------------------------------------------------------------------
@@ -102,13 +104,13 @@ class GoodputCalculator:
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
-        cols = res.columns
-        keep = [i for i in range(len(cols)) if cols.times[i] <= q]
         e = Engine(stall_factor=self._stall_factor)
-        if keep:
-            from mlgoodput.store._columns import Columns
-
-            e.timeline.ingest(Columns.from_events(cols.event(i) for i in keep))
+        for cols in res.parts:
+            keep = [i for i in range(len(cols)) if cols.times[i] <= q]
+            if len(keep) == len(cols):
+                e.timeline.ingest(cols)
+            elif keep:
+                e.timeline.ingest(Columns.from_events(cols.event(i) for i in keep))
         return e
 
     def rolling_windows(
@@ -197,7 +199,7 @@ def _breakdown(r: GoodputReport) -> dict[BadputType, Any]:
 
 def _journal_recovery() -> Callable[[Store], int] | None:
     try:
-        from mlgoodput._journal import recover_journals
+        from mlgoodput._journal import recover_journals  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    return recover_journals  # type: ignore[no-any-return]
+    return recover_journals  # type: ignore[no-any-return,unused-ignore]

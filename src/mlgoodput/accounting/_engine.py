@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -101,6 +102,14 @@ class _Derived:
     open_before: bool  # an activity without an end started before the frontier
 
 
+@dataclass(slots=True)
+class _Touched:
+    ordered: list[int]
+
+    def range(self, lo: int, hi: int) -> list[int]:
+        return self.ordered[bisect_left(self.ordered, lo) : bisect_left(self.ordered, hi)]
+
+
 def _median(xs: list[float]) -> float:
     if not xs:
         return 0.0
@@ -156,13 +165,16 @@ class Engine:
             for r in recs:
                 if r.kind in _END_KINDS:
                     ends.setdefault((r.kind, r.name), []).append(r.time)
+            for v in ends.values():
+                v.sort()
             for r in recs:
                 kind = r.kind
                 if kind in _PAIRS:
                     end_kind, key = _PAIRS[kind]
                     name = r.name if key in ("custom", "elastic") else None
                     cands = ends.get((end_kind, name), [])
-                    e = min((t for t in cands if t >= r.time), default=None)
+                    j = bisect_left(cands, r.time)  # the next matching end
+                    e = cands[j] if j < len(cands) else None
                     if e is None:
                         e = att.end
                         acts.open_starts.append(r.time)
@@ -188,9 +200,9 @@ class Engine:
                         pass
         acts.buckets = {key: union(v) for key, v in raw.items()}
         claim: list[tuple[float, float]] = []
-        for key, v in acts.buckets.items():
-            if key not in ("dl", "compile"):
-                claim.extend(v)
+        for bucket, spans in acts.buckets.items():
+            if bucket not in ("dl", "compile"):
+                claim.extend(spans)
         acts.claims = Coverage(union(claim))
         acts.compile = Coverage(acts.buckets.get("compile", []))
         acts.slices.sort()
@@ -241,6 +253,21 @@ class Engine:
                 comp += acts.compile.covered(gs, ge)
         return net, comp
 
+    def _touched(self, log: HostLog, acts: Activities) -> _Touched:
+        """Indices of steps that a claim, a measured compile or a step_end reaches into."""
+        times = log.times
+        idx: set[int] = set()
+        for cov in (acts.claims, acts.compile):
+            for cs, ce in zip(cov.starts, cov.ends, strict=True):
+                first = max(0, bisect_right(times, cs) - 1)
+                last = bisect_left(times, ce)
+                idx.update(range(first, last))
+        for ends in self._step_ends(log).values():
+            for t in ends:
+                i = bisect_right(times, t) - 1  # the step it ends, or (if late) the one after
+                idx.update(j for j in (i - 1, i) if j >= 0)
+        return _Touched(sorted(idx))
+
     def _derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> _Derived:
         d = self._derived
         n = len(log.times)
@@ -256,26 +283,26 @@ class Engine:
         start = max(0, d.n - 1)
         if len(d.eff) < n:
             d.eff.extend([math.nan] * (n - len(d.eff)))
-        att_starts = [a.start for a in atts]
-        new_vals: list[float] = []
         times = log.times
-        for i in range(start, n):
-            k = bisect_right(att_starts, times[i]) - 1
-            if k < 0:
+        new_vals: list[float] = []
+        touched: _Touched | None = None
+        for a in atts:
+            lo, hi = max(a.i0 + 1, start), a.i1 - 1  # interior steps of this attempt
+            if hi <= lo:
                 continue
-            a = atts[k]
-            if not (a.i0 < i < a.i1 - 1):
-                continue  # first or last of its attempt, or outside every attempt
-            if not math.isnan(d.eff[i]):
-                continue
-            nxt = times[i + 1]
-            end = self._step_end(log, i, nxt) or nxt
-            net, comp = self._net(acts, times[i], end)
-            d.eff[i] = net - comp
-            if comp:
-                d.compile[i] = comp
-                d.compile_total += comp
-            new_vals.append(net - comp)
+            if touched is None:
+                touched = self._touched(log, acts)
+            # most steps: net time is simply the gap to the next start (C-level map)
+            raw = list(map(operator.sub, times[lo + 1 : hi + 1], times[lo:hi]))
+            for i in touched.range(lo, hi):
+                end = self._step_end(log, i, times[i + 1]) or times[i + 1]
+                net, comp = self._net(acts, times[i], end)
+                raw[i - lo] = net - comp
+                if comp:
+                    d.compile[i] = comp
+                    d.compile_total += comp
+            d.eff[lo:hi] = array("d", raw)
+            new_vals.extend(raw)
         d.ordered.extend(new_vals)
         d.n = n
         d.frontier = times[n - 1] if n else -_INF
@@ -324,37 +351,32 @@ class Engine:
                 covered = union(covered + u)
 
         take(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION, ctx.infra)
-        for key in _HIGH:
-            take(key, acts.buckets.get(key, []))
-        for key in sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: k[1]):
-            take(key, acts.buckets[key])
+        for high in _HIGH:
+            take(high, acts.buckets.get(high, []))
+        customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
+        for ckey in customs:
+            take(ckey, acts.buckets[ckey])
         steps_union = ctx.steps_union()
         dl = acts.buckets.get("dl", [])
         take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
-        for key in _LOW:
-            take(key, acts.buckets.get(key, []))
+        for low in _LOW:
+            take(low, acts.buckets.get(low, []))
         overlapped = measure(intersect(clip(dl, a, b), steps_union))
-        if whole:
-            parts = ctx.aggregate()
-        else:
-            parts = ctx.layout(a, b)
+        parts = ctx.aggregate() if whole else ctx.layout(a, b)
         total = b - a
         productive = parts["productive"]
         badput: dict[BadputType, object] = {}
         custom: dict[str, float] = {}
-        for key, v in res.items():
-            if isinstance(key, tuple):
-                custom[key[1]] = custom.get(key[1], 0.0) + v
-            elif isinstance(key, BadputType):
-                badput[key] = v
+        for rkey, v in res.items():
+            if isinstance(rkey, tuple):
+                custom[str(rkey[1])] = custom.get(str(rkey[1]), 0.0) + v
+            elif isinstance(rkey, BadputType):
+                badput[rkey] = v
         badput[B.PROGRAM_STARTUP] = parts["startup"]
         badput[B.STALL] = parts["stall"]
         badput[B.WASTED_PROGRESS_FROM_DISRUPTION] = parts["wasted"]
         badput[B.CUSTOM_BADPUT_EVENTS] = custom
-        accounted = productive + sum(
-            (sum(v.values()) if isinstance(v, dict) else float(v))  # type: ignore[arg-type]
-            for v in badput.values()
-        )
+        accounted = productive + sum(res.values()) + parts["startup"] + parts["stall"] + parts["wasted"]
         badput[B.OTHER] = total - accounted
         for bucket in BadputType:
             if bucket is not B.DATA_LOADING_ASYNC:
@@ -596,8 +618,9 @@ class _Query:
             return s, fe, max(0.0, net - ideal), min(net, ideal), 0.0
         if i in self.extra:
             eff, comp = self.extra[i]
-            e = self.last_end[k]
-            assert e is not None
+            known = self.last_end[k]
+            assert known is not None
+            e = known
         else:
             eff = self.d.eff[i]
             comp = self.d.compile.get(i, 0.0)
@@ -714,9 +737,9 @@ class _Query:
                 continue
             ranges = cut.get(k)
             if not ranges:
-                m = max(nums[att.i0 : att.i1])
+                m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
             else:
-                bad = set()
+                bad: set[int] = set()
                 for lo, hi in ranges:
                     bad.update(range(lo, hi))
                 keep = [nums[i] for i in range(att.i0, att.i1) if i not in bad]

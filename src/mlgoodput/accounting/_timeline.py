@@ -46,20 +46,18 @@ class HostLog:
     _seen: set[Rec] = field(default_factory=set)
     job_starts: list[float] = field(default_factory=list)
 
-    def add_steps(self, times: list[float], nums: list[int]) -> float:
+    def add_steps(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
         """Append step starts; returns the earliest time that changed (inf if none)."""
         if not times:
             return math.inf
-        ordered = all(map(float.__le__, times[:-1], times[1:]))
+        ordered = list(times) == sorted(times)  # sorting sorted data is one linear pass in C
         if ordered and (not self.times or times[0] > self.times[-1]):
             if self.monotonic:
                 last = self.nums[-1] if self.nums else None
-                if (last is not None and nums[0] < last) or not all(
-                    map(int.__le__, nums[:-1], nums[1:])
-                ):
+                if (last is not None and nums[0] < last) or list(nums) != sorted(nums):
                     self.monotonic = False
             # exact duplicates inside one batch are possible only at equal times
-            if len(set(times)) != len(times):
+            if len(set(times)) != len(times):  # rare: equal times inside one batch
                 pairs = sorted(set(zip(times, nums, strict=True)))
                 times = [p[0] for p in pairs]
                 nums = [p[1] for p in pairs]
@@ -67,9 +65,9 @@ class HostLog:
             self.nums.extend(nums)
             return times[0]
         # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
-        pairs = set(zip(self.times, self.nums, strict=True))
-        pairs.update(zip(times, nums, strict=True))
-        merged = sorted(pairs)
+        both = set(zip(self.times, self.nums, strict=True))
+        both.update(zip(times, nums, strict=True))
+        merged = sorted(both)
         self.times = array("d", (p[0] for p in merged))
         self.nums = array("q", (p[1] for p in merged))
         self.monotonic = all(map(int.__le__, self.nums[:-1], self.nums[1:]))
@@ -114,7 +112,10 @@ class Timeline:
         hosts = cols.hosts
         single_host = hosts.count(hosts[0]) == n
         earliest = math.inf
-        if single_host:
+        n_steps = step_mask.count(1)
+        if single_host and n_steps == n:  # only step starts: no copy through Python objects
+            earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
+        elif single_host:
             log = self.host(hosts[0])
             st = list(itertools.compress(cols.times, step_mask))
             sn = list(itertools.compress(cols.steps, step_mask))
@@ -130,7 +131,8 @@ class Timeline:
                 earliest = min(
                     earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order])
                 )
-        for i in itertools.compress(range(n), kinds.translate(_OTHER_MASK)):
+        others = range(0) if n_steps == n else itertools.compress(range(n), kinds.translate(_OTHER_MASK))
+        for i in others:
             step = cols.steps[i]
             value = cols.values[i]
             attrs = cols.attr(i)
