@@ -286,3 +286,69 @@ def test_damaged_journal_files_are_skipped(tmp_path: Path) -> None:
     assert recover_journals(db) == 0
     assert _events(db) == [Event(Kind.JOB_START, 1.0, 0)]
     j.close()
+
+
+def test_memory_store_objects_never_share_a_journal() -> None:
+    a, b = MemoryStore(), MemoryStore()  # same URL "memory://", different stores
+    ja = Journal.for_stream(a, "ns", "job", 0)
+    jb = Journal.for_stream(b, "ns", "job", 0)
+    assert ja is not jb
+    ja.append(Kind.STEP_START, 1.0, 1)
+    jb.append(Kind.STEP_START, 2.0, 2)
+    assert ja.flush(30) and jb.flush(30)
+    assert recover_journals(b) == 0
+    assert [e.step for e in a.read("ns", "job").columns.events()] == [1]
+    assert [e.step for e in b.read("ns", "job").columns.events()] == [2]
+    ja.close()
+    jb.close()
+
+
+def test_threads_append_concurrently_without_loss(tmp_path: Path) -> None:
+    import threading
+
+    db = str(tmp_path / "s.db")
+    j = Journal(db, "ns", "job", 0, segment_size=4096 + 32 * 300)
+    def worker(t: int) -> None:
+        for i in range(2000):
+            j.append(Kind.STEP_START, float(i), t * 10_000 + i, name=None if i % 5 else f"t{t}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert j.flush(60)
+    got = _events(db)
+    assert sorted(e.step or 0 for e in got) == sorted(t * 10_000 + i for t in range(4) for i in range(2000))
+    assert all(e.name in (None, f"t{(e.step or 0) // 10_000}") for e in got)
+    j.close()
+
+
+def test_a_record_without_its_length_is_invisible(tmp_path: Path) -> None:
+    from mlgoodput._segment import BODY, LEN, REC, create_segment, decode_records
+
+    seg = create_segment(tmp_path, 4096 + 4096, 0, {"store": "x"})
+    off = seg.off
+    for i in range(3):
+        BODY.pack_into(seg.buf, off + 4, int(Kind.STEP_START), 0, 0, float(i), i, float("nan"))
+        LEN.pack_into(seg.buf, off, REC)
+        off += REC
+    # a writer killed between the payload and the length: the payload is there, the length is 0
+    BODY.pack_into(seg.buf, off + 4, int(Kind.STEP_START), 0, 0, 9.0, 9, float("nan"))
+    events, end = decode_records(seg.buf, seg.off, seg.size, 0, 100)
+    assert [e.step for e in events] == [0, 1, 2] and end == off
+    LEN.pack_into(seg.buf, off, 10_000_000)  # an impossible length is the end too
+    assert len(decode_records(seg.buf, seg.off, seg.size, 0, 100)[0]) == 3
+    seg.release(delete=True)
+
+
+def test_values_that_do_not_fit_are_refused_and_leave_nothing() -> None:
+    j = Journal.for_stream("memory://fit", "ns", "job", 0)
+    with pytest.raises(ValueError, match="step"):
+        j.append(Kind.STEP_START, 1.0, 2**64)
+    with pytest.raises(ValueError, match="time"):
+        j.append(Kind.STEP_START, "soon", 1)  # type: ignore[arg-type]
+    j.append(Kind.STEP_START, 2.0, 2)
+    assert j.flush(30)
+    assert _events("memory://fit") == [Event(Kind.STEP_START, 2.0, 0, step=2)]
+    j.close()

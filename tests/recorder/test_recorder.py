@@ -428,3 +428,19 @@ def test_a_fresh_calculator_sees_every_event_of_a_killed_process(tmp_path: Path)
         if k is not goodput.BadputType.DATA_LOADING_ASYNC
     ) == pytest.approx(rep.total_s)
     assert len(read(db, "calc")) == 500 + 10 + 4
+
+
+def test_a_process_that_exits_without_close_ships_at_exit(tmp_path: Path) -> None:
+    db = str(tmp_path / "exit.db")
+    code = (
+        "from mlgoodput.goodput import GoodputRecorder\n"
+        f"r = GoodputRecorder('ex', 'goodput_ex', True, store={db!r}, process_index=0)\n"
+        "r.record_job_start_time()\n"
+        "for i in range(2000):\n"
+        "    r.record_step_start_time(i)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(read(db, "ex")) == 2001  # read straight from the store: no recovery needed
+    assert not list(Path(db + ".mlgoodput-journals").glob("*.seg"))
