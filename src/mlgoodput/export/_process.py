@@ -6,7 +6,7 @@ child Python interpreter and hands it samples through a socket pair. The API:
     proc = ExporterProcess([TensorBoardExporter(d), PrometheusExporter(port=9100)], interval_s=10)
     proc.start()                      # raises if an exporter cannot open (a port in use, ...)
     proc.submit(samples)              # never blocks on a backend, never raises
-    proc.add_source("goodput", src)   # src.collect(now) -> samples, called in the child each interval
+    proc.add_source("goodput", src)   # src.collect(now, final) -> samples, called in the child each interval
     proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
     proc.remove_source("goodput")     # one last collect and export of that source
     proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
@@ -47,9 +47,12 @@ SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
 @runtime_checkable
 class SampleSource(Protocol):
-    """Something the child asks for samples every interval (a monitor computing reports)."""
+    """Something the child asks for samples every interval (a monitor computing reports).
 
-    def collect(self, now: float) -> Sequence[Sample]: ...
+    `final` is True for the collects of flush, remove_source and stop: the values that must
+    be exact (a source may refresh costly values less often otherwise)."""
+
+    def collect(self, now: float, final: bool = False) -> Sequence[Sample]: ...
 
 
 def series_key(s: Sample) -> SeriesKey:
@@ -382,14 +385,14 @@ class _Child:
             for w in self.workers:
                 w.put(latest)
 
-    def collect(self, keys: Sequence[str] | None = None) -> None:
+    def collect(self, keys: Sequence[str] | None = None, final: bool = True) -> None:
         now = time.time()
         for key in list(self.sources) if keys is None else keys:
             src = self.sources.get(key)
             if src is None:
                 continue
             try:
-                self.distribute(list(src.collect(now)))
+                self.distribute(list(src.collect(now, final)))
             except Exception as e:
                 log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
 
@@ -437,7 +440,7 @@ class _Child:
             if msg is not None and self.handle(msg):
                 return
             if time.monotonic() >= next_tick:
-                self.collect()
+                self.collect(final=False)
                 next_tick = max(next_tick + self.interval_s, time.monotonic() + 0.1 * self.interval_s)
 
     def handle(self, msg: tuple[Any, ...]) -> bool:

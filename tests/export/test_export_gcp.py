@@ -114,7 +114,7 @@ def test_service_errors_raise_for_the_retry_loop(tmp_path: Path) -> None:
     with FakeMetricService(min_point_interval_s=0) as svc:
         svc.fail = True
         exp = exporter(svc)
-        with pytest.raises(Exception, match="UNAVAILABLE|unavailable|fail"):
+        with pytest.raises(Exception, match=r"UNAVAILABLE|unavailable|fail"):
             exp.export([Sample("goodput/productive_seconds", 1.0, JOB)])
         svc.fail = False
         exp.export([])

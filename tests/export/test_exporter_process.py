@@ -102,7 +102,7 @@ class CountingSource:
     def __init__(self) -> None:
         self.n = 0
 
-    def collect(self, now: float) -> list[Sample]:
+    def collect(self, now: float, final: bool = False) -> list[Sample]:
         self.n += 1
         return [Sample("collects", float(self.n), JOB)]
 

@@ -9,8 +9,6 @@ import pytest
 
 from mlgoodput.export import Exporter, Sample
 
-
-
 JOB = {"job_name": "job-a", "logger_name": "goodput_job-a"}
 
 
