@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ckpt-every", type=int, default=10)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--time-scale", type=float, default=1.0,
-                    help="multiply the simulated parts (device bring-up, input pipeline)")
+                    help="multiply the simulated parts (device bring-up, input pipeline latency)")
     a = ap.parse_args(argv)
     k = a.time_scale
     logger_name = a.logger or f"goodput_{a.job}"
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- accelerator initialization ------------------------------------------------------
     say(phase="init")
     rec.record_tpu_init_start_time()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -70,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     from mlgoodput.export import TensorBoardExporter
     from mlgoodput.monitoring import GoodputMonitor
 
-    jax.config.update("jax_platforms", "cpu")
     devices = jax.devices()
     time.sleep(0.5 * k)  # a real accelerator takes longer to come up
     rec.record_tpu_init_end_time()
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     grow_at = (3 * a.steps) // 4  # the batch grows here: JAX compiles train_step again
 
     def size_at(step: int) -> int:
-        return a.batch * 2 if step >= grow_at else a.batch
+        return int(a.batch * 2 if step >= grow_at else a.batch)
 
     rec.record_data_loading_start_time()
     x, y = batch(start, size_at(start))
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         state, loss = train_step(state, x, y)  # dispatched: runs while we prefetch
         rec.record_data_loading_start_time()
         x, y = batch(step + 1, size_at(step + 1))
+        time.sleep(0.2 * k)  # the input pipeline's latency (reading, decoding), overlapped
         rec.record_data_loading_end_time()
         loss = float(loss)  # waits for the device
         say(phase="step", step=step, steps=a.steps, loss=round(loss, 4))
