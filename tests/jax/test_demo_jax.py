@@ -28,7 +28,9 @@ def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path) -> None:
+def test_jax_demo_is_killed_restarted_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert default_workload() == JAX_WORKLOAD
     out = io.StringIO()
     outdir = tmp_path / "demo-output"
@@ -64,7 +66,7 @@ def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path) -> None:
         assert r.badput_total_s(bucket) > 0, bucket
     assert r.productive_s > 0
     # the report's lines are in the terminal output
-    low = text.lower().replace("_", " ")
+    low = (text + capsys.readouterr().out).lower().replace("_", " ")  # the report command prints
     for word in ("wasted progress", "program startup", "checkpoint save", "disruption"):
         assert word in low, word
 
