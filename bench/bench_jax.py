@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         ("scalar", "", loop(m.record_scalar, "/bench/scalar", 3.5)),
         ("span", "fun_name", loop(m.record_event_time_span, "/bench/span", 100.0, 100.25, fun_name="f")),
     ]
-    regs = {"event": (m.register_event_listener, m.unregister_event_listener),
+    regs: dict[str, tuple[Callable[..., None], Callable[..., None]]] = {"event": (m.register_event_listener, m.unregister_event_listener),
             "duration": (m.register_event_duration_secs_listener, m.unregister_event_duration_listener),
             "scalar": (m.register_scalar_listener, m.unregister_scalar_listener),
             "span": (m.register_event_time_span_listener, m.unregister_event_time_span_listener)}

@@ -34,7 +34,7 @@ def test_jax_demo_is_killed_restarted_and_reported(
     assert default_workload() == JAX_WORKLOAD
     out = io.StringIO()
     outdir = tmp_path / "demo-output"
-    cfg = DemoConfig(output_dir=outdir, steps=40, kill_at_step=25, time_scale=0.2)
+    cfg = DemoConfig(output_dir=outdir, steps=40, kill_at_step=25, time_scale=0.1)
     assert run_demo(cfg, out) == 0
     text = out.getvalue()
     assert "killed with SIGKILL after step 25" in text
