@@ -206,3 +206,30 @@ def test_concurrent_listeners_and_readers_count_every_value() -> None:
     assert (snap["f0"].min, snap["f0"].max) == (0.0, 9.0)
     assert sum(snap["f1"].buckets) == 40_000
     assert seen == sorted(seen)  # totals only grow
+
+
+class _Capture:
+    def __init__(self, fail: bool = False) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.fail = fail
+
+    def append(self, kind: Any, time: float, step: int | None = None, value: float | None = None,
+               name: str | None = None, attrs: dict[str, Any] | None = None) -> None:
+        if self.fail:
+            raise OSError("journal broken")
+        self.events.append((kind, time, value, name))
+
+
+def test_compile_listeners_from_spans_and_from_durations() -> None:
+    from mlgoodput.events import Kind
+    from mlgoodput.jax._listeners import compile_listeners
+
+    cap = _Capture()
+    span = compile_listeners(cap, spans=True)["span"]
+    span("/jax/core/compile/backend_compile_duration", 100.0, 100.5, fun_name="jit(f)")
+    span("/jax/other/thing", 1.0, 2.0)  # not a compile phase: ignored
+    dur = compile_listeners(cap, clock=lambda: 50.0, spans=False)["duration"]
+    dur("/jax/core/compile/jaxpr_trace_duration", 0.25, fun_name="f")
+    assert cap.events == [(Kind.COMPILE, 100.0, 0.5, "jit(f)"), (Kind.COMPILE, 49.75, 0.25, "f")]
+    broken = compile_listeners(_Capture(fail=True), spans=True)["span"]
+    broken("/jax/core/compile/backend_compile_duration", 1.0, 2.0)  # never raises into JAX
