@@ -138,3 +138,32 @@ def test_aggregates_reach_the_store_as_jax_metric_events(tmp_path: Path) -> None
     attrs = dict(evs[-1].attrs or {})
     assert attrs["sum"] == 2.0 and attrs["min"] == 0.5 and attrs["max"] == 1.5
     assert attrs["labels"] == {"fun_name": "f"}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_prometheus_serves_the_compile_metrics(tmp_path: Path) -> None:
+    import urllib.request
+
+    from mlgoodput.export import PrometheusExporter
+
+    port = _free_port()
+    s = jm.init(job_name="prom-job", exporters=[PrometheusExporter(port=port)],
+                store=f"sqlite://{tmp_path}/s.db", interval_s=60)
+    jax.jit(lambda x: x + 5)(jnp.ones(4)).block_until_ready()
+    assert s.flush(30)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    lines = [ln for ln in text.splitlines()
+             if ln.startswith("mlgoodput_jax_core_compile_backend_compile_duration_count")
+             and 'fun_name="jit(<lambda>)"' in ln]
+    assert lines and 'job_name="prom-job"' in lines[0]
+    assert float(lines[0].rsplit(" ", 1)[1]) == 1.0
+    assert jm.shutdown(20)

@@ -11,7 +11,9 @@ reads the totals, and a lost export is replaced by the next one.
 from __future__ import annotations
 
 import math
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +86,15 @@ class Aggregator:
         self._labeled: dict[str, dict[str, dict[Any, list[Any]]]] = {k: {} for k in kinds}
         self.errors = 0  # callbacks that met an unexpected input and were ignored
         self.on_event, self.on_duration, self.on_scalar, self.on_span = self._build()
+        # a child forked while another thread held the lock would wait on it forever
+        ref = weakref.ref(self)
+
+        def _new_lock_in_child() -> None:
+            a = ref()
+            if a is not None:
+                a._lock = threading.Lock()
+
+        os.register_at_fork(after_in_child=_new_lock_in_child)
 
     def _build(
         self,
@@ -93,7 +104,6 @@ class Aggregator:
         # Everything a listener touches is a local of these closures: no attribute or
         # global lookups on the hot path. A value is checked (`+ 0.0` raises for anything
         # that is not a number) before it is appended, so a fold never meets a bad one.
-        lock = self._lock
         plain, labeled = self._plain, self._labeled
         event_p, duration_p, scalar_p, span_p = (plain[k] for k in (EVENT, DURATION, SCALAR, SPAN))
         event_l, duration_l, scalar_l, span_l = (labeled[k] for k in (EVENT, DURATION, SCALAR, SPAN))
@@ -103,7 +113,7 @@ class Aggregator:
         EVENT_, DURATION_, SCALAR_, SPAN_ = EVENT, DURATION, SCALAR, SPAN
 
         def new_series(kind: str, event: str, kw: dict[str, Any]) -> list[Any]:
-            with lock:
+            with agg._lock:  # off the hot path: only when a series is new
                 if kw:
                     lk = next(iter(kw.values())) if len(kw) == 1 else tuple(kw.values())
                     d = labeled[kind].setdefault(event, {})
