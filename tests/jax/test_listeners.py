@@ -233,3 +233,13 @@ def test_compile_listeners_from_spans_and_from_durations() -> None:
     assert cap.events == [(Kind.COMPILE, 100.0, 0.5, "jit(f)"), (Kind.COMPILE, 49.75, 0.25, "f")]
     broken = compile_listeners(_Capture(fail=True), spans=True)["span"]
     broken("/jax/core/compile/backend_compile_duration", 1.0, 2.0)  # never raises into JAX
+
+
+def test_histograms_can_be_left_out(tmp_path: Path) -> None:
+    out = tmp_path / "samples.jsonl"
+    s = jm.init(job_name="nohist", exporters=[FileExporter(out)], store="memory://jax-nh",
+                interval_s=60, histograms=False)
+    jmon.record_event_duration_secs("/test/nohist", 0.5)
+    assert s.flush(20)
+    names = {x["name"] for x in _samples(out)}
+    assert "test/nohist/count" in names and not any(n.endswith("/bucket") for n in names)

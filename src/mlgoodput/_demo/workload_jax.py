@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # JAX compile metrics (to TensorBoard) and measured compile time (to the recorder)
     jm.init(job_name=a.job, recorder=rec, store=a.store,
-            exporters=[TensorBoardExporter(tb_dir / "jax")], interval_s=5)
+            exporters=[TensorBoardExporter(tb_dir / "jax")], interval_s=5, histograms=False)
     monitor = GoodputMonitor(a.job, logger_name, tensorboard_dir=str(tb_dir), upload_interval=5,
                              monitoring_enabled=True, include_badput_breakdown=True,
                              store=a.store)

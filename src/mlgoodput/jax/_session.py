@@ -41,9 +41,11 @@ class Shipper(BackgroundWorker):
         host: Callable[[], int],
         *,
         interval_s: float,
+        histograms: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__("mlgoodput-jax-shipper", interval_s=interval_s)
+        self._histograms = histograms
         self._agg = aggregator
         self._labels = base_labels
         self._sink = sink
@@ -78,7 +80,7 @@ class Shipper(BackgroundWorker):
         if self._sink is not None and (changed or self.rounds == 0):
             labels = dict(self._labels)
             labels["host"] = str(self._host())
-            samples = to_samples(snap, labels, now=now)
+            samples = to_samples(snap, labels, now=now, histograms=self._histograms)
             self.last_samples = samples
             self._sink.export(samples)  # raises on failure: retried with backoff
         self.rounds += 1
