@@ -20,13 +20,6 @@ from mlgoodput.events import Kind
 from mlgoodput.store import open_store
 
 
-@pytest.fixture(autouse=True)
-def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv("MLGOODPUT_JOURNAL_DIR", raising=False)
-    monkeypatch.delenv("MLGOODPUT_STORE", raising=False)
-
-
 @pytest.mark.slow
 def test_jax_demo_is_killed_restarted_and_reported(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

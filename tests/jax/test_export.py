@@ -24,10 +24,7 @@ from mlgoodput.testing import FakeMetadataServer, FakeMetricService, FileExporte
 
 
 @pytest.fixture(autouse=True)
-def _no_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    for var in ("MLGOODPUT_STORE", "GOOGLE_CLOUD_PROJECT", "GCE_METADATA_HOST"):
-        monkeypatch.delenv(var, raising=False)
+def _no_session() -> Iterator[None]:
     jm.shutdown()
     yield
     jm.shutdown()
