@@ -17,6 +17,14 @@ JOURNAL_DIR = "MLGOODPUT_JOURNAL_DIR"
 CONSOLE = "MLGOODPUT_CONSOLE"
 #: Token for a console server on TCP.
 CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
+#: Identity of one workload across its restarts: a run keeps its name while this stays the same.
+WORKLOAD_ID = "MLGOODPUT_WORKLOAD_ID"
+#: This process's index among the workload's processes (else jax.process_index(), else 0).
+PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
+#: Base directory (or fsspec URL) for run profiles when `gcs_path=None`.
+PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
+#: Private per-user directory for on-demand profiling endpoints and sampler locks.
+RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
 #: Launcher variables that carry a process's index (rank), in the order they are consulted
 #: when `process_index=None` and no JAX runtime is initialized.
 PROCESS_INDEX_VARS: tuple[str, ...] = (

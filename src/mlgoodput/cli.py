@@ -14,8 +14,10 @@ from collections.abc import Sequence
 # (module in mlgoodput._cli) -- one line per subcommand group
 _COMMANDS: tuple[str, ...] = (
     "report",
-    "monitor",
     "demo",
+    "runs",
+    "profile",
+    "monitor",
 )
 
 
