@@ -108,19 +108,20 @@ class GoodputRecorder:
     def _start(self, kind: Kind, t: _dt.datetime | None, arg: str, key: Any = None,
                step: int | None = None, name: str | None = None) -> None:
         ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
-        with self._state_lock:
+        if self._closed:
             self._check_open()
-            self._open.add((kind, key))
+        self._open.add((kind, key))  # one set operation: atomic under the GIL, no lock needed
         self._append(kind, ts, step, None, name)
 
     def _end(self, start: Kind, end: Kind, t: _dt.datetime | None, arg: str, what: str,
              key: Any = None, step: int | None = None, name: str | None = None) -> None:
         ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
-        with self._state_lock:
+        if self._closed:
             self._check_open()
-            if (start, key) not in self._open:
-                raise ValueError(f"{what}: no matching start was recorded by this recorder")
-            self._open.discard((start, key))
+        try:
+            self._open.remove((start, key))  # atomic: two threads cannot both end one start
+        except KeyError:
+            raise ValueError(f"{what}: no matching start was recorded by this recorder") from None
         self._append(end, ts, step, None, name)
 
     def _check_open(self) -> None:
