@@ -11,6 +11,10 @@ child Python interpreter and hands it samples through a socket pair. The API:
     proc.remove_source("goodput")     # one last collect and export of that source
     proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
 
+Submitted samples are exported as soon as they arrive, or, with `export_interval_s`, in
+one batch per exporter every `export_interval_s` (latest value per series); source
+collects and `flush` export at once.
+
 Exporters and sources must be picklable (ours keep their live state out of the pickle).
 In the child each exporter gets its own BackgroundWorker thread that keeps the latest
 sample of every series (name + labels): a failed export is retried with backoff and the
@@ -79,6 +83,7 @@ class ExporterProcess:
         exporters: Sequence[Exporter],
         *,
         interval_s: float = 10.0,
+        export_interval_s: float | None = None,
         max_backoff_s: float = 60.0,
         name: str = "mlgoodput-exporter",
         restart: bool = True,
@@ -88,6 +93,8 @@ class ExporterProcess:
             raise TypeError(f"interval_s must be a number of seconds, got {interval_s!r}")
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        if export_interval_s is not None and not export_interval_s > 0:
+            raise ValueError(f"export_interval_s must be > 0 or None, got {export_interval_s!r}")
         if not max_backoff_s > 0:
             raise ValueError(f"max_backoff_s must be > 0, got {max_backoff_s!r}")
         exporters = list(exporters)
@@ -100,6 +107,7 @@ class ExporterProcess:
                 raise TypeError(f"exporter {e!r} cannot be sent to the exporter process: {err}") from err
         self.exporters = exporters
         self.interval_s = float(interval_s)
+        self.export_interval_s = export_interval_s
         self.max_backoff_s = float(max_backoff_s)
         self.name = name
         self.restart = restart
@@ -213,6 +221,18 @@ class ExporterProcess:
         return ok
 
     # -- internals -------------------------------------------------------------------
+    def _forget_after_fork(self) -> None:
+        self._lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()  # our copy only: the parent's end stays open
+            except OSError:
+                pass
+        self._popen = None
+        self._replies = {}
+        self._stopped = True
+
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
@@ -228,7 +248,7 @@ class ExporterProcess:
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())
-        init = ("init", self.exporters, self.interval_s, self.max_backoff_s, self.name, os.getpid())
+        init = ("init", self.exporters, self.interval_s, self.export_interval_s, self.max_backoff_s, self.name, os.getpid())
         try:
             conn.send(init)
             if not conn.poll(timeout_s):
@@ -334,22 +354,31 @@ class _Supervisor(BackgroundWorker):
         self._proc._poll_child()
         return True
 
+    def _after_fork_in_child(self) -> None:
+        """A process forked from the training process (a data-loader worker) must not
+        supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._proc._forget_after_fork()
+
 
 # ---------------------------------------------------------------------------- child side
 class _ExportWorker(BackgroundWorker):
     """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
 
-    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float) -> None:
-        super().__init__(name, interval_s=1.0, max_backoff_s=max_backoff_s)
+    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float) -> None:
+        super().__init__(name, interval_s=interval_s, max_backoff_s=max_backoff_s)
         self.exporter = exporter
         self._pending: dict[SeriesKey, Sample] = {}
         self._plock = threading.Lock()
         self.exported = 0
 
-    def put(self, samples: Mapping[SeriesKey, Sample]) -> None:
+    def put(self, samples: Mapping[SeriesKey, Sample], wake: bool = True) -> None:
         with self._plock:
             self._pending.update(samples)
-        self.wake()
+        if wake:
+            self.wake()
 
     def _work(self) -> bool:
         with self._plock:
@@ -369,21 +398,26 @@ class _ExportWorker(BackgroundWorker):
 
 
 class _Child:
-    def __init__(self, conn: Connection, exporters: list[Exporter], interval_s: float, max_backoff_s: float, name: str, ppid: int) -> None:
+    def __init__(
+        self, conn: Connection, exporters: list[Exporter], interval_s: float, export_interval_s: float | None,
+        max_backoff_s: float, name: str, ppid: int,
+    ) -> None:
         self.conn = conn
         self.interval_s = interval_s
+        self.batch_submits = export_interval_s is not None
         self.name = name
         self.ppid = ppid
         self.sources: dict[str, SampleSource] = {}
         self.workers = [
-            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s) for i, e in enumerate(exporters)
+            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s, export_interval_s or 1.0)
+            for i, e in enumerate(exporters)
         ]
 
-    def distribute(self, samples: Sequence[Sample]) -> None:
+    def distribute(self, samples: Sequence[Sample], wake: bool = True) -> None:
         if samples:
             latest = latest_by_series(samples)
             for w in self.workers:
-                w.put(latest)
+                w.put(latest, wake)
 
     def collect(self, keys: Sequence[str] | None = None, final: bool = True) -> None:
         now = time.time()
@@ -446,7 +480,7 @@ class _Child:
     def handle(self, msg: tuple[Any, ...]) -> bool:
         op = msg[0]
         if op == "samples":
-            self.distribute(msg[1])
+            self.distribute(msg[1], wake=not self.batch_submits)
         elif op == "add":
             self.sources[msg[1]] = msg[2]
             opener = getattr(msg[2], "open", None)
@@ -505,7 +539,7 @@ def _child_main(fd: int) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s")
     conn = Connection(fd)
     msg = conn.recv()
-    _, exporters, interval_s, max_backoff_s, name, ppid = msg
+    _, exporters, interval_s, export_interval_s, max_backoff_s, name, ppid = msg
     opened: list[Exporter] = []
     try:
         for e in exporters:
@@ -519,7 +553,7 @@ def _child_main(fd: int) -> None:
         conn.send(("error", type(e).__name__, f"{type(e).__name__}: {e}"))
         conn.close()
         os._exit(3)
-    child = _Child(conn, list(exporters), interval_s, max_backoff_s, name, ppid)
+    child = _Child(conn, list(exporters), interval_s, export_interval_s, max_backoff_s, name, ppid)
     for w in child.workers:
         w.start()
     conn.send(("ready",))
