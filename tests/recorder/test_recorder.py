@@ -242,6 +242,9 @@ def test_process_index_from_launcher_environment(
 ) -> None:
     from mlgoodput import _env
 
+    # Another test may have started JAX in this process, and an initialized JAX runtime wins
+    # over the environment (tested in a subprocess below): hide it here.
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
     for var in _env.PROCESS_INDEX_VARS:
         monkeypatch.delenv(var, raising=False)
     for k, v in env.items():
