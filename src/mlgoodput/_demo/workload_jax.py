@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         state, loss = train_step(state, x, y)  # dispatched: runs while we prefetch
         rec.record_data_loading_start_time()
         x, y = batch(step + 1, size_at(step + 1))
-        time.sleep(0.2 * k)  # the input pipeline's latency (reading, decoding), overlapped
+        time.sleep(0.35 * k)  # the input pipeline's latency (reading, decoding), overlapped
         rec.record_data_loading_end_time()
         loss = float(loss)  # waits for the device
         say(phase="step", step=step, steps=a.steps, loss=round(loss, 4))
