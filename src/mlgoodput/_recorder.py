@@ -254,6 +254,25 @@ class GoodputRecorder:
             self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, "end_time",
                       f"record_checkpoint_restore_end_time(step={step!r})", key=step, step=step)
 
+    # -- for integrations (the JAX listeners, the Orbax logger) ----------------------------
+    @property
+    def journal(self) -> Journal | None:
+        """The journal of this recorder's stream (None when recording is off or closed):
+        integrations append their events (compiles, checkpoints) to the job through it."""
+        return self._journal
+
+    def checkpoint_open(self, kind: str, step: int | None = None) -> bool:
+        """Whether a `record_checkpoint_{kind}_start_time` (kind "save" or "restore") is open,
+        for `step` or any step when None: another reporter of that checkpoint then stays quiet."""
+        start = {"save": Kind.CKPT_SAVE_START, "restore": Kind.CKPT_RESTORE_START}.get(kind)
+        if start is None:
+            raise ValueError(f"kind must be 'save' or 'restore', got {kind!r}")
+        try:
+            keys = list(self._open)
+        except RuntimeError:  # changed size while copied: another thread is recording
+            keys = []
+        return any(k == start and (step is None or key == step or key is None) for k, key in keys)
+
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until everything recorded so far is in the store; False on timeout (the
