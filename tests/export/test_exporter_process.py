@@ -192,6 +192,7 @@ def test_a_port_in_use_is_an_error_at_construction_or_start() -> None:
             proc.start()
 
 
+@pytest.mark.forks
 def test_a_forked_child_of_the_parent_leaves_the_exporter_alone(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     proc = ExporterProcess([FileExporter(out)], interval_s=60)

@@ -220,6 +220,7 @@ def test_oversized_name_is_the_callers_error(tmp_path: Path) -> None:
     j.close()
 
 
+@pytest.mark.forks
 def test_fork_child_gets_its_own_journal_file(tmp_path: Path) -> None:
     db = str(tmp_path / "s.db")
     j = Journal.for_stream(db, "ns", "job", 0)

@@ -354,6 +354,7 @@ def test_unwritable_store_never_raises_and_recovers(tmp_path: Path) -> None:
     assert len(read(db, "uw")) == 51
 
 
+@pytest.mark.forks
 def test_forked_child_records_into_its_own_journal(tmp_path: Path) -> None:
     db = str(tmp_path / "fork.db")
     r = goodput.GoodputRecorder("fk", "goodput_fk", True, store=db, process_index=0)
