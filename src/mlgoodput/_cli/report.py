@@ -103,14 +103,16 @@ def _fmt_time(t: float) -> str:
 
 
 def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
-    """(label, seconds, % of total) for productive time and every non-empty badput bucket."""
+    """(label, seconds, % of total) for productive time and every badput bucket."""
     t = r.total_s or 1.0
     rows = [("productive (goodput)", r.productive_s, 100 * r.productive_s / t)]
-    for b, v in r.badput_s.items():
+    order = sorted(r.badput_s, key=lambda b: (b is BadputType.OTHER, b is BadputType.STALL, b.value))
+    for b in order:
+        v = r.badput_s[b]
         if isinstance(v, dict):
             for name, s in sorted(v.items()):
                 rows.append((f"custom: {name}", s, 100 * s / t))
-        elif v > 5e-7 or b in (BadputType.OTHER,):
+        else:  # every bucket, zeros included, so a reader sees what was looked for
             rows.append((_LABELS.get(b, b.name.lower()), float(v), 100 * float(v) / t))
     return rows
 
