@@ -17,6 +17,8 @@ JOURNAL_DIR = "MLGOODPUT_JOURNAL_DIR"
 CONSOLE = "MLGOODPUT_CONSOLE"
 #: Token for a console server on TCP.
 CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
+#: Usage sampling interval in seconds for console clients (set by `Usage.enable`; unset: off).
+CONSOLE_USAGE = "MLGOODPUT_CONSOLE_USAGE"
 
 
 def data_dir() -> Path:

@@ -1,0 +1,211 @@
+"""Joining and leaving a console: `connect`, `disconnect`, `session`, and children that join alone.
+
+A connected process sends its `logging` records, progress bars and usage samples to the
+server. `session()` starts a server for a local multi-process job and makes every child
+process (spawn, forkserver or fork; pools and concurrent.futures included) connect by itself:
+the connection settings ride along in the environment and in the `multiprocessing`
+process object, whose unpickling in a spawned child connects it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.util
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import IO, Any
+
+from mlgoodput import _env
+from mlgoodput.console._client import ConsoleClient
+from mlgoodput.console._logging import ConsoleHandler, ExceptionForwarder
+
+_lock = threading.RLock()
+_client: ConsoleClient | None = None
+_handler: ConsoleHandler | None = None
+_forwarder = ExceptionForwarder()
+_old_root_level: int | None = None
+_CONFIG_KEY = "mlgoodput_console"
+
+
+def current_client() -> ConsoleClient | None:
+    """The connected client of this process, or None."""
+    return _client
+
+
+def connect(
+    address: str | None = None,
+    *,
+    token: str | None = None,
+    level: int = logging.INFO,
+    forward_exception: bool = True,
+    max_buffer: int = 200_000,
+) -> ConsoleClient:
+    """Join the console at `address` (None: $MLGOODPUT_CONSOLE); `token` (None: $MLGOODPUT_CONSOLE_TOKEN)
+    is needed for TCP. Installs a `logging` handler on the root logger (lowering its level to
+    `level` if needed) and, with `forward_exception`, sends uncaught exceptions too."""
+    global _client, _handler, _old_root_level
+    if address is None:
+        address = os.environ.get(_env.CONSOLE)
+        if not address:
+            raise ValueError(f"address is None and ${_env.CONSOLE} is not set: give the console server's address")
+    if token is None:
+        token = os.environ.get(_env.CONSOLE_TOKEN) or None
+    if not isinstance(level, int):
+        raise TypeError(f"level must be a logging level number, got {level!r}")
+    with _lock:
+        if _client is not None:
+            disconnect(timeout_s=5.0)
+        client = ConsoleClient(address, token=token, max_buffer=max_buffer)
+        client.start()
+        from mlgoodput.console import _progress
+
+        client.tickers.append(_progress.flush_dirty)
+        handler = ConsoleHandler(client)
+        root = logging.getLogger()
+        root.addHandler(handler)
+        if root.level == logging.NOTSET or root.level > level:
+            _old_root_level = root.level
+            root.setLevel(level)
+        if forward_exception:
+            _forwarder.install()
+        _client, _handler = client, handler
+        # what children need to join: the environment (any child) and the process object (multiprocessing)
+        os.environ[_env.CONSOLE] = client.address
+        if token:
+            os.environ[_env.CONSOLE_TOKEN] = token
+        multiprocessing.current_process()._config[_CONFIG_KEY] = _Attach(  # type: ignore[attr-defined]
+            client.address, token, level, forward_exception
+        )
+        multiprocessing.util.register_after_fork(client, _in_mp_child)
+    usage = os.environ.get(_env.CONSOLE_USAGE)
+    if usage:
+        from mlgoodput.console._usage import Usage
+
+        try:
+            Usage.enable(float(usage))
+        except (ValueError, ImportError) as e:
+            logging.getLogger("mlgoodput.console").warning("usage sampling not started: %s", e)
+    return client
+
+
+def disconnect(timeout_s: float = 10.0) -> bool:
+    """Leave the console, delivering everything still buffered (up to `timeout_s`); True if all was."""
+    global _client, _handler, _old_root_level
+    with _lock:
+        client, handler = _client, _handler
+        if client is None:
+            return True
+        from mlgoodput.console import _progress
+
+        _progress.flush_dirty(force=True)
+        ok = client.drain(timeout_s)
+        root = logging.getLogger()
+        if handler is not None:
+            root.removeHandler(handler)
+        if _old_root_level is not None:
+            root.setLevel(_old_root_level)
+            _old_root_level = None
+        _forwarder.uninstall()
+        client.close(1.0)
+        _client = _handler = None
+        multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]
+        return ok
+
+
+class _Attach:
+    """Rides inside multiprocessing's process object; unpickled in a spawned child, it connects."""
+
+    def __init__(self, address: str, token: str | None, level: int, forward_exception: bool) -> None:
+        self.args = (address, token, level, forward_exception)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_attach, self.args)
+
+
+def _attach(address: str, token: str | None, level: int, forward_exception: bool) -> _Attach:
+    """Runs in a spawned or forkserver child while multiprocessing unpickles its process."""
+    try:
+        if _client is None:
+            connect(address, token=token, level=level, forward_exception=forward_exception)
+    except Exception as e:  # a child must start even if the console cannot be joined
+        logging.getLogger("mlgoodput.console").warning("could not join the console at %s: %s", address, e)
+    return _Attach(address, token, level, forward_exception)
+
+
+def _in_mp_child(client: ConsoleClient) -> None:
+    """Runs in every multiprocessing child before its target: flush at its (os._exit) end."""
+    multiprocessing.util.Finalize(None, _leave_at_exit, exitpriority=100)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)  # Pool.terminate() ends workers with SIGTERM
+
+
+def _leave_at_exit() -> None:
+    try:
+        disconnect(timeout_s=5.0)
+    except Exception:
+        pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    try:
+        if _client is not None:
+            from mlgoodput.console import _progress
+
+            _progress.flush_dirty(force=True)
+            _client.drain(2.0)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+atexit.register(_leave_at_exit)
+
+
+@contextlib.contextmanager
+def session(
+    address: str | None = None,
+    *,
+    job: str | None = None,
+    store: Any = None,
+    token: str | None = None,
+    display: bool | IO[str] = True,
+    level: int = logging.INFO,
+    forward_exception: bool = True,
+    usage: bool | float = False,
+) -> Iterator[Any]:
+    """Start a console server for this job and connect this process and its children to it.
+
+    `address` None: a Unix socket in the private per-user directory. `usage`: True or an
+    interval in seconds to sample resource usage of every process. Yields the server.
+    """
+    from mlgoodput.console._server import ConsoleServer
+
+    if address is None:
+        address = f"session-{os.getpid()}"
+    server = ConsoleServer(address, job=job, store=store, token=token, display=display)
+    server.start()
+    saved = {k: os.environ.get(k) for k in (_env.CONSOLE, _env.CONSOLE_TOKEN, _env.CONSOLE_USAGE)}
+    try:
+        if usage:
+            from mlgoodput.console._usage import Usage
+
+            Usage.enable(1.0 if usage is True else float(usage))
+        connect(server.address, token=server.token, level=level, forward_exception=forward_exception)
+        yield server
+    finally:
+        from mlgoodput.console._usage import Usage
+
+        if usage:
+            Usage.disable()
+        disconnect(timeout_s=10.0)
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
