@@ -29,6 +29,7 @@ _client: ConsoleClient | None = None
 _handler: ConsoleHandler | None = None
 _forwarder = ExceptionForwarder()
 _old_root_level: int | None = None
+_leaving = False
 _CONFIG_KEY = "mlgoodput_console"
 
 
@@ -95,11 +96,12 @@ def connect(
 
 def disconnect(timeout_s: float = 10.0) -> bool:
     """Leave the console, delivering everything still buffered (up to `timeout_s`); True if all was."""
-    global _client, _handler, _old_root_level
+    global _client, _handler, _old_root_level, _leaving
     with _lock:
         client, handler = _client, _handler
         if client is None:
             return True
+        _leaving = True
         from mlgoodput.console import _progress
 
         _progress.flush_dirty(force=True)
@@ -114,6 +116,7 @@ def disconnect(timeout_s: float = 10.0) -> bool:
         client.close(1.0)
         _client = _handler = None
         multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]
+        _leaving = False
         return ok
 
 
@@ -131,14 +134,16 @@ def _attach(address: str, token: str | None, level: int, forward_exception: bool
     """Runs in a spawned or forkserver child while multiprocessing unpickles its process."""
     try:
         if _client is None:
-            connect(address, token=token, level=level, forward_exception=forward_exception)
+            client = connect(address, token=token, level=level, forward_exception=forward_exception)
+            _in_mp_child(client)  # spawn and forkserver children do not run the after-fork hooks
     except Exception as e:  # a child must start even if the console cannot be joined
         logging.getLogger("mlgoodput.console").warning("could not join the console at %s: %s", address, e)
     return _Attach(address, token, level, forward_exception)
 
 
 def _in_mp_child(client: ConsoleClient) -> None:
-    """Runs in every multiprocessing child before its target: flush at its (os._exit) end."""
+    """Runs in a multiprocessing child before its target: deliver at its end (it leaves by
+    os._exit, so atexit does not run) and on the SIGTERM of Pool.terminate()."""
     multiprocessing.util.Finalize(None, _leave_at_exit, exitpriority=100)
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)  # Pool.terminate() ends workers with SIGTERM
@@ -152,12 +157,14 @@ def _leave_at_exit() -> None:
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _leaving:
+        return  # already leaving (interrupted at exit): let that finish, it is bounded
+    # An orderly end (Pool.terminate): deliver, then say goodbye. On another thread, because
+    # the interrupted main thread may hold a lock that delivering needs; bounded either way.
     try:
-        if _client is not None:
-            from mlgoodput.console import _progress
-
-            _progress.flush_dirty(force=True)
-            _client.drain(2.0)
+        t = threading.Thread(target=_leave_at_exit, name="mlgoodput-console-sigterm", daemon=True)
+        t.start()
+        t.join(3.0)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
