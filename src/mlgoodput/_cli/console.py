@@ -65,7 +65,7 @@ def _pick_job(store: Any, job: str | None) -> str:
     jobs = [j for j in store.jobs() if j.namespace == NAMESPACE]
     if not jobs:
         raise LookupError(f"no console jobs in the store {store.url}")
-    return max(jobs, key=lambda j: j.last_time).job
+    return str(max(jobs, key=lambda j: j.last_time).job)
 
 
 def _logs(args: argparse.Namespace) -> int:

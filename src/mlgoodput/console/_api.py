@@ -22,12 +22,13 @@ from typing import IO, Any
 
 from mlgoodput import _env
 from mlgoodput.console._client import ConsoleClient
-from mlgoodput.console._logging import ConsoleHandler, ExceptionForwarder
+from mlgoodput.console._logging import ConsoleHandler, ExceptionForwarder, RecordFactory
 
 _lock = threading.RLock()
 _client: ConsoleClient | None = None
 _handler: ConsoleHandler | None = None
 _forwarder = ExceptionForwarder()
+_factory = RecordFactory()
 _old_root_level: int | None = None
 _leaving = False
 _CONFIG_KEY = "mlgoodput_console"
@@ -69,6 +70,7 @@ def connect(
         handler = ConsoleHandler(client)
         root = logging.getLogger()
         root.addHandler(handler)
+        _factory.install()
         if root.level == logging.NOTSET or root.level > level:
             _old_root_level = root.level
             root.setLevel(level)
@@ -113,6 +115,7 @@ def disconnect(timeout_s: float = 10.0) -> bool:
             root.setLevel(_old_root_level)
             _old_root_level = None
         _forwarder.uninstall()
+        _factory.uninstall()
         client.close(1.0)
         _client = _handler = None
         multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]

@@ -75,6 +75,42 @@ def format_message(msg: Any, args: Any) -> tuple[str, str | None]:
 _formatter = logging.Formatter()
 
 
+class ConsoleLogRecord(logging.LogRecord):
+    """A LogRecord whose message also accepts the seed's forms (`logging.info("a", "b")`, rich
+    objects), so every handler of the process, not only the console's, can format it."""
+
+    def getMessage(self) -> str:
+        return format_message(self.msg, self.args)[0]
+
+
+class RecordFactory:
+    """Installs ConsoleLogRecord as the record factory (or wraps a custom one), reversibly."""
+
+    def __init__(self) -> None:
+        self._old: Any = None
+
+    def install(self) -> None:
+        if self._old is not None:
+            return
+        old = logging.getLogRecordFactory()
+        self._old = old
+        if old is logging.LogRecord:
+            logging.setLogRecordFactory(ConsoleLogRecord)
+        else:
+            def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+                rec = old(*args, **kwargs)
+                if type(rec) is logging.LogRecord:
+                    rec.__class__ = ConsoleLogRecord
+                return rec  # type: ignore[no-any-return]
+
+            logging.setLogRecordFactory(factory)
+
+    def uninstall(self) -> None:
+        if self._old is not None:
+            logging.setLogRecordFactory(self._old)
+            self._old = None
+
+
 class ConsoleHandler(logging.Handler):
     """Sends every record it is given to the console; never blocks, never raises."""
 

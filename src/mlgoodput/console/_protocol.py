@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 #: Bumped when a message changes incompatibly; both sides refuse another version.
 VERSION = 1
@@ -22,6 +23,14 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 #: The longest log message text sent; longer ones are cut and marked.
 MAX_MESSAGE_CHARS = 64 * 1024
 HEADER = struct.Struct(">I")
+
+# Value ranges the schema enforces (NaN and infinities fail them too), so nothing a peer
+# sends can poison the store or the screen.
+Time = Annotated[float, Meta(ge=0.0, le=1e11)]
+Count = Annotated[float, Meta(ge=-1e15, le=1e15)]
+Int32 = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+Int62 = Annotated[int, Meta(ge=0, le=2**62)]
+Id = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 
 
 class FrameError(ValueError):
@@ -32,12 +41,12 @@ class FrameError(ValueError):
 class LogRec(msgspec.Struct, tag=0, array_like=True, frozen=True):
     """One log record, already formatted on the client. `ansi`: a rich rendering as ANSI text."""
 
-    time: float
-    level: int
+    time: Time
+    level: Int32
     logger: str
     msg: str
     file: str
-    line: int
+    line: Int32
     ansi: str | None = None
     exc: str | None = None
 
@@ -45,12 +54,12 @@ class LogRec(msgspec.Struct, tag=0, array_like=True, frozen=True):
 class ProgressRec(msgspec.Struct, tag=1, array_like=True, frozen=True):
     """A bar's state: `completed` (absolute) or `delta` (distributed bars add them up)."""
 
-    time: float
+    time: Time
     bar: str
     desc: str
-    total: float | None
-    completed: float | None
-    delta: float
+    total: Count | None
+    completed: Count | None
+    delta: Count
     done: bool
     distributed: bool
 
@@ -58,19 +67,19 @@ class ProgressRec(msgspec.Struct, tag=1, array_like=True, frozen=True):
 class UsageRec(msgspec.Struct, tag=2, array_like=True, frozen=True):
     """One usage sample of one process: CPU percent, resident bytes, optional GPU figures."""
 
-    time: float
-    cpu: float
-    rss: int
-    gpu_util: float | None = None
-    gpu_mem: int | None = None
+    time: Time
+    cpu: Annotated[float, Meta(ge=0.0, le=1e6)]
+    rss: Int62
+    gpu_util: Annotated[float, Meta(ge=0.0, le=1e6)] | None = None
+    gpu_mem: Int62 | None = None
 
 
 class MarkRec(msgspec.Struct, tag=3, array_like=True, frozen=True):
     """A usage checkpoint marker (`Usage.checkpoint(name, step)`)."""
 
-    time: float
+    time: Time
     name: str
-    step: int | None = None
+    step: Int62 | None = None
 
 
 Record = LogRec | ProgressRec | UsageRec | MarkRec
@@ -81,8 +90,8 @@ class Hello(msgspec.Struct, tag="hello", array_like=True, frozen=True):
     """The client's answer to a Challenge: who it is, and the HMAC of the nonce when asked."""
 
     version: int
-    client: int
-    pid: int
+    client: Id
+    pid: Int62
     hostname: str
     argv: str
     mac: bytes
@@ -91,14 +100,14 @@ class Hello(msgspec.Struct, tag="hello", array_like=True, frozen=True):
 class Batch(msgspec.Struct, tag="batch", array_like=True, frozen=True):
     """Records numbered `first_seq`, `first_seq + 1`, ... by the client."""
 
-    first_seq: int
+    first_seq: Int62
     records: list[Record]
 
 
 class Ping(msgspec.Struct, tag="ping", array_like=True, frozen=True):
     """A heartbeat; the server answers with an Ack."""
 
-    time: float
+    time: Time
 
 
 class Bye(msgspec.Struct, tag="bye", array_like=True, frozen=True):

@@ -75,7 +75,7 @@ def write_usage_report(store: Store, job: str, out: str) -> int:
         ax_m.set_ylabel("RSS MiB")
         ax_m.set_title(f"{host}: resident memory, stacked by process")
         for ax in (ax_c, ax_m):
-            for t, name, step in marks:
+            for t, _name, _step in marks:
                 ax.axvline(t - t0, color="k", linestyle="--", linewidth=0.8, alpha=0.6)
             ax.legend(loc="upper left", fontsize="small", ncol=min(8, len(labels)))
     top = axes[0][0]

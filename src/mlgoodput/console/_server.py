@@ -407,7 +407,7 @@ class ConsoleServer:
                 if r.gpu_mem is not None:
                     ua["gpu_mem"] = r.gpu_mem
                 add(Event(_USAGE, r.time, proc, None, r.cpu, None, ua))
-            else:
+            elif type(r) is P.MarkRec:
                 add(Event(_MARK, r.time, proc, r.step, None, r.name, {"hostname": st.hostname}))
         self.received += len(events)
         end = first + len(events)

@@ -57,7 +57,7 @@ class StoreSink(BackgroundWorker):
         for it in items:
             gi = open_by_writer.get(it.writer)
             if gi is not None:
-                w, first, evs, its = groups[gi]
+                _w, first, evs, its = groups[gi]
                 if first + len(evs) == it.first_seq:
                     evs.extend(it.events)
                     its.append(it)
