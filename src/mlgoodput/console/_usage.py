@@ -65,7 +65,8 @@ class _Sampler(BackgroundWorker):
         client = current_client()
         if client is None:
             return True
-        cpu = float(self._proc.cpu_percent(None))
+        # the share since the previous sample; never more than all the machine's CPUs
+        cpu = min(float(self._proc.cpu_percent(None)), 100.0 * (os.cpu_count() or 1))
         rss = int(self._proc.memory_info().rss)
         gu, gm = self._gpu()
         client.put(UsageRec(time.time(), cpu, rss, gu, gm))
@@ -123,4 +124,3 @@ class Usage:
         client = current_client()
         if client is not None:
             client.put(MarkRec(time.time(), str(name), None if step is None else int(step)))
-            cls._sampler.wake()  # a fresh sample right at the marker
