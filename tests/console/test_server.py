@@ -183,3 +183,48 @@ def test_fuzzed_frames_never_stop_the_server(server: ConsoleServer) -> None:
     c.close(2)
     server.sink.flush(10)
     assert "still alive" in [r["message"] for r in stored_logs(server.store.url, "t")]
+
+
+def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(sockdir: str) -> None:
+    address = f"unix:{sockdir}/late.sock"
+    late = ConsoleClient(address)
+    small = ConsoleClient(address, max_buffer=50)
+    for c in (late, small):
+        c.start()
+        for i in range(120):
+            c.put(P.LogRec(time.time(), 20, "late", f"r{i}", "f.py", i))
+    wait_for(lambda: small.dropped == 70, what="the bounded buffer to drop the oldest")
+    time.sleep(0.3)  # both are retrying against nothing
+    srv = ConsoleServer(address, job="late", store=f"{sockdir}/store.db", display=False)
+    srv.start()
+    try:
+        assert late.drain(20) and small.drain(20)
+        late.close(2)
+        small.close(2)
+    finally:
+        srv.stop()
+    msgs = [r["message"] for r in stored_logs(f"{sockdir}/store.db", "late")]
+    assert sorted(msgs) == sorted([f"r{i}" for i in range(120)] + [f"r{i}" for i in range(70, 120)])
+
+
+def test_a_silent_client_is_reported_lost(sockdir: str) -> None:
+    srv = ConsoleServer(f"unix:{sockdir}/hb.sock", job="hb", store=f"{sockdir}/store.db", display=False,
+                        heartbeat_timeout_s=0.5)
+    srv.start()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(srv.address[5:])
+            _raw_handshake(s)
+            s.sendall(P.frame(P.Hello(P.VERSION, 77, 1, "h", "silent", b"")))
+            assert isinstance(_read_reply(s), P.Welcome)
+            wait_for(lambda: srv.clients[77].lost, what="the silent client marked lost")
+            assert s.recv(1) == b""  # and dropped
+        # a client that pings is kept
+        c = ConsoleClient(srv.address, heartbeat_s=0.1)
+        c.start()
+        wait_for(lambda: c.process is not None, what="connection")
+        time.sleep(1.2)
+        assert c.connects == 1 and not srv.clients[c.client_id].lost
+        c.close(2)
+    finally:
+        srv.stop()

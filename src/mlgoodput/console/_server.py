@@ -63,7 +63,8 @@ class ClientState:
     pid: int
     hostname: str
     argv: str
-    next_seq: int = -1  # -1: not known (a fresh server); else every seq below is stored
+    next_seq: int = -1  # -1: not known (a fresh server); else every seq below was received
+    stored_seq: int = 0  # every seq below is in the store (what acks promise)
     connected: bool = False
     lost: bool = False
     contrib: dict[str, float] = field(default_factory=dict)  # distributed bar -> sum of deltas
@@ -288,7 +289,7 @@ class ConsoleServer:
                 self._warn(peer, "unauthenticated: wrong or missing token")
                 return
             state = self._client_joined(hello)
-            writer.write(P.frame(P.Welcome(state.process, self.job, max(state.next_seq, 0))))
+            writer.write(P.frame(P.Welcome(state.process, self.job, state.stored_seq)))
             await writer.drain()
             while True:
                 try:
@@ -299,7 +300,7 @@ class ConsoleServer:
                 if isinstance(msg, P.Batch):
                     await self._on_batch(state, msg, writer)
                 elif isinstance(msg, P.Ping):
-                    writer.write(P.frame(P.Ack(max(state.next_seq, 0))))
+                    writer.write(P.frame(P.Ack(state.stored_seq)))
                 elif isinstance(msg, P.Bye):
                     clean_exit = True
                     return
@@ -379,8 +380,8 @@ class ConsoleServer:
             raise P.FrameError(f"negative sequence number {first}")
         if st.next_seq >= 0:
             skip = st.next_seq - first
-            if skip >= len(records):  # all seen before (a resend): just acknowledge
-                writer.write(P.frame(P.Ack(st.next_seq)))
+            if skip >= len(records):  # all seen before (a resend): acknowledged once stored
+                writer.write(P.frame(P.Ack(st.stored_seq)))
                 return
             if skip > 0:
                 records, first = records[skip:], st.next_seq
@@ -415,7 +416,7 @@ class ConsoleServer:
         loop = asyncio.get_running_loop()
 
         def stored() -> None:
-            loop.call_soon_threadsafe(_send_ack, writer, end)
+            loop.call_soon_threadsafe(_stored, st, writer, end)
 
         self.sink.submit(st.client, first, events, stored)
         # back-pressure: stop reading while the store falls far behind
@@ -451,10 +452,12 @@ class ConsoleServer:
                       "done": r.done, "distributed": r.distributed})
 
 
-def _send_ack(writer: asyncio.StreamWriter, next_seq: int) -> None:
+def _stored(st: ClientState, writer: asyncio.StreamWriter, next_seq: int) -> None:
+    """On the loop: records below `next_seq` are in the store; tell the client."""
+    st.stored_seq = max(st.stored_seq, next_seq)
     if not writer.is_closing():
         try:
-            writer.write(P.frame(P.Ack(next_seq)))
+            writer.write(P.frame(P.Ack(st.stored_seq)))
         except Exception:
             pass
 
