@@ -6,6 +6,7 @@ set -u
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian packages: ${need[*]}"
@@ -15,6 +16,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     || echo "warning: could not install ${need[*]}; tests that need them will skip"
   # the Debian package may start a service; tests start their own on loopback
   (service prometheus stop || systemctl stop prometheus) >/dev/null 2>&1 || true
+  (service postgresql stop || systemctl stop postgresql) >/dev/null 2>&1 || true
   pkill -x prometheus >/dev/null 2>&1 || true
 else
   echo "note: missing ${need[*]} and cannot install (need root and apt-get); those tests will skip"

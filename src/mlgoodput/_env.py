@@ -19,6 +19,26 @@ CONSOLE = "MLGOODPUT_CONSOLE"
 CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
 #: Usage sampling interval in seconds for console clients (set by `Usage.enable`; unset: off).
 CONSOLE_USAGE = "MLGOODPUT_CONSOLE_USAGE"
+#: Identity of one workload across its restarts: a run keeps its name while this stays the same.
+WORKLOAD_ID = "MLGOODPUT_WORKLOAD_ID"
+#: This process's index among the workload's processes (else jax.process_index(), else 0).
+PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
+#: Base directory (or fsspec URL) for run profiles when `gcs_path=None`.
+PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
+#: Private per-user directory for on-demand profiling endpoints and sampler locks.
+RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
+#: Launcher variables that carry a process's index (rank), in the order they are consulted
+#: when `process_index=None` and no JAX runtime is initialized.
+PROCESS_INDEX_VARS: tuple[str, ...] = (
+    "JAX_PROCESS_ID",
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "PMIX_RANK",
+    "SLURM_PROCID",
+    "TPU_WORKER_ID",
+    "CLOUD_TPU_TASK_ID",
+)
 
 
 def data_dir() -> Path:
@@ -30,3 +50,5 @@ def data_dir() -> Path:
 def default_store_url() -> str:
     """$MLGOODPUT_STORE, else the SQLite file `mlgoodput.db` in `data_dir()`."""
     return os.environ.get(STORE) or "sqlite://" + str(data_dir() / "mlgoodput.db")
+#: Host (and port) of the GCE metadata server, as google-auth reads it; default metadata.google.internal.
+GCE_METADATA_HOST = "GCE_METADATA_HOST"

@@ -15,6 +15,10 @@ from collections.abc import Sequence
 _COMMANDS: tuple[str, ...] = (
     "report",
     "console",
+    "demo",
+    "runs",
+    "profile",
+    "monitor",
 )
 
 
@@ -40,3 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mlgoodput jobs | head`: the reader left, which is fine
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

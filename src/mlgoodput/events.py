@@ -126,7 +126,7 @@ def check_step(step: object, arg: str = "step") -> int:
     if isinstance(step, bool):
         raise TypeError(f"{arg} must be a non-negative integer, got {step!r}")
     try:
-        n = operator.index(step)  # type: ignore[call-overload]
+        n = operator.index(step)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{arg} must be a non-negative integer, got {step!r}") from None
     if n < 0:

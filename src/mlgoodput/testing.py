@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mlgoodput.export._base import Sample
 from mlgoodput.store import MemoryStore
 
-__all__ = ["CapturingExporter", "FakeClock", "MemoryStore"]
+__all__ = [
+    "CapturingExporter",
+    "FakeClock",
+    "FakeMetadataServer",
+    "FakeMetricService",
+    "FileExporter",
+    "MemoryStore",
+    "OTLPReceiver",
+]
+
+if TYPE_CHECKING:
+    from mlgoodput._fake_servers import FakeMetadataServer, FakeMetricService, OTLPReceiver
+
+_SERVERS = ("FakeMetadataServer", "FakeMetricService", "OTLPReceiver")
+
+
+def __getattr__(name: str) -> object:
+    """The fake servers live in their own module (they import grpc and protobuf lazily)."""
+    if name in _SERVERS:
+        from mlgoodput import _fake_servers
+
+        return getattr(_fake_servers, name)
+    raise AttributeError(name)
 
 
 class FakeClock:
@@ -53,4 +79,49 @@ class CapturingExporter:
         for b in self.batches:
             for s in b:
                 out[s.name] = s.value
+        return out
+
+
+class FileExporter:
+    """An exporter that works across processes: appends each batch as a JSON line to `path`.
+
+    While the file `fail_flag` exists every export raises (a backend outage); while
+    `hang_flag` exists exports block (a hung backend). Tests create and remove those files
+    from the parent process. `read(path)` returns the batches written so far.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fail_flag: str | None = None, hang_flag: str | None = None) -> None:
+        self.path = os.fspath(path)
+        self.fail_flag = fail_flag
+        self.hang_flag = hang_flag
+
+    def export(self, samples: Sequence[Sample]) -> None:
+        while self.hang_flag and os.path.exists(self.hang_flag):
+            time.sleep(0.05)
+        if self.fail_flag and os.path.exists(self.fail_flag):
+            raise ConnectionError("FileExporter: backend down (fail flag present)")
+        rows = [{"name": s.name, "value": s.value, "labels": dict(s.labels), "step": s.step} for s in samples]
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "samples": rows}) + "\n")
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "shutdown": True}) + "\n")
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+        try:
+            with open(path) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def latest(path: str | os.PathLike[str]) -> dict[str, float]:
+        """The last value written for each sample name, with its labels appended: `name|k=v,...`."""
+        out: dict[str, float] = {}
+        for row in FileExporter.read(path):
+            for s in row.get("samples", []):  # type: ignore[attr-defined]
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items()) if k not in ("job_name", "logger_name"))
+                out[s["name"] + ("|" + labels if labels else "")] = s["value"]
         return out

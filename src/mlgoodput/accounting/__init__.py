@@ -1,5 +1,7 @@
 """The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
 
+from mlgoodput.accounting._calculator import GoodputCalculator
+from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -8,4 +10,12 @@ from mlgoodput.accounting._report import (
     SliceEfficiency,
 )
 
-__all__ = ["PARTITION_BUCKETS", "BadputType", "GoodputReport", "HostStepStats", "SliceEfficiency"]
+__all__ = [
+    "PARTITION_BUCKETS",
+    "BadputType",
+    "Engine",
+    "GoodputCalculator",
+    "GoodputReport",
+    "HostStepStats",
+    "SliceEfficiency",
+]

@@ -1,5 +1,26 @@
-"""Exporters: backends that take Samples (TensorBoard, Prometheus, OTLP, Cloud Monitoring)."""
+"""Exporters: backends that take Samples (TensorBoard, Prometheus, OTLP, Cloud Monitoring).
+
+Each exporter is cheap to build and picklable; it opens its backend when first used, in
+the process that uses it (normally an `ExporterProcess` child). Backend packages are
+imported lazily, so `import mlgoodput.export` needs only the standard library.
+"""
 
 from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
+from mlgoodput.export._otlp import OTLPExporter
+from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource
+from mlgoodput.export._prometheus import PrometheusExporter
+from mlgoodput.export._tensorboard import TensorBoardExporter
 
-__all__ = ["Exporter", "Sample"]
+__all__ = [
+    "CloudMonitoringExporter",
+    "Exporter",
+    "ExporterError",
+    "ExporterProcess",
+    "GCPOptions",
+    "OTLPExporter",
+    "PrometheusExporter",
+    "Sample",
+    "SampleSource",
+    "TensorBoardExporter",
+]

@@ -48,11 +48,13 @@ def resolve_store_url(store: str | os.PathLike[str] | None, arg: str = "store") 
         return "sqlite://" + os.path.abspath(path)
     if store.startswith("memory://"):
         return store
+    if store.startswith(("postgresql://", "postgres://")):
+        return store
     if "://" in store:
         scheme = store.split("://", 1)[0]
         raise ValueError(
             f"{arg}: unknown store URL scheme {scheme!r} in {store!r}"
-            " (expected sqlite:///path.db, memory://name or a file path)"
+            " (expected sqlite:///path.db, postgresql://..., memory://name or a file path)"
         )
     return "sqlite://" + os.path.abspath(os.path.expanduser(store))
 
@@ -68,4 +70,8 @@ def open_store(store: Any = None, arg: str = "store") -> Store:
             if st is None:
                 st = _memory_stores[url] = MemoryStore(url)
             return st
+    if url.startswith(("postgresql://", "postgres://")):
+        from mlgoodput.store._postgres import PostgresStore
+
+        return PostgresStore(url)
     return SQLiteStore(url[len("sqlite://") :])

@@ -91,11 +91,11 @@ class Columns:
         self.steps.extend(other.steps)
         self.values.extend(other.values)
         if other.names is not None or self.names is not None:
-            mine = self.names if self.names is not None else [None] * n0
+            mine: list[str | None] = self.names if self.names is not None else [None] * n0
             mine.extend(other.names if other.names is not None else [None] * len(other))
             self.names = mine
         if other.attrs is not None or self.attrs is not None:
-            mya = self.attrs if self.attrs is not None else [None] * n0
+            mya: list[dict[str, Any] | None] = self.attrs if self.attrs is not None else [None] * n0
             mya.extend(other.attrs if other.attrs is not None else [None] * len(other))
             self.attrs = mya
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, concat
+from mlgoodput.store._columns import Columns
 from mlgoodput.store._protocol import JobInfo, ReadResult
 
 
@@ -42,7 +42,7 @@ class MemoryStore:
             chunks = list(self._chunks[cursor:])
             end = len(self._chunks)
         parts = [c for ns, j, c in chunks if ns == namespace and j == job]
-        return ReadResult(concat(parts), end)
+        return ReadResult(parts, end)
 
     def jobs(self) -> list[JobInfo]:
         with self._lock:

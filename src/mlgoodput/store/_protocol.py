@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns
+from mlgoodput.store._columns import Columns, concat
 
 
 class StoreError(OSError):
@@ -24,12 +24,28 @@ class JobInfo:
     last_time: float
 
 
-@dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Events read after a cursor, and the cursor to pass next time."""
+    """Events read after a cursor, and the cursor to pass next time.
 
-    columns: Columns
-    cursor: int
+    `parts` are the stored chunks in order; `columns` joins them (on first use), for
+    readers that want one block.
+    """
+
+    __slots__ = ("_columns", "cursor", "parts")
+
+    def __init__(self, parts: list[Columns], cursor: int) -> None:
+        self.parts = parts
+        self.cursor = cursor
+        self._columns: Columns | None = None
+
+    @property
+    def columns(self) -> Columns:
+        if self._columns is None:
+            self._columns = concat(self.parts)
+        return self._columns
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, concat, decode, encode
+from mlgoodput.store._columns import Columns, decode, encode
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 
 SCHEMA_VERSION = 1
@@ -154,7 +154,7 @@ class SQLiteStore:
             except sqlite3.Error as e:
                 raise StoreError(f"cannot read SQLite store {self.path!r}: {e}") from e
         parts = [decode(*r[1:]) for r in rows]
-        return ReadResult(concat(parts), rows[-1][0] if rows else cursor)
+        return ReadResult(parts, rows[-1][0] if rows else cursor)
 
     def jobs(self) -> list[JobInfo]:
         with self._lock:

@@ -1,0 +1,129 @@
+"""`mlgoodput monitor`: run a job's GoodputMonitor on its own, away from the training machine."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def _windows(text: str) -> list[int]:
+    try:
+        out = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--rolling-windows must be comma-separated seconds, got {text!r}") from None
+    if not out or any(w <= 0 for w in out):
+        raise argparse.ArgumentTypeError(f"--rolling-windows must be positive seconds, got {text!r}")
+    return out
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--job", required=True, help="job (run) name")
+    p.add_argument("--logger-name", default=None, help="logger name (default: goodput_<job>)")
+    p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
+    p.add_argument("--interval", type=_positive, default=30.0, help="seconds between uploads (default 30)")
+    p.add_argument("--tensorboard-dir", default=None, help="write TensorBoard scalars under DIR/goodput")
+    p.add_argument("--prometheus-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--prometheus-addr", default="127.0.0.1", help="address for the Prometheus endpoint (default 127.0.0.1)")
+    p.add_argument("--otlp-endpoint", default=None, help="push OTLP metrics to this endpoint")
+    p.add_argument("--otlp-protocol", choices=("grpc", "http"), default="grpc")
+    p.add_argument("--gcp-project", default=None, help="upload to Google Cloud Monitoring in this project")
+    p.add_argument("--gcp-location", default=None, help="location label for Cloud Monitoring (default: metadata server)")
+    p.add_argument("--rolling-windows", type=_windows, default=None, help="also upload rolling windows, e.g. 60,300,900")
+    p.add_argument("--no-badput", action="store_true", help="leave out the badput breakdown")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("monitor", help="upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlgoodput.accounting import GoodputCalculator
+    from mlgoodput.export import (
+        CloudMonitoringExporter,
+        GCPOptions,
+        OTLPExporter,
+        PrometheusExporter,
+    )
+    from mlgoodput.monitoring import GoodputMonitor
+
+    logger_name = args.logger_name or f"goodput_{args.job}"
+    exporters: list[Any] = []
+    if args.prometheus_port is not None:
+        exporters.append(PrometheusExporter(port=args.prometheus_port, addr=args.prometheus_addr))
+    if args.otlp_endpoint:
+        exporters.append(OTLPExporter(endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
+    if args.gcp_project:
+        exporters.append(CloudMonitoringExporter(GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
+    if not exporters and not args.tensorboard_dir:
+        raise ValueError("nothing to upload to: give --tensorboard-dir, --prometheus-port, --otlp-endpoint or --gcp-project")
+    monitor = GoodputMonitor(
+        job_name=args.job,
+        logger_name=logger_name,
+        tensorboard_dir=args.tensorboard_dir,
+        upload_interval=args.interval,
+        monitoring_enabled=True,
+        include_badput_breakdown=not args.no_badput,
+        include_step_deviation=True,
+        store=args.store,
+        exporters=exporters,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        monitor.start_goodput_uploader()
+        if args.rolling_windows:
+            monitor.start_rolling_window_goodput_uploader(args.rolling_windows)
+        calc = None if args.quiet else GoodputCalculator(args.job, logger_name, store=monitor.store_url)
+        started = time.time()
+        while not stop.wait(args.interval):
+            if calc is not None:
+                r = calc.report()
+                print(
+                    f"\r{time.strftime('%H:%M:%S')} {args.job}: goodput {r.goodput_pct:6.2f}%  "
+                    f"last step {r.last_step}  disruptions {r.disruptions}  "
+                    f"uploading for {time.time() - started:,.0f} s (Ctrl-C to stop)",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if calc is not None:
+            print(file=sys.stderr)
+        print("mlgoodput monitor: final upload...", file=sys.stderr, flush=True)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        ok = True
+        if args.rolling_windows:
+            ok = monitor.stop_rolling_window_goodput_uploader() and ok
+        ok = monitor.stop_goodput_uploader() and ok
+    print("mlgoodput monitor: stopped" + ("" if ok else " (final upload incomplete)"), file=sys.stderr)
+    return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `monitor` without the rest of the command line (used by tests)."""
+    p = argparse.ArgumentParser(prog="mlgoodput monitor")
+    add_arguments(p)
+    return run(p.parse_args(argv))

@@ -1,0 +1,123 @@
+"""`mlgoodput runs` (list the ML runs of a store) and `mlgoodput runs show NAME [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("runs", help="list ML runs, or show one (configs, metrics, profiles)")
+    p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_list)
+    sub = p.add_subparsers(dest="runs_command", metavar="show")
+    s = sub.add_parser("show", help="configs, metric summaries and profile sessions of a run")
+    s.add_argument("name", help="run name (or a unique prefix, such as the name given to machinelearning_run)")
+    s.add_argument("--store", default=argparse.SUPPRESS, help="store URL or path")
+    s.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    s.set_defaults(func=_show)
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _list(args: argparse.Namespace) -> int:
+    from mlgoodput.diagnostics import list_runs
+
+    runs = list_runs(args.store)
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    if not runs:
+        print("no runs")
+        return 0
+    rows = [("RUN", "GROUP", "STARTED", "LAST EVENT", "PROCS", "METRICS", "PROFILES")]
+    for r in runs:
+        rows.append((r["name"], r["run_group"] or "-", _when(r["first_time"]), _when(r["last_time"]),
+                     str(r["processes"]), str(r["metric_values"]), str(r["profile_starts"])))
+    _table(rows)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from mlgoodput.diagnostics import load_run
+
+    run = load_run(args.name, store=args.store)
+    if getattr(args, "json", False):
+        print(json.dumps(run.to_dict(), indent=2, allow_nan=True))
+        return 0
+    print(f"run {run.name}" + (f"  (group {run.run_group})" if run.run_group else ""))
+    for k in ("project", "region", "environment", "workload_id", "profile_dir"):
+        if run.info.get(k):
+            print(f"  {k}: {run.info[k]}")
+    hosts = sorted({s["host"] for s in run.starts})
+    print(f"  started: {_when(run.starts[0]['time']) if run.starts else '-'}; processes: {len(hosts)};"
+          f" starts: {len(run.starts)}")
+    sw = run.software
+    if sw:
+        print(f"  software: {sw.get('framework') or '-'} {sw.get('framework_version') or ''}"
+              f" python {sw.get('python_version')}; XLA_FLAGS={sw.get('xla_flags') or '(none)'}")
+    if run.system:
+        s0 = run.system[min(run.system)]
+        print(f"  system: {s0.get('hostname')}; devices: {s0.get('device_count', '-')} x"
+              f" {s0.get('device_kind', '-')}; process count: {s0.get('process_count', len(hosts))}")
+    print("configs:")
+    flat = _flatten(run.configs)
+    if not flat:
+        print("  (none)")
+    for k, v in flat:
+        print(f"  {k} = {json.dumps(v)}")
+    for title, series in (("metrics", run.metrics), ("system metrics", run.system_metrics)):
+        print(f"{title}:")
+        if not series:
+            print("  (none)")
+            continue
+        rows = [("NAME", "COUNT", "LAST", "MIN", "MEAN", "MAX", "LAST STEP")]
+        for name in sorted(series):
+            pts = series[name]
+            vals = [p[1] for p in pts if not math.isnan(p[1])]
+            steps = [p[0] for p in pts if p[0] is not None]
+            rows.append((name, str(len(pts)), _num(pts[-1][1]), _num(min(vals) if vals else None),
+                         _num(sum(vals) / len(vals) if vals else None), _num(max(vals) if vals else None),
+                         str(steps[-1]) if steps else "-"))
+        _table(rows, indent=2)
+    print("profiles:")
+    if not run.profiles:
+        print("  (none)")
+    else:
+        rows = [("SESSION", "TRIGGER", "STARTED", "SECONDS", "HOSTS", "FILES", "PATH")]
+        for p in run.profiles:
+            rows.append((p["session"], p["trigger"] or "-", _when(p["start"]),
+                         _num(p["duration_s"]) if p["complete"] else "running",
+                         ",".join(map(str, p["hosts"])), str(len(p["files"])), p["path"] or "-"))
+        _table(rows, indent=2)
+    return 0
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.6g}"
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k in sorted(d):
+        v = d[k]
+        if isinstance(v, dict) and v:
+            out.extend(_flatten(v, f"{prefix}{k}."))
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _table(rows: Sequence[Sequence[str]], indent: int = 0) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(" " * indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -1,0 +1,176 @@
+"""The demo supervisor: runs a workload process, kills it for real midway, restarts it,
+and prints the goodput report of the whole job.
+
+A workload is any module run as `python -m MODULE --store URL --job JOB --ckpt-dir DIR
+--steps N --time-scale F` that records with the public recorder API, restores from the
+newest checkpoint in DIR when it restarts, and prints one JSON object per line on stdout
+with at least `phase` ("start", "init", "prep", "restore", "step", "eval", "checkpoint",
+"done") and, for steps, `step` and `steps`. `mlgoodput._demo.workload_sim` is the default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import mlgoodput
+from mlgoodput._journal import journal_dirs, recover_journals
+from mlgoodput.store import open_store, resolve_store_url
+
+DEFAULT_WORKLOAD = "mlgoodput._demo.workload_sim"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoConfig:
+    """What the demo runs; durations scale with `time_scale`."""
+
+    output_dir: Path = Path("demo-output")
+    store: str | None = None  # default: a fresh SQLite file in output_dir
+    job: str = "demo"
+    workload: str = DEFAULT_WORKLOAD
+    steps: int = 100
+    kill_at_step: int | None = None  # default: just past the middle
+    time_scale: float = 1.0
+    restart_delay_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.steps < 4:
+            raise ValueError(f"steps must be at least 4, got {self.steps!r}")
+        if not self.time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {self.time_scale!r}")
+        if self.kill_at_step is not None and not 0 < self.kill_at_step < self.steps - 1:
+            raise ValueError(f"kill_at_step must be between 1 and steps - 2, got {self.kill_at_step!r}")
+
+
+class _Progress:
+    """One live status line on a terminal; a line every few steps elsewhere."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.last_line = ""
+
+    def show(self, attempt: int, msg: dict[str, Any]) -> None:
+        phase = msg.get("phase")
+        if phase == "step":
+            step, total = int(msg["step"]), int(msg["steps"])
+            width = 30
+            filled = int(width * (step + 1) / total)
+            line = (f"attempt {attempt}  [{'#' * filled}{'.' * (width - filled)}] step {step + 1}/{total}"
+                    f"  loss {msg.get('loss', '')}")
+            if self.tty:
+                self.out.write("\r" + line.ljust(len(self.last_line)))
+                self.last_line = line
+            elif step % 10 == 0:
+                self.out.write(line + "\n")
+        else:
+            detail = f" (step {msg['step']})" if "step" in msg else ""
+            self.note(f"attempt {attempt}: {phase}{detail}")
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        if self.tty and self.last_line:
+            self.out.write("\n")
+            self.last_line = ""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+def _fresh_store(cfg: DemoConfig) -> str:
+    if cfg.store is not None:
+        return resolve_store_url(cfg.store)
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    db = cfg.output_dir.resolve() / "demo.db"
+    url = resolve_store_url(str(db))
+    for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        p.unlink(missing_ok=True)
+    for d in journal_dirs(url):
+        shutil.rmtree(d, ignore_errors=True)
+    return url
+
+
+def _child_env() -> dict[str, str]:
+    pkg_root = str(Path(mlgoodput.__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": pkg_root + (os.pathsep + path if path else ""), "PYTHONUNBUFFERED": "1"}
+
+
+def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int | None, ui: _Progress) -> int:
+    cmd = [sys.executable, "-m", cfg.workload, "--store", url, "--job", cfg.job, "--ckpt-dir", str(ckpt),
+           "--steps", str(cfg.steps), "--time-scale", str(cfg.time_scale)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=_child_env())
+    assert p.stdout is not None
+    try:
+        for raw in p.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                ui.note(raw.rstrip())
+                continue
+            if not isinstance(msg, dict):
+                continue
+            ui.show(attempt, msg)
+            if kill_at is not None and msg.get("phase") == "step" and int(msg["step"]) >= kill_at:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+                ui.note(f"attempt {attempt}: worker {p.pid} killed with SIGKILL after step {msg['step']}"
+                        " (no clean shutdown, no flush)")
+                return p.returncode
+        return p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
+    """Run the demo; returns the exit code of the report (0 when all went well)."""
+    out = out or sys.stdout
+    ui = _Progress(out)
+    url = _fresh_store(cfg)
+    ckpt = cfg.output_dir / "checkpoints"
+    if cfg.store is None:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    kill_at = cfg.kill_at_step if cfg.kill_at_step is not None else cfg.steps // 2 + 5
+    ui.note(f"mlgoodput demo: job {cfg.job!r}, workload {cfg.workload}, store {url}")
+    t0 = time.monotonic()
+    rc = _attempt(cfg, url, ckpt, 1, kill_at, ui)
+    if rc != -signal.SIGKILL:
+        ui.note(f"the first attempt ended with exit code {rc} before it could be killed")
+        return 1
+    ui.note(f"restarting in {cfg.restart_delay_s * cfg.time_scale:.1f} s (infrastructure recovery) ...")
+    time.sleep(cfg.restart_delay_s * cfg.time_scale)
+    rc = _attempt(cfg, url, ckpt, 2, None, ui)
+    if rc != 0:
+        ui.note(f"the restarted worker failed with exit code {rc}")
+        return 1
+    ui.note(f"both attempts took {time.monotonic() - t0:.1f} s of wall time")
+    shipped = recover_journals(url)  # the restarted worker already shipped the killed one's journal
+    if shipped:
+        ui.note(f"recovered {shipped} journaled events")
+    return _report(cfg.job, url, ui)
+
+
+def _report(job: str, url: str, ui: _Progress) -> int:
+    from mlgoodput import cli
+
+    argv = ["report", "--job", job, "--store", url]
+    ui.note("\n$ mlgoodput " + " ".join(argv))
+    try:
+        return cli.main(argv)
+    except ImportError:  # the report command is not in this build: show what the store holds
+        st = open_store(url)
+        counts: dict[str, int] = {}
+        for e in st.read(f"goodput_{job}", job).columns.events():
+            counts[e.kind.name] = counts.get(e.kind.name, 0) + 1
+        st.close()
+        ui.note("(report command unavailable) events stored: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+        return 0

@@ -1,0 +1,1 @@
+"""The monitor's insides: report-to-sample mapping, the uploader's sources, GoodputMonitor."""

@@ -1,0 +1,234 @@
+"""GoodputMonitor: the seed's monitoring API, uploading from a background process."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from mlgoodput._monitoring._source import GoodputSource
+from mlgoodput.export._base import Exporter
+from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
+from mlgoodput.export._process import ExporterProcess
+from mlgoodput.export._tensorboard import TensorBoardExporter
+from mlgoodput.store import resolve_store_url
+
+log = logging.getLogger("mlgoodput")
+
+#: TensorBoard scalars go to this subdirectory of `tensorboard_dir`, as in the seed library.
+TENSORBOARD_SUBDIR = "goodput"
+
+_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION = "cumulative", "rolling", "interval", "step_deviation"
+
+
+def _check_seconds(value: object, arg: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{arg} must be a number of seconds, got {value!r}")
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{arg} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_windows(windows: object, arg: str) -> tuple[int, ...]:
+    if isinstance(windows, (str, bytes)) or not isinstance(windows, Sequence) or not windows:
+        raise TypeError(f"{arg} must be a non-empty list of window sizes in seconds, got {windows!r}")
+    out = []
+    for w in windows:
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w != int(w):
+            raise TypeError(f"{arg} must hold whole numbers of seconds, got {w!r} in {windows!r}")
+        if w <= 0:
+            raise ValueError(f"{arg} must hold positive window sizes, got {w!r} in {windows!r}")
+        out.append(int(w))
+    return tuple(sorted(set(out)))
+
+
+class GoodputMonitor:
+    """Query a job's goodput at an interval and upload it to the configured exporters.
+
+    All querying and uploading happens in one background process per monitor (an
+    `ExporterProcess`): the training process only starts and stops it. That process owns
+    its own calculator (its own cursor into the store), so each interval reads only new
+    events. Exporters: `tensorboard_dir` (seed meaning: scalars under `<dir>/goodput`),
+    `gcp_options` (adds a CloudMonitoringExporter when it enables any GCP metric) and any
+    objects from `mlgoodput.export` in `exporters`.
+    """
+
+    _elastic = False
+
+    def __init__(
+        self,
+        job_name: str,
+        logger_name: str,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
+        upload_interval: float = 30,
+        monitoring_enabled: bool = False,
+        pathway_enabled: bool = False,
+        include_badput_breakdown: bool = False,
+        include_step_deviation: bool = False,
+        configured_ideal_step_time: float | None = None,
+        step_deviation_interval_seconds: float = 10,
+        gcp_options: GCPOptions | None = None,
+        skip_final_flush: bool = False,
+        *,
+        store: Any = None,
+        exporters: Sequence[Exporter] = (),
+        stop_timeout_s: float = 30.0,
+        include_slice_efficiency: bool = False,
+    ) -> None:
+        for arg, v in (("job_name", job_name), ("logger_name", logger_name)):
+            if not isinstance(v, str) or not v.strip():
+                raise ValueError(f"{arg} must be a non-empty string, got {v!r}")
+        self.job_name = job_name
+        self.logger_name = logger_name
+        self.upload_interval = _check_seconds(upload_interval, "upload_interval")
+        self.step_deviation_interval_seconds = _check_seconds(step_deviation_interval_seconds, "step_deviation_interval_seconds")
+        self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
+        if configured_ideal_step_time is not None:
+            configured_ideal_step_time = _check_seconds(configured_ideal_step_time, "configured_ideal_step_time")
+        if gcp_options is not None and not isinstance(gcp_options, GCPOptions):
+            raise TypeError(f"gcp_options must be a GCPOptions or None, got {gcp_options!r}")
+        self.monitoring_enabled = bool(monitoring_enabled)
+        self.pathway_enabled = bool(pathway_enabled)  # accepted for the seed's API; no effect on our accounting
+        self.include_badput_breakdown = bool(include_badput_breakdown)
+        self.include_step_deviation = bool(include_step_deviation)
+        self.include_slice_efficiency = bool(include_slice_efficiency)
+        self.configured_ideal_step_time = configured_ideal_step_time
+        self.skip_final_flush = bool(skip_final_flush)
+        self.gcp_options = gcp_options
+        if store is not None and not isinstance(store, (str, os.PathLike)):
+            url = getattr(store, "url", None)
+            if not isinstance(url, str):
+                raise TypeError(f"store must be a URL, a path or a store with a .url, got {store!r}")
+            store = url
+        self.store_url = resolve_store_url(store)
+        if self.store_url.startswith("memory://"):
+            raise ValueError(f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file")
+        all_exporters: list[Exporter] = []
+        if tensorboard_dir is not None and os.fspath(tensorboard_dir):
+            all_exporters.append(TensorBoardExporter(os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR)))
+        if gcp_options is not None and gcp_options.enabled and not any(isinstance(e, CloudMonitoringExporter) for e in exporters):
+            g = gcp_options
+            if not include_step_deviation and g.enable_gcp_step_deviation_metrics:
+                import dataclasses
+
+                g = dataclasses.replace(g, enable_gcp_step_deviation_metrics=False)
+            all_exporters.append(CloudMonitoringExporter(g))
+        if isinstance(exporters, (str, bytes)) or not isinstance(exporters, Sequence):
+            raise TypeError(f"exporters must be a list of exporters from mlgoodput.export, got {exporters!r}")
+        all_exporters.extend(exporters)
+        self.exporters = all_exporters
+        self._proc: ExporterProcess | None = None
+        if self.monitoring_enabled:
+            if not all_exporters:
+                log.warning("GoodputMonitor(%s): no exporters configured; nothing will be uploaded", job_name)
+            self._proc = ExporterProcess(
+                all_exporters, interval_s=self.upload_interval, name=f"mlgoodput-monitor-{job_name}"
+            )
+        else:
+            log.info("GoodputMonitor(%s): monitoring_enabled is False; the uploaders do nothing", job_name)
+
+    # -- internals -----------------------------------------------------------------------
+    def _source(self, mode: str, windows: tuple[int, ...] = ()) -> GoodputSource:
+        return GoodputSource(
+            job_name=self.job_name,
+            logger_name=self.logger_name,
+            store_url=self.store_url,
+            mode=mode,
+            windows_s=windows,
+            include_badput_breakdown=self.include_badput_breakdown or mode in (_ROLLING,),
+            include_step_deviation=self.include_step_deviation and mode == _CUMULATIVE,
+            include_slice_efficiency=self.include_slice_efficiency and self._elastic,
+            configured_ideal_step_time=self.configured_ideal_step_time,
+        )
+
+    def _start(self, key: str, source: GoodputSource) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.has_source(key):
+            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is already running")
+        proc.start()  # raises on a bad exporter (a port in use, ...)
+        proc.add_source(key, source)
+        log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)
+
+    def _stop(self, key: str, skip_final_flush: bool | None, timeout_s: float | None) -> bool:
+        proc = self._proc
+        if proc is None:
+            return True
+        if not proc.has_source(key):
+            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is not running")
+        skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
+        timeout = self.stop_timeout_s if timeout_s is None else timeout_s
+        import time
+
+        deadline = time.monotonic() + timeout
+        ok = proc.remove_source(key, final=not skip, timeout_s=timeout)
+        if not any(proc.has_source(k) for k in (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION)):
+            ok = proc.stop(max(0.1, deadline - time.monotonic()), final_flush=False) and ok
+            self._proc = ExporterProcess(self.exporters, interval_s=self.upload_interval, name=proc.name)
+        if not ok:
+            log.warning("GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout)
+        return ok
+
+    @property
+    def uploader_pid(self) -> int | None:
+        """The process id of the uploader process, while one runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Compute and upload everything now; True if every exporter took it."""
+        proc = self._proc
+        return bool(proc is not None and proc.alive and proc.flush(timeout_s))
+
+    # -- the seed's API ---------------------------------------------------------------------
+    def start_goodput_uploader(self) -> None:
+        """Start uploading whole-job goodput, badput, steps and deviation every interval."""
+        self._start(_CUMULATIVE, self._source(_CUMULATIVE))
+
+    def stop_goodput_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+        """Stop the cumulative uploader after a final upload (unless skipped); bounded by timeout_s."""
+        return self._stop(_CUMULATIVE, skip_final_flush, timeout_s)
+
+    def start_rolling_window_goodput_uploader(self, rolling_windows_seconds: Sequence[int]) -> None:
+        """Start uploading goodput and badput over each trailing window (seconds) every interval."""
+        windows = _check_windows(rolling_windows_seconds, "rolling_windows_seconds")
+        self._start(_ROLLING, self._source(_ROLLING, windows))
+
+    def stop_rolling_window_goodput_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+        return self._stop(_ROLLING, skip_final_flush, timeout_s)
+
+    def start_goodput_interval_uploader(self, window_size_seconds: float) -> None:
+        """Start uploading goodput and badput over the trailing `window_size_seconds` every interval.
+
+        Its samples are the rolling-window ones for that one window (`rolling/<w>s/...`)."""
+        w = _check_seconds(window_size_seconds, "window_size_seconds")
+        self._start(_INTERVAL, self._source(_ROLLING, _check_windows([round(w) or 1], "window_size_seconds")))
+
+    def stop_goodput_interval_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+        return self._stop(_INTERVAL, skip_final_flush, timeout_s)
+
+    def start_step_deviation_uploader(self) -> None:
+        """Start uploading the step-time deviation on its own (it also rides with the cumulative uploader)."""
+        if not self.include_step_deviation:
+            log.info("GoodputMonitor(%s): include_step_deviation is False; not starting", self.job_name)
+            return
+        self._start(_STEP_DEVIATION, self._source(_STEP_DEVIATION))
+
+    def stop_step_deviation_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+        if not self.include_step_deviation:
+            return True
+        return self._stop(_STEP_DEVIATION, skip_final_flush, timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Stop every running uploader (each with its final upload unless skipped)."""
+        for key in (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION):
+            proc = self._proc
+            if proc is not None and proc.has_source(key):
+                self._stop(key, None, timeout_s)
+
+    def __enter__(self) -> GoodputMonitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

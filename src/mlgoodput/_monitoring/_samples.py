@@ -1,0 +1,113 @@
+"""Turn GoodputReports into Samples with the canonical names listed in docs/exporting.md."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
+from mlgoodput.export._base import Sample
+
+#: How many of the most recent steps the step-time deviation summarizes.
+DEVIATION_STEPS = 100
+
+
+def _bucket(b: BadputType) -> str:
+    return b.name.lower()
+
+
+def cumulative_samples(
+    report: GoodputReport,
+    *,
+    include_badput_breakdown: bool = True,
+    include_slice_efficiency: bool = False,
+    time: float | None = None,
+) -> list[Sample]:
+    """Whole-job metrics: goodput, productive and total time, steps, disruptions, badput buckets."""
+    base = {"job_name": report.job_name, "logger_name": report.logger_name}
+    step = report.last_step
+
+    def s(name: str, value: float, unit: str = "", extra: Mapping[str, str] | None = None, desc: str = "") -> Sample:
+        labels = dict(base, **extra) if extra else base
+        return Sample(name, float(value), labels, step=step, time=time, unit=unit, description=desc)
+
+    out = [
+        s("goodput/goodput_pct", report.goodput_pct, "%", desc="share of elapsed time spent on productive steps"),
+        s("goodput/productive_seconds", report.productive_s, "s", desc="productive (goodput) time"),
+        s("goodput/total_elapsed_seconds", report.total_s, "s", desc="elapsed time of the job"),
+        s("goodput/disruptions", report.disruptions, desc="restarts of the job (attempts - 1)"),
+        s("goodput/ideal_step_time_seconds", report.ideal_step_time_s, "s", desc="ideal (median or configured) step time"),
+    ]
+    if report.max_productive_step is not None:
+        out.append(s("goodput/max_productive_step", report.max_productive_step, desc="largest step whose work was kept"))
+    if report.last_step is not None:
+        out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
+    if include_badput_breakdown:
+        out += _badput_samples("badput/", report, s)
+    if include_slice_efficiency and report.slice_efficiency is not None:
+        out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
+        out.append(s("elastic/available_slice_efficiency_pct", 100.0 * report.slice_efficiency.available, "%"))
+    return out
+
+
+def _badput_samples(prefix: str, report: GoodputReport, s: Any, *, seconds: bool = True) -> list[Sample]:
+    out: list[Sample] = []
+    total = report.total_s
+    pct = report.badput_pct
+    for b in PARTITION_BUCKETS:
+        secs = report.badput_total_s(b)
+        p = 100.0 * secs / total if total > 0 else 0.0
+        if seconds:
+            out.append(s(prefix + "{bucket}_seconds", secs, "s", {"bucket": _bucket(b)}))
+        out.append(s(prefix + "{bucket}_pct", p, "%", {"bucket": _bucket(b)}))
+    custom = report.badput_s.get(BadputType.CUSTOM_BADPUT_EVENTS)
+    if isinstance(custom, Mapping):
+        cpct = pct.get(BadputType.CUSTOM_BADPUT_EVENTS, {})
+        for name, secs in sorted(custom.items()):
+            if seconds:
+                out.append(s(prefix + "custom/{event}_seconds", secs, "s", {"event": str(name)}))
+            out.append(s(prefix + "custom/{event}_pct", cpct.get(name, 0.0), "%", {"event": str(name)}))
+    if seconds:
+        for b, secs in report.overlapped_s.items():
+            out.append(s("overlapped/{bucket}_seconds", secs, "s", {"bucket": _bucket(b)}))
+    return out
+
+
+def rolling_samples(reports: Mapping[int, GoodputReport], *, time: float | None = None, include_badput_breakdown: bool = True) -> list[Sample]:
+    """Per-window goodput and badput (`rolling/{window}/...`, window label like `60s`)."""
+    out: list[Sample] = []
+    for w, report in sorted(reports.items()):
+        base = {"job_name": report.job_name, "logger_name": report.logger_name, "window": f"{int(w)}s"}
+        step = report.last_step
+
+        def s(name: str, value: float, unit: str = "", extra: Mapping[str, str] | None = None, desc: str = "", _base: dict[str, str] = base, _step: int | None = step) -> Sample:
+            labels = dict(_base, **extra) if extra else _base
+            return Sample(name, float(value), labels, step=_step, time=time, unit=unit, description=desc)
+
+        out.append(s("rolling/{window}/goodput_pct", report.goodput_pct, "%", desc="goodput over the trailing window"))
+        out.append(s("rolling/{window}/productive_seconds", report.productive_s, "s"))
+        out.append(s("rolling/{window}/total_seconds", report.total_s, "s"))
+        if include_badput_breakdown:
+            out += _badput_samples("rolling/{window}/badput/", report, s, seconds=False)
+    return out
+
+
+def step_deviation_summary(deviations: Mapping[int, float], last_n: int = DEVIATION_STEPS) -> float | None:
+    """Median absolute deviation from the ideal step time over the last `last_n` steps (seconds)."""
+    if not deviations:
+        return None
+    steps = sorted(deviations)[-last_n:]
+    return float(statistics.median(abs(deviations[k]) for k in steps))
+
+
+def step_deviation_sample(report: GoodputReport, value: float, *, time: float | None = None) -> Sample:
+    return Sample(
+        "goodput/step_time_deviation_seconds",
+        value,
+        {"job_name": report.job_name, "logger_name": report.logger_name},
+        step=report.last_step,
+        time=time,
+        unit="s",
+        description=f"median |step time - ideal| over the last {DEVIATION_STEPS} steps",
+    )

@@ -1,0 +1,74 @@
+"""GoodputSource: runs inside the uploader process, owns a calculator, turns reports into samples."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from mlgoodput._monitoring import _samples
+from mlgoodput.export._base import Sample
+
+log = logging.getLogger("mlgoodput")
+
+# One calculator per (store, namespace, job) in the uploader process, shared by its sources,
+# so the cumulative and rolling uploaders read each new event once.
+_calculators: dict[tuple[str, str, str], Any] = {}
+
+
+def shared_calculator(store_url: str, logger_name: str, job_name: str) -> Any:
+    key = (store_url, logger_name, job_name)
+    calc = _calculators.get(key)
+    if calc is None:
+        from mlgoodput.accounting import GoodputCalculator
+
+        calc = _calculators[key] = GoodputCalculator(job_name, logger_name, store=store_url)
+    return calc
+
+
+@dataclasses.dataclass
+class GoodputSource:
+    """What one uploader computes each interval (picklable; built in the parent, run in the child).
+
+    `mode`: "cumulative" (whole job; with badput, step deviation, slice efficiency as asked),
+    "rolling" (one report per window in `windows_s`, ending now), or "step_deviation".
+    """
+
+    job_name: str
+    logger_name: str
+    store_url: str
+    mode: str = "cumulative"
+    windows_s: tuple[int, ...] = ()
+    include_badput_breakdown: bool = True
+    include_step_deviation: bool = False
+    include_slice_efficiency: bool = False
+    configured_ideal_step_time: float | None = None
+    clock: Any = None  # None: time.time; a picklable callable for tests
+    reports: int = 0
+
+    def _calc(self) -> Any:
+        return shared_calculator(self.store_url, self.logger_name, self.job_name)
+
+    def open(self) -> None:
+        self._calc()
+
+    def collect(self, now: float) -> list[Sample]:
+        end = None if self.clock is None else float(self.clock())  # None: the calculator's now
+        calc = self._calc()
+        self.reports += 1
+        if self.mode == "rolling":
+            reports = calc.rolling_windows(list(self.windows_s), end=end)
+            return _samples.rolling_samples(reports, include_badput_breakdown=self.include_badput_breakdown)
+        report = calc.report(at=end, configured_ideal_step_time=self.configured_ideal_step_time)
+        out: list[Sample] = []
+        if self.mode == "cumulative":
+            out = _samples.cumulative_samples(
+                report,
+                include_badput_breakdown=self.include_badput_breakdown,
+                include_slice_efficiency=self.include_slice_efficiency,
+            )
+        if self.include_step_deviation or self.mode == "step_deviation":
+            value = _samples.step_deviation_summary(calc.get_step_deviation(self.configured_ideal_step_time))
+            if value is not None:
+                out.append(_samples.step_deviation_sample(report, value))
+        return out

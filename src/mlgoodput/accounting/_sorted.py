@@ -1,0 +1,114 @@
+"""A sorted multiset of floats with sums: the running set of step times behind the ideal step time.
+
+Bucketed (a list of sorted lists), so inserting, removing, the k-th value and the sum of values
+above a threshold cost about the square root of the size instead of a full sort per query.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+
+_LOAD = 1000
+
+
+class SortedFloats:
+    __slots__ = ("_buckets", "_maxes", "_n", "_sums")
+
+    def __init__(self, values: list[float] | None = None) -> None:
+        self._buckets: list[list[float]] = []
+        self._maxes: list[float] = []
+        self._sums: list[float] = []
+        self._n = 0
+        if values:
+            self._build(sorted(values))
+
+    def _build(self, ordered: list[float]) -> None:
+        self._buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]
+        self._maxes = [b[-1] for b in self._buckets]
+        self._sums = [sum(b) for b in self._buckets]
+        self._n = len(ordered)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, x: float) -> None:
+        if not self._buckets:
+            self._buckets, self._maxes, self._sums, self._n = [[x]], [x], [x], 1
+            return
+        i = bisect_left(self._maxes, x)
+        if i == len(self._maxes):
+            i -= 1
+        b = self._buckets[i]
+        insort(b, x)
+        self._maxes[i] = b[-1]
+        self._sums[i] += x
+        self._n += 1
+        if len(b) > 2 * _LOAD:
+            half = b[_LOAD:]
+            del b[_LOAD:]
+            self._buckets.insert(i + 1, half)
+            self._maxes[i] = b[-1]
+            self._maxes.insert(i + 1, half[-1])
+            self._sums[i] = sum(b)
+            self._sums.insert(i + 1, sum(half))
+
+    def extend(self, xs: list[float]) -> None:
+        if len(xs) > self._n // 4 + 16:
+            merged = [v for b in self._buckets for v in b]
+            merged.extend(xs)
+            merged.sort()
+            self._build(merged)
+        else:
+            for x in xs:
+                self.add(x)
+
+    def remove(self, x: float) -> None:
+        i = bisect_left(self._maxes, x)
+        if i == len(self._maxes):
+            raise ValueError(f"{x!r} not in SortedFloats")
+        b = self._buckets[i]
+        j = bisect_left(b, x)
+        if j == len(b) or b[j] != x:
+            raise ValueError(f"{x!r} not in SortedFloats")
+        del b[j]
+        self._n -= 1
+        if not b:
+            del self._buckets[i], self._maxes[i], self._sums[i]
+        else:
+            self._maxes[i] = b[-1]
+            self._sums[i] -= x
+
+    def kth(self, k: int) -> float:
+        """The k-th smallest value, 0-based."""
+        if not 0 <= k < self._n:
+            raise IndexError(k)
+        for b in self._buckets:
+            if k < len(b):
+                return b[k]
+            k -= len(b)
+        raise IndexError(k)  # pragma: no cover
+
+    def median(self) -> float:
+        n = self._n
+        if n == 0:
+            return 0.0
+        if n % 2:
+            return self.kth(n // 2)
+        return (self.kth(n // 2 - 1) + self.kth(n // 2)) / 2.0
+
+    def total(self) -> float:
+        return sum(self._sums)
+
+    def above(self, t: float) -> tuple[int, float]:
+        """(count, sum) of the values strictly greater than t."""
+        i = bisect_right(self._maxes, t)
+        if i == len(self._buckets):
+            return 0, 0.0
+        b = self._buckets[i]
+        j = bisect_right(b, t)
+        count = len(b) - j
+        s = sum(b[j:])
+        for k in range(i + 1, len(self._buckets)):
+            count += len(self._buckets[k])
+            s += self._sums[k]
+        return count, s

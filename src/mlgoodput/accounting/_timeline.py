@@ -1,0 +1,160 @@
+"""The events of one job, kept per host in the shapes the engine needs; built incrementally.
+
+Step starts (the bulk of any job) live in two packed arrays per host; every other event
+(a few per checkpoint, evaluation or restart) is a small tuple. Ingesting a batch costs
+array copies for the steps and a short loop over the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from array import array
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+
+from mlgoodput.events import Kind
+from mlgoodput.store._columns import NO_STEP, Columns
+
+_STEP = int(Kind.STEP_START)
+_STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))
+_OTHER_MASK = bytes(0 if i == _STEP else 1 for i in range(256))
+
+
+@dataclass(frozen=True, slots=True)
+class Rec:
+    """A non-step event of one host."""
+
+    kind: int
+    time: float
+    step: int | None
+    value: float | None
+    name: str | None
+    attrs: str | None  # attrs as canonical JSON (sorted keys), so equal events compare equal
+
+
+@dataclass(slots=True)
+class HostLog:
+    """Everything one host recorded."""
+
+    host: int
+    times: array[float] = field(default_factory=lambda: array("d"))  # step starts, by time
+    nums: array[int] = field(default_factory=lambda: array("q"))
+    monotonic: bool = True  # step numbers never decrease along time
+    others: list[Rec] = field(default_factory=list)  # sorted by time
+    _seen: set[Rec] = field(default_factory=set)
+    job_starts: list[float] = field(default_factory=list)
+
+    def add_steps(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
+        """Append step starts; returns the earliest time that changed (inf if none)."""
+        if not times:
+            return math.inf
+        ordered = list(times) == sorted(times)  # sorting sorted data is one linear pass in C
+        if ordered and (not self.times or times[0] > self.times[-1]):
+            if self.monotonic:
+                last = self.nums[-1] if self.nums else None
+                if (last is not None and nums[0] < last) or list(nums) != sorted(nums):
+                    self.monotonic = False
+            # exact duplicates inside one batch are possible only at equal times
+            if len(set(times)) != len(times):  # rare: equal times inside one batch
+                pairs = sorted(set(zip(times, nums, strict=True)))
+                times = [p[0] for p in pairs]
+                nums = [p[1] for p in pairs]
+            self.times.extend(times)
+            self.nums.extend(nums)
+            return times[0]
+        # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
+        both = set(zip(self.times, self.nums, strict=True))
+        both.update(zip(times, nums, strict=True))
+        merged = sorted(both)
+        self.times = array("d", (p[0] for p in merged))
+        self.nums = array("q", (p[1] for p in merged))
+        self.monotonic = all(map(int.__le__, self.nums[:-1], self.nums[1:]))
+        return min(times)
+
+    def add_other(self, rec: Rec) -> float:
+        if rec in self._seen:
+            return math.inf
+        self._seen.add(rec)
+        if not self.others or rec.time >= self.others[-1].time:
+            self.others.append(rec)
+        else:
+            insort(self.others, rec, key=lambda r: r.time)
+        if rec.kind == Kind.JOB_START:
+            insort(self.job_starts, rec.time)
+        return rec.time
+
+
+class Timeline:
+    """All hosts' events of one job; `earliest_change` says how far back the last ingest reached."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[int, HostLog] = {}
+        self.earliest_change = math.inf
+        self.max_time = -math.inf
+        self.events = 0
+
+    def host(self, h: int) -> HostLog:
+        log = self.hosts.get(h)
+        if log is None:
+            log = self.hosts[h] = HostLog(h)
+        return log
+
+    def ingest(self, cols: Columns) -> None:
+        n = len(cols)
+        if n == 0:
+            return
+        self.events += n
+        self.max_time = max(self.max_time, max(cols.times))
+        kinds = bytes(cols.kinds)
+        step_mask = kinds.translate(_STEP_MASK)
+        hosts = cols.hosts
+        single_host = hosts.count(hosts[0]) == n
+        earliest = math.inf
+        n_steps = step_mask.count(1)
+        if single_host and n_steps == n:  # only step starts: no copy through Python objects
+            earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
+        elif single_host:
+            log = self.host(hosts[0])
+            st = list(itertools.compress(cols.times, step_mask))
+            sn = list(itertools.compress(cols.steps, step_mask))
+            earliest = min(earliest, log.add_steps(st, sn))
+        else:
+            per: dict[int, tuple[list[float], list[int]]] = {}
+            for i in itertools.compress(range(n), step_mask):
+                t, s = per.setdefault(hosts[i], ([], []))
+                t.append(cols.times[i])
+                s.append(cols.steps[i])
+            for h, (t, s) in per.items():
+                order = sorted(range(len(t)), key=t.__getitem__)
+                earliest = min(
+                    earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order])
+                )
+        others = range(0) if n_steps == n else itertools.compress(range(n), kinds.translate(_OTHER_MASK))
+        for i in others:
+            step = cols.steps[i]
+            value = cols.values[i]
+            attrs = cols.attr(i)
+            rec = Rec(
+                kind=cols.kinds[i],
+                time=cols.times[i],
+                step=None if step == NO_STEP else step,
+                value=None if math.isnan(value) else value,
+                name=cols.name(i),
+                attrs=None if attrs is None else json.dumps(attrs, sort_keys=True),
+            )
+            earliest = min(earliest, self.host(hosts[i]).add_other(rec))
+        self.earliest_change = min(self.earliest_change, earliest)
+
+    def lead_host(self, q: float) -> int | None:
+        """The lowest process index that recorded a job_start at or before q."""
+        best = None
+        for h, log in self.hosts.items():
+            if log.job_starts and log.job_starts[0] <= q and (best is None or h < best):
+                best = h
+        return best
+
+
+def first_index_at_or_after(xs: array[float], t: float, lo: int = 0) -> int:
+    return bisect_left(xs, t, lo)

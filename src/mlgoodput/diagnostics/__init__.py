@@ -1,0 +1,31 @@
+"""ML run diagnostics (seed 003's API): runs with configs, metrics, system metrics and profiles.
+
+    from mlgoodput.diagnostics import machinelearning_run, metrics, metric_types, xprof
+    run = machinelearning_run(name="my-run", configs={"epochs": 100})
+    metrics.record(metric_types.MetricType.LOSS, 0.123, step=1)
+    with xprof():
+        train_step()
+
+Everything lives in the store (stream `mlgoodput.run`/<run name>) and a local profile
+directory; read it back with `load_run` or `mlgoodput runs show NAME`.
+"""
+
+from mlgoodput.diagnostics import metric_types, metrics
+from mlgoodput.diagnostics._load import Run, list_runs, load_run
+from mlgoodput.diagnostics._run import MLRun, current_run, machinelearning_run
+from mlgoodput.diagnostics._xprof import xprof
+from mlgoodput.jax._profiler import ProfilerBusyError, ProfilerNotActiveError
+
+__all__ = [
+    "MLRun",
+    "ProfilerBusyError",
+    "ProfilerNotActiveError",
+    "Run",
+    "current_run",
+    "list_runs",
+    "load_run",
+    "machinelearning_run",
+    "metric_types",
+    "metrics",
+    "xprof",
+]

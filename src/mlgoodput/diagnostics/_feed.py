@@ -1,0 +1,71 @@
+"""Feeding a run's metric values to exporters (TensorBoard, Prometheus, OTLP, ...).
+
+`metrics.record` only appends a tuple to a deque. A background worker turns the tuples
+into `Sample`s named `metrics/<name>` (system metrics: `system/<name>`) with labels
+`run` and `host`, and submits them to an `ExporterProcess`, which owns the exporters in
+a child process and retries failing backends there. The ExporterProcess keeps the latest
+value of each series, so a backend sees at least the newest value of every metric.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from typing import Any
+
+from mlgoodput._worker import BackgroundWorker
+from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._process import ExporterProcess
+
+
+class MetricFeed(BackgroundWorker):
+    """Drains recorded values into an ExporterProcess (ours, or one the caller shares)."""
+
+    def __init__(
+        self,
+        exporters: Sequence[Exporter] | ExporterProcess,
+        labels: dict[str, str],
+        *,
+        interval_s: float = 1.0,
+        export_interval_s: float = 10.0,
+    ) -> None:
+        super().__init__("mlgoodput-run-exporters", interval_s=interval_s)
+        if isinstance(exporters, ExporterProcess):
+            self.process = exporters
+            self._owns = False
+        else:
+            for i, e in enumerate(exporters):
+                if not isinstance(e, Exporter):
+                    raise TypeError(f"exporters[{i}] must have export(samples) and shutdown(timeout_s), got {e!r}")
+            self.process = ExporterProcess(list(exporters), interval_s=export_interval_s,
+                                           name="mlgoodput-run-exporter")
+            self._owns = True
+        self.labels = dict(labels)
+        self.queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self.submitted = 0
+
+    def start(self) -> None:
+        """Start the exporter process (raises if an exporter cannot open) and the feeding thread."""
+        if self._owns:
+            self.process.start()
+        super().start()
+
+    def _work(self) -> bool:
+        q = self.queue
+        batch: list[Sample] = []
+        while q and len(batch) < 10_000:
+            prefix, name, value, step, t = q.popleft()
+            batch.append(Sample(f"{prefix}/{name}", value, self.labels, step=step, time=t))
+        if batch:
+            self.process.submit(batch)  # never raises; the process retries its backends
+            self.submitted += len(batch)
+        return not q
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Hand everything recorded so far to the exporters and wait until they exported it."""
+        return super().flush(timeout_s) and self.process.flush(timeout_s)
+
+    def _on_close(self) -> None:
+        self._work()
+        if self._owns:
+            self.process.stop(10.0)

@@ -1,0 +1,219 @@
+"""Programmatic profiling (`xprof`) and the capture sessions it shares with on-demand profiling.
+
+A session's traces land in `<run profile dir>/plugins/profile/<session>/`, one file set
+per process named `<hostname>-<process index>.xplane.pb` (and `.trace.json.gz`), the
+layout TensorBoard's profile plugin and XProf read. Processes that start with the same
+`session_id` write into the same session directory, which groups several hosts into one
+session. Each session is recorded as PROFILE_START/PROFILE_STOP events of the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mlgoodput.diagnostics import _run
+from mlgoodput.events import Kind
+from mlgoodput.jax import _profiler
+
+__all__ = ["Capture", "default_session_id", "xprof"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SUFFIXES = (".xplane.pb", ".trace.json.gz", ".trace.json", ".memory_profile.json.gz",
+             ".input_pipeline.pb", ".overview_page.pb", ".tensorflow_stats.pb")
+
+
+def default_session_id(process_index: int, prefix: str = "") -> str:
+    """A session id unique to this process and moment: `[prefix]YYYY_MM_DD_HH_MM_SS_mmm_p<index>`."""
+    now = time.time()
+    stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime(now))
+    return f"{prefix}{stamp}_{int(now * 1000) % 1000:03d}_p{process_index}"
+
+
+def check_session_id(session_id: object, arg: str = "session_id") -> str:
+    if not isinstance(session_id, str):
+        raise TypeError(f"{arg} must be a string, got {session_id!r}")
+    if not _SESSION_RE.match(session_id):
+        raise ValueError(f"{arg} must be letters, digits, '.', '_' or '-' (at most 128), got {session_id!r}")
+    return session_id
+
+
+class Capture:
+    """One process's part of a profile session: start the trace, stop it, file it, record it."""
+
+    def __init__(self, run: _run.MLRun, session: str, trigger: str) -> None:
+        self.run = run
+        self.session = check_session_id(session)
+        self.trigger = trigger
+        self.remote = "://" in run.profile_dir
+        self.session_path = f"{run.profile_dir}/plugins/profile/{session}"
+        self.files: list[str] = []
+        self._staging: Path | None = None
+        self._t0 = 0.0
+
+    def begin(self) -> None:
+        run = self.run
+        tag = f"{self.session}-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            if self.remote:
+                staging = Path(tempfile.mkdtemp(prefix=f"mlgoodput-{tag}-"))
+            else:
+                staging = Path(run.profile_dir) / ".staging" / tag
+                staging.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"cannot write profiles under {run.profile_dir!r}: {e}") from e
+        try:
+            _profiler.start_trace(staging, owner=self.trigger)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self._staging = staging
+        self._t0 = time.time()
+        run._append(Kind.PROFILE_START, self._t0, name=self.session, attrs={
+            "session": self.session, "path": self.session_path, "trigger": self.trigger,
+            "hostname": run.hostname, "pid": os.getpid(),
+        })
+
+    def end(self) -> list[str]:
+        """Stop the trace, move its files into the session directory and return their paths."""
+        staging = self._staging
+        if staging is None:
+            raise _profiler.ProfilerNotActiveError("this profile was not started")
+        self._staging = None
+        try:
+            produced = _profiler.stop_trace()
+            t1 = time.time()
+            self.files = self._file_away(produced)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        run = self.run
+        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs={
+            "session": self.session, "path": self.session_path, "trigger": self.trigger,
+            "hostname": run.hostname, "files": [os.path.basename(f) for f in self.files],
+        })
+        return self.files
+
+    def _file_away(self, produced: Sequence[Path]) -> list[str]:
+        run = self.run
+        host = f"{run.hostname}-{run.process_index}"
+        moves: list[tuple[Path, str]] = []
+        for p in produced:
+            suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), None)
+            moves.append((p, f"{host}{suffix}" if suffix else p.name))
+        out: list[str] = []
+        if not self.remote:
+            dest = Path(self.session_path)
+            dest.mkdir(parents=True, exist_ok=True)
+            for p, name in moves:
+                shutil.move(str(p), dest / name)
+                out.append(str(dest / name))
+            return out
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.session_path)
+        fs.makedirs(root, exist_ok=True)
+        for p, name in moves:
+            fs.put_file(str(p), f"{root}/{name}")
+            out.append(f"{self.session_path}/{name}")
+        return out
+
+
+class xprof:
+    """Profile a region of the program: `start()`/`stop()`, `with xprof():`, or `@xprof()`.
+
+    `session_id` (here or in `start`) names the session; processes that use the same id
+    form one multi-host session. `process_index_list` limits profiling to those process
+    indices; elsewhere start and stop do nothing.
+    """
+
+    def __init__(
+        self,
+        run: _run.MLRun | None = None,
+        process_index_list: Sequence[int] | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        if run is not None and not isinstance(run, _run.MLRun):
+            hint = " (as a decorator, write @xprof() with parentheses)" if callable(run) else ""
+            raise TypeError(f"run must be the MLRun from machinelearning_run, got {run!r}{hint}")
+        if process_index_list is not None:
+            if isinstance(process_index_list, (str, bytes)) or not isinstance(process_index_list, Sequence):
+                raise TypeError(f"process_index_list must be a list of process indices, got {process_index_list!r}")
+            for i in process_index_list:
+                if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+                    raise ValueError(f"process_index_list must hold non-negative ints, got {process_index_list!r}")
+        self._run = run
+        self.process_index_list = None if process_index_list is None else list(process_index_list)
+        self.session_id = None if session_id is None else check_session_id(session_id)
+        self._capture: Capture | None = None
+        self.files: list[str] = []
+
+    def _the_run(self) -> _run.MLRun:
+        return self._run if self._run is not None else _run.require_run("xprof")
+
+    def start(self, session_id: str | None = None) -> None:
+        """Start capturing. Raises ProfilerBusyError if a profile is already being captured."""
+        run = self._the_run()
+        if self.process_index_list is not None and run.process_index not in self.process_index_list:
+            return
+        if self._capture is not None:
+            raise _profiler.ProfilerBusyError("this xprof is already started; call stop() first")
+        sid = session_id if session_id is not None else self.session_id
+        sid = check_session_id(sid) if sid is not None else default_session_id(run.process_index)
+        cap = Capture(run, sid, "programmatic")
+        cap.begin()
+        self.session_id = sid
+        self._capture = cap
+
+    def stop(self) -> list[str]:
+        """Stop capturing; returns the trace files written by this process (empty if skipped)."""
+        cap = self._capture
+        if cap is None:
+            run = self._the_run()
+            if self.process_index_list is not None and run.process_index not in self.process_index_list:
+                return []
+            raise _profiler.ProfilerNotActiveError("xprof.stop() called before start()")
+        self._capture = None
+        self.files = cap.end()
+        return self.files
+
+    @property
+    def session_path(self) -> str | None:
+        """The session directory of the current or last capture."""
+        run = self._run or _run.current_run()
+        if run is None or self.session_id is None:
+            return None
+        return f"{run.profile_dir}/plugins/profile/{self.session_id}"
+
+    def __enter__(self) -> xprof:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._capture is not None:
+            self.stop()
+
+    def __call__(self, fn: F) -> F:
+        """Use as a decorator: every call of `fn` is profiled (a new session each time, unless
+        a session_id was given)."""
+        fixed = self.session_id
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.session_id = fixed
+            self.start()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if self._capture is not None:
+                    self.stop()
+
+        return wrapper  # type: ignore[return-value]

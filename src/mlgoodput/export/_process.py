@@ -1,0 +1,531 @@
+"""ExporterProcess: run exporters (and optional sample sources) in a child process.
+
+Uploading never runs on the training process's threads: the parent only starts and stops a
+child Python interpreter and hands it samples through a socket pair. The API:
+
+    proc = ExporterProcess([TensorBoardExporter(d), PrometheusExporter(port=9100)], interval_s=10)
+    proc.start()                      # raises if an exporter cannot open (a port in use, ...)
+    proc.submit(samples)              # never blocks on a backend, never raises
+    proc.add_source("goodput", src)   # src.collect(now) -> samples, called in the child each interval
+    proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
+    proc.remove_source("goodput")     # one last collect and export of that source
+    proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
+
+Exporters and sources must be picklable (ours keep their live state out of the pickle).
+In the child each exporter gets its own BackgroundWorker thread that keeps the latest
+sample of every series (name + labels): a failed export is retried with backoff and the
+next successful one carries the latest values, so a slow or broken backend never holds up
+the others. The parent restarts a child that dies (re-sending its sources and the latest
+submitted samples); a child whose parent dies does a final flush and exits.
+
+The child is a fresh interpreter started with `subprocess` (spawn semantics) rather than a
+multiprocessing context, so the user's `__main__` module (the training script) is never
+re-imported in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Protocol, runtime_checkable
+
+from mlgoodput._worker import BackgroundWorker
+from mlgoodput.export._base import Exporter, Sample
+
+log = logging.getLogger("mlgoodput")
+
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@runtime_checkable
+class SampleSource(Protocol):
+    """Something the child asks for samples every interval (a monitor computing reports)."""
+
+    def collect(self, now: float) -> Sequence[Sample]: ...
+
+
+def series_key(s: Sample) -> SeriesKey:
+    """The identity of a time series: the sample name and its sorted labels."""
+    return (s.name, tuple(sorted((str(k), str(v)) for k, v in s.labels.items())))
+
+
+def latest_by_series(samples: Sequence[Sample]) -> dict[SeriesKey, Sample]:
+    out: dict[SeriesKey, Sample] = {}
+    for s in samples:
+        out[series_key(s)] = s
+    return out
+
+
+class ExporterError(RuntimeError):
+    """The exporter process could not start (an exporter failed to open, the child died)."""
+
+
+class ExporterProcess:
+    """A supervised child process that owns exporters and sources (see the module docstring)."""
+
+    def __init__(
+        self,
+        exporters: Sequence[Exporter],
+        *,
+        interval_s: float = 10.0,
+        max_backoff_s: float = 60.0,
+        name: str = "mlgoodput-exporter",
+        restart: bool = True,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)):
+            raise TypeError(f"interval_s must be a number of seconds, got {interval_s!r}")
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        if not max_backoff_s > 0:
+            raise ValueError(f"max_backoff_s must be > 0, got {max_backoff_s!r}")
+        exporters = list(exporters)
+        for e in exporters:
+            if not isinstance(e, Exporter):
+                raise TypeError(f"exporters must follow the Exporter protocol (export, shutdown), got {e!r}")
+            try:
+                pickle.dumps(e)
+            except Exception as err:
+                raise TypeError(f"exporter {e!r} cannot be sent to the exporter process: {err}") from err
+        self.exporters = exporters
+        self.interval_s = float(interval_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.name = name
+        self.restart = restart
+        self.start_timeout_s = start_timeout_s
+        self.restarts = 0
+        self._lock = threading.RLock()
+        self._sources: dict[str, SampleSource] = {}
+        self._latest: dict[SeriesKey, Sample] = {}
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._seq = 0
+        self._replies: dict[int, tuple[threading.Event, list[Any]]] = {}
+        self._supervisor: _Supervisor | None = None
+        self._stopping = False
+        self._stopped = False
+
+    # -- public API ----------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        p = self._popen
+        return p.pid if p is not None else None
+
+    @property
+    def alive(self) -> bool:
+        p = self._popen
+        return p is not None and p.poll() is None
+
+    def start(self, timeout_s: float | None = None) -> None:
+        """Start the child and open every exporter in it; raise ExporterError if one cannot open."""
+        with self._lock:
+            if self._popen is not None:
+                return
+            if self._stopped:
+                raise ExporterError(f"{self.name}: stopped; build a new ExporterProcess")
+            self._spawn(self.start_timeout_s if timeout_s is None else timeout_s)
+            self._supervisor = _Supervisor(self)
+            self._supervisor.start()
+
+    def submit(self, samples: Sequence[Sample]) -> None:
+        """Hand samples over for export; the latest value of each series wins. Never raises."""
+        samples = list(samples)
+        if not samples:
+            return
+        with self._lock:
+            self._latest.update(latest_by_series(samples))
+            self._send_quietly(("samples", samples))
+
+    def add_source(self, key: str, source: SampleSource) -> None:
+        """Have the child call `source.collect(now)` every interval (raises if not picklable)."""
+        if not isinstance(source, SampleSource):
+            raise TypeError(f"source must have collect(now), got {source!r}")
+        pickle.dumps(source)
+        with self._lock:
+            if key in self._sources:
+                raise ValueError(f"a source named {key!r} is already running")
+            self._sources[key] = source
+            self._send_quietly(("add", key, source))
+
+    def has_source(self, key: str) -> bool:
+        return key in self._sources
+
+    def remove_source(self, key: str, *, final: bool = True, timeout_s: float | None = 30.0) -> bool:
+        """Stop calling a source, after one last collect and export unless `final` is False."""
+        with self._lock:
+            if self._sources.pop(key, None) is None:
+                return True
+        return self._request(("remove", key, final), timeout_s)
+
+    def flush(self, timeout_s: float | None = 30.0) -> bool:
+        """Collect every source now and export all that is pending; True if every exporter succeeded."""
+        return self._request(("flush",), timeout_s)
+
+    def stop(self, timeout_s: float | None = 30.0, *, final_flush: bool = True) -> bool:
+        """Final flush (unless told not to), shut the exporters down and end the child.
+
+        Returns within `timeout_s` whatever the backends do: a child that does not finish
+        in time is killed. True if everything was exported and shut down cleanly.
+        """
+        with self._lock:
+            if self._stopped:
+                return True
+            self._stopping = True
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def left(margin: float = 0.0) -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic() - margin)
+
+        ok = self._request(("stop", final_flush), left(0.3)) if self.alive else False
+        sup = self._supervisor
+        if sup is not None:
+            sup.close(min(0.5, left() or 0.5))
+        p = self._popen
+        if p is not None:
+            try:
+                w = left()
+                p.wait(2.0 if w is None else max(0.05, min(2.0, w)))
+            except subprocess.TimeoutExpired:
+                pass
+            if p.poll() is None:
+                p.kill()
+                try:
+                    p.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                ok = False
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._stopped = True
+        return ok
+
+    # -- internals -------------------------------------------------------------------
+    def _spawn(self, timeout_s: float) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        paths = [os.path.abspath(p) for p in sys.path if p]
+        code = (
+            f"import sys; sys.path[:0] = {paths!r}; "
+            f"from mlgoodput.export._process import _child_main; _child_main({child_sock.fileno()})"
+        )
+        env = dict(os.environ)
+        try:
+            popen = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL
+            )
+        finally:
+            child_sock.close()
+        conn = Connection(parent_sock.detach())
+        init = ("init", self.exporters, self.interval_s, self.max_backoff_s, self.name, os.getpid())
+        try:
+            conn.send(init)
+            if not conn.poll(timeout_s):
+                raise ExporterError(f"{self.name}: the exporter process did not start within {timeout_s} s")
+            reply = conn.recv()
+        except (OSError, EOFError) as e:
+            popen.kill()
+            conn.close()
+            raise ExporterError(f"{self.name}: the exporter process died while starting: {e}") from e
+        except ExporterError:
+            popen.kill()
+            conn.close()
+            raise
+        if reply[0] != "ready":
+            popen.wait(5)
+            conn.close()
+            kind, message = reply[1], reply[2]
+            exc: type[Exception] = ValueError if kind in ("ValueError", "OSError", "TypeError") else ExporterError
+            raise exc(f"{self.name}: an exporter could not open: {message}")
+        self._popen, self._conn = popen, conn
+        for key, src in self._sources.items():
+            conn.send(("add", key, src))
+        if self._latest:
+            conn.send(("samples", list(self._latest.values())))
+
+    def _send_quietly(self, msg: tuple[Any, ...]) -> bool:
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.send(msg)
+            return True
+        except (OSError, ValueError) as e:
+            log.debug("%s: send failed (%s); the supervisor will restart the child", self.name, e)
+            return False
+
+    def _request(self, msg: tuple[Any, ...], timeout_s: float | None) -> bool:
+        ev = threading.Event()
+        box: list[Any] = []
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            self._replies[seq] = (ev, box)
+            budget = None if timeout_s is None else max(0.0, timeout_s - 0.2)
+            sent = self._send_quietly(("req", seq, msg[0], budget, *msg[1:]))
+        try:
+            if not sent:
+                return False
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while not ev.wait(0.05):
+                if not self.alive:
+                    return False
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+            return bool(box and box[0])
+        finally:
+            with self._lock:
+                self._replies.pop(seq, None)
+
+    def _poll_child(self) -> None:
+        """Supervisor round: read replies; restart a dead child."""
+        conn = self._conn
+        if conn is not None:
+            try:
+                while conn.poll(0.25):
+                    msg = conn.recv()
+                    if msg[0] == "done":
+                        with self._lock:
+                            waiter = self._replies.get(msg[1])
+                        if waiter is not None:
+                            waiter[1].append(msg[2])
+                            waiter[0].set()
+            except (EOFError, OSError):
+                pass
+        else:
+            time.sleep(0.25)
+        with self._lock:
+            if self._stopping or self._stopped or self.alive:
+                return
+            code = self._popen.returncode if self._popen is not None else None
+            if not self.restart:
+                return
+            log.warning("%s: exporter process ended (exit code %s); restarting it", self.name, code)
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._popen = None
+            try:
+                self._spawn(self.start_timeout_s)
+                self.restarts += 1
+            except Exception as e:
+                raise ExporterError(f"{self.name}: could not restart the exporter process: {e}") from e
+
+
+class _Supervisor(BackgroundWorker):
+    """Parent-side thread: delivers the child's replies and restarts it if it dies."""
+
+    def __init__(self, proc: ExporterProcess) -> None:
+        super().__init__(proc.name + "-supervisor", interval_s=0.01, max_backoff_s=5.0)
+        self._proc = proc
+
+    def _work(self) -> bool:
+        self._proc._poll_child()
+        return True
+
+
+# ---------------------------------------------------------------------------- child side
+class _ExportWorker(BackgroundWorker):
+    """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
+
+    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float) -> None:
+        super().__init__(name, interval_s=1.0, max_backoff_s=max_backoff_s)
+        self.exporter = exporter
+        self._pending: dict[SeriesKey, Sample] = {}
+        self._plock = threading.Lock()
+        self.exported = 0
+
+    def put(self, samples: Mapping[SeriesKey, Sample]) -> None:
+        with self._plock:
+            self._pending.update(samples)
+        self.wake()
+
+    def _work(self) -> bool:
+        with self._plock:
+            batch, self._pending = self._pending, {}
+        if not batch:
+            return True
+        try:
+            self.exporter.export(list(batch.values()))
+        except BaseException:
+            with self._plock:
+                for k, s in batch.items():
+                    self._pending.setdefault(k, s)  # a newer value that came meanwhile wins
+            raise
+        self.exported += len(batch)
+        with self._plock:
+            return not self._pending
+
+
+class _Child:
+    def __init__(self, conn: Connection, exporters: list[Exporter], interval_s: float, max_backoff_s: float, name: str, ppid: int) -> None:
+        self.conn = conn
+        self.interval_s = interval_s
+        self.name = name
+        self.ppid = ppid
+        self.sources: dict[str, SampleSource] = {}
+        self.workers = [
+            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s) for i, e in enumerate(exporters)
+        ]
+
+    def distribute(self, samples: Sequence[Sample]) -> None:
+        if samples:
+            latest = latest_by_series(samples)
+            for w in self.workers:
+                w.put(latest)
+
+    def collect(self, keys: Sequence[str] | None = None) -> None:
+        now = time.time()
+        for key in list(self.sources) if keys is None else keys:
+            src = self.sources.get(key)
+            if src is None:
+                continue
+            try:
+                self.distribute(list(src.collect(now)))
+            except Exception as e:
+                log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
+
+    def flush_workers(self, timeout_s: float | None) -> bool:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        ok = True
+        for w in self.workers:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ok = w.flush(left) and ok
+        return ok
+
+    def shutdown(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        ok = True
+        for w in self.workers:
+            ok = w.close(max(0.0, deadline - time.monotonic())) and ok
+        threads = []
+        for w in self.workers:
+            t = threading.Thread(target=_quiet_shutdown, args=(w.exporter, max(0.1, deadline - time.monotonic())), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            ok = ok and not t.is_alive()
+        for src in self.sources.values():
+            close = getattr(src, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    pass
+        return ok
+
+    def run(self) -> None:
+        next_tick = time.monotonic() + self.interval_s
+        while True:
+            wait = max(0.0, min(next_tick - time.monotonic(), 1.0))
+            try:
+                has = self.conn.poll(wait)
+                msg = self.conn.recv() if has else None
+            except (EOFError, OSError):
+                msg = ("parent-gone",)
+            if msg is None and os.getppid() != self.ppid:
+                msg = ("parent-gone",)
+            if msg is not None and self.handle(msg):
+                return
+            if time.monotonic() >= next_tick:
+                self.collect()
+                next_tick = max(next_tick + self.interval_s, time.monotonic() + 0.1 * self.interval_s)
+
+    def handle(self, msg: tuple[Any, ...]) -> bool:
+        op = msg[0]
+        if op == "samples":
+            self.distribute(msg[1])
+        elif op == "add":
+            self.sources[msg[1]] = msg[2]
+            opener = getattr(msg[2], "open", None)
+            if callable(opener):
+                try:
+                    opener()
+                except Exception as e:
+                    log.warning("%s: source %r failed to open: %s", self.name, msg[1], e)
+        elif op == "parent-gone":
+            self.collect()
+            self.flush_workers(10.0)
+            self.shutdown(5.0)
+            return True
+        elif op == "req":
+            seq, what, budget = msg[1], msg[2], msg[3]
+            ok = True
+            stop = False
+            if what == "flush":
+                self.collect()
+                ok = self.flush_workers(budget)
+            elif what == "remove":
+                key, final = msg[4], msg[5]
+                if final:
+                    self.collect([key])
+                    ok = self.flush_workers(budget)
+                src = self.sources.pop(key, None)
+                close = getattr(src, "close", None)
+                if callable(close):
+                    close()
+            elif what == "stop":
+                final = msg[4]
+                t0 = time.monotonic()
+                if final:
+                    self.collect()
+                    ok = self.flush_workers(None if budget is None else 0.8 * budget)
+                rest = 5.0 if budget is None else max(0.1, budget - (time.monotonic() - t0))
+                ok = self.shutdown(rest) and ok
+                stop = True
+            try:
+                self.conn.send(("done", seq, ok))
+            except OSError:
+                return True
+            return stop
+        return False
+
+
+def _quiet_shutdown(exporter: Exporter, timeout_s: float) -> None:
+    try:
+        exporter.shutdown(timeout_s)
+    except Exception as e:
+        log.warning("exporter %r failed to shut down: %s", exporter, e)
+
+
+def _child_main(fd: int) -> None:
+    """Entry point of the child interpreter."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s")
+    conn = Connection(fd)
+    msg = conn.recv()
+    _, exporters, interval_s, max_backoff_s, name, ppid = msg
+    opened: list[Exporter] = []
+    try:
+        for e in exporters:
+            opener = getattr(e, "start", None)
+            if callable(opener):
+                opener()
+            opened.append(e)
+    except Exception as e:
+        for o in opened:
+            _quiet_shutdown(o, 1.0)
+        conn.send(("error", type(e).__name__, f"{type(e).__name__}: {e}"))
+        conn.close()
+        os._exit(3)
+    child = _Child(conn, list(exporters), interval_s, max_backoff_s, name, ppid)
+    for w in child.workers:
+        w.start()
+    conn.send(("ready",))
+    try:
+        child.run()
+    finally:
+        try:
+            conn.close()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)

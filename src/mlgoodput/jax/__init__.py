@@ -1,0 +1,42 @@
+"""JAX integration: `jax.monitoring` metrics, measured program startup, Orbax checkpoints.
+
+    import mlgoodput.jax as jm
+    jm.init(job_name="my-training-job")     # listeners on; aggregates exported in the background
+    ...                                     # jit, train
+    jm.shutdown()                           # also runs at exit
+
+Nothing happens at import. `OrbaxLogger` (imported on first use, it needs Orbax) records
+checkpoint saves and restores of a `CheckpointManager` as the job's checkpoint events.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mlgoodput.jax._init import init, shutdown
+from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
+
+if TYPE_CHECKING:
+    from mlgoodput.jax._orbax import OrbaxLogger
+
+__all__ = [
+    "DEFAULT_METRIC_PREFIX",
+    "NAMESPACE",
+    "OrbaxLogger",
+    "Session",
+    "current",
+    "init",
+    "shutdown",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OrbaxLogger":
+        try:
+            from mlgoodput.jax._orbax import OrbaxLogger
+        except ImportError as e:
+            raise ImportError(
+                "mlgoodput.jax.OrbaxLogger needs Orbax: pip install 'mlgoodput[jax]'"
+            ) from e
+        return OrbaxLogger
+    raise AttributeError(f"module 'mlgoodput.jax' has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""The public `init(job_name=...)` and `shutdown()` of `mlgoodput.jax` (seed 000's API)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mlgoodput.events import check_name
+from mlgoodput.jax import _listeners, _session
+from mlgoodput.jax._aggregate import Aggregator
+
+log = logging.getLogger("mlgoodput.jax")
+
+
+def process_index() -> int:
+    """`jax.process_index()`, but only once JAX's backends exist: asking earlier would
+    initialize them, and then a later `jax.distributed.initialize()` would fail."""
+    try:
+        from jax._src import xla_bridge
+
+        if not xla_bridge.backends_are_initialized():
+            return 0
+        import jax
+
+        return int(jax.process_index())
+    except Exception:
+        return 0
+
+
+def init(
+    job_name: str = "jax_job",
+    project_id: str | None = None,
+    metric_prefix: str = _session.DEFAULT_METRIC_PREFIX,
+    monitored_resource_type: str | None = None,
+    monitored_resource_labels: Mapping[str, str] | None = None,
+    *,
+    store: Any = None,
+    exporters: Sequence[Any] | None = None,
+    recorder: Any = None,
+    interval_s: float = 10.0,
+) -> _session.Session:
+    """Start exporting `jax.monitoring` metrics of this process (safe to call twice).
+
+    `exporters`: exporter objects (see `mlgoodput.export`) run by a background process;
+    None means Cloud Monitoring when a project is known (`project_id` or the environment),
+    else none (the aggregates still go to the store). `recorder`: a `GoodputRecorder` whose
+    journal receives every compile as a `Kind.COMPILE` event (program startup); None looks
+    for a recorder of `job_name` in this process. A second call returns the running session.
+    """
+    check_name(job_name, "job_name")
+    if project_id is not None:
+        check_name(project_id, "project_id")
+    check_name(metric_prefix, "metric_prefix")
+    if monitored_resource_type is not None:
+        check_name(monitored_resource_type, "monitored_resource_type")
+    if monitored_resource_labels is not None and not isinstance(monitored_resource_labels, Mapping):
+        raise TypeError(
+            f"monitored_resource_labels must be a mapping of str to str, got {monitored_resource_labels!r}"
+        )
+    if exporters is not None and (isinstance(exporters, (str, bytes)) or not isinstance(exporters, Sequence)):
+        raise TypeError(f"exporters must be a list of exporters or None, got {exporters!r}")
+    if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
+        raise ValueError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
+    _listeners.monitoring_module()  # ImportError naming the extra when JAX is missing
+
+    existing = _session.current()
+    if existing is not None:
+        if existing.job_name != job_name:
+            log.warning(
+                "mlgoodput.jax.init: already running for job %r; ignoring the call for %r",
+                existing.job_name, job_name,
+            )
+        return existing
+
+    def build() -> _session.Session:
+        from mlgoodput.jax import _wiring
+
+        agg = Aggregator()
+        if recorder is not None:
+            compile_sink = _wiring.recorder_journal(recorder)
+        else:
+            compile_sink = _wiring.find_goodput_journal(job_name)
+        host = _wiring.default_host(compile_sink)
+        exps = list(exporters) if exporters is not None else _wiring.default_exporters(
+            project_id=project_id, metric_prefix=metric_prefix,
+            resource_type=monitored_resource_type, resource_labels=monitored_resource_labels,
+        )
+        sink = _wiring.make_sink(exps, interval_s=float(interval_s))  # raises if one cannot open
+        callbacks = {"event": agg.on_event, "duration": agg.on_duration,
+                     "scalar": agg.on_scalar, "span": agg.on_span}
+        added = _listeners.install(callbacks)
+        try:
+            if compile_sink is not None:
+                added += _listeners.install(_listeners.compile_listeners(compile_sink))
+            metric_journal = _wiring.metric_journal(store, job_name, host)
+            shipper = _session.Shipper(
+                agg, {"job_name": job_name}, sink, metric_journal, lambda: host,
+                interval_s=float(interval_s),
+            )
+            shipper.start()
+        except BaseException:
+            _listeners.uninstall(added)
+            if sink is not None:
+                sink.shutdown(5.0)
+            raise
+        return _session.Session(
+            job_name=job_name, aggregator=agg, added=added, shipper=shipper, sink=sink,
+            compile_sink=compile_sink, host=host,
+            options={"project_id": project_id, "metric_prefix": metric_prefix,
+                     "monitored_resource_type": monitored_resource_type,
+                     "monitored_resource_labels": dict(monitored_resource_labels or {}),
+                     "store": store, "interval_s": interval_s, "exporters": exps},
+        )
+
+    return _session.start(build)
+
+
+def shutdown(timeout_s: float | None = 10.0) -> bool:
+    """Unregister the listeners, export the final aggregates and stop the exporter process.
+
+    Safe to call twice and when `init` was never called; also runs at interpreter exit.
+    Returns True when everything was delivered within `timeout_s`.
+    """
+    return _session.stop(timeout_s)

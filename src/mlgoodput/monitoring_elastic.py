@@ -1,0 +1,6 @@
+"""Seed-compatible elastic monitoring API: `ElasticGoodputMonitor` and `GCPOptions`."""
+
+from mlgoodput._monitoring._elastic import ElasticGoodputMonitor
+from mlgoodput.export._gcp import GCPOptions
+
+__all__ = ["ElasticGoodputMonitor", "GCPOptions"]

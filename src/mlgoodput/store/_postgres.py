@@ -1,0 +1,192 @@
+"""A PostgreSQL store, for many hosts writing one job at once (needs `mlgoodput[postgres]`).
+
+Same layout as the SQLite store: one row of packed columns per shipped batch. Cursors are
+per stream and assigned under the stream's row lock, so a reader never skips a batch that
+a slower transaction commits later (a plain sequence would allow that).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from mlgoodput.events import EventBatch
+from mlgoodput.store._columns import Columns, decode, encode
+from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+
+MAX_CHUNK_EVENTS = 65536
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS mlgoodput_streams (
+    ns TEXT NOT NULL,
+    job TEXT NOT NULL,
+    next_seq BIGINT NOT NULL DEFAULT 1,
+    events BIGINT NOT NULL DEFAULT 0,
+    first_time DOUBLE PRECISION,
+    last_time DOUBLE PRECISION,
+    PRIMARY KEY (ns, job)
+);
+CREATE TABLE IF NOT EXISTS mlgoodput_chunks (
+    ns TEXT NOT NULL,
+    job TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    writer BIGINT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    n INTEGER NOT NULL,
+    stored_at DOUBLE PRECISION NOT NULL,
+    kinds BYTEA NOT NULL,
+    times BYTEA NOT NULL,
+    hosts BYTEA NOT NULL,
+    steps BYTEA NOT NULL,
+    vals BYTEA NOT NULL,
+    names TEXT,
+    attrs TEXT,
+    PRIMARY KEY (ns, job, seq)
+);
+CREATE TABLE IF NOT EXISTS mlgoodput_writers (writer BIGINT PRIMARY KEY, next_seq BIGINT NOT NULL);
+"""
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ImportError(
+            "the PostgreSQL store needs psycopg: pip install 'mlgoodput[postgres]'"
+        ) from None
+    return psycopg
+
+
+class PostgresStore:
+    """A store in a PostgreSQL database (`postgresql://user@host:port/dbname`)."""
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        _psycopg()  # fail at configuration time when the extra is missing
+        self.url = url
+        self._timeout = connect_timeout_s
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._pid = -1
+
+    def _connect(self) -> Any:
+        if self._conn is not None and self._pid == os.getpid() and not self._conn.closed:
+            return self._conn
+        psycopg = _psycopg()
+        try:
+            conn = psycopg.connect(self.url, connect_timeout=int(max(1, self._timeout)), autocommit=False)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
+                conn.execute(_SCHEMA)
+        except psycopg.Error as e:
+            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _safe_url(self) -> str:
+        head, sep, tail = self.url.partition("@")
+        if not sep:
+            return self.url
+        scheme, _, user = head.partition("://")
+        return f"{scheme}://{user.split(':', 1)[0]}@{tail}"
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        psycopg = _psycopg()
+        with self._lock:
+            try:
+                conn = self._connect()
+                with conn.transaction():
+                    self._append(conn, namespace, job, batch)
+            except psycopg.Error as e:
+                self._drop_broken()
+                raise StoreError(f"cannot append to PostgreSQL store {self._safe_url()}: {e}") from e
+
+    def _append(self, conn: Any, ns: str, job: str, batch: EventBatch) -> None:
+        conn.execute(
+            "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
+            (batch.writer,),
+        )
+        expected = conn.execute(
+            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (batch.writer,)
+        ).fetchone()[0]
+        skip = max(0, expected - batch.first_seq)
+        events = batch.events[skip:]
+        if not events:
+            return
+        conn.execute(
+            "INSERT INTO mlgoodput_streams (ns, job) VALUES (%s, %s) ON CONFLICT DO NOTHING", (ns, job)
+        )
+        seq = conn.execute(
+            "SELECT next_seq FROM mlgoodput_streams WHERE ns = %s AND job = %s FOR UPDATE", (ns, job)
+        ).fetchone()[0]
+        now = time.time()
+        lo, hi, total = float("inf"), float("-inf"), 0
+        first = batch.first_seq + skip
+        for start in range(0, len(events), MAX_CHUNK_EVENTS):
+            ch = encode(Columns.from_events(events[start : start + MAX_CHUNK_EVENTS]))
+            conn.execute(
+                "INSERT INTO mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds,"
+                " times, hosts, steps, vals, names, attrs)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (ns, job, seq, batch.writer, first + start, ch.n, now, ch.kinds, ch.times,
+                 ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
+            )
+            seq += 1
+            lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
+        conn.execute(
+            "UPDATE mlgoodput_streams SET next_seq = %s, events = events + %s,"
+            " first_time = LEAST(COALESCE(first_time, %s), %s),"
+            " last_time = GREATEST(COALESCE(last_time, %s), %s) WHERE ns = %s AND job = %s",
+            (seq, total, lo, lo, hi, hi, ns, job),
+        )
+        conn.execute(
+            "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
+            (batch.first_seq + len(batch.events), batch.writer),
+        )
+
+    def _drop_broken(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+        self._conn = None
+
+    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
+        psycopg = _psycopg()
+        with self._lock:
+            try:
+                conn = self._connect()
+                with conn.transaction():
+                    rows = conn.execute(
+                        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+                        " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
+                        (namespace, job, cursor),
+                    ).fetchall()
+            except psycopg.Error as e:
+                self._drop_broken()
+                raise StoreError(f"cannot read PostgreSQL store {self._safe_url()}: {e}") from e
+        parts = [decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7]) for r in rows]
+        return ReadResult(parts, rows[-1][0] if rows else cursor)
+
+    def jobs(self) -> list[JobInfo]:
+        psycopg = _psycopg()
+        with self._lock:
+            try:
+                conn = self._connect()
+                with conn.transaction():
+                    rows = conn.execute(
+                        "SELECT ns, job, events, first_time, last_time FROM mlgoodput_streams"
+                        " WHERE events > 0 ORDER BY ns, job"
+                    ).fetchall()
+            except psycopg.Error as e:
+                self._drop_broken()
+                raise StoreError(f"cannot read PostgreSQL store {self._safe_url()}: {e}") from e
+        return [JobInfo(r[0], r[1], int(r[2]), float(r[3]), float(r[4])) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._drop_broken()
+            self._conn = None

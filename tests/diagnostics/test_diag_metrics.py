@@ -1,0 +1,142 @@
+"""metrics.record: names and types, bad input, and values reaching the store and exporters."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlgoodput.diagnostics import load_run, machinelearning_run, metric_types, metrics
+from mlgoodput.diagnostics.metric_types import MetricType
+from mlgoodput.export import ExporterProcess, TensorBoardExporter
+from mlgoodput.testing import FileExporter
+
+
+def test_predefined_types_user_names_steps_and_time_axis() -> None:
+    run = machinelearning_run(name="m")
+    for step in range(1, 4):
+        for mt in MetricType:
+            metrics.record(mt, float(step), step=step)
+    metrics.record("tokens_per_s", 1000)
+    metrics.record(metric_types.MetricType.LOSS, [1.0, 2.0, 6.0], step=4)  # averaged
+    metrics.record("np", np.float32(0.5), step=np.int64(5))
+    metrics.record("arr", np.array([1.0, 3.0]))
+    run.end()
+    got = load_run(run.name)
+    assert set(got.metrics) == {m.value for m in MetricType} | {"tokens_per_s", "np", "arr"}
+    assert [p[:2] for p in got.metrics["learning_rate"]] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert got.metrics["loss"][-1][:2] == (4, 3.0)
+    assert got.metrics["tokens_per_s"][0][0] is None  # time axis
+    assert got.metrics["np"][0][:2] == (5, 0.5)
+    assert got.metrics["arr"][0][1] == 2.0
+    t = [p[2] for p in got.metrics["mfu"]]
+    assert t == sorted(t) and abs(t[0] - got.starts[0]["time"]) < 60
+
+
+def test_nan_is_kept() -> None:
+    run = machinelearning_run(name="nan")
+    metrics.record("loss", float("nan"), step=1)
+    run.end()
+    assert math.isnan(load_run(run.name).metrics["loss"][0][1])
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "words"),
+    [
+        ((3, 1.0), TypeError, "metric_type_or_name"),
+        ((["loss"], 1.0), TypeError, "metric_type_or_name"),
+        (("", 1.0), ValueError, "metric_type_or_name"),
+        (("loss", "high"), TypeError, "value"),
+        (("loss", True), TypeError, "value"),
+        (("loss", None), TypeError, "value"),
+        (("loss", []), ValueError, "empty"),
+        (("loss", [1.0, "x"]), TypeError, "value"),
+        (("loss", 1.0, -1), ValueError, "step"),
+        (("loss", 1.0, 1.5), TypeError, "step"),
+    ],
+)
+def test_bad_input_raises_at_the_call(args: tuple[object, ...], exc: type[Exception], words: str) -> None:
+    machinelearning_run(name="bad")
+    with pytest.raises(exc, match=words):
+        metrics.record(*args)  # type: ignore[arg-type]
+
+
+def test_record_without_a_run_says_so() -> None:
+    with pytest.raises(RuntimeError, match="machinelearning_run"):
+        metrics.record("loss", 1.0)
+
+
+def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -> None:
+    out = tmp_path / "exported.jsonl"
+    run = machinelearning_run(name="exp", exporters=[FileExporter(out)])
+    metrics.record(MetricType.LOSS, 0.25, step=7)
+    metrics.record("accuracy", 0.9, step=7)
+    assert run.flush(30.0)
+    latest = FileExporter.latest(out)
+    key = f"|host=0,run={run.name}"
+    assert latest["metrics/loss" + key] == 0.25
+    assert latest["metrics/accuracy" + key] == 0.9
+    rows = [s for r in FileExporter.read(out) for s in r.get("samples", [])]  # type: ignore[attr-defined]
+    assert {r["step"] for r in rows if r["name"] == "metrics/loss"} == {7}
+    run.end()
+    assert any(r.get("shutdown") for r in FileExporter.read(out))  # our exporter process was stopped
+    assert load_run(run.name).metrics["loss"][0][:2] == (7, 0.25)  # and the store has it too
+
+
+def test_values_become_tensorboard_scalars(tmp_path: Path) -> None:
+    logdir = tmp_path / "tb"
+    proc = ExporterProcess([TensorBoardExporter(logdir)], interval_s=0.2)
+    proc.start()
+    try:
+        run = machinelearning_run(name="tb", exporters=proc)  # a shared process the caller owns
+        metrics.record(MetricType.LOSS, 0.5, step=3)
+        assert run.flush(30.0)
+        run.end()
+        assert proc.alive  # not ours to stop
+    finally:
+        proc.stop(10.0)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    files = list(logdir.rglob("events.out.tfevents.*"))
+    assert files
+    acc = EventAccumulator(str(files[0].parent))
+    acc.Reload()
+    tags = [t for t in acc.Tags()["scalars"] if "loss" in t]
+    assert tags, acc.Tags()
+    ev = acc.Scalars(tags[0])
+    assert ev[-1].step == 3 and ev[-1].value == pytest.approx(0.5)
+
+
+def test_a_failing_exporter_never_reaches_the_training_loop(tmp_path: Path) -> None:
+    flag = tmp_path / "down"
+    flag.write_text("")
+    out = tmp_path / "x.jsonl"
+    run = machinelearning_run(name="down", exporters=[FileExporter(out, fail_flag=str(flag))])
+    for i in range(100):
+        metrics.record("loss", float(i), step=i)  # no exception while the backend is down
+    assert not run.flush(1.0)
+    flag.unlink()
+    assert run.flush(30.0)
+    assert FileExporter.latest(out)[f"metrics/loss|host=0,run={run.name}"] == 99.0
+    run.end()
+    assert len(load_run(run.name).metrics["loss"]) == 100
+
+
+def test_a_broken_store_never_reaches_the_training_loop(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    run = machinelearning_run(name="nostore", store=str(blocker / "store.db"))
+    for i in range(1000):
+        metrics.record(MetricType.LOSS, 1.0, step=i)  # the store cannot even be created
+    assert not run.flush(0.5)
+    run.end(timeout_s=2.0)
+    # nothing is lost: once the store can be written, the journal's leftovers are shipped
+    blocker.unlink()
+    blocker.mkdir()
+    from mlgoodput._journal import recover_journals
+
+    recover_journals(str(blocker / "store.db"))
+    got = load_run(run.name, store=str(blocker / "store.db"))
+    assert [p[0] for p in got.metrics["loss"]] == list(range(1000))

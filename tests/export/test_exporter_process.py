@@ -1,0 +1,192 @@
+"""ExporterProcess: a real child process, real files, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mlgoodput.export import ExporterError, ExporterProcess, PrometheusExporter, Sample
+from mlgoodput.testing import FileExporter
+
+JOB = {"job_name": "j"}
+
+
+def wait_for(cond, timeout_s: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_submit_flush_stop_delivers_latest_and_shuts_down(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=60)
+    proc.start()
+    assert proc.alive and proc.pid != os.getpid()
+    proc.submit([Sample("a", 1.0, JOB), Sample("b", 1.0, JOB)])
+    proc.submit([Sample("a", 2.0, JOB)])
+    assert proc.flush(10)
+    assert FileExporter.latest(out) == {"a": 2.0, "b": 1.0}
+    proc.submit([Sample("a", 3.0, JOB)])
+    assert proc.stop(10)
+    rows = FileExporter.read(out)
+    assert FileExporter.latest(out)["a"] == 3.0  # the final flush carried the last value
+    assert rows[-1].get("shutdown") is True
+    assert all(r["pid"] == rows[0]["pid"] != os.getpid() for r in rows)
+    assert not proc.alive
+    assert proc.stop(1)  # twice is fine
+
+
+def test_outage_is_retried_and_the_latest_value_arrives(tmp_path: Path) -> None:
+    out, flag = tmp_path / "out.jsonl", tmp_path / "down"
+    flag.write_text("")
+    proc = ExporterProcess([FileExporter(out, fail_flag=str(flag))], interval_s=60, max_backoff_s=0.2)
+    proc.start()
+    for v in (1.0, 2.0, 3.0):
+        proc.submit([Sample("goodput", v, JOB)])
+    assert not proc.flush(1.0)  # backend down: not delivered, and no exception
+    assert FileExporter.read(out) == []
+    flag.unlink()
+    assert proc.flush(10)
+    rows = [r for r in FileExporter.read(out) if "samples" in r]
+    assert len(rows) == 1 and rows[0]["samples"][0]["value"] == 3.0  # only the latest value is sent
+    assert proc.stop(10)
+
+
+def test_stop_returns_within_its_timeout_when_a_backend_hangs(tmp_path: Path) -> None:
+    out, hang = tmp_path / "out.jsonl", tmp_path / "hang"
+    hang.write_text("")
+    good = tmp_path / "good.jsonl"
+    proc = ExporterProcess([FileExporter(out, hang_flag=str(hang)), FileExporter(good)], interval_s=60)
+    proc.start()
+    proc.submit([Sample("x", 1.0, JOB)])
+    assert wait_for(lambda: FileExporter.latest(good) == {"x": 1.0})  # a hung backend holds up no other
+    t0 = time.monotonic()
+    ok = proc.stop(timeout_s=1.5)
+    elapsed = time.monotonic() - t0
+    assert ok is False
+    assert not proc.alive
+    assert elapsed < 1.5 + 3.0  # bounded by the timeout (plus the kill), not by the backend
+
+
+def test_a_dead_child_is_restarted_with_the_latest_samples(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=60)
+    proc.start()
+    proc.submit([Sample("v", 7.0, JOB)])
+    assert proc.flush(10)
+    first = proc.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    assert wait_for(lambda: proc.restarts == 1 and proc.alive)
+    assert proc.pid != first
+    assert proc.flush(10)
+    pids = {r["pid"] for r in FileExporter.read(out) if "samples" in r}
+    assert pids == {first, proc.pid}  # the new child re-sent the latest value
+    assert proc.stop(10)
+
+
+class CountingSource:
+    """A picklable source: reports how many times it was asked."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def collect(self, now: float) -> list[Sample]:
+        self.n += 1
+        return [Sample("collects", float(self.n), JOB)]
+
+
+def test_sources_run_in_the_child_at_the_interval(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=0.2)
+    src = CountingSource()
+    proc.start()
+    proc.add_source("count", src)
+    assert wait_for(lambda: FileExporter.latest(out).get("collects", 0) >= 3)
+    assert src.n == 0  # it ran in the child, not here
+    assert proc.remove_source("count", final=True, timeout_s=10)
+    last = FileExporter.latest(out)["collects"]
+    time.sleep(0.5)
+    assert FileExporter.latest(out)["collects"] == last  # removed: no more collects
+    assert proc.stop(10)
+
+
+def test_child_flushes_and_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    code = textwrap.dedent(f"""
+        import os
+        from mlgoodput.export import ExporterProcess, Sample
+        from mlgoodput.testing import FileExporter
+        p = ExporterProcess([FileExporter({str(out)!r})], interval_s=60)
+        p.start()
+        print(p.pid, flush=True)
+        p.submit([Sample("final", 99.0, {{}})])
+        os._exit(0)  # the training process dies without stopping anything
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    child = int(res.stdout.strip())
+    assert wait_for(lambda: not _pid_alive(child))
+    assert FileExporter.latest(out) == {"final": 99.0}
+    assert FileExporter.read(out)[-1].get("shutdown") is True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_bad_configuration_is_refused_up_front(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="interval_s"):
+        ExporterProcess([FileExporter(tmp_path / "o")], interval_s=0)
+    with pytest.raises(TypeError, match="Exporter protocol"):
+        ExporterProcess([object()])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="cannot be sent"):
+        ExporterProcess([_Unpicklable()])
+
+
+class _Unpicklable:
+    def __init__(self) -> None:
+        self.lock = __import__("threading").Lock()
+
+    def export(self, samples: object) -> None: ...
+
+    def shutdown(self, timeout_s: float | None = None) -> None: ...
+
+
+def test_a_port_in_use_is_an_error_at_construction_or_start() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ValueError, match=str(port)):
+            PrometheusExporter(port=port)
+    # free at construction, taken by the time the exporter process opens it
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exp = PrometheusExporter(port=port)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        proc = ExporterProcess([exp])
+        with pytest.raises((ValueError, ExporterError), match="could not open"):
+            proc.start()

@@ -1,0 +1,256 @@
+"""GoodputMonitor end to end: a real store, a real uploader process, real exporters."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from monitor_helpers import finished_job, write_events
+
+from mlgoodput import monitoring, monitoring_elastic
+from mlgoodput.accounting import BadputType, GoodputCalculator
+from mlgoodput.events import Event, Kind
+from mlgoodput.export import PrometheusExporter
+from mlgoodput.testing import FileExporter
+
+JOB, LOGGER = "run-7", "goodput_run-7"
+
+
+def wait_for(cond, timeout_s: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def expected(db: Path) -> dict[str, float]:
+    r = GoodputCalculator(JOB, LOGGER, store=str(db)).report()
+    return {
+        "goodput/goodput_pct": r.goodput_pct,
+        "goodput/productive_seconds": r.productive_s,
+        "goodput/total_elapsed_seconds": r.total_s,
+        "goodput/max_productive_step": float(r.max_productive_step or 0),
+        "goodput/disruptions": float(r.disruptions),
+        "goodput/ideal_step_time_seconds": r.ideal_step_time_s,
+        "badput/{bucket}_seconds|bucket=program_startup": r.badput_total_s(BadputType.PROGRAM_STARTUP),
+        "badput/{bucket}_seconds|bucket=tpu_initialization": r.badput_total_s(BadputType.TPU_INITIALIZATION),
+        "badput/{bucket}_seconds|bucket=unproductive_checkpoint_save_time": r.badput_total_s(BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME),
+        "badput/custom/{event}_seconds|event=EVAL_STEP": r.badput_total_s(BadputType.CUSTOM_BADPUT_EVENTS),
+    }
+
+
+def assert_matches(got: dict[str, float], want: dict[str, float]) -> None:
+    for k, v in want.items():
+        assert k in got, f"{k} not exported; got {sorted(got)}"
+        assert got[k] == pytest.approx(v, abs=1e-6), k
+
+
+def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
+    write_events(db, LOGGER, JOB, finished_job(t0))
+    out = tmp_path / "out.jsonl"
+    tb = tmp_path / "tb"
+    m = monitoring.GoodputMonitor(
+        job_name=JOB, logger_name=LOGGER, tensorboard_dir=str(tb), upload_interval=30,
+        monitoring_enabled=True, include_badput_breakdown=True, include_step_deviation=True,
+        configured_ideal_step_time=None, store=str(db), exporters=[FileExporter(out)],
+    )
+    m.start_goodput_uploader()
+    m.start_rolling_window_goodput_uploader(rolling_windows_seconds=[60, 300, 900])
+    pid = m.uploader_pid
+    assert pid is not None and pid != os.getpid()
+    with pytest.raises(RuntimeError, match="already running"):
+        m.start_goodput_uploader()
+    assert m.stop_rolling_window_goodput_uploader()
+    assert m.uploader_pid == pid  # the cumulative uploader still runs in the same process
+    assert m.stop_goodput_uploader()  # final upload
+    got = FileExporter.latest(out)
+    assert_matches(got, expected(db))
+    assert "goodput/step_time_deviation_seconds" in got
+    assert {f"rolling/{{window}}/goodput_pct|window={w}s" for w in (60, 300, 900)} <= set(got)
+    assert got["rolling/{window}/total_seconds|window=900s"] > 0
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb / "goodput"))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {"goodput/goodput_pct", "badput/program_startup_pct", "rolling/60s/goodput_pct", "badput/custom/eval_step_seconds"} <= set(tags)
+    last = acc.Scalars("goodput/goodput_pct")[-1]
+    assert last.step == 39 and last.value == pytest.approx(expected(db)["goodput/goodput_pct"], rel=1e-6)
+    with pytest.raises(RuntimeError, match="not running"):
+        m.stop_goodput_uploader()
+
+
+def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) -> None:
+    """A training process records steps and runs the monitor; the final upload has the final state."""
+    out = tmp_path / "out.jsonl"
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from monitor_helpers import write_events
+        from mlgoodput.events import Event, Kind
+        from mlgoodput import monitoring
+        from mlgoodput.testing import FileExporter
+        db, out = {str(db)!r}, {str(out)!r}
+        m = monitoring.GoodputMonitor({JOB!r}, {LOGGER!r}, upload_interval=0.2, monitoring_enabled=True,
+                                      include_badput_breakdown=True, store=db, exporters=[FileExporter(out)])
+        t = time.time()
+        write_events(db, {LOGGER!r}, {JOB!r}, [Event(Kind.JOB_START, t)])
+        m.start_goodput_uploader()
+        print(m.uploader_pid, flush=True)
+        for i in range(12):
+            write_events(db, {LOGGER!r}, {JOB!r}, [Event(Kind.STEP_START, time.time(), step=i)])
+            time.sleep(0.05)
+        write_events(db, {LOGGER!r}, {JOB!r}, [Event(Kind.JOB_END, time.time())])
+        ok = m.stop_goodput_uploader()
+        print("stopped", ok, flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    pid_line, stopped = res.stdout.split("\n")[:2]
+    assert stopped == "stopped True"
+    uploader = int(pid_line)
+    rows = [r for r in FileExporter.read(out) if "samples" in r]
+    assert rows and {r["pid"] for r in rows} == {uploader}
+    got = FileExporter.latest(out)
+    want = expected(db)
+    assert got["goodput/max_productive_step"] == 11.0
+    assert_matches(got, {k: want[k] for k in ("goodput/goodput_pct", "goodput/productive_seconds", "goodput/total_elapsed_seconds")})
+
+
+def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path) -> None:
+    out, flag = tmp_path / "out.jsonl", tmp_path / "down"
+    events = finished_job(t0)
+    write_events(db, LOGGER, JOB, events[: len(events) // 2])
+    flag.write_text("")
+    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=0.2, monitoring_enabled=True, include_badput_breakdown=True,
+                                  store=str(db), exporters=[FileExporter(out, fail_flag=str(flag))])
+    m.start_goodput_uploader()
+    time.sleep(0.8)  # several failing rounds
+    assert FileExporter.read(out) == []
+    write_events(db, LOGGER, JOB, events[len(events) // 2 :])
+    flag.unlink()  # the backend comes back
+    assert m.stop_goodput_uploader(timeout_s=20)
+    assert_matches(FileExporter.latest(out), expected(db))
+
+
+def test_stop_is_bounded_when_the_backend_hangs(db: Path, t0: float, tmp_path: Path) -> None:
+    hang = tmp_path / "hang"
+    hang.write_text("")
+    write_events(db, LOGGER, JOB, finished_job(t0))
+    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=0.2, monitoring_enabled=True, store=str(db),
+                                  exporters=[FileExporter(tmp_path / "o", hang_flag=str(hang))])
+    m.start_goodput_uploader()
+    pid = m.uploader_pid
+    t = time.monotonic()
+    assert m.stop_goodput_uploader(timeout_s=1.0) is False  # reported, not raised
+    assert time.monotonic() - t < 1.0 + 3.0
+    assert pid is not None and wait_for(lambda: not _alive(pid))
+
+
+def test_a_killed_uploader_is_restarted_and_resumes(db: Path, t0: float, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    events = finished_job(t0)
+    write_events(db, LOGGER, JOB, events[:30])
+    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=60, monitoring_enabled=True, include_badput_breakdown=True,
+                                  store=str(db), exporters=[FileExporter(out)])
+    m.start_goodput_uploader()
+    assert m.flush(20)
+    first = m.uploader_pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    assert wait_for(lambda: m.uploader_pid not in (None, first) and m.flush(5))
+    write_events(db, LOGGER, JOB, events[30:])
+    assert m.stop_goodput_uploader()
+    assert_matches(FileExporter.latest(out), expected(db))
+
+
+def test_bad_configuration_is_a_clear_error(db: Path, tmp_path: Path) -> None:
+    kw = dict(job_name=JOB, logger_name=LOGGER, monitoring_enabled=True, store=str(db))
+    with pytest.raises(ValueError, match="upload_interval"):
+        monitoring.GoodputMonitor(upload_interval=0, **kw)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Exporter protocol"):
+        monitoring.GoodputMonitor(exporters=["tensorboard"], **kw)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory"):
+        monitoring.GoodputMonitor(job_name=JOB, logger_name=LOGGER, store="memory://x", monitoring_enabled=True)
+    m = monitoring.GoodputMonitor(exporters=[FileExporter(tmp_path / "o")], **kw)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="positive"):
+        m.start_rolling_window_goodput_uploader([60, -5])
+    with pytest.raises(TypeError, match="rolling_windows_seconds"):
+        m.start_rolling_window_goodput_uploader([])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(ValueError, match="port"):
+            monitoring.GoodputMonitor(exporters=[PrometheusExporter(port=s.getsockname()[1])], **kw)  # type: ignore[arg-type]
+
+
+def test_disabled_monitor_does_nothing(db: Path, tmp_path: Path) -> None:
+    m = monitoring.GoodputMonitor(JOB, LOGGER, tensorboard_dir=str(tmp_path / "tb"), monitoring_enabled=False, store=str(db))
+    m.start_goodput_uploader()
+    assert m.uploader_pid is None
+    assert m.stop_goodput_uploader()
+    assert not (tmp_path / "tb").exists()
+
+
+def test_elastic_monitor_uploads_slice_efficiency(db: Path, t0: float, tmp_path: Path) -> None:
+    events = finished_job(t0)
+    events.append(Event(Kind.SLICE_COUNTS, t0 + 6.0, attrs={"active": 2, "total": 4, "available": 4}))
+    write_events(db, LOGGER, JOB, events)
+    out = tmp_path / "out.jsonl"
+    m = monitoring_elastic.ElasticGoodputMonitor(
+        job_name=JOB, logger_name=LOGGER, upload_interval=60, monitoring_enabled=True,
+        include_badput_breakdown=True, include_slice_efficiency=True, store=str(db), exporters=[FileExporter(out)],
+        gcp_options=monitoring_elastic.GCPOptions(enable_gcp_goodput_metrics=False, enable_gcp_step_deviation_metrics=False),
+    )
+    m.start_goodput_uploader()
+    assert m.stop_goodput_uploader()
+    r = GoodputCalculator(JOB, LOGGER, store=str(db)).report()
+    assert r.slice_efficiency is not None
+    got = FileExporter.latest(out)
+    assert got["elastic/stepping_slice_efficiency_pct"] == pytest.approx(100 * r.slice_efficiency.stepping)
+    assert got["elastic/available_slice_efficiency_pct"] == pytest.approx(100 * r.slice_efficiency.available)
+
+
+def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path) -> None:
+    write_events(db, LOGGER, JOB, finished_job(t0))
+    tb = tmp_path / "tb"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-c", "import sys; from mlgoodput._cli.monitor import main; sys.exit(main(sys.argv[1:]))",
+           "--job", JOB, "--logger-name", LOGGER, "--store", str(db), "--interval", "0.3", "--tensorboard-dir", str(tb),
+           "--rolling-windows", "60,300"]
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: (tb / "goodput").exists() and any((tb / "goodput").iterdir()))
+        time.sleep(0.7)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "goodput" in err and "stopped" in err
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb / "goodput"))
+    acc.Reload()
+    assert acc.Scalars("goodput/goodput_pct")[-1].value == pytest.approx(expected(db)["goodput/goodput_pct"], rel=1e-6)
+    assert "rolling/300s/goodput_pct" in acc.Tags()["scalars"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
