@@ -157,9 +157,12 @@ class Display(BackgroundWorker):
         if self._goodput is not None and now >= self._goodput_next:
             self._goodput_next = now + self._goodput_every_s
             try:
-                self._goodput_text = self._goodput()
+                text = self._goodput()
             except Exception:
-                self._goodput_text = None
+                text = None
+            if text and text != self._goodput_text and not con.is_terminal:
+                self._notes.append(text)  # no live area: the line goes with the log
+            self._goodput_text = text
         # drop finished bars after a while, so the live area stays small
         with self._lock:
             for k in [k for k, b in self.bars.items() if b.done and now - b.updated > 3.0]:

@@ -84,6 +84,7 @@ class ConsoleServer:
         heartbeat_timeout_s: float = 10.0,
         handshake_timeout_s: float = 5.0,
         goodput: bool = True,
+        goodput_interval_s: float = 5.0,
     ) -> None:
         self._addr = parse_address(address, "address")
         if job is not None and (not isinstance(job, str) or not job.strip()):
@@ -100,7 +101,7 @@ class ConsoleServer:
         if display is False:
             self.display: Display | None = None
         else:
-            self.display = Display(None if display is True else display, goodput=gp)
+            self.display = Display(None if display is True else display, goodput=gp, goodput_every_s=goodput_interval_s)
         self.clients: dict[int, ClientState] = {}
         self.bars: dict[str, BarState] = {}
         self.refused = 0  # connections refused (bad handshake, auth)
@@ -484,8 +485,13 @@ def _goodput_line(store: Store, job: str) -> Any:
                 if calc is None:
                     calc = calcs[j.namespace] = calc_cls(job, j.namespace, store=store)
                 r = calc.report()
-                return (f"goodput {r.goodput_pct:.1f}%  productive {r.productive_s:.0f}s of {r.total_s:.0f}s"
-                        f"  last step {r.last_step}")
+                worst = max(((b, v) for b, v in r.badput_s.items() if isinstance(v, (int, float))),
+                            key=lambda bv: bv[1], default=None)
+                text = (f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s"
+                        f" · productive {r.productive_s:.0f} s · last step {r.last_step}")
+                if worst is not None and worst[1] > 0:
+                    text += f" · top badput {getattr(worst[0], 'name', worst[0]).lower()} {worst[1]:.0f} s"
+                return text
         return None
 
     return line
