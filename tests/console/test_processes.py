@@ -83,3 +83,39 @@ def test_distributed_bar_exact_and_dead_bar_marked(sockdir: str) -> None:
         assert shared.done and not shared.lost
         dead = next(b for b in srv.bars.values() if b.desc == "doomed bar")
         assert dead.lost and not dead.done and dead.completed == 3
+
+
+def _fail_in_child() -> None:
+    raise ValueError("child exploded")
+
+
+SCRIPT = r"""
+import sys, threading
+import mlgoodput.console as C
+C.connect(sys.argv[1])
+t = threading.Thread(target=lambda: 1 / 0, name="worker-thread")
+t.start(); t.join()
+raise KeyError("top-level failure")
+"""
+
+
+@pytest.mark.slow
+def test_uncaught_exceptions_are_forwarded(sockdir: str) -> None:
+    import subprocess
+    import sys
+
+    from .conftest import child_env
+
+    store = f"{sockdir}/store.db"
+    with C.session(f"unix:{sockdir}/s.sock", job="exc", store=store, display=False) as srv:
+        p = mp.get_context("spawn").Process(target=_fail_in_child)
+        p.start()
+        p.join(60)
+        assert p.exitcode == 1
+        r = subprocess.run([sys.executable, "-c", SCRIPT, srv.address], env=child_env(), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "top-level failure" in r.stderr  # still printed locally too
+    rows = [x for x in stored_logs(store, "exc") if x["level"] == "CRITICAL"]
+    texts = [x["message"] + "\n" + x.get("exc", "") for x in rows]
+    assert any("child exploded" in t and "Traceback" in t and "_fail_in_child" in t for t in texts), texts
+    assert any("worker-thread" in t and "ZeroDivisionError" in t for t in texts), texts
+    assert any("KeyError: 'top-level failure'" in t and "Traceback" in t for t in texts), texts

@@ -148,8 +148,32 @@ def _in_mp_child(client: ConsoleClient) -> None:
     """Runs in a multiprocessing child before its target: deliver at its end (it leaves by
     os._exit, so atexit does not run) and on the SIGTERM of Pool.terminate()."""
     multiprocessing.util.Finalize(None, _leave_at_exit, exitpriority=100)
+    if _forwarder.installed:
+        _forward_process_errors()
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)  # Pool.terminate() ends workers with SIGTERM
+
+
+def _forward_process_errors() -> None:
+    """multiprocessing prints a child's uncaught exception itself (no excepthook): log it first."""
+    from multiprocessing.process import BaseProcess
+
+    run = BaseProcess.run
+    if getattr(run, "_mlgoodput", False):
+        return
+
+    def forwarding_run(self: BaseProcess) -> None:
+        try:
+            run(self)
+        except BaseException as e:
+            if not isinstance(e, (SystemExit, KeyboardInterrupt)):
+                logging.getLogger("mlgoodput.console").critical(
+                    "uncaught exception in process %s: %r", self.name, e, exc_info=True
+                )
+            raise
+
+    forwarding_run._mlgoodput = True  # type: ignore[attr-defined]
+    BaseProcess.run = forwarding_run  # type: ignore[method-assign]
 
 
 def _leave_at_exit() -> None:

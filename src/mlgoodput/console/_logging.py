@@ -101,7 +101,7 @@ class RecordFactory:
                 rec = old(*args, **kwargs)
                 if type(rec) is logging.LogRecord:
                     rec.__class__ = ConsoleLogRecord
-                return rec  # type: ignore[no-any-return]
+                return rec
 
             logging.setLogRecordFactory(factory)
 
@@ -155,6 +155,10 @@ class ExceptionForwarder:
         self._old_sys: Any = None
         self._old_thread: Any = None
         self._lock = threading.Lock()
+
+    @property
+    def installed(self) -> bool:
+        return self._old_sys is not None
 
     def install(self) -> None:
         with self._lock:
