@@ -119,3 +119,32 @@ def test_uncaught_exceptions_are_forwarded(sockdir: str) -> None:
     assert any("child exploded" in t and "Traceback" in t and "_fail_in_child" in t for t in texts), texts
     assert any("worker-thread" in t and "ZeroDivisionError" in t for t in texts), texts
     assert any("KeyError: 'top-level failure'" in t and "Traceback" in t for t in texts), texts
+
+
+def _fork_child_logs(srv: C.ConsoleServer) -> None:
+    logging.getLogger("forked").info("from a forked child")
+    time.sleep(0.2)
+    # the server's screen and store writer stay in the server's process
+    assert srv.display is not None
+    if srv.display.running or srv.sink.running:
+        os._exit(3)
+
+
+@pytest.mark.slow
+def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> None:
+    store, screen_path = f"{sockdir}/store.db", f"{sockdir}/screen.txt"
+    with open(screen_path, "w") as screen:  # a real file: a forked child writing to it would show
+        with C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen) as srv:
+            logging.info("before the fork")
+            time.sleep(0.3)  # on screen and in the store before the fork
+            p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
+            p.start()
+            p.join(30)
+            assert p.exitcode == 0
+            time.sleep(0.5)
+    assert srv.display is not None and not srv.display.running
+    with open(screen_path) as f:
+        out = f.read()
+    assert out.count("before the fork") == 1 and out.count("from a forked child") == 1
+    msgs = [r["message"] for r in stored_logs(store, "fk")]
+    assert msgs.count("before the fork") == 1 and msgs.count("from a forked child") == 1

@@ -46,8 +46,10 @@ def _serve(args: argparse.Namespace) -> int:
     hint = f"export {_env.CONSOLE}={address}"
     if srv.auth:
         hint += f" {_env.CONSOLE_TOKEN}={srv.token}"
-    srv.display.note(f"connect with: {hint}") if srv.display is not None else print(hint)
-    print(hint, file=sys.stderr if sys.stdout.isatty() else sys.stdout, flush=True)
+    if srv.display is not None:
+        srv.display.note(f"connect with: {hint}")
+    else:
+        print(hint, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

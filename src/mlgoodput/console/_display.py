@@ -186,6 +186,15 @@ class Display(BackgroundWorker):
             con.file.flush()
         return True
 
+    def _after_fork_in_child(self) -> None:
+        # the screen belongs to the server's process: a forked child never draws on it
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._live = None
+        self._lines.clear()
+        self._notes.clear()
+
     def _on_close(self) -> None:
         if self._live is not None:
             try:

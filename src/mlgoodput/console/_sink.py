@@ -80,3 +80,11 @@ class StoreSink(BackgroundWorker):
                         pass
         with self._lock:
             return not self._items
+
+    def _after_fork_in_child(self) -> None:
+        # the server's process stores what it received; a forked child has no part in it
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._items.clear()
+        self._lock = threading.Lock()
