@@ -133,15 +133,15 @@ def _fork_child_logs(srv: C.ConsoleServer) -> None:
 @pytest.mark.slow
 def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> None:
     store, screen_path = f"{sockdir}/store.db", f"{sockdir}/screen.txt"
-    with open(screen_path, "w") as screen:  # a real file: a forked child writing to it would show
-        with C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen) as srv:
-            logging.info("before the fork")
-            time.sleep(0.3)  # on screen and in the store before the fork
-            p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
-            p.start()
-            p.join(30)
-            assert p.exitcode == 0
-            time.sleep(0.5)
+    # a real file: a forked child writing to it would show
+    with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen) as srv:
+        logging.info("before the fork")
+        time.sleep(0.3)  # on screen and in the store before the fork
+        p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
+        p.start()
+        p.join(30)
+        assert p.exitcode == 0
+        time.sleep(0.5)
     assert srv.display is not None and not srv.display.running
     with open(screen_path) as f:
         out = f.read()
