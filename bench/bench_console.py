@@ -166,6 +166,59 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     }
 
 
+def _raw_sender(path: str, client: int, frames: int, start_evt: mp.synchronize.Event) -> None:
+    """Sends pre-encoded batches of log records, to load the server without the cost of logging."""
+    import socket
+
+    from mlgoodput.console import _protocol as P
+
+    recs = [P.LogRec(time.time(), 20, "bench", f"step {i} loss 0.500", "/bench/bench_console.py", 42) for i in range(4096)]
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+
+    def exact(n: int) -> bytes:
+        b = b""
+        while len(b) < n:
+            b += s.recv(n - len(b))
+        return b
+
+    P.decode_server(exact(P.frame_length(exact(4))))
+    s.sendall(P.frame(P.Hello(P.VERSION, client, os.getpid(), "bench", "raw", b"")))
+    P.decode_server(exact(P.frame_length(exact(4))))
+    data = [P.frame(P.Batch(i * len(recs), recs)) for i in range(frames)]
+    start_evt.wait()
+    for d in data:
+        s.sendall(d)
+    time.sleep(120)  # keep the connection until the parent is done
+
+
+def _server_alone(clients: int, frames: int) -> dict[str, float]:
+    from mlgoodput.console import ConsoleServer
+
+    ctx = mp.get_context("spawn")
+    tmp = tempfile.mkdtemp()
+    srv = ConsoleServer(f"unix:{tmp}/raw.sock", job="raw", store=f"{tmp}/raw.db", display=False)
+    srv.start()
+    start_evt = ctx.Event()
+    procs = [ctx.Process(target=_raw_sender, args=(f"{tmp}/raw.sock", 1000 + k, frames, start_evt), daemon=True) for k in range(clients)]
+    for p in procs:
+        p.start()
+    wait = time.time() + 60
+    while len([c for c in srv.clients.values() if c.connected]) < clients and time.time() < wait:
+        time.sleep(0.05)
+    total = clients * frames * 4096
+    t0 = time.perf_counter()
+    start_evt.set()
+    while srv.sink.stored_events < total and time.perf_counter() - t0 < 120:
+        time.sleep(0.005)
+    dt = time.perf_counter() - t0
+    stored = srv.sink.stored_events
+    for p in procs:
+        p.terminate()
+    srv.stop()
+    return {"rps": stored / dt, "stored": stored, "total": total}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=4.0)
@@ -183,9 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nconsole bench: {a.clients} client processes, {a.seconds:g} s of logging.info each row, {os.cpu_count()} CPUs")
     print("offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half")
     hdr = f"{'receiver':<34} {'offered':>8} {'steady rec/s':>12} {'overall rec/s':>13} {'sent':>9} {'received':>9} {'stored':>9} {'lost':>6} {'call p50 µs':>11} {'call p99 µs':>11}"
+    names = {"mlgoodput": "mlgoodput.console (msgpack, acked)", "stdlib": "stdlib SocketHandler + pickle rcv"}
+    if not a.only:
+        cap = _server_alone(a.clients, 10)
+        print(f"\nserver alone (pre-encoded batches from {a.clients} raw senders): {cap['rps']:,.0f} records/s"
+              f" received and stored into SQLite ({int(cap['stored'])} of {int(cap['total'])})")
+    print()
     print(hdr)
     print("-" * len(hdr))
-    names = {"mlgoodput": "mlgoodput.console (msgpack, acked)", "stdlib": "stdlib SocketHandler + pickle rcv"}
     for kind, rate, r in rows:
         stored = f"{int(r['stored']):>9}" if r["stored"] >= 0 else f"{'n/a':>9}"
         offered = f"{rate:,.0f}" if rate else "max"

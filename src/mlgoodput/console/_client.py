@@ -9,7 +9,6 @@ The buffer is bounded: past `max_buffer` records the oldest are dropped and coun
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import os
 import secrets
@@ -61,8 +60,10 @@ class ConsoleClient(BackgroundWorker):
     def _reset(self) -> None:
         self.client_id = secrets.randbits(62)
         self.queue: collections.deque[Any] = collections.deque()
-        self._unacked: collections.deque[Any] = collections.deque()
-        self._first = 0  # seq of _unacked[0]
+        # records not yet acknowledged, in chunks [first seq, records, encoded frame or None]
+        self._chunks: collections.deque[list[Any]] = collections.deque()
+        self._unacked = 0  # records in _chunks
+        self._first = 0  # seq of the oldest unacknowledged record
         self._next = 0  # seq of the next new record
         self._sent = 0  # seq of the next record to send
         self._sock: socket.socket | None = None
@@ -85,7 +86,7 @@ class ConsoleClient(BackgroundWorker):
     @property
     def pending(self) -> int:
         """Records not yet acknowledged by the server."""
-        return len(self.queue) + len(self._unacked)
+        return len(self.queue) + self._unacked
 
     # -- the sender thread ---------------------------------------------------------------
     def _work(self) -> bool:
@@ -94,16 +95,16 @@ class ConsoleClient(BackgroundWorker):
         q = self.queue
         n = len(q)
         if n:
-            un = self._unacked
             pop = q.popleft
-            for _ in range(n):
-                un.append(pop())
-            self._next += n
-            over = len(un) - self.max_buffer
+            while n > 0:
+                k = min(n, MAX_RECORDS_PER_FRAME)
+                self._chunks.append([self._next, [pop() for _ in range(k)], None])
+                self._next += k
+                self._unacked += k
+                n -= k
+            over = self._unacked - self.max_buffer
             if over > 0:
-                for _ in range(over):
-                    un.popleft()
-                self._first += over
+                self._forget(self._first + over)
                 self._sent = max(self._sent, self._first)
                 if self.dropped == 0:
                     log.warning("console client: buffer full (%d records); dropping the oldest", self.max_buffer)
@@ -142,22 +143,47 @@ class ConsoleClient(BackgroundWorker):
         self._last_send = time.monotonic()
 
     def _send_pending(self) -> None:
-        while self._sent < self._next:
-            start = self._sent - self._first
-            n = min(MAX_RECORDS_PER_FRAME, self._next - self._sent)
-            recs = list(itertools.islice(self._unacked, start, start + n))
-            while True:
+        for chunk in list(self._chunks):
+            first, recs, data = chunk
+            if first + len(recs) <= self._sent:
+                continue  # sent already, waiting for its acknowledgement
+            if data is None:
                 try:
-                    data = P.frame(P.Batch(self._sent, recs))
-                    break
-                except P.FrameError:
-                    if len(recs) == 1:
-                        raise
-                    recs = recs[: len(recs) // 2]
+                    data = chunk[2] = P.frame(P.Batch(first, recs))
+                except P.FrameError:  # too large for one frame: halve it
+                    self._split(chunk)
+                    return self._send_pending()
             self._send(data)
-            self._sent += len(recs)
+            self._sent = first + len(recs)
             if self._sent - self._first > 4 * MAX_RECORDS_PER_FRAME:
                 self._read_acks(0.0)
+
+    def _split(self, chunk: list[Any]) -> None:
+        first, recs, _ = chunk
+        if len(recs) == 1:
+            raise P.FrameError("one record does not fit in a frame")
+        half = len(recs) // 2
+        i = self._chunks.index(chunk)
+        self._chunks[i] = [first, recs[:half], None]
+        self._chunks.insert(i + 1, [first + half, recs[half:], None])
+
+    def _forget(self, next_seq: int) -> None:
+        """Drop every record numbered below `next_seq` (acknowledged, or pushed out of the buffer)."""
+        ch = self._chunks
+        while ch and self._first < next_seq:
+            first, recs, _ = ch[0]
+            end = first + len(recs)
+            if end <= next_seq:
+                ch.popleft()
+                self._unacked -= len(recs)
+                self._first = end
+            else:  # part of the chunk: keep its tail, encode it again when sent
+                k = next_seq - first
+                ch[0] = [next_seq, recs[k:], None]
+                self._unacked -= k
+                self._first = next_seq
+        if not ch:
+            self._first = max(self._first, min(next_seq, self._next))
 
     def _read_acks(self, wait_s: float) -> None:
         sock = self._sock
@@ -184,12 +210,8 @@ class ConsoleClient(BackgroundWorker):
             wait_s = 0.0
 
     def _ack(self, next_seq: int) -> None:
-        un = self._unacked
-        k = min(next_seq - self._first, len(un))
-        for _ in range(k):
-            un.popleft()
-        if k > 0:
-            self._first += k
+        if next_seq > self._first:
+            self._forget(min(next_seq, self._next))
 
     def _recv_frame(self, sock: socket.socket) -> Any:
         def exact(n: int) -> bytes:
