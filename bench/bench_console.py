@@ -24,6 +24,7 @@ import threading
 import time
 
 N_PER_ROUND = 2000
+STORE_PROCESS = True  # as `mlgoodput console serve` runs: the store written from a child process
 
 
 def _log_loop(seconds: float, rate: float, start_evt: mp.synchronize.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -105,7 +106,8 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     if kind == "mlgoodput":
         from mlgoodput.console import ConsoleServer
 
-        srv = ConsoleServer(f"unix:{tmp}/bench.sock", job="bench", store=f"{tmp}/bench.db", display=False)
+        srv = ConsoleServer(f"unix:{tmp}/bench.sock", job="bench", store=f"{tmp}/bench.db", display=False,
+                            store_process=STORE_PROCESS)
         address = srv.start()
         count = lambda: srv.received  # noqa: E731
         procs = [ctx.Process(target=_mlg_client, args=(address, seconds, rate / clients, start_evt, out)) for _ in range(clients)]
@@ -197,7 +199,8 @@ def _server_alone(clients: int, frames: int) -> dict[str, float]:
 
     ctx = mp.get_context("spawn")
     tmp = tempfile.mkdtemp()
-    srv = ConsoleServer(f"unix:{tmp}/raw.sock", job="raw", store=f"{tmp}/raw.db", display=False)
+    srv = ConsoleServer(f"unix:{tmp}/raw.sock", job="raw", store=f"{tmp}/raw.db", display=False,
+                        store_process=STORE_PROCESS)
     srv.start()
     start_evt = ctx.Event()
     procs = [ctx.Process(target=_raw_sender, args=(f"{tmp}/raw.sock", 1000 + k, frames, start_evt), daemon=True) for k in range(clients)]
@@ -225,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--rate", type=float, default=100_000, help="offered records/s in total for the paced rows")
     ap.add_argument("--only", choices=["mlgoodput", "stdlib"])
+    ap.add_argument("--in-process-store", action="store_true", help="write the store on the server's own thread")
     a = ap.parse_args(argv)
+    global STORE_PROCESS
+    STORE_PROCESS = not a.in_process_store
     rows = []
     for rate in (a.rate, 0.0):
         for kind in ("mlgoodput", "stdlib"):
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nconsole bench: {a.clients} client processes, {a.seconds:g} s of logging.info each row, {os.cpu_count()} CPUs")
     print("offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half")
     hdr = f"{'receiver':<34} {'offered':>8} {'steady rec/s':>12} {'overall rec/s':>13} {'sent':>9} {'received':>9} {'stored':>9} {'lost':>6} {'call p50 µs':>11} {'call p99 µs':>11}"
-    names = {"mlgoodput": "mlgoodput.console (msgpack, acked)", "stdlib": "stdlib SocketHandler + pickle rcv"}
+    names = {"mlgoodput": "mlgoodput.console (msgpack, acked)" if STORE_PROCESS else "mlgoodput.console (in-process store)", "stdlib": "stdlib SocketHandler + pickle rcv"}
     if not a.only:
         cap = _server_alone(a.clients, 10)
         print(f"\nserver alone (pre-encoded batches from {a.clients} raw senders): {cap['rps']:,.0f} records/s"

@@ -58,3 +58,29 @@ def test_server_killed_and_restarted_loses_nothing(sockdir: str) -> None:
     got = [int(r["message"].split()[1]) for r in rows]
     assert sorted(got) == list(range(n))  # every record, each exactly once
     assert {r["process"] for r in rows} == {0}  # the restarted server kept the short id
+
+
+@pytest.mark.slow
+def test_store_helper_process_killed_mid_run_loses_nothing(sockdir: str) -> None:
+    import logging
+
+    import mlgoodput.console as C
+
+    store = f"{sockdir}/store.db"
+    with C.session(f"unix:{sockdir}/s.sock", job="helper", store=store, display=False, store_process=True) as srv:
+        from mlgoodput.console._storeproc import StoreProcess
+
+        assert isinstance(srv.sink, StoreProcess)
+        log = logging.getLogger("helper")
+        for i in range(2000):
+            log.info("line %d", i)
+        wait_for(lambda: srv.sink.stored_events > 100, what="the helper storing")
+        proc = srv.sink._proc
+        assert proc is not None
+        proc.kill()  # the helper dies with records in flight
+        for i in range(2000, 4000):
+            log.info("line %d", i)
+        assert C.disconnect(timeout_s=60)
+        assert srv.sink.restarts >= 1
+    got = [int(r["message"].split()[1]) for r in stored_logs(store, "helper") if r["logger"] == "helper"]
+    assert sorted(got) == list(range(4000))

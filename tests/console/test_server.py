@@ -144,7 +144,18 @@ def hostile_frame(draw: st.DrawFn) -> bytes:
 
 
 @pytest.mark.slow
-def test_fuzzed_frames_never_stop_the_server(server: ConsoleServer) -> None:
+@pytest.mark.parametrize("store_process", [False, True], ids=["in-process-store", "store-helper"])
+def test_fuzzed_frames_never_stop_the_server(sockdir: str, store_process: bool) -> None:
+    server = ConsoleServer(f"unix:{sockdir}/f.sock", job="t", store=f"{sockdir}/store.db", display=False,
+                           store_process=store_process)
+    server.start()
+    try:
+        _fuzz(server)
+    finally:
+        server.stop()
+
+
+def _fuzz(server: ConsoleServer) -> None:
     path = server.address[len("unix:"):]
     sent = {"frames": 0, "client": 2**40}
 

@@ -21,6 +21,8 @@ def register(sub: Any) -> None:
     s.add_argument("--job", default=None, help="console job name (the store stream); default: console-TIME-PID")
     s.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
     s.add_argument("--token", default=None, help="TCP token (default: $MLGOODPUT_CONSOLE_TOKEN, else a new random one)")
+    s.add_argument("--in-process-store", action="store_true",
+                   help="write the store on the server's own thread instead of a helper process")
     s.set_defaults(func=_serve)
 
     lg = csub.add_parser("logs", help="replay the stored log lines of a console job")
@@ -41,7 +43,8 @@ def _serve(args: argparse.Namespace) -> int:
     from mlgoodput.console import ConsoleServer
 
     token = args.token or os.environ.get(_env.CONSOLE_TOKEN) or None
-    srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token)
+    srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token,
+                        store_process=not args.in_process_store)
     address = srv.start()
     hint = f"export {_env.CONSOLE}={address}"
     if srv.auth:

@@ -211,17 +211,20 @@ def session(
     level: int = logging.INFO,
     forward_exception: bool = True,
     usage: bool | float = False,
+    store_process: bool = False,
 ) -> Iterator[Any]:
     """Start a console server for this job and connect this process and its children to it.
 
     `address` None: a Unix socket in the private per-user directory. `usage`: True or an
-    interval in seconds to sample resource usage of every process. Yields the server.
+    interval in seconds to sample resource usage of every process. `store_process`: write
+    the store from a helper process (for jobs that log many thousands of lines a second).
+    Yields the server.
     """
     from mlgoodput.console._server import ConsoleServer
 
     if address is None:
         address = f"session-{os.getpid()}"
-    server = ConsoleServer(address, job=job, store=store, token=token, display=display)
+    server = ConsoleServer(address, job=job, store=store, token=token, display=display, store_process=store_process)
     server.start()
     saved = {k: os.environ.get(k) for k in (_env.CONSOLE, _env.CONSOLE_TOKEN, _env.CONSOLE_USAGE)}
     try:

@@ -20,38 +20,17 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from mlgoodput.console import _protocol as P
+from mlgoodput.console import _records
 from mlgoodput.console._address import Address, parse_address
 from mlgoodput.console._display import BarState, Display, clean
 from mlgoodput.console._sink import NAMESPACE, StoreSink
+from mlgoodput.console._storeproc import StoreProcess
 from mlgoodput.events import Event, Kind
 from mlgoodput.store import Store, open_store
 
 log = logging.getLogger("mlgoodput.console.server")
 
-_LOG, _PROGRESS, _USAGE, _MARK, _CLIENT = Kind.LOG, Kind.PROGRESS, Kind.USAGE, Kind.USAGE_CHECKPOINT, Kind.CLIENT
-
-
-def _fast_event_factory() -> Any:
-    """Event(kind, time, host, step, value, name, attrs), built through the slot descriptors:
-    the same frozen Event, at half the cost of its generated __init__ (the server's hot loop)."""
-    new = Event.__new__
-    sk, st, sh, ss, sv, sn, sa = (Event.__dict__[f].__set__ for f in ("kind", "time", "host", "step", "value", "name", "attrs"))
-
-    def make(kind: Kind, t: float, host: int, step: int | None, value: float | None, name: str | None, attrs: Any) -> Event:
-        e = new(Event)
-        sk(e, kind)
-        st(e, t)
-        sh(e, host)
-        ss(e, step)
-        sv(e, value)
-        sn(e, name)
-        sa(e, attrs)
-        return e
-
-    return make
-
-
-_event = _fast_event_factory()
+_PROGRESS, _CLIENT = Kind.PROGRESS, Kind.CLIENT
 
 
 @dataclass(slots=True)
@@ -85,6 +64,7 @@ class ConsoleServer:
         handshake_timeout_s: float = 5.0,
         goodput: bool = True,
         goodput_interval_s: float = 5.0,
+        store_process: bool = False,
     ) -> None:
         self._addr = parse_address(address, "address")
         if job is not None and (not isinstance(job, str) or not job.strip()):
@@ -96,7 +76,13 @@ class ConsoleServer:
         self.token = token or (secrets.token_hex(16) if self.auth else None)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.handshake_timeout_s = handshake_timeout_s
-        self.sink = StoreSink(self.store, self.job)
+        # store_process: write the store from a child process (a second CPU); needs a store
+        # other processes can open (not memory://)
+        self.sink: StoreSink | StoreProcess
+        if store_process and not self.store.url.startswith("memory://"):
+            self.sink = StoreProcess(self.store.url, self.job)
+        else:
+            self.sink = StoreSink(self.store, self.job)
         gp = _goodput_line(self.store, self.job) if goodput else None
         if display is False:
             self.display: Display | None = None
@@ -244,10 +230,11 @@ class ConsoleServer:
         if self.display is not None:
             self.display.note(text)
 
-    async def _read(self, reader: asyncio.StreamReader) -> Any:
+    async def _read(self, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
         header = await reader.readexactly(4)
         n = P.frame_length(header)
-        return P.decode_client(await reader.readexactly(n))
+        body = await reader.readexactly(n)
+        return P.decode_client(body), body
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = "?"
@@ -269,7 +256,7 @@ class ConsoleServer:
             writer.write(P.frame(P.Challenge(P.VERSION, nonce, self.auth)))
             await writer.drain()
             try:
-                hello = await asyncio.wait_for(self._read(reader), self.handshake_timeout_s)
+                hello, _ = await asyncio.wait_for(self._read(reader), self.handshake_timeout_s)
             except TimeoutError:
                 self.refused += 1
                 self._warn(peer, "unauthenticated: no handshake in time")
@@ -294,12 +281,12 @@ class ConsoleServer:
             await writer.drain()
             while True:
                 try:
-                    msg = await asyncio.wait_for(self._read(reader), self.heartbeat_timeout_s)
+                    msg, body = await asyncio.wait_for(self._read(reader), self.heartbeat_timeout_s)
                 except TimeoutError:
                     self._warn(peer, f"lost: no heartbeat from process #{state.process} in {self.heartbeat_timeout_s:g} s")
                     return
                 if isinstance(msg, P.Batch):
-                    await self._on_batch(state, msg, writer)
+                    await self._on_batch(state, msg, writer, body)
                 elif isinstance(msg, P.Ping):
                     writer.write(P.frame(P.Ack(state.stored_seq)))
                 elif isinstance(msg, P.Bye):
@@ -349,6 +336,8 @@ class ConsoleServer:
             st = ClientState(hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
             self.clients[hello.client] = st
         st.connected, was_lost, st.lost = True, st.lost, False
+        if isinstance(self.sink, StoreProcess):
+            self.sink.register_client(st.client, st.process, st.pid, st.hostname)
         self._server_event(_CLIENT, st.process, "connect", st)
         self._note(f"[#{st.process}] {'reconnected' if was_lost else 'joined'}: pid {st.pid} on {st.hostname} ({st.argv[:80]})")
         if self.display is not None and was_lost:
@@ -374,7 +363,7 @@ class ConsoleServer:
         self._own_seq += 1
 
     # -- records -------------------------------------------------------------------------
-    async def _on_batch(self, st: ClientState, batch: P.Batch, writer: asyncio.StreamWriter) -> None:
+    async def _on_batch(self, st: ClientState, batch: P.Batch, writer: asyncio.StreamWriter, body: bytes) -> None:
         records = batch.records
         first = batch.first_seq
         if first < 0:
@@ -388,40 +377,36 @@ class ConsoleServer:
                 records, first = records[skip:], st.next_seq
         proc = st.process
         disp = self.display
-        events: list[Event] = []
-        add = events.append
-        for r in records:
-            if type(r) is P.LogRec:
-                attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
-                if r.ansi:
-                    attrs["ansi"] = r.ansi
-                if r.exc:
-                    attrs["exc"] = r.exc
-                add(_event(_LOG, r.time, proc, None, r.level, r.logger, attrs))
-                if disp is not None:
-                    disp.log(proc, r)
-            elif type(r) is P.ProgressRec:
-                add(self._on_progress(st, r))
-            elif type(r) is P.UsageRec:
-                ua: dict[str, Any] = {"cpu": r.cpu, "rss": r.rss, "hostname": st.hostname, "pid": st.pid}
-                if r.gpu_util is not None:
-                    ua["gpu_util"] = r.gpu_util
-                if r.gpu_mem is not None:
-                    ua["gpu_mem"] = r.gpu_mem
-                add(Event(_USAGE, r.time, proc, None, r.cpu, None, ua))
-            elif type(r) is P.MarkRec:
-                add(Event(_MARK, r.time, proc, r.step, None, r.name, {"hostname": st.hostname}))
-        self.received += len(events)
-        end = first + len(events)
+        end = first + len(records)
         st.next_seq = end
+        self.received += len(records)
         loop = asyncio.get_running_loop()
 
         def stored() -> None:
             loop.call_soon_threadsafe(_stored, st, writer, end)
 
-        self.sink.submit(st.client, first, events, stored)
+        if disp is not None:
+            for r in records:
+                if type(r) is P.LogRec:
+                    disp.log(proc, r)
+        sink = self.sink
+        if _records.simple(records):
+            if isinstance(sink, StoreProcess) and first == batch.first_seq:
+                sink.submit_raw(st.client, first, proc, len(records), body, stored)  # decoded over there
+            else:
+                sink.submit(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
+        else:
+            events: list[Event] = []
+            for r in records:
+                if type(r) is P.ProgressRec:
+                    events.append(self._on_progress(st, r))
+                else:
+                    e = _records.to_event(r, proc, st.hostname, st.pid)
+                    if e is not None:
+                        events.append(e)
+            sink.submit(st.client, first, events, stored)
         # back-pressure: stop reading while the store falls far behind
-        while self.sink.pending_events > 500_000:
+        while sink.pending_events > 500_000:
             await asyncio.sleep(0.02)
 
     def _on_progress(self, st: ClientState, r: P.ProgressRec) -> Event:
