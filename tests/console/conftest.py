@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from mlgoodput.console import ConsoleServer
 from mlgoodput.console._replay import log_entries
 from mlgoodput.store import open_store
 
@@ -25,15 +24,6 @@ def sockdir() -> Iterator[str]:
     os.chmod(d, 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def server(sockdir: str) -> Iterator[ConsoleServer]:
-    """A running server on a Unix socket with a SQLite store in the test's directory."""
-    srv = ConsoleServer(f"unix:{sockdir}/s.sock", job="t", store=f"{sockdir}/store.db", display=False)
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def wait_for(cond: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:

@@ -126,7 +126,10 @@ def _fork_child_logs(srv: C.ConsoleServer) -> None:
     time.sleep(0.2)
     # the server's screen and store writer stay in the server's process
     assert srv.display is not None
-    if srv.display.running or srv.sink.running:
+    from mlgoodput.console._storeproc import StoreProcess
+
+    assert isinstance(srv.sink, StoreProcess) and srv.sink._reader is not None
+    if srv.display.running or srv.sink.running or srv.sink._reader.running:
         os._exit(3)
 
 
@@ -134,7 +137,8 @@ def _fork_child_logs(srv: C.ConsoleServer) -> None:
 def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> None:
     store, screen_path = f"{sockdir}/store.db", f"{sockdir}/screen.txt"
     # a real file: a forked child writing to it would show
-    with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen) as srv:
+    with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen,
+                                                      store_process=True) as srv:
         logging.info("before the fork")
         time.sleep(0.3)  # on screen and in the store before the fork
         p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))

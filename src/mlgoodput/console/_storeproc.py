@@ -46,6 +46,37 @@ def _unpack_events(payload: bytes) -> list[Event]:
     return [Event(Kind(k), t, h, s, v, n, a) for k, t, h, s, v, n, a in _dec.decode(payload)]
 
 
+class _AckReader(BackgroundWorker):
+    """Reads the child's reports (blocking reads on its stdout) until the child ends."""
+
+    def __init__(self, fd: int, on_ack: Callable[[int, int], None]) -> None:
+        super().__init__("mlgoodput-console-store-acks", interval_s=0.05, max_backoff_s=0.05)
+        self.fd = fd
+        self.on_ack = on_ack
+        self.eof = False
+        self._buf = b""
+
+    def _work(self) -> bool:
+        if self.eof:
+            return True
+        data = os.read(self.fd, 65536)  # blocks until the child reports or ends
+        if not data:
+            self.eof = True
+            return True
+        buf = self._buf + data
+        n = len(buf) // ACK.size * ACK.size
+        for i in range(0, n, ACK.size):
+            self.on_ack(*ACK.unpack_from(buf, i))
+        self._buf = buf[n:]
+        return True
+
+    def _after_fork_in_child(self) -> None:
+        # the reports belong to the server's process: a forked child must not read them
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+
+
 class StoreProcess(BackgroundWorker):
     """Feeds the child; same calls as StoreSink (`submit`, `pending_events`, `stored_events`)."""
 
@@ -58,7 +89,7 @@ class StoreProcess(BackgroundWorker):
         self._inflight: collections.deque[list[Any]] = collections.deque()
         self._hosts: dict[int, bytes] = {}  # writer -> its HOST frame, resent to a new child
         self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self._reader: _AckReader | None = None
         self.pending_events = 0
         self.stored_events = 0
         self.restarts = 0
@@ -95,39 +126,34 @@ class StoreProcess(BackgroundWorker):
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
         )
-        proc = self._proc
-        self._reader = threading.Thread(target=self._read_acks, args=(proc,), name="mlgoodput-console-store-acks", daemon=True)
+        assert self._proc.stdout is not None
+        self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)
         self._reader.start()
 
-    def _read_acks(self, proc: subprocess.Popen[bytes]) -> None:
-        out = proc.stdout
-        assert out is not None
-        while True:
-            data = out.read(ACK.size)
-            if len(data) < ACK.size:
-                return  # the child ended; _work notices and starts another
-            writer, end = ACK.unpack(data)
-            done: list[list[Any]] = []
-            with self._lock:
-                for it in list(self._inflight):
-                    if it[0] == writer and 0 <= it[1] <= end and it[5]:
-                        self._inflight.remove(it)
-                        done.append(it)
-                        self.pending_events -= it[3]
-                        self.stored_events += it[3]
-            for it in done:
-                if it[4] is not None:
-                    try:
-                        it[4]()
-                    except Exception:
-                        pass
-            self._wake.set()
+    def _on_ack(self, writer: int, end: int) -> None:
+        done: list[list[Any]] = []
+        with self._lock:
+            for it in list(self._inflight):
+                if it[0] == writer and 0 <= it[1] <= end and it[5]:
+                    self._inflight.remove(it)
+                    done.append(it)
+                    self.pending_events -= it[3]
+                    self.stored_events += it[3]
+        for it in done:
+            if it[4] is not None:
+                try:
+                    it[4]()
+                except Exception:
+                    pass
+        self._wake.set()
 
     def _work(self) -> bool:
         proc = self._proc
         if proc is None or proc.poll() is not None:
             if proc is not None:
                 self.restarts += 1
+                if self._reader is not None:
+                    self._reader.close(1.0)
                 with self._lock:  # a new child gets every client's host, then all not stored
                     for it in self._inflight:
                         it[5] = False
@@ -161,15 +187,24 @@ class StoreProcess(BackgroundWorker):
             except Exception:
                 proc.kill()
         if self._reader is not None:
-            self._reader.join(5)
+            self._reader.close(5.0)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything handed over before this call is stored (the child said so)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if self._thread is None:
+            self.start()
+        while self.pending_events > 0:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.01)
+        return True
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Wait until everything handed over is stored (or `timeout_s`), then stop the child."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while self.pending_events > 0 and (deadline is None or time.monotonic() < deadline):
-            self._wake.set()
-            time.sleep(0.01)
-        ok = self.pending_events == 0
+        ok = self.flush(timeout_s) if not self._closed else True
         super().close(None if deadline is None else max(0.1, deadline - time.monotonic()))
         return ok
 
