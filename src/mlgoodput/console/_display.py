@@ -92,7 +92,7 @@ class Display(BackgroundWorker):
     def mark_lost(self, process: int, lost: bool) -> None:
         with self._lock:
             for b in self.bars.values():
-                if b.process == process and not b.done and not b.distributed:
+                if b.process == process and not b.done:
                     b.lost = lost
 
     # -- rendering -------------------------------------------------------------------------

@@ -353,7 +353,7 @@ class ConsoleServer:
             if self.display is not None:
                 self.display.mark_lost(st.process, True)
             for b in self.bars.values():
-                if b.process == st.process and not b.done and not b.distributed:
+                if b.process == st.process and not b.done:  # its owner died: nobody will finish it
                     b.lost = True
 
     def _server_event(self, kind: Kind, process: int, what: str, st: ClientState) -> None:
