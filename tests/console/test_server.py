@@ -239,3 +239,24 @@ def test_a_silent_client_is_reported_lost(sockdir: str) -> None:
         c.close(2)
     finally:
         srv.stop()
+
+
+def test_a_reconnect_supersedes_the_old_connection(sockdir: str) -> None:
+    srv = ConsoleServer(f"unix:{sockdir}/rc.sock", job="rc", store=f"{sockdir}/store.db", display=False)
+    srv.start()
+    try:
+        socks = []
+        for _ in range(2):  # the same client id twice: the second connection is the live one
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(srv.address[5:])
+            _raw_handshake(s)
+            s.sendall(P.frame(P.Hello(P.VERSION, 99, 1, "h", "rc", b"")))
+            assert isinstance(_read_reply(s), P.Welcome)
+            socks.append(s)
+        socks[0].close()  # the old connection breaks
+        time.sleep(0.3)
+        assert not srv.clients[99].lost and srv.clients[99].connected
+        socks[1].close()  # now the live one breaks
+        wait_for(lambda: srv.clients[99].lost, what="the client marked lost")
+    finally:
+        srv.stop()

@@ -47,6 +47,7 @@ class ClientState:
     connected: bool = False
     lost: bool = False
     contrib: dict[str, float] = field(default_factory=dict)  # distributed bar -> sum of deltas
+    conn: Any = None  # the current connection (a reconnect supersedes an older one)
 
 
 class ConsoleServer:
@@ -276,7 +277,7 @@ class ConsoleServer:
                 await writer.drain()
                 self._warn(peer, "unauthenticated: wrong or missing token")
                 return
-            state = self._client_joined(hello)
+            state = self._client_joined(hello, writer)
             writer.write(P.frame(P.Welcome(state.process, self.job, state.stored_seq)))
             await writer.drain()
             while True:
@@ -307,7 +308,7 @@ class ConsoleServer:
             self._warn(peer, f"error: {type(e).__name__}: {e}")
         finally:
             self._writers.discard(writer)
-            if state is not None:
+            if state is not None and state.conn is writer:  # not when a newer connection took over
                 self._client_left(state, clean_exit)
             try:
                 writer.close()
@@ -330,12 +331,13 @@ class ConsoleServer:
                 if isinstance(cid, int) and cid not in self.clients:
                     self.clients[cid] = ClientState(cid, cols.hosts[i], int(a.get("pid", 0)), str(a.get("hostname", "")), str(a.get("argv", "")))
 
-    def _client_joined(self, hello: P.Hello) -> ClientState:
+    def _client_joined(self, hello: P.Hello, writer: asyncio.StreamWriter) -> ClientState:
         st = self.clients.get(hello.client)
         if st is None:
             st = ClientState(hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
             self.clients[hello.client] = st
         st.connected, was_lost, st.lost = True, st.lost, False
+        st.conn = writer
         if isinstance(self.sink, StoreProcess):
             self.sink.register_client(st.client, st.process, st.pid, st.hostname)
         self._server_event(_CLIENT, st.process, "connect", st)
