@@ -59,7 +59,10 @@ class Display(BackgroundWorker):
         goodput_every_s: float = 5.0,
     ) -> None:
         super().__init__("mlgoodput-console-display", interval_s=0.1, max_backoff_s=1.0)
-        from rich.console import Console
+        try:
+            from rich.console import Console
+        except ImportError:
+            raise ImportError("the console screen needs rich: pip install 'mlgoodput[console]'") from None
 
         self.console = Console(file=file, highlight=False, soft_wrap=False)
         self._lines: collections.deque[tuple[int, LogRec]] = collections.deque(maxlen=max_lines_per_frame)

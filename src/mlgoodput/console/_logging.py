@@ -27,7 +27,7 @@ def _is_rich(obj: object) -> bool:
 
 def render_rich(parts: tuple[Any, ...], width: int = 100) -> tuple[str, str]:
     """Render message parts (some of them rich objects) to (plain text, ANSI text)."""
-    from rich.console import Console
+    from rich.console import Console  # present: the parts are rich objects
     from rich.text import Text
 
     buf = io.StringIO()

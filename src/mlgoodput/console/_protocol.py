@@ -13,8 +13,11 @@ import hmac
 import struct
 from typing import Annotated, Any
 
-import msgspec
-from msgspec import Meta
+try:
+    import msgspec
+    from msgspec import Meta
+except ImportError:  # pragma: no cover - depends on the install
+    raise ImportError("mlgoodput.console needs msgspec: pip install 'mlgoodput[console]'") from None
 
 #: Bumped when a message changes incompatibly; both sides refuse another version.
 VERSION = 1
