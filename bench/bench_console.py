@@ -140,7 +140,12 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         p.join(60)
     t_done = time.perf_counter()
     deadline = time.time() + 60
+    last, still = -1, time.time()
     while count() - c0 < sent and time.time() < deadline:
+        if count() != last:
+            last, still = count(), time.time()
+        elif time.time() - still > 3.0:
+            break  # nothing more is coming: the rest was lost on the way
         time.sleep(0.05)
     received = count() - c0
     stored = -1
