@@ -15,6 +15,7 @@ import logging.handlers
 import multiprocessing as mp
 import os
 import pickle
+import shutil
 import socketserver
 import statistics
 import struct
@@ -157,6 +158,7 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         cols = st.read("mlgoodput.console", "bench").columns
         stored = sum(1 for k in cols.kinds if k == 60)
         st.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     else:
         rsrv.shutdown()
         rsrv.server_close()
@@ -224,6 +226,7 @@ def _server_alone(clients: int, frames: int) -> dict[str, float]:
     for p in procs:
         p.terminate()
     srv.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
     return {"rps": stored / dt, "stored": stored, "total": total}
 
 
