@@ -162,6 +162,7 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     else:
         rsrv.shutdown()
         rsrv.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
     return {
         "steady_rps": (b - a) / (tb - ta),
         "overall_rps": received / (t_done - t0),
