@@ -34,8 +34,11 @@ lint: install-test
 typecheck: install-test
 	$(PY) -m mypy src
 
+# Tests that fork the test process run first, in a pytest process of their own: forking a
+# process that has loaded JAX (multithreaded) can deadlock the child.
 unit: install-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m forks $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not forks" $(PYTEST_ARGS)
 
 test: lint typecheck unit
 

@@ -101,6 +101,12 @@ class Journal(BackgroundWorker):
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
+    def live(cls, job: str) -> list[Journal]:
+        """The open journals of `job` in this process (any store, namespace and host)."""
+        with cls._registry_lock:
+            return [j for (_, _, jb, _), j in cls._registry.items() if jb == job and not j._closed]
+
+    @classmethod
     def for_stream(cls, store: Any, namespace: str, job: str, host: int) -> Journal:
         """The shared journal of this stream; each call must be matched by one `close()`."""
         for arg, v in (("namespace", namespace), ("job", job)):

@@ -108,19 +108,20 @@ class GoodputRecorder:
     def _start(self, kind: Kind, t: _dt.datetime | None, arg: str, key: Any = None,
                step: int | None = None, name: str | None = None) -> None:
         ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
-        with self._state_lock:
+        if self._closed:
             self._check_open()
-            self._open.add((kind, key))
+        self._open.add((kind, key))  # one set operation: atomic under the GIL, no lock needed
         self._append(kind, ts, step, None, name)
 
     def _end(self, start: Kind, end: Kind, t: _dt.datetime | None, arg: str, what: str,
              key: Any = None, step: int | None = None, name: str | None = None) -> None:
         ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
-        with self._state_lock:
+        if self._closed:
             self._check_open()
-            if (start, key) not in self._open:
-                raise ValueError(f"{what}: no matching start was recorded by this recorder")
-            self._open.discard((start, key))
+        try:
+            self._open.remove((start, key))  # atomic: two threads cannot both end one start
+        except KeyError:
+            raise ValueError(f"{what}: no matching start was recorded by this recorder") from None
         self._append(end, ts, step, None, name)
 
     def _check_open(self) -> None:
@@ -252,6 +253,25 @@ class GoodputRecorder:
             step = check_step(step, "step")
             self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, "end_time",
                       f"record_checkpoint_restore_end_time(step={step!r})", key=step, step=step)
+
+    # -- for integrations (the JAX listeners, the Orbax logger) ----------------------------
+    @property
+    def journal(self) -> Journal | None:
+        """The journal of this recorder's stream (None when recording is off or closed):
+        integrations append their events (compiles, checkpoints) to the job through it."""
+        return self._journal
+
+    def checkpoint_open(self, kind: str, step: int | None = None) -> bool:
+        """Whether a `record_checkpoint_{kind}_start_time` (kind "save" or "restore") is open,
+        for `step` or any step when None: another reporter of that checkpoint then stays quiet."""
+        start = {"save": Kind.CKPT_SAVE_START, "restore": Kind.CKPT_RESTORE_START}.get(kind)
+        if start is None:
+            raise ValueError(f"kind must be 'save' or 'restore', got {kind!r}")
+        try:
+            keys = list(self._open)
+        except RuntimeError:  # changed size while copied: another thread is recording
+            keys = []
+        return any(k == start and (step is None or key == step or key is None) for k, key in keys)
 
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> bool:

@@ -4,21 +4,26 @@ checkpoint, and every event of both attempts ends up in the demo's store."""
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from mlgoodput import cli
-from mlgoodput._demo.supervisor import DemoConfig, run_demo
+from mlgoodput._demo.supervisor import DEFAULT_WORKLOAD, DemoConfig, run_demo
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
 
 
-def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path) -> None:
+def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = io.StringIO()
-    cfg = DemoConfig(output_dir=tmp_path / "demo-output", steps=40, kill_at_step=25, time_scale=0.05)
+    cfg = DemoConfig(output_dir=tmp_path / "demo-output", steps=40, kill_at_step=25, time_scale=0.05,
+                     workload=DEFAULT_WORKLOAD)  # the simulated workload (the JAX one: tests/jax)
     assert run_demo(cfg, out) == 0
+    report = capsys.readouterr().out  # `mlgoodput report` prints to stdout
+    assert re.search(r"disruptions\s+1\b", report), report
+    assert re.search(r"last step\s+39\b", report), report
     text = out.getvalue()
     assert "killed with SIGKILL after step 25" in text
     assert "restore (step 19)" in text
@@ -39,7 +44,6 @@ def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path) -> None:
 
 
 def test_demo_command_is_registered() -> None:
-    pytest.importorskip("mlgoodput._cli.report", reason="the CLI needs main's report command to build")
     with pytest.raises(SystemExit) as e:
         cli.main(["demo", "--help"])
     assert e.value.code == 0

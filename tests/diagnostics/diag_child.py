@@ -11,9 +11,9 @@ import os
 import sys
 import time
 
+import jax  # noqa: F401 - the framework whose traces we capture
 import jax.numpy as jnp
 
-import jax  # noqa: F401 - the framework whose traces we capture
 from mlgoodput.diagnostics import machinelearning_run, metrics, xprof
 
 

@@ -7,10 +7,10 @@ import json
 import socket
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
 
-import jax
 from mlgoodput.diagnostics import (
     ProfilerBusyError,
     ProfilerNotActiveError,

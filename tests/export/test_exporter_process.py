@@ -102,7 +102,7 @@ class CountingSource:
     def __init__(self) -> None:
         self.n = 0
 
-    def collect(self, now: float) -> list[Sample]:
+    def collect(self, now: float, final: bool = False) -> list[Sample]:
         self.n += 1
         return [Sample("collects", float(self.n), JOB)]
 
@@ -190,3 +190,40 @@ def test_a_port_in_use_is_an_error_at_construction_or_start() -> None:
         proc = ExporterProcess([exp])
         with pytest.raises((ValueError, ExporterError), match="could not open"):
             proc.start()
+
+
+@pytest.mark.forks
+def test_a_forked_child_of_the_parent_leaves_the_exporter_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=60)
+    proc.start()
+    pid = os.fork()
+    if pid == 0:  # a data-loader worker forked from the training process
+        code = 0
+        try:
+            time.sleep(0.5)  # long enough for a wrongly running supervisor to act
+            proc.submit([Sample("from_fork", 1.0, JOB)])
+            code = 0 if (not proc.alive and proc.pid is None) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert proc.alive and proc.restarts == 0
+    proc.submit([Sample("from_parent", 2.0, JOB)])
+    assert proc.stop(10)
+    assert FileExporter.latest(out) == {"from_parent": 2.0}
+
+
+def test_export_interval_batches_submits_but_flush_is_immediate(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out)], interval_s=60, export_interval_s=0.5)
+    proc.start()
+    for v in range(20):
+        proc.submit([Sample("loss", float(v), JOB)])
+    assert wait_for(lambda: FileExporter.latest(out).get("loss") == 19.0)
+    batches = [r for r in FileExporter.read(out) if "samples" in r]
+    assert len(batches) < 20  # batched, not one export per submit
+    proc.submit([Sample("loss", 99.0, JOB)])
+    assert proc.flush(10)
+    assert FileExporter.latest(out)["loss"] == 99.0
+    assert proc.stop(10)

@@ -60,8 +60,8 @@ def test_real_compile_is_exported_with_job_and_function_labels(tmp_path: Path) -
     s = jm.init(job_name="compile-job", exporters=[FileExporter(out)], store="memory://jax-c",
                 interval_s=60)
 
-    @jax.jit
-    def double_it(x: jax.Array) -> jax.Array:
+    @jax.jit  # type: ignore[untyped-decorator]
+    def double_it(x: Any) -> Any:
         return x + x
 
     double_it(jnp.ones((64, 64))).block_until_ready()
@@ -174,5 +174,72 @@ def test_bad_arguments_are_refused_at_init() -> None:
     with pytest.raises(ValueError, match="interval_s"):
         jm.init(job_name="x", interval_s=0)
     with pytest.raises(TypeError, match="exporters"):
-        jm.init(job_name="x", exporters="prometheus")  # type: ignore[arg-type]
+        jm.init(job_name="x", exporters="prometheus")
     assert jm.current() is None
+
+
+def test_concurrent_listeners_and_readers_count_every_value() -> None:
+    agg = Aggregator(fold_at=3)  # folds all the time, from listeners and the reader
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            seen.append(agg.total_count())
+
+    def writer(k: int) -> None:
+        for i in range(20_000):
+            agg.on_duration("/c", float(i % 10), fun_name=f"f{k % 2}")
+
+    r = threading.Thread(target=reader)
+    r.start()
+    ws = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for w in ws:
+        w.start()
+    for w in ws:
+        w.join()
+    stop.set()
+    r.join()
+    snap = {dict(s.labels)["fun_name"]: s for s in agg.snapshot()}
+    assert snap["f0"].count == snap["f1"].count == 40_000
+    assert snap["f0"].sum == 2 * sum(float(i % 10) for i in range(20_000))
+    assert (snap["f0"].min, snap["f0"].max) == (0.0, 9.0)
+    assert sum(snap["f1"].buckets) == 40_000
+    assert seen == sorted(seen)  # totals only grow
+
+
+class _Capture:
+    def __init__(self, fail: bool = False) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.fail = fail
+
+    def append(self, kind: Any, time: float, step: int | None = None, value: float | None = None,
+               name: str | None = None, attrs: dict[str, Any] | None = None) -> None:
+        if self.fail:
+            raise OSError("journal broken")
+        self.events.append((kind, time, value, name))
+
+
+def test_compile_listeners_from_spans_and_from_durations() -> None:
+    from mlgoodput.events import Kind
+    from mlgoodput.jax._listeners import compile_listeners
+
+    cap = _Capture()
+    span = compile_listeners(cap, spans=True)["span"]
+    span("/jax/core/compile/backend_compile_duration", 100.0, 100.5, fun_name="jit(f)")
+    span("/jax/other/thing", 1.0, 2.0)  # not a compile phase: ignored
+    dur = compile_listeners(cap, clock=lambda: 50.0, spans=False)["duration"]
+    dur("/jax/core/compile/jaxpr_trace_duration", 0.25, fun_name="f")
+    assert cap.events == [(Kind.COMPILE, 100.0, 0.5, "jit(f)"), (Kind.COMPILE, 49.75, 0.25, "f")]
+    broken = compile_listeners(_Capture(fail=True), spans=True)["span"]
+    broken("/jax/core/compile/backend_compile_duration", 1.0, 2.0)  # never raises into JAX
+
+
+def test_histograms_can_be_left_out(tmp_path: Path) -> None:
+    out = tmp_path / "samples.jsonl"
+    s = jm.init(job_name="nohist", exporters=[FileExporter(out)], store="memory://jax-nh",
+                interval_s=60, histograms=False)
+    jmon.record_event_duration_secs("/test/nohist", 0.5)
+    assert s.flush(20)
+    names = {x["name"] for x in _samples(out)}
+    assert "test/nohist/count" in names and not any(n.endswith("/bucket") for n in names)

@@ -220,6 +220,7 @@ def test_oversized_name_is_the_callers_error(tmp_path: Path) -> None:
     j.close()
 
 
+@pytest.mark.forks
 def test_fork_child_gets_its_own_journal_file(tmp_path: Path) -> None:
     db = str(tmp_path / "s.db")
     j = Journal.for_stream(db, "ns", "job", 0)
@@ -351,4 +352,43 @@ def test_values_that_do_not_fit_are_refused_and_leave_nothing() -> None:
     j.append(Kind.STEP_START, 2.0, 2)
     assert j.flush(30)
     assert _events("memory://fit") == [Event(Kind.STEP_START, 2.0, 0, step=2)]
+    j.close()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 2 MiB tmpfs filled to the last byte (needs the right to mount, as root in a container)."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill up here: {r.stderr.strip()}")
+    try:
+        filler = mnt / "filler"
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        yield mnt, filler
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_never_raises_and_loses_nothing(full_disk: tuple[Path, Path]) -> None:
+    mnt, filler = full_disk
+    db = str(mnt / "s.db")
+    j = Journal.for_stream(db, "ns", "job", 0)
+    for i in range(300):
+        j.append(Kind.STEP_START, float(i), i)
+    assert j.flush(0.5) is False
+    assert j.failures >= 1
+    # the journal went to the per-user directory, on a disk with room
+    assert any("xdg" in str(p) for p in _segments(j.url))
+    filler.unlink()
+    assert j.flush(60)
+    assert j.volatile == 0
+    assert [e.step for e in _events(db)] == list(range(300))
     j.close()

@@ -226,7 +226,7 @@ def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-c", "import sys; from mlgoodput._cli.monitor import main; sys.exit(main(sys.argv[1:]))",
+    cmd = [sys.executable, "-m", "mlgoodput", "monitor",
            "--job", JOB, "--logger-name", LOGGER, "--store", str(db), "--interval", "0.3", "--tensorboard-dir", str(tb),
            "--rolling-windows", "60,300"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -254,3 +254,89 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path: Path) -> None:
+    """TensorBoard, Prometheus, OTLP and Cloud Monitoring fed by one monitor's uploader process."""
+    from monitor_helpers import finished_job as job_events
+
+    from mlgoodput.export import CloudMonitoringExporter, GCPOptions, OTLPExporter
+    from mlgoodput.testing import FakeMetricService, OTLPReceiver
+
+    write_events(db, LOGGER, JOB, job_events(t0))
+    want = expected(db)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with OTLPReceiver("grpc") as rx, FakeMetricService(min_point_interval_s=0.0) as svc:
+        gcm = CloudMonitoringExporter(
+            GCPOptions(project_id="p", location="us-central2-b", acc_type="v4-8"),
+            api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=0.0,
+        )
+        m = monitoring.GoodputMonitor(
+            JOB, LOGGER, tensorboard_dir=str(tmp_path / "tb"), upload_interval=60, monitoring_enabled=True,
+            include_badput_breakdown=True, store=str(db),
+            exporters=[PrometheusExporter(port=port), OTLPExporter(endpoint=rx.endpoint), gcm],
+        )
+        m.start_goodput_uploader()
+        m.start_goodput_interval_uploader(window_size_seconds=120)
+        assert m.flush(30)
+        import urllib.request
+
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        line = next(x for x in text.splitlines() if x.startswith("mlgoodput_goodput_ratio{"))
+        assert float(line.rsplit(" ", 1)[1]) == pytest.approx(want["goodput/goodput_pct"] / 100)
+        assert 'window="120s"' in text
+        assert m.stop_goodput_interval_uploader()
+        assert m.stop_goodput_uploader()
+        assert rx.latest("mlgoodput.goodput.productive.seconds", job_name=JOB) == pytest.approx(want["goodput/productive_seconds"])
+        assert svc.latest("compute.googleapis.com/workload/goodput_time", workload_id=JOB) == pytest.approx(want["goodput/productive_seconds"])
+        assert svc.latest("compute.googleapis.com/workload/interval_goodput", rolling_window_size="120") is not None
+        assert svc.rejected == 0
+
+
+def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    events = finished_job(t0)
+    write_events(db, LOGGER, JOB, events[:25])
+    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=60, monitoring_enabled=True, include_badput_breakdown=True,
+                                  store=str(db), exporters=[FileExporter(out)])
+    m.start_goodput_uploader()
+    first = m.uploader_pid
+    assert m.stop_goodput_uploader()
+    write_events(db, LOGGER, JOB, events[25:])
+    m.start_goodput_uploader()
+    assert m.uploader_pid != first
+    assert m.stop_goodput_uploader()
+    assert_matches(FileExporter.latest(out), expected(db))
+
+
+def test_seed_usage_with_the_real_recorder_in_a_training_process(db: Path, tmp_path: Path) -> None:
+    """The seed's pattern: record with GoodputRecorder, monitor with GoodputMonitor, in one
+    training process; the uploader runs beside it and the final upload sees the job end."""
+    out = tmp_path / "out.jsonl"
+    script = textwrap.dedent(f"""
+        import time
+        from mlgoodput import goodput, monitoring
+        from mlgoodput.testing import FileExporter
+        rec = goodput.GoodputRecorder({JOB!r}, {LOGGER!r}, logging_enabled=True, store={str(db)!r})
+        mon = monitoring.GoodputMonitor(job_name={JOB!r}, logger_name={LOGGER!r}, upload_interval=0.2,
+                                        monitoring_enabled=True, include_badput_breakdown=True,
+                                        store={str(db)!r}, exporters=[FileExporter({str(out)!r})])
+        rec.record_job_start_time()
+        mon.start_goodput_uploader()
+        rec.record_tpu_init_start_time(); time.sleep(0.1); rec.record_tpu_init_end_time()
+        for step in range(15):
+            rec.record_step_start_time(step)
+            time.sleep(0.03)
+        rec.record_job_end_time()
+        print(mon.stop_goodput_uploader(), flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "True"
+    got, want = FileExporter.latest(out), expected(db)
+    assert got["goodput/max_productive_step"] == 14.0
+    assert want["badput/{bucket}_seconds|bucket=tpu_initialization"] > 0.05
+    assert_matches(got, {k: v for k, v in want.items() if "custom" not in k and "checkpoint" not in k})

@@ -11,13 +11,14 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "demo",
         help="run a short job that crashes and restarts, then print its goodput report",
-        description="Runs a training-like workload (about 30 s), kills it with SIGKILL midway, "
+        description="Runs a training job (a small JAX model on the CPU when JAX is installed; "
+        "about a minute), kills it with SIGKILL midway, "
         "restarts it from its last checkpoint and prints the report of the job.",
     )
     p.add_argument("--store", default=None, help="store URL (default: a fresh demo-output/demo.db)")
     p.add_argument("--output-dir", type=Path, default=Path("demo-output"), help="where the demo writes")
     p.add_argument("--job", default="demo", help="job name (default: demo)")
-    p.add_argument("--workload", default=None, help="workload module (default: mlgoodput._demo.workload_sim)")
+    p.add_argument("--workload", default=None, help="workload module (default: mlgoodput._demo.workload_jax when JAX is installed, else workload_sim)")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--kill-at-step", type=int, default=None)
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply every duration (0.1: ten times faster)")
@@ -25,13 +26,13 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mlgoodput._demo.supervisor import DEFAULT_WORKLOAD, DemoConfig, run_demo
+    from mlgoodput._demo.supervisor import DemoConfig, default_workload, run_demo
 
     cfg = DemoConfig(
         output_dir=args.output_dir,
         store=args.store,
         job=args.job,
-        workload=args.workload or DEFAULT_WORKLOAD,
+        workload=args.workload or default_workload(),
         steps=args.steps,
         kill_at_step=args.kill_at_step,
         time_scale=args.time_scale,

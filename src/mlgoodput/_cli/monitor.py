@@ -33,7 +33,8 @@ def _positive(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", required=True, help="job (run) name")
-    p.add_argument("--logger-name", default=None, help="logger name (default: goodput_<job>)")
+    p.add_argument("--logger", "--logger-name", dest="logger_name", default=None,
+                   help="logger name (default: the one the store holds for the job, else goodput_<job>)")
     p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
     p.add_argument("--interval", type=_positive, default=30.0, help="seconds between uploads (default 30)")
     p.add_argument("--tensorboard-dir", default=None, help="write TensorBoard scalars under DIR/goodput")
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from mlgoodput.monitoring import GoodputMonitor
 
-    logger_name = args.logger_name or f"goodput_{args.job}"
+    logger_name = args.logger_name or _default_logger(args.store, args.job)
     exporters: list[Any] = []
     if args.prometheus_port is not None:
         exporters.append(PrometheusExporter(port=args.prometheus_port, addr=args.prometheus_addr))
@@ -127,3 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mlgoodput monitor")
     add_arguments(p)
     return run(p.parse_args(argv))
+
+
+def _default_logger(store: str | None, job: str) -> str:
+    """The logger the store already holds for the job; goodput_<job> before it records anything."""
+    from mlgoodput._cli.report import loggers_for, resolve_logger
+    from mlgoodput.store import open_store
+
+    st = open_store(store, "--store")
+    if not loggers_for(st, job):
+        return f"goodput_{job}"
+    return resolve_logger(st, job, None)  # one name, or a clear error naming them all

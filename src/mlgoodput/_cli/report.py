@@ -61,12 +61,15 @@ def parse_time(text: str, arg: str) -> float:
         raise ValueError(f"{arg}: expected ISO 8601 or UNIX seconds, got {text!r}") from None
 
 
+def loggers_for(store: Store, job: str) -> list[str]:
+    """The goodput logger names under which a store holds `job`."""
+    return [j.namespace for j in store.jobs() if j.job == job and not j.namespace.startswith(RESERVED_PREFIX)]
+
+
 def resolve_logger(store: Store, job: str, logger: str | None) -> str:
     if logger:
         return logger
-    names = [
-        j.namespace for j in store.jobs() if j.job == job and not j.namespace.startswith(RESERVED_PREFIX)
-    ]
+    names = loggers_for(store, job)
     if len(names) == 1:
         return names[0]
     if not names:

@@ -5,7 +5,10 @@ A workload is any module run as `python -m MODULE --store URL --job JOB --ckpt-d
 --steps N --time-scale F` that records with the public recorder API, restores from the
 newest checkpoint in DIR when it restarts, and prints one JSON object per line on stdout
 with at least `phase` ("start", "init", "prep", "restore", "step", "eval", "checkpoint",
-"done") and, for steps, `step` and `steps`. `mlgoodput._demo.workload_sim` is the default.
+"done") and, for steps, `step` and `steps`. The default is `mlgoodput._demo.workload_jax`
+(a real JAX job) when JAX, Orbax and Optax are installed, else `mlgoodput._demo.workload_sim`.
+A workload that says where it wrote TensorBoard files (`tensorboard_dir` in its "start"
+message) gets a line on how to open them after the report.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +29,19 @@ from mlgoodput._journal import journal_dirs, recover_journals
 from mlgoodput.store import open_store, resolve_store_url
 
 DEFAULT_WORKLOAD = "mlgoodput._demo.workload_sim"
+JAX_WORKLOAD = "mlgoodput._demo.workload_jax"
+
+
+def default_workload() -> str:
+    """The JAX workload when its packages are installed, else the simulated one."""
+    import importlib.util
+
+    try:
+        if all(importlib.util.find_spec(m) is not None for m in ("jax", "orbax.checkpoint", "optax")):
+            return JAX_WORKLOAD
+    except (ImportError, ValueError):
+        pass
+    return DEFAULT_WORKLOAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +51,7 @@ class DemoConfig:
     output_dir: Path = Path("demo-output")
     store: str | None = None  # default: a fresh SQLite file in output_dir
     job: str = "demo"
-    workload: str = DEFAULT_WORKLOAD
+    workload: str = field(default_factory=default_workload)
     steps: int = 100
     kill_at_step: int | None = None  # default: just past the middle
     time_scale: float = 1.0
@@ -103,7 +119,8 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": pkg_root + (os.pathsep + path if path else ""), "PYTHONUNBUFFERED": "1"}
 
 
-def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int | None, ui: _Progress) -> int:
+def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int | None, ui: _Progress,
+             seen: dict[str, Any] | None = None) -> int:
     cmd = [sys.executable, "-m", cfg.workload, "--store", url, "--job", cfg.job, "--ckpt-dir", str(ckpt),
            "--steps", str(cfg.steps), "--time-scale", str(cfg.time_scale)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=_child_env())
@@ -118,6 +135,8 @@ def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int |
             if not isinstance(msg, dict):
                 continue
             ui.show(attempt, msg)
+            if seen is not None and isinstance(msg.get("tensorboard_dir"), str):
+                seen["tensorboard_dir"] = msg["tensorboard_dir"]
             if kill_at is not None and msg.get("phase") == "step" and int(msg["step"]) >= kill_at:
                 os.kill(p.pid, signal.SIGKILL)
                 p.wait()
@@ -148,7 +167,8 @@ def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
         return 1
     ui.note(f"restarting in {cfg.restart_delay_s * cfg.time_scale:.1f} s (infrastructure recovery) ...")
     time.sleep(cfg.restart_delay_s * cfg.time_scale)
-    rc = _attempt(cfg, url, ckpt, 2, None, ui)
+    seen: dict[str, Any] = {}
+    rc = _attempt(cfg, url, ckpt, 2, None, ui, seen)
     if rc != 0:
         ui.note(f"the restarted worker failed with exit code {rc}")
         return 1
@@ -156,7 +176,11 @@ def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
     shipped = recover_journals(url)  # the restarted worker already shipped the killed one's journal
     if shipped:
         ui.note(f"recovered {shipped} journaled events")
-    return _report(cfg.job, url, ui)
+    rc = _report(cfg.job, url, ui)
+    if "tensorboard_dir" in seen:
+        ui.note(f"\nTensorBoard files: {seen['tensorboard_dir']}\n"
+                f"  open them with: tensorboard --logdir {seen['tensorboard_dir']}  (then http://localhost:6006)")
+    return rc
 
 
 def _report(job: str, url: str, ui: _Progress) -> int:
@@ -166,7 +190,15 @@ def _report(job: str, url: str, ui: _Progress) -> int:
     ui.note("\n$ mlgoodput " + " ".join(argv))
     try:
         return cli.main(argv)
-    except ImportError:  # the report command is not in this build: show what the store holds
+    except ImportError:  # the report command is not in this build: print the calculator's report
+        try:
+            from mlgoodput._demo._render import render_report
+            from mlgoodput.accounting import GoodputCalculator
+
+            render_report(GoodputCalculator(job, f"goodput_{job}", store=url).report(), ui.out)
+            return 0
+        except ImportError:
+            pass
         st = open_store(url)
         counts: dict[str, int] = {}
         for e in st.read(f"goodput_{job}", job).columns.events():

@@ -45,6 +45,7 @@ class GoodputSource:
     configured_ideal_step_time: float | None = None
     clock: Any = None  # None: time.time; a picklable callable for tests
     reports: int = 0
+    _deviation: float | None = None
 
     def _calc(self) -> Any:
         return shared_calculator(self.store_url, self.logger_name, self.job_name)
@@ -52,7 +53,7 @@ class GoodputSource:
     def open(self) -> None:
         self._calc()
 
-    def collect(self, now: float) -> list[Sample]:
+    def collect(self, now: float, final: bool = False) -> list[Sample]:
         end = None if self.clock is None else float(self.clock())  # None: the calculator's now
         calc = self._calc()
         self.reports += 1
@@ -68,7 +69,13 @@ class GoodputSource:
                 include_slice_efficiency=self.include_slice_efficiency,
             )
         if self.include_step_deviation or self.mode == "step_deviation":
-            value = _samples.step_deviation_summary(calc.get_step_deviation(self.configured_ideal_step_time))
+            value = self._step_deviation(calc, final)
             if value is not None:
                 out.append(_samples.step_deviation_sample(report, value))
         return out
+
+    def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
+        """The deviation summary over the latest steps (the calculator reads only those)."""
+        devs = calc.get_step_deviation(self.configured_ideal_step_time, last_n=_samples.DEVIATION_STEPS)
+        self._deviation = _samples.step_deviation_summary(devs)
+        return self._deviation

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from mlgoodput._journal import recover_journals
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import BadputType, GoodputReport
 from mlgoodput.store import Store, open_store
@@ -63,12 +64,10 @@ class GoodputCalculator:
         return self._store
 
     def _refresh(self) -> None:
-        recover = _journal_recovery()
-        if recover is not None:
-            try:
-                recover(self._store)
-            except OSError:
-                pass  # a journal we cannot read now is read by a later query
+        try:
+            recover_journals(self._store)  # what killed processes left behind
+        except OSError:
+            pass  # a journal we cannot read now is read by a later query
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for part in res.parts:
             self._engine.timeline.ingest(part)
@@ -168,14 +167,19 @@ class GoodputCalculator:
             r.disruptions,
         )
 
-    def get_step_deviation(self, configured_ideal_step_time: float | None = None) -> dict[int, float]:
-        """Step number -> net step time minus the ideal step time, for steps with a known end."""
+    def get_step_deviation(
+        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
+    ) -> dict[int, float]:
+        """Step number -> net step time minus the ideal step time, for steps with a known end;
+        `last_n` keeps only the latest steps (and costs only that much)."""
         ideal = _check_ideal(configured_ideal_step_time)
+        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+            raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
         with self._lock:
             self._refresh()
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
-            return engine.step_deviation(q, ideal)
+            return engine.step_deviation(q, ideal, last_n)
 
 
 def _check_ideal(v: float | None) -> float | None:
@@ -195,11 +199,3 @@ def _breakdown(r: GoodputReport) -> dict[BadputType, Any]:
     if isinstance(custom, Mapping):
         out[BadputType.CUSTOM_BADPUT_EVENTS] = dict(custom)
     return out
-
-
-def _journal_recovery() -> Callable[[Store], int] | None:
-    try:
-        from mlgoodput._journal import recover_journals  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return recover_journals  # type: ignore[no-any-return,unused-ignore]

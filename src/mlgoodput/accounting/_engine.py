@@ -399,8 +399,11 @@ class Engine:
             hosts=self.host_stats(q) if len(tl.hosts) > 1 else (),
         )
 
-    def step_deviation(self, q: float, configured_ideal: float | None) -> dict[int, float]:
-        """Step number -> net time minus the ideal step time, for the lead host's regular steps."""
+    def step_deviation(
+        self, q: float, configured_ideal: float | None, last_n: int | None = None
+    ) -> dict[int, float]:
+        """Step number -> net time minus the ideal step time, for the lead host's regular steps
+        (only the `last_n` latest ones when given: a cost of last_n, not of the job's length)."""
         lead = self.timeline.lead_host(q)
         if lead is None:
             return {}
@@ -413,13 +416,24 @@ class Engine:
         ideal = ctx.ideal
         out: dict[int, float] = {}
         nums = log.nums
-        for att in atts:
-            for i in range(att.i0 + 1, max(att.i0 + 1, att.i1 - 1)):
-                v = d.eff[i]
-                if not math.isnan(v):
-                    out[int(nums[i])] = v + d.compile.get(i, 0.0) - ideal
-        for i, (eff, comp) in ctx.extra.items():
-            out[int(nums[i])] = eff + comp - ideal
+        regular: list[int] = []  # indices, latest first
+        limit = math.inf if last_n is None else last_n
+        for att in reversed(atts):
+            if len(regular) >= limit:
+                break
+            if att.i1 - 1 in ctx.extra:
+                regular.append(att.i1 - 1)
+            for i in range(max(att.i0 + 1, att.i1 - 1) - 1, att.i0, -1):
+                if len(regular) >= limit:
+                    break
+                if not math.isnan(d.eff[i]):
+                    regular.append(i)
+        for i in reversed(regular):
+            if i in ctx.extra:
+                eff, comp = ctx.extra[i]
+                out[int(nums[i])] = eff + comp - ideal
+            else:
+                out[int(nums[i])] = d.eff[i] + d.compile.get(i, 0.0) - ideal
         return out
 
     def host_stats(self, q: float) -> tuple[HostStepStats, ...]:

@@ -144,7 +144,7 @@ WORKLOAD_METRICS: dict[str, _Mapping] = {
     ),
 }
 #: Sample names we never send (their content is already in another series).
-SKIPPED = frozenset({"badput/{bucket}_pct", "goodput/goodput_pct", "goodput/last_step"})
+SKIPPED = frozenset({"badput/{bucket}_pct", "badput/custom/{event}_pct", "goodput/goodput_pct", "goodput/last_step"})
 _NO_ACCELERATOR_LABEL = frozenset({"performance"})
 
 

@@ -6,10 +6,14 @@ child Python interpreter and hands it samples through a socket pair. The API:
     proc = ExporterProcess([TensorBoardExporter(d), PrometheusExporter(port=9100)], interval_s=10)
     proc.start()                      # raises if an exporter cannot open (a port in use, ...)
     proc.submit(samples)              # never blocks on a backend, never raises
-    proc.add_source("goodput", src)   # src.collect(now) -> samples, called in the child each interval
+    proc.add_source("goodput", src)   # src.collect(now, final) -> samples, called in the child each interval
     proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
     proc.remove_source("goodput")     # one last collect and export of that source
     proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
+
+Submitted samples are exported as soon as they arrive, or, with `export_interval_s`, in
+one batch per exporter every `export_interval_s` (latest value per series); source
+collects and `flush` export at once.
 
 Exporters and sources must be picklable (ours keep their live state out of the pickle).
 In the child each exporter gets its own BackgroundWorker thread that keeps the latest
@@ -33,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,9 +51,12 @@ SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
 @runtime_checkable
 class SampleSource(Protocol):
-    """Something the child asks for samples every interval (a monitor computing reports)."""
+    """Something the child asks for samples every interval (a monitor computing reports).
 
-    def collect(self, now: float) -> Sequence[Sample]: ...
+    `final` is True for the collects of flush, remove_source and stop: the values that must
+    be exact (a source may refresh costly values less often otherwise)."""
+
+    def collect(self, now: float, final: bool = False) -> Sequence[Sample]: ...
 
 
 def series_key(s: Sample) -> SeriesKey:
@@ -76,6 +83,7 @@ class ExporterProcess:
         exporters: Sequence[Exporter],
         *,
         interval_s: float = 10.0,
+        export_interval_s: float | None = None,
         max_backoff_s: float = 60.0,
         name: str = "mlgoodput-exporter",
         restart: bool = True,
@@ -85,6 +93,8 @@ class ExporterProcess:
             raise TypeError(f"interval_s must be a number of seconds, got {interval_s!r}")
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        if export_interval_s is not None and not export_interval_s > 0:
+            raise ValueError(f"export_interval_s must be > 0 or None, got {export_interval_s!r}")
         if not max_backoff_s > 0:
             raise ValueError(f"max_backoff_s must be > 0, got {max_backoff_s!r}")
         exporters = list(exporters)
@@ -97,6 +107,7 @@ class ExporterProcess:
                 raise TypeError(f"exporter {e!r} cannot be sent to the exporter process: {err}") from err
         self.exporters = exporters
         self.interval_s = float(interval_s)
+        self.export_interval_s = export_interval_s
         self.max_backoff_s = float(max_backoff_s)
         self.name = name
         self.restart = restart
@@ -210,12 +221,24 @@ class ExporterProcess:
         return ok
 
     # -- internals -------------------------------------------------------------------
+    def _forget_after_fork(self) -> None:
+        self._lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()  # our copy only: the parent's end stays open
+            except OSError:
+                pass
+        self._popen = None
+        self._replies = {}
+        self._stopped = True
+
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
         code = (
             f"import sys; sys.path[:0] = {paths!r}; "
-            f"from mlgoodput.export._process import _child_main; _child_main({child_sock.fileno()})"
+            f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
         )
         env = dict(os.environ)
         try:
@@ -225,7 +248,7 @@ class ExporterProcess:
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())
-        init = ("init", self.exporters, self.interval_s, self.max_backoff_s, self.name, os.getpid())
+        init = ("init", self.exporters, self.interval_s, self.export_interval_s, self.max_backoff_s, self.name, os.getpid())
         try:
             conn.send(init)
             if not conn.poll(timeout_s):
@@ -331,201 +354,10 @@ class _Supervisor(BackgroundWorker):
         self._proc._poll_child()
         return True
 
-
-# ---------------------------------------------------------------------------- child side
-class _ExportWorker(BackgroundWorker):
-    """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
-
-    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float) -> None:
-        super().__init__(name, interval_s=1.0, max_backoff_s=max_backoff_s)
-        self.exporter = exporter
-        self._pending: dict[SeriesKey, Sample] = {}
-        self._plock = threading.Lock()
-        self.exported = 0
-
-    def put(self, samples: Mapping[SeriesKey, Sample]) -> None:
-        with self._plock:
-            self._pending.update(samples)
-        self.wake()
-
-    def _work(self) -> bool:
-        with self._plock:
-            batch, self._pending = self._pending, {}
-        if not batch:
-            return True
-        try:
-            self.exporter.export(list(batch.values()))
-        except BaseException:
-            with self._plock:
-                for k, s in batch.items():
-                    self._pending.setdefault(k, s)  # a newer value that came meanwhile wins
-            raise
-        self.exported += len(batch)
-        with self._plock:
-            return not self._pending
-
-
-class _Child:
-    def __init__(self, conn: Connection, exporters: list[Exporter], interval_s: float, max_backoff_s: float, name: str, ppid: int) -> None:
-        self.conn = conn
-        self.interval_s = interval_s
-        self.name = name
-        self.ppid = ppid
-        self.sources: dict[str, SampleSource] = {}
-        self.workers = [
-            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s) for i, e in enumerate(exporters)
-        ]
-
-    def distribute(self, samples: Sequence[Sample]) -> None:
-        if samples:
-            latest = latest_by_series(samples)
-            for w in self.workers:
-                w.put(latest)
-
-    def collect(self, keys: Sequence[str] | None = None) -> None:
-        now = time.time()
-        for key in list(self.sources) if keys is None else keys:
-            src = self.sources.get(key)
-            if src is None:
-                continue
-            try:
-                self.distribute(list(src.collect(now)))
-            except Exception as e:
-                log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
-
-    def flush_workers(self, timeout_s: float | None) -> bool:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        ok = True
-        for w in self.workers:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ok = w.flush(left) and ok
-        return ok
-
-    def shutdown(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        ok = True
-        for w in self.workers:
-            ok = w.close(max(0.0, deadline - time.monotonic())) and ok
-        threads = []
-        for w in self.workers:
-            t = threading.Thread(target=_quiet_shutdown, args=(w.exporter, max(0.1, deadline - time.monotonic())), daemon=True)
-            t.start()
-            threads.append(t)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-            ok = ok and not t.is_alive()
-        for src in self.sources.values():
-            close = getattr(src, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception:
-                    pass
-        return ok
-
-    def run(self) -> None:
-        next_tick = time.monotonic() + self.interval_s
-        while True:
-            wait = max(0.0, min(next_tick - time.monotonic(), 1.0))
-            try:
-                has = self.conn.poll(wait)
-                msg = self.conn.recv() if has else None
-            except (EOFError, OSError):
-                msg = ("parent-gone",)
-            if msg is None and os.getppid() != self.ppid:
-                msg = ("parent-gone",)
-            if msg is not None and self.handle(msg):
-                return
-            if time.monotonic() >= next_tick:
-                self.collect()
-                next_tick = max(next_tick + self.interval_s, time.monotonic() + 0.1 * self.interval_s)
-
-    def handle(self, msg: tuple[Any, ...]) -> bool:
-        op = msg[0]
-        if op == "samples":
-            self.distribute(msg[1])
-        elif op == "add":
-            self.sources[msg[1]] = msg[2]
-            opener = getattr(msg[2], "open", None)
-            if callable(opener):
-                try:
-                    opener()
-                except Exception as e:
-                    log.warning("%s: source %r failed to open: %s", self.name, msg[1], e)
-        elif op == "parent-gone":
-            self.collect()
-            self.flush_workers(10.0)
-            self.shutdown(5.0)
-            return True
-        elif op == "req":
-            seq, what, budget = msg[1], msg[2], msg[3]
-            ok = True
-            stop = False
-            if what == "flush":
-                self.collect()
-                ok = self.flush_workers(budget)
-            elif what == "remove":
-                key, final = msg[4], msg[5]
-                if final:
-                    self.collect([key])
-                    ok = self.flush_workers(budget)
-                src = self.sources.pop(key, None)
-                close = getattr(src, "close", None)
-                if callable(close):
-                    close()
-            elif what == "stop":
-                final = msg[4]
-                t0 = time.monotonic()
-                if final:
-                    self.collect()
-                    ok = self.flush_workers(None if budget is None else 0.8 * budget)
-                rest = 5.0 if budget is None else max(0.1, budget - (time.monotonic() - t0))
-                ok = self.shutdown(rest) and ok
-                stop = True
-            try:
-                self.conn.send(("done", seq, ok))
-            except OSError:
-                return True
-            return stop
-        return False
-
-
-def _quiet_shutdown(exporter: Exporter, timeout_s: float) -> None:
-    try:
-        exporter.shutdown(timeout_s)
-    except Exception as e:
-        log.warning("exporter %r failed to shut down: %s", exporter, e)
-
-
-def _child_main(fd: int) -> None:
-    """Entry point of the child interpreter."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s")
-    conn = Connection(fd)
-    msg = conn.recv()
-    _, exporters, interval_s, max_backoff_s, name, ppid = msg
-    opened: list[Exporter] = []
-    try:
-        for e in exporters:
-            opener = getattr(e, "start", None)
-            if callable(opener):
-                opener()
-            opened.append(e)
-    except Exception as e:
-        for o in opened:
-            _quiet_shutdown(o, 1.0)
-        conn.send(("error", type(e).__name__, f"{type(e).__name__}: {e}"))
-        conn.close()
-        os._exit(3)
-    child = _Child(conn, list(exporters), interval_s, max_backoff_s, name, ppid)
-    for w in child.workers:
-        w.start()
-    conn.send(("ready",))
-    try:
-        child.run()
-    finally:
-        try:
-            conn.close()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+    def _after_fork_in_child(self) -> None:
+        """A process forked from the training process (a data-loader worker) must not
+        supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._proc._forget_after_fork()

@@ -54,7 +54,9 @@ class TensorBoardExporter:
         event_pb2, _, RecordWriter = _require_tensorboardx()
         os.makedirs(self.logdir, exist_ok=True)
         now = time.time()
-        fname = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}.{time.monotonic_ns() % 1_000_000}.mlgoodput"
+        # names sort in creation order (TensorBoard reads the files of a run in name order)
+        stamp = f"{int(now):010d}{int((now % 1) * 1e6):06d}"
+        fname = f"events.out.tfevents.{stamp}.{socket.gethostname()}.{os.getpid()}.mlgoodput"
         w = RecordWriter(os.path.join(self.logdir, fname))
         ev = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
         w.write(ev.SerializeToString())

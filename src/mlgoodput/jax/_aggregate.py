@@ -1,15 +1,19 @@
 """In-process aggregation of `jax.monitoring` callbacks: the listeners and their totals.
 
 A listener runs synchronously on the thread that compiles, so it does as little as it can:
-one lock, one dict lookup and a few arithmetic updates to cumulative totals per (callback
-kind, event name, keyword labels). Nothing is queued per event, so a burst of any size loses
-nothing: the exporter later reads the totals, and a lost export is replaced by the next one.
+a dict lookup of its series (callback kind, event name, keyword labels) and an append of
+the value to that series' short pending list, folded into cumulative totals (count, sum,
+min, max, last, histogram) by the reader or once a few thousand are pending. Nothing
+leaves the process per event, so a burst of any size loses nothing: the exporter later
+reads the totals, and a lost export is replaced by the next one.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +38,7 @@ N_BUCKETS = HIGH_EXP - LOW_EXP + 1
 TIMESTAMP_SCALAR_PREFIX = "/jax/core/compile/"
 
 # index of each field in a series' mutable state list
-_COUNT, _SUM, _MIN, _MAX, _LAST, _BUCKETS, _LABELS = range(7)
+_COUNT, _SUM, _MIN, _MAX, _LAST, _BUCKETS, _LABELS, _PENDING = range(8)
 
 Labels = tuple[tuple[str, Any], ...]
 
@@ -60,19 +64,37 @@ def bucket_upper_bound(i: int) -> float:
 
 
 class Aggregator:
-    """Cumulative per-series totals, fed by the four listener callables it builds."""
+    """Cumulative per-series totals, fed by the four listener callables it builds.
 
-    def __init__(self) -> None:
+    The hot path only appends the value to its series' pending list (`list.append` is
+    atomic, so concurrent listeners need no lock); pending values are folded into the
+    totals, under the lock, by whoever reads the totals, and by a listener once a series
+    has `fold_at` of them, which bounds the memory a burst can take.
+    """
+
+    def __init__(self, fold_at: int = 4096) -> None:
+        if isinstance(fold_at, bool) or not isinstance(fold_at, int) or fold_at < 1:
+            raise ValueError(f"fold_at must be a positive integer, got {fold_at!r}")
         self._lock = threading.Lock()
-        # A series' state: [count, sum, min, max, last, buckets, labels]. Per callback kind,
-        # series without labels sit in `_plain[kind][event]`, those with labels in
-        # `_labeled[kind][event][value]` (one label) or `[...][(values...)]` (several):
-        # the cheapest lookups on the hot path.
+        self._fold_at = fold_at
+        # A series' state: [count, sum, min, max, last, buckets, labels, pending]. Per
+        # callback kind, series without labels sit in `_plain[kind][event]`, those with
+        # labels in `_labeled[kind][event][value]` (one label) or `[...][(values...)]`
+        # (several): the cheapest lookups on the hot path.
         kinds = (EVENT, DURATION, SCALAR, SPAN)
         self._plain: dict[str, dict[Any, list[Any]]] = {k: {} for k in kinds}
         self._labeled: dict[str, dict[str, dict[Any, list[Any]]]] = {k: {} for k in kinds}
         self.errors = 0  # callbacks that met an unexpected input and were ignored
         self.on_event, self.on_duration, self.on_scalar, self.on_span = self._build()
+        # a child forked while another thread held the lock would wait on it forever
+        ref = weakref.ref(self)
+
+        def _new_lock_in_child() -> None:
+            a = ref()
+            if a is not None:
+                a._lock = threading.Lock()
+
+        os.register_at_fork(after_in_child=_new_lock_in_child)
 
     def _build(
         self,
@@ -80,19 +102,18 @@ class Aggregator:
         Callable[..., None], Callable[..., None], Callable[..., None], Callable[..., None]
     ]:
         # Everything a listener touches is a local of these closures: no attribute or
-        # global lookups on the hot path. Values are checked before the lock is taken,
-        # so nothing can raise while it is held.
-        lock = self._lock
-        acquire, release = lock.acquire, lock.release
+        # global lookups on the hot path. A value is checked (`+ 0.0` raises for anything
+        # that is not a number) before it is appended, so a fold never meets a bad one.
         plain, labeled = self._plain, self._labeled
         event_p, duration_p, scalar_p, span_p = (plain[k] for k in (EVENT, DURATION, SCALAR, SPAN))
         event_l, duration_l, scalar_l, span_l = (labeled[k] for k in (EVENT, DURATION, SCALAR, SPAN))
-        top = N_BUCKETS - 1
-        scale = 2.0 ** -LOW_EXP
+        fold_at = self._fold_at
+        fold = self._fold_locked
         agg = self
+        EVENT_, DURATION_, SCALAR_, SPAN_ = EVENT, DURATION, SCALAR, SPAN
 
-        def new_series(kind: str, event: str, kw: dict[str, Any], v: float) -> list[Any]:
-            with lock:
+        def new_series(kind: str, event: str, kw: dict[str, Any]) -> list[Any]:
+            with agg._lock:  # off the hot path: only when a series is new
                 if kw:
                     lk = next(iter(kw.values())) if len(kw) == 1 else tuple(kw.values())
                     d = labeled[kind].setdefault(event, {})
@@ -100,23 +121,9 @@ class Aggregator:
                     lk, d = event, plain[kind]
                 s = d.get(lk)
                 if s is None:
-                    s = d[lk] = [0, 0.0, v, v, v, [0] * N_BUCKETS, tuple(kw.items())]
+                    nan = math.nan
+                    s = d[lk] = [0, 0.0, nan, nan, nan, [0] * N_BUCKETS, tuple(kw.items()), []]
             return s
-
-        def add(s: list[Any], v: float) -> None:
-            i = int(v * scale).bit_length() if v > 0.0 else 0
-            acquire()
-            try:
-                s[0] += 1
-                s[1] += v
-                if v < s[2]:
-                    s[2] = v
-                if v > s[3]:
-                    s[3] = v
-                s[4] = v
-                s[5][i if i < top else top] += 1
-            finally:
-                release()
 
         def on_event(event: str, **kw: Any) -> None:
             try:
@@ -130,12 +137,11 @@ class Aggregator:
                 else:
                     s = event_p.get(event)
                 if s is None:
-                    s = new_series(EVENT, event, kw, 0.0)
-                acquire()
-                try:
-                    s[0] += 1
-                finally:
-                    release()
+                    s = new_series(EVENT_, event, kw)
+                pending = s[_PENDING]
+                pending.append(None)
+                if len(pending) >= fold_at:
+                    fold(s)
             except Exception:
                 agg.errors += 1
 
@@ -152,20 +158,11 @@ class Aggregator:
                 else:
                     s = duration_p.get(event)
                 if s is None:
-                    s = new_series(DURATION, event, kw, v)
-                i = int(v * scale).bit_length() if v > 0.0 else 0
-                acquire()
-                try:
-                    s[0] += 1
-                    s[1] += v
-                    if v < s[2]:
-                        s[2] = v
-                    if v > s[3]:
-                        s[3] = v
-                    s[4] = v
-                    s[5][i if i < top else top] += 1
-                finally:
-                    release()
+                    s = new_series(DURATION_, event, kw)
+                pending = s[_PENDING]
+                pending.append(v)
+                if len(pending) >= fold_at:
+                    fold(s)
             except Exception:
                 agg.errors += 1
 
@@ -184,8 +181,11 @@ class Aggregator:
                 else:
                     s = scalar_p.get(event)
                 if s is None:
-                    s = new_series(SCALAR, event, kw, v)
-                add(s, v)
+                    s = new_series(SCALAR_, event, kw)
+                pending = s[_PENDING]
+                pending.append(v)
+                if len(pending) >= fold_at:
+                    fold(s)
             except Exception:
                 agg.errors += 1
 
@@ -202,23 +202,37 @@ class Aggregator:
                 else:
                     s = span_p.get(event)
                 if s is None:
-                    s = new_series(SPAN, event, kw, v)
-                add(s, v)
+                    s = new_series(SPAN_, event, kw)
+                pending = s[_PENDING]
+                pending.append(v)
+                if len(pending) >= fold_at:
+                    fold(s)
             except Exception:
                 agg.errors += 1
 
         return on_event, on_duration, on_scalar, on_span
 
-    def snapshot(self) -> list[SeriesSnapshot]:
-        """Every series' cumulative totals (a consistent copy, taken under the lock)."""
+    def _fold_locked(self, s: list[Any]) -> None:
         with self._lock:
-            items = [(kind, ev, list(s), tuple(s[_BUCKETS]))
-                     for kind, d in self._plain.items() for ev, s in d.items()]
-            items += [(kind, ev, list(s), tuple(s[_BUCKETS]))
-                      for kind, d in self._labeled.items() for ev, t in d.items() for s in t.values()]
+            _fold(s)
+
+    def _series(self) -> list[tuple[str, str, list[Any]]]:
+        items = [(kind, ev, s) for kind, d in self._plain.items() for ev, s in d.items()]
+        items += [(kind, ev, s) for kind, d in self._labeled.items()
+                  for ev, t in d.items() for s in t.values()]
+        return items
+
+    def snapshot(self) -> list[SeriesSnapshot]:
+        """Every series' cumulative totals (pending values folded in first, under the lock)."""
+        with self._lock:
+            items = []
+            for kind, ev, s in self._series():
+                _fold(s)
+                if not s[_COUNT]:
+                    continue  # created by a listener that has not appended its value yet
+                items.append((kind, ev, s[:_BUCKETS], tuple(s[_BUCKETS]), s[_LABELS]))
         out = []
-        for kind, event, s, buckets in items:
-            labels: Labels = s[_LABELS]
+        for kind, event, s, buckets, labels in items:
             out.append(
                 SeriesSnapshot(
                     kind=kind, event=event, labels=labels, count=int(s[_COUNT]),
@@ -239,6 +253,30 @@ class Aggregator:
                 d.clear()
             for t in self._labeled.values():
                 t.clear()
+
+
+def _fold(s: list[Any]) -> None:
+    """Move a series' pending values into its totals (the caller holds the lock)."""
+    pending = s[_PENDING]
+    n = len(pending)
+    if not n:
+        return
+    chunk = pending[:n]
+    del pending[:n]  # values appended meanwhile stay, after the first n
+    s[_COUNT] += n
+    if chunk[0] is None:  # an event series: only the count
+        return
+    s[_SUM] += math.fsum(chunk) if n > 1 else chunk[0]
+    lo, hi = min(chunk), max(chunk)
+    s[_MIN] = lo if not s[_MIN] <= lo else s[_MIN]  # `not <=` also replaces the initial nan
+    s[_MAX] = hi if not s[_MAX] >= hi else s[_MAX]
+    s[_LAST] = chunk[-1]
+    b = s[_BUCKETS]
+    top = N_BUCKETS - 1
+    scale = 2.0 ** -LOW_EXP
+    for v in chunk:
+        i = int(v * scale).bit_length() if v > 0.0 else 0
+        b[i if i < top else top] += 1
 
 
 def metric_name(event: str, kind: str) -> str:

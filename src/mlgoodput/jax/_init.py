@@ -39,6 +39,7 @@ def init(
     exporters: Sequence[Any] | None = None,
     recorder: Any = None,
     interval_s: float = 10.0,
+    histograms: bool = True,
 ) -> _session.Session:
     """Start exporting `jax.monitoring` metrics of this process (safe to call twice).
 
@@ -46,7 +47,9 @@ def init(
     None means Cloud Monitoring when a project is known (`project_id` or the environment),
     else none (the aggregates still go to the store). `recorder`: a `GoodputRecorder` whose
     journal receives every compile as a `Kind.COMPILE` event (program startup); None looks
-    for a recorder of `job_name` in this process. A second call returns the running session.
+    for a recorder of `job_name` in this process. `histograms=False` leaves out the
+    histogram bucket samples (TensorBoard shows each bucket as its own chart). A second call
+    returns the running session.
     """
     check_name(job_name, "job_name")
     if project_id is not None:
@@ -96,7 +99,7 @@ def init(
             metric_journal = _wiring.metric_journal(store, job_name, host)
             shipper = _session.Shipper(
                 agg, {"job_name": job_name}, sink, metric_journal, lambda: host,
-                interval_s=float(interval_s),
+                interval_s=float(interval_s), histograms=bool(histograms),
             )
             shipper.start()
         except BaseException:
@@ -110,7 +113,8 @@ def init(
             options={"project_id": project_id, "metric_prefix": metric_prefix,
                      "monitored_resource_type": monitored_resource_type,
                      "monitored_resource_labels": dict(monitored_resource_labels or {}),
-                     "store": store, "interval_s": interval_s, "exporters": exps},
+                     "store": store, "interval_s": interval_s, "exporters": exps,
+                     "histograms": histograms},
         )
 
     return _session.start(build)

@@ -90,12 +90,13 @@ def uninstall(added: list[tuple[str, Callable[..., None]]]) -> None:
 
 
 def compile_listeners(
-    sink: EventSink, clock: Callable[[], float] = time.time
+    sink: EventSink, clock: Callable[[], float] = time.time, *, spans: bool | None = None
 ) -> dict[str, Callable[..., None]]:
     """Listeners that write each compile phase as `Kind.COMPILE` (time = start, value =
     seconds, name = the function). With time spans available the start is exact; older JAX
     gives durations only, and the start is then `now - duration` (the listener runs right
-    after the phase). Never raises into JAX: a failure is counted and logged once."""
+    after the phase). `spans=None` picks what the installed JAX offers. Never raises into
+    JAX: a failure is counted and logged once."""
     errors = [0]
 
     def _fail(e: Exception) -> None:
@@ -124,6 +125,6 @@ def compile_listeners(
         except Exception as e:
             _fail(e)
 
-    if "span" in supported_kinds():
-        return {"span": on_span}
-    return {"duration": on_duration}
+    if spans is None:
+        spans = "span" in supported_kinds()
+    return {"span": on_span} if spans else {"duration": on_duration}

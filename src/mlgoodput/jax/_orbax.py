@@ -120,7 +120,6 @@ def _recorder_sink(recorder: Any) -> EventSink | None:
     return j  # type: ignore[no-any-return]
 
 
-_START_OF = {Kind.CKPT_SAVE: Kind.CKPT_SAVE_START, Kind.CKPT_RESTORE: Kind.CKPT_RESTORE_START}
 
 
 def _covered(recorder: Any, kind: Kind, step: int | None) -> bool:
@@ -128,16 +127,7 @@ def _covered(recorder: Any, kind: Kind, step: int | None) -> bool:
     wrapped the Orbax call in `record_checkpoint_save/restore_start/end_time`): its interval
     then covers the Orbax one, and recording both would repeat the same time.
 
-    Reads the recorder's set of open activities, keyed (start kind, step).
     """
     if recorder is None:
         return False
-    open_ = getattr(recorder, "_open", None)
-    if not isinstance(open_, set):
-        return False
-    start = _START_OF[kind]
-    try:
-        keys = list(open_)
-    except RuntimeError:  # changed size while we looked: treat as not covered
-        return False
-    return any(k == start and (step is None or key == step or key is None) for k, key in keys)
+    return bool(recorder.checkpoint_open("save" if kind == Kind.CKPT_SAVE else "restore", step))

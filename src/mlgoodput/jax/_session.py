@@ -13,10 +13,11 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mlgoodput._worker import BackgroundWorker
+from mlgoodput.events import Kind
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.jax import _listeners
 from mlgoodput.jax._aggregate import Aggregator, SeriesSnapshot, metric_name, to_samples
@@ -26,16 +27,6 @@ log = logging.getLogger("mlgoodput.jax")
 DEFAULT_METRIC_PREFIX = "custom.googleapis.com/jax/monitoring"
 #: Reserved store namespace of the aggregates.
 NAMESPACE = "mlgoodput.jax"
-
-
-class SampleSink:
-    """Where the shipper hands samples: something with `export(samples)` and `shutdown()`."""
-
-    def export(self, samples: Sequence[Sample]) -> None:  # pragma: no cover - protocol
-        raise NotImplementedError
-
-    def shutdown(self, timeout_s: float | None = None) -> None:  # pragma: no cover
-        raise NotImplementedError
 
 
 class Shipper(BackgroundWorker):
@@ -50,9 +41,11 @@ class Shipper(BackgroundWorker):
         host: Callable[[], int],
         *,
         interval_s: float,
+        histograms: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__("mlgoodput-jax-shipper", interval_s=interval_s)
+        self._histograms = histograms
         self._agg = aggregator
         self._labels = base_labels
         self._sink = sink
@@ -60,8 +53,8 @@ class Shipper(BackgroundWorker):
         self._host = host
         self._clock = clock
         self._last_counts: dict[tuple[str, str, str], int] = {}
-        self._sent_to_sink: dict[tuple[str, str, str], int] = {}
         self.rounds = 0
+        self.skipped = 0  # series the journal could not take (too large)
         self.last_samples: list[Sample] = []
 
     def _work(self) -> bool:
@@ -70,19 +63,24 @@ class Shipper(BackgroundWorker):
         changed = [s for s in snap if self._last_counts.get(_key(s)) != s.count]
         if self._journal is not None:
             for s in changed:
-                self._journal.append(
-                    _jax_metric_kind(), now, value=float(s.count),
-                    name=metric_name(s.event, s.kind),
-                    attrs={"kind": s.kind, "labels": {str(k): str(v) for k, v in s.labels},
-                           "count": s.count, "sum": s.sum, "min": s.min, "max": s.max,
-                           "last": s.last},
-                )
+                try:
+                    self._journal.append(
+                        Kind.JAX_METRIC, now, value=float(s.count),
+                        name=metric_name(s.event, s.kind),
+                        attrs={"kind": s.kind, "labels": {str(k): str(v) for k, v in s.labels},
+                               "count": s.count, "sum": s.sum, "min": s.min, "max": s.max,
+                               "last": s.last},
+                    )
+                except ValueError as e:  # a name or labels too large for a journal record
+                    self.skipped += 1
+                    if self.skipped == 1:
+                        log.warning("mlgoodput.jax: a series was not stored: %s", e)
         for s in changed:
             self._last_counts[_key(s)] = s.count
         if self._sink is not None and (changed or self.rounds == 0):
             labels = dict(self._labels)
             labels["host"] = str(self._host())
-            samples = to_samples(snap, labels, now=now)
+            samples = to_samples(snap, labels, now=now, histograms=self._histograms)
             self.last_samples = samples
             self._sink.export(samples)  # raises on failure: retried with backoff
         self.rounds += 1
@@ -95,12 +93,6 @@ class Shipper(BackgroundWorker):
 
 def _key(s: SeriesSnapshot) -> tuple[str, str, str]:
     return (s.kind, s.event, repr(s.labels))
-
-
-def _jax_metric_kind() -> Any:
-    from mlgoodput.events import Kind
-
-    return Kind.JAX_METRIC
 
 
 class Session:

@@ -23,8 +23,7 @@ def recorder_journal(recorder: Any) -> Any:
     """
     if not hasattr(recorder, "record_step_start_time") or not hasattr(recorder, "job_name"):
         raise TypeError(f"recorder must be an mlgoodput GoodputRecorder, got {recorder!r}")
-    j = getattr(recorder, "_journal", None)
-    return j if j is not None and callable(getattr(j, "append", None)) else None
+    return recorder.journal
 
 
 def find_goodput_journal(job_name: str) -> Any:
@@ -32,9 +31,7 @@ def find_goodput_journal(job_name: str) -> Any:
     (a recorder with logging enabled opens its journal when it is built)."""
     from mlgoodput._journal import Journal
 
-    with Journal._registry_lock:
-        found = [j for (_, ns, job, _), j in Journal._registry.items()
-                 if job == job_name and not ns.startswith(RESERVED_PREFIX) and not j._closed]
+    found = [j for j in Journal.live(job_name) if not j.namespace.startswith(RESERVED_PREFIX)]
     if len(found) > 1:
         log.warning("mlgoodput.jax: several recorders of job %r in this process; compile events "
                     "go to the first (pass recorder= to choose)", job_name)

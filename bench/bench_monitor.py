@@ -1,0 +1,124 @@
+"""CPU used by the goodput uploader process on a long job (issue 3's speed target).
+
+A job of 1,000,000 recorded steps sits in a SQLite store; new steps arrive at 10 per
+second; a GoodputMonitor uploads every 10 s to TensorBoard and a Prometheus endpoint. We
+read the uploader process's CPU time (user + system, from psutil) and report the average
+share of one core over a measurement window, after the first upload (which reads the
+whole history once). Target: <= 2% of one core.
+
+    PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+
+import psutil
+
+from mlgoodput import monitoring
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.export import PrometheusExporter
+from mlgoodput.store import open_store
+
+LOGGER, JOB = "goodput_bench", "bench"
+
+
+def seed_job(db: str, steps: int, step_s: float) -> float:
+    st = open_store(db)
+    t0 = time.time() - steps * step_s - 10.0
+    events = [Event(Kind.JOB_START, t0), Event(Kind.ACCEL_INIT_START, t0 + 1), Event(Kind.ACCEL_INIT_END, t0 + 4)]
+    events += [Event(Kind.STEP_START, t0 + 5 + i * step_s, step=i) for i in range(steps)]
+    st.append(LOGGER, JOB, EventBatch(1, 0, events))
+    st.close()
+    return t0
+
+
+class Feeder(threading.Thread):
+    """Appends steps at `rate` per second (in batches once a second, like the journal shipper)."""
+
+    def __init__(self, db: str, first_step: int, first_seq: int, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.db, self.step, self.seq, self.rate = db, first_step, first_seq, rate
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        st = open_store(self.db)
+        last = time.time()
+        while not self.stop.wait(1.0):
+            now = time.time()
+            n = round((now - last) * self.rate)
+            evs = [Event(Kind.STEP_START, last + (k + 1) / self.rate, step=self.step + k) for k in range(n)]
+            st.append(LOGGER, JOB, EventBatch(2, self.seq, evs))
+            self.step += n
+            self.seq += n
+            last = now
+        st.close()
+
+
+def cpu_s(p: psutil.Process) -> float:
+    t = p.cpu_times()
+    return float(t.user + t.system)
+
+
+def run_case(label: str, steps: int, duration: float, interval: float, rate: float, **kw: object) -> dict[str, object]:
+    d = tempfile.mkdtemp(prefix="mlgoodput-bench-")
+    db = os.path.join(d, "store.db")
+    t = time.time()
+    seed_job(db, steps, 1.0 / rate)
+    seed_s = time.time() - t
+    feeder = Feeder(db, steps, 0, rate)
+    feeder.start()
+    m = monitoring.GoodputMonitor(
+        JOB, LOGGER, tensorboard_dir=os.path.join(d, "tb"), upload_interval=interval, monitoring_enabled=True,
+        store=db, exporters=[PrometheusExporter(port=0)], **kw,  # type: ignore[arg-type]
+    )
+    m.start_goodput_uploader()
+    pid = m.uploader_pid
+    assert pid is not None
+    proc = psutil.Process(pid)
+    t = time.time()
+    m.flush(600)  # the first upload reads the whole history
+    first_wall = time.time() - t
+    first_cpu = cpu_s(proc)
+    c0, w0 = cpu_s(proc), time.monotonic()
+    time.sleep(duration)
+    c1, w1 = cpu_s(proc), time.monotonic()
+    feeder.stop.set()
+    feeder.join()
+    m.stop_goodput_uploader(skip_final_flush=True)
+    pct = 100.0 * (c1 - c0) / (w1 - w0)
+    return {
+        "case": label, "steps": steps, "seed_s": seed_s, "first_upload_wall_s": first_wall, "first_cpu_s": first_cpu,
+        "window_s": w1 - w0, "cpu_s": c1 - c0, "pct": pct, "new_steps": feeder.step - steps,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of steady state to measure per case")
+    ap.add_argument("--interval", type=float, default=10.0)
+    ap.add_argument("--rate", type=float, default=10.0, help="new steps per second")
+    args = ap.parse_args()
+    cases = [
+        ("goodput + badput breakdown", {"include_badput_breakdown": True}),
+        ("+ step deviation", {"include_badput_breakdown": True, "include_step_deviation": True}),
+    ]
+    rows = [run_case(label, args.steps, args.duration, args.interval, args.rate, **kw) for label, kw in cases]
+    print(f"\nuploader process CPU, {args.steps:,} steps, {args.rate:g} new steps/s, upload every {args.interval:g} s "
+          f"(TensorBoard + Prometheus), {os.cpu_count()} cores\n")
+    head = f"| {'case':<28} | {'first upload (wall s / cpu s)':>29} | {'window s':>8} | {'cpu s':>6} | {'new steps':>9} | {'avg % of a core':>15} | target |"
+    print(head)
+    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
+    for r in rows:
+        ok = "ok" if float(r["pct"]) <= 2.0 else "MISS"  # type: ignore[arg-type]
+        print(f"| {r['case']:<28} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | {r['window_s']:>8.1f} | "
+              f"{r['cpu_s']:>6.2f} | {r['new_steps']:>9} | {r['pct']:>14.2f}% | <=2% {ok} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""The exporter process's side of ExporterProcess: one thread per exporter, sources, replies."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from mlgoodput._worker import BackgroundWorker
+from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._process import SampleSource, SeriesKey, latest_by_series
+
+log = logging.getLogger("mlgoodput")
+
+
+class _ExportWorker(BackgroundWorker):
+    """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
+
+    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float) -> None:
+        super().__init__(name, interval_s=interval_s, max_backoff_s=max_backoff_s)
+        self.exporter = exporter
+        self._pending: dict[SeriesKey, Sample] = {}
+        self._plock = threading.Lock()
+        self.exported = 0
+
+    def put(self, samples: Mapping[SeriesKey, Sample], wake: bool = True) -> None:
+        with self._plock:
+            self._pending.update(samples)
+        if wake:
+            self.wake()
+
+    def _work(self) -> bool:
+        with self._plock:
+            batch, self._pending = self._pending, {}
+        if not batch:
+            return True
+        try:
+            self.exporter.export(list(batch.values()))
+        except BaseException:
+            with self._plock:
+                for k, s in batch.items():
+                    self._pending.setdefault(k, s)  # a newer value that came meanwhile wins
+            raise
+        self.exported += len(batch)
+        with self._plock:
+            return not self._pending
+
+
+class _Child:
+    def __init__(
+        self, conn: Connection, exporters: list[Exporter], interval_s: float, export_interval_s: float | None,
+        max_backoff_s: float, name: str, ppid: int,
+    ) -> None:
+        self.conn = conn
+        self.interval_s = interval_s
+        self.batch_submits = export_interval_s is not None
+        self.name = name
+        self.ppid = ppid
+        self.sources: dict[str, SampleSource] = {}
+        self.workers = [
+            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s, export_interval_s or 1.0)
+            for i, e in enumerate(exporters)
+        ]
+
+    def distribute(self, samples: Sequence[Sample], wake: bool = True) -> None:
+        if samples:
+            latest = latest_by_series(samples)
+            for w in self.workers:
+                w.put(latest, wake)
+
+    def collect(self, keys: Sequence[str] | None = None, final: bool = True) -> None:
+        now = time.time()
+        for key in list(self.sources) if keys is None else keys:
+            src = self.sources.get(key)
+            if src is None:
+                continue
+            try:
+                self.distribute(list(src.collect(now, final)))
+            except Exception as e:
+                log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
+
+    def flush_workers(self, timeout_s: float | None) -> bool:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        ok = True
+        for w in self.workers:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ok = w.flush(left) and ok
+        return ok
+
+    def shutdown(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        ok = True
+        for w in self.workers:
+            ok = w.close(max(0.0, deadline - time.monotonic())) and ok
+        threads = []
+        for w in self.workers:
+            t = threading.Thread(target=_quiet_shutdown, args=(w.exporter, max(0.1, deadline - time.monotonic())), daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            ok = ok and not t.is_alive()
+        for src in self.sources.values():
+            close = getattr(src, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    pass
+        return ok
+
+    def run(self) -> None:
+        next_tick = time.monotonic() + self.interval_s
+        while True:
+            wait = max(0.0, min(next_tick - time.monotonic(), 1.0))
+            try:
+                has = self.conn.poll(wait)
+                msg = self.conn.recv() if has else None
+            except (EOFError, OSError):
+                msg = ("parent-gone",)
+            if msg is None and os.getppid() != self.ppid:
+                msg = ("parent-gone",)
+            if msg is not None and self.handle(msg):
+                return
+            if time.monotonic() >= next_tick:
+                self.collect(final=False)
+                next_tick = max(next_tick + self.interval_s, time.monotonic() + 0.1 * self.interval_s)
+
+    def handle(self, msg: tuple[Any, ...]) -> bool:
+        op = msg[0]
+        if op == "samples":
+            self.distribute(msg[1], wake=not self.batch_submits)
+        elif op == "add":
+            self.sources[msg[1]] = msg[2]
+            opener = getattr(msg[2], "open", None)
+            if callable(opener):
+                try:
+                    opener()
+                except Exception as e:
+                    log.warning("%s: source %r failed to open: %s", self.name, msg[1], e)
+        elif op == "parent-gone":
+            self.collect()
+            self.flush_workers(10.0)
+            self.shutdown(5.0)
+            return True
+        elif op == "req":
+            seq, what, budget = msg[1], msg[2], msg[3]
+            ok = True
+            stop = False
+            if what == "flush":
+                self.collect()
+                ok = self.flush_workers(budget)
+            elif what == "remove":
+                key, final = msg[4], msg[5]
+                if final:
+                    self.collect([key])
+                    ok = self.flush_workers(budget)
+                src = self.sources.pop(key, None)
+                close = getattr(src, "close", None)
+                if callable(close):
+                    close()
+            elif what == "stop":
+                final = msg[4]
+                t0 = time.monotonic()
+                if final:
+                    self.collect()
+                    ok = self.flush_workers(None if budget is None else 0.8 * budget)
+                rest = 5.0 if budget is None else max(0.1, budget - (time.monotonic() - t0))
+                ok = self.shutdown(rest) and ok
+                stop = True
+            try:
+                self.conn.send(("done", seq, ok))
+            except OSError:
+                return True
+            return stop
+        return False
+
+
+def _quiet_shutdown(exporter: Exporter, timeout_s: float) -> None:
+    try:
+        exporter.shutdown(timeout_s)
+    except Exception as e:
+        log.warning("exporter %r failed to shut down: %s", exporter, e)
+
+
+def child_main(fd: int) -> None:
+    """Entry point of the child interpreter."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s")
+    conn = Connection(fd)
+    msg = conn.recv()
+    _, exporters, interval_s, export_interval_s, max_backoff_s, name, ppid = msg
+    opened: list[Exporter] = []
+    try:
+        for e in exporters:
+            opener = getattr(e, "start", None)
+            if callable(opener):
+                opener()
+            opened.append(e)
+    except Exception as e:
+        for o in opened:
+            _quiet_shutdown(o, 1.0)
+        conn.send(("error", type(e).__name__, f"{type(e).__name__}: {e}"))
+        conn.close()
+        os._exit(3)
+    child = _Child(conn, list(exporters), interval_s, export_interval_s, max_backoff_s, name, ppid)
+    for w in child.workers:
+        w.start()
+    conn.send(("ready",))
+    try:
+        child.run()
+    finally:
+        try:
+            conn.close()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
