@@ -35,7 +35,7 @@ def _die_with_a_bar() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["spawn", "fork"])
+@pytest.mark.parametrize("method", ["spawn", "forkserver", pytest.param("fork", marks=pytest.mark.forks)])
 def test_children_join_on_their_own(sockdir: str, method: str) -> None:
     store = f"{sockdir}/store.db"
     ctx = mp.get_context(method)
@@ -134,6 +134,7 @@ def _fork_child_logs(srv: C.ConsoleServer) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.forks
 def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> None:
     store, screen_path = f"{sockdir}/store.db", f"{sockdir}/screen.txt"
     # a real file: a forked child writing to it would show
