@@ -65,6 +65,8 @@ class Display(BackgroundWorker):
             raise ImportError("the console screen needs rich: pip install 'mlgoodput[console]'") from None
 
         self.console = Console(file=file, highlight=False, soft_wrap=False)
+        if not self.console.is_terminal:
+            self.console.soft_wrap = True  # a file or a pipe: one record, one line, never cut
         self._lines: collections.deque[tuple[int, LogRec]] = collections.deque(maxlen=max_lines_per_frame)
         self._skipped = 0
         self._notes: collections.deque[str] = collections.deque(maxlen=200)
