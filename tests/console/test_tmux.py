@@ -38,6 +38,7 @@ def test_live_console_in_tmux(sockdir: str) -> None:
     sock = f"mlgc-{os.getpid()}"
     address, store, flag = f"unix:{sockdir}/t.sock", f"{sockdir}/store.db", f"{sockdir}/go"
     _tmux(sock, "new-session", "-d", "-s", "console", "-x", "160", "-y", "40")
+    client: subprocess.Popen[bytes] | None = None
     try:
         cmd = (f"PYTHONPATH={os.path.abspath(SRC)} {sys.executable} -m mlgoodput.console serve"
                f" --address {address} --job tm --store {store}")
@@ -61,4 +62,7 @@ def test_live_console_in_tmux(sockdir: str) -> None:
         _tmux(sock, "send-keys", "-t", "console", "C-c", "")
         wait_for(lambda: not os.path.exists(address[5:]), what="the server to stop on Ctrl-C")
     finally:
+        if client is not None and client.poll() is None:
+            client.kill()  # a failed check must not leave the client waiting forever
+            client.wait(10)
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
