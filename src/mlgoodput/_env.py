@@ -17,6 +17,8 @@ JOURNAL_DIR = "MLGOODPUT_JOURNAL_DIR"
 CONSOLE = "MLGOODPUT_CONSOLE"
 #: Token for a console server on TCP.
 CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
+#: Usage sampling interval in seconds for console clients (set by `Usage.enable`; unset: off).
+CONSOLE_USAGE = "MLGOODPUT_CONSOLE_USAGE"
 #: Identity of one workload across its restarts: a run keeps its name while this stays the same.
 WORKLOAD_ID = "MLGOODPUT_WORKLOAD_ID"
 #: This process's index among the workload's processes (else jax.process_index(), else 0).

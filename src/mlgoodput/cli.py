@@ -14,6 +14,7 @@ from collections.abc import Sequence
 # (module in mlgoodput._cli) -- one line per subcommand group
 _COMMANDS: tuple[str, ...] = (
     "report",
+    "console",
     "demo",
     "runs",
     "profile",

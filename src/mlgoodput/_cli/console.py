@@ -1,0 +1,124 @@
+"""`mlgoodput console ...`: serve a live console, replay its logs, draw its usage report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("console", help="the live console: serve, replay logs, usage report")
+    csub = p.add_subparsers(dest="console_command", metavar="ACTION")
+    csub.required = True
+
+    s = csub.add_parser("serve", help="start a console server that processes connect to")
+    s.add_argument("--address", required=True, help="HOST:PORT, :PORT (127.0.0.1), unix:/path or a plain name")
+    s.add_argument("--job", default=None, help="console job name (the store stream); default: console-TIME-PID")
+    s.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
+    s.add_argument("--token", default=None, help="TCP token (default: $MLGOODPUT_CONSOLE_TOKEN, else a new random one)")
+    s.add_argument("--in-process-store", action="store_true",
+                   help="write the store on the server's own thread instead of a helper process")
+    s.set_defaults(func=_serve)
+
+    lg = csub.add_parser("logs", help="replay the stored log lines of a console job")
+    lg.add_argument("--job", default=None, help="console job name (default: the most recent one)")
+    lg.add_argument("--store", default=None)
+    lg.add_argument("--json", action="store_true", help="one JSON object per line")
+    lg.set_defaults(func=_logs)
+
+    u = csub.add_parser("usage-report", help="draw the usage of every process over time (.html or .png)")
+    u.add_argument("--job", default=None, help="console job name (default: the most recent one)")
+    u.add_argument("--store", default=None)
+    u.add_argument("--out", required=True, help="output file: usage.html or usage.png")
+    u.set_defaults(func=_usage_report)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from mlgoodput import _env
+    from mlgoodput.console import ConsoleServer
+
+    token = args.token or os.environ.get(_env.CONSOLE_TOKEN) or None
+    srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token,
+                        store_process=not args.in_process_store)
+    address = srv.start()
+    hint = f"export {_env.CONSOLE}={address}"
+    if srv.auth:
+        hint += f" {_env.CONSOLE_TOKEN}={srv.token}"
+    if srv.display is not None:
+        srv.display.note(f"connect with: {hint}")
+    else:
+        print(hint, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+    srv.stop()
+    return 0
+
+
+def _pick_job(store: Any, job: str | None) -> str:
+    from mlgoodput.console._sink import NAMESPACE
+
+    if job:
+        return job
+    jobs = [j for j in store.jobs() if j.namespace == NAMESPACE]
+    if not jobs:
+        raise LookupError(f"no console jobs in the store {store.url}")
+    return str(max(jobs, key=lambda j: j.last_time).job)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from mlgoodput.console._replay import log_entries
+    from mlgoodput.store import open_store
+
+    store = open_store(args.store)
+    try:
+        job = _pick_job(store, args.job)
+        entries = log_entries(store, job)
+    finally:
+        store.close()
+    if args.json:
+        out = sys.stdout
+        for e in entries:
+            out.write(json.dumps(e, ensure_ascii=False) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.text import Text
+
+    from mlgoodput.console._display import clean
+
+    con = Console(highlight=False)
+    for e in entries:
+        t = Text()
+        t.append(e["iso_time"][11:23], style="dim")
+        t.append(f" [#{e['process']}] ", style="cyan")
+        t.append(f"{e['level']:<8} ", style="bold" if e["levelno"] >= 40 else "")
+        if e.get("ansi"):
+            t.append_text(Text.from_ansi(e["ansi"]))
+        else:
+            t.append(clean(e["message"]))
+        if e.get("exc"):
+            t.append("\n" + clean(e["exc"]), style="red")
+        t.append(f"  {clean(os.path.basename(e['file']))}:{e['line']}", style="dim")
+        con.print(t)
+    return 0
+
+
+def _usage_report(args: argparse.Namespace) -> int:
+    from mlgoodput.console._report import write_usage_report
+    from mlgoodput.store import open_store
+
+    store = open_store(args.store)
+    try:
+        job = _pick_job(store, args.job)
+        n = write_usage_report(store, job, args.out)
+    finally:
+        store.close()
+    print(f"wrote {args.out}: {n} usage samples of job {job!r}")
+    return 0

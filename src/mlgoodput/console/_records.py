@@ -1,0 +1,80 @@
+"""Wire records to store events: shared by the server and its store-writer process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlgoodput.console import _protocol as P
+from mlgoodput.events import Event, Kind
+
+_LOG, _USAGE, _MARK = Kind.LOG, Kind.USAGE, Kind.USAGE_CHECKPOINT
+
+
+def _fast_event_factory() -> Any:
+    """Event(kind, time, host, step, value, name, attrs), built through the slot descriptors:
+    the same frozen Event, at half the cost of its generated __init__ (the server's hot loop)."""
+    new = Event.__new__
+    sk, st, sh, ss, sv, sn, sa = (Event.__dict__[f].__set__ for f in ("kind", "time", "host", "step", "value", "name", "attrs"))
+
+    def make(kind: Kind, t: float, host: int, step: int | None, value: float | None, name: str | None, attrs: Any) -> Event:
+        e = new(Event)
+        sk(e, kind)
+        st(e, t)
+        sh(e, host)
+        ss(e, step)
+        sv(e, value)
+        sn(e, name)
+        sa(e, attrs)
+        return e
+
+    return make
+
+
+event = _fast_event_factory()
+
+
+def simple(records: list[Any]) -> bool:
+    """True when every record becomes an event without the server's state (no progress)."""
+    return all(type(r) is not P.ProgressRec for r in records)
+
+
+def to_event(r: Any, process: int, hostname: str, pid: int) -> Event | None:
+    """The event of one log, usage or checkpoint record (None for others)."""
+    if type(r) is P.LogRec:
+        attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
+        if r.ansi:
+            attrs["ansi"] = r.ansi
+        if r.exc:
+            attrs["exc"] = r.exc
+        e: Event = event(_LOG, r.time, process, None, r.level, r.logger, attrs)
+        return e
+    if type(r) is P.UsageRec:
+        ua: dict[str, Any] = {"cpu": r.cpu, "rss": r.rss, "hostname": hostname, "pid": pid}
+        if r.gpu_util is not None:
+            ua["gpu_util"] = r.gpu_util
+        if r.gpu_mem is not None:
+            ua["gpu_mem"] = r.gpu_mem
+        return Event(_USAGE, r.time, process, None, r.cpu, None, ua)
+    if type(r) is P.MarkRec:
+        return Event(_MARK, r.time, process, r.step, None, r.name, {"hostname": hostname})
+    return None
+
+
+def log_events(records: list[Any], process: int, hostname: str, pid: int) -> list[Event]:
+    """Events of a batch without progress records (the hot path: mostly log lines)."""
+    out: list[Event] = []
+    add = out.append
+    ev = event
+    for r in records:
+        if type(r) is P.LogRec:
+            attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
+            if r.ansi:
+                attrs["ansi"] = r.ansi
+            if r.exc:
+                attrs["exc"] = r.exc
+            add(ev(_LOG, r.time, process, None, r.level, r.logger, attrs))
+        else:
+            e = to_event(r, process, hostname, pid)
+            if e is not None:
+                add(e)
+    return out

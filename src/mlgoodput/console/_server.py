@@ -1,0 +1,484 @@
+"""The console server: accepts clients on a Unix socket or TCP, shows and stores what they send.
+
+It runs an asyncio loop on its own thread. Every connection starts with a challenge; TCP
+clients must answer it with the HMAC of the server's token, Unix clients must be the same
+user. Records are turned into events, handed to the store writer (acked once stored) and
+to the screen. A broken or hostile peer is logged and dropped; it never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from mlgoodput.console import _protocol as P
+from mlgoodput.console import _records
+from mlgoodput.console._address import Address, parse_address
+from mlgoodput.console._display import BarState, Display, clean
+from mlgoodput.console._sink import NAMESPACE, StoreSink
+from mlgoodput.console._storeproc import StoreProcess
+from mlgoodput.events import Event, Kind
+from mlgoodput.store import Store, open_store
+
+log = logging.getLogger("mlgoodput.console.server")
+
+_PROGRESS, _CLIENT = Kind.PROGRESS, Kind.CLIENT
+
+
+@dataclass(slots=True)
+class ClientState:
+    """What the server remembers of one client process across its connections."""
+
+    client: int
+    process: int
+    pid: int
+    hostname: str
+    argv: str
+    next_seq: int = -1  # -1: not known (a fresh server); else every seq below was received
+    stored_seq: int = 0  # every seq below is in the store (what acks promise)
+    connected: bool = False
+    lost: bool = False
+    contrib: dict[str, float] = field(default_factory=dict)  # distributed bar -> sum of deltas
+    conn: Any = None  # the current connection (a reconnect supersedes an older one)
+
+
+class ConsoleServer:
+    """A console server; `start()` it, connect clients to `address`, `stop()` it."""
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:0",
+        *,
+        job: str | None = None,
+        store: Any = None,
+        token: str | None = None,
+        display: bool | IO[str] = True,
+        heartbeat_timeout_s: float = 10.0,
+        handshake_timeout_s: float = 5.0,
+        goodput: bool = True,
+        goodput_interval_s: float = 5.0,
+        store_process: bool = False,
+    ) -> None:
+        self._addr = parse_address(address, "address")
+        if job is not None and (not isinstance(job, str) or not job.strip()):
+            raise ValueError(f"job must be a non-empty string, got {job!r}")
+        self.job = job or time.strftime("console-%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        self._own_store = not isinstance(store, Store) or isinstance(store, str)
+        self.store = open_store(store)
+        self.auth = not self._addr.is_unix
+        self.token = token or (secrets.token_hex(16) if self.auth else None)
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.handshake_timeout_s = handshake_timeout_s
+        # store_process: write the store from a child process (a second CPU); needs a store
+        # other processes can open (not memory://)
+        self.sink: StoreSink | StoreProcess
+        if store_process and not self.store.url.startswith("memory://"):
+            self.sink = StoreProcess(self.store.url, self.job)
+        else:
+            self.sink = StoreSink(self.store, self.job)
+        gp = _goodput_line(self.store, self.job) if goodput else None
+        if display is False:
+            self.display: Display | None = None
+        else:
+            self.display = Display(None if display is True else display, goodput=gp, goodput_every_s=goodput_interval_s)
+        self.clients: dict[int, ClientState] = {}
+        self.bars: dict[str, BarState] = {}
+        self.refused = 0  # connections refused (bad handshake, auth)
+        self.bad_frames = 0  # frames that broke the protocol
+        self.received = 0  # records accepted
+        self._writer_id = secrets.randbits(62)
+        self._own_seq = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self.address = ""
+        self._warned: dict[str, int] = {}
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._restore_numbers()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> str:
+        """Listen and serve on a background thread; returns the address clients should use."""
+        if self._thread is not None:
+            return self.address
+        self.sink.start()
+        if self.display is not None:
+            self.display.start()
+        self._thread = threading.Thread(target=self._run, name="mlgoodput-console-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._start_error is not None:
+            err, self._start_error = self._start_error, None
+            self._thread = None
+            raise err
+        self._note(f"mlgoodput console: serving job {self.job!r} at {self.address}")
+        return self.address
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Stop accepting, close connections, store everything received; True if all was stored."""
+        deadline = time.monotonic() + timeout_s
+        loop, t = self._loop, self._thread
+        if loop is not None and t is not None and t.is_alive():
+            fut = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+            try:
+                fut.result(max(0.1, deadline - time.monotonic()))
+            except Exception:
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            t.join(max(0.1, deadline - time.monotonic()))
+        self._thread = None
+        ok = self.sink.close(max(0.1, deadline - time.monotonic()))
+        if self.display is not None:
+            self.display.close(max(0.1, deadline - time.monotonic()))
+        if self._addr.is_unix:
+            try:
+                os.unlink(self._addr.path)
+            except OSError:
+                pass
+        if self._own_store:
+            self.store.close()
+        return ok
+
+    def __enter__(self) -> ConsoleServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._listen())
+        except BaseException as e:
+            self._start_error = e
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            except Exception:
+                pass
+            loop.close()
+
+    async def _listen(self) -> None:
+        a = self._addr
+        if a.is_unix:
+            if os.path.exists(a.path):
+                # a socket nobody answers on is a leftover of a dead server: replace it
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    probe.connect(a.path)
+                except OSError:
+                    os.unlink(a.path)
+                else:
+                    raise OSError(f"a console server is already listening at unix:{a.path}")
+                finally:
+                    probe.close()
+            old = os.umask(0o177)
+            try:
+                self._server = await asyncio.start_unix_server(self._handle, path=a.path, limit=P.MAX_FRAME_BYTES + 8)
+            finally:
+                os.umask(old)
+            os.chmod(a.path, 0o600)
+            self.address = str(a)
+        else:
+            self._server = await asyncio.start_server(
+                self._handle, host=a.host, port=a.port, limit=P.MAX_FRAME_BYTES + 8, reuse_address=True
+            )
+            sock = self._server.sockets[0]
+            host, port = sock.getsockname()[:2]
+            self.address = str(Address(host=host, port=port))
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._writers):
+            w.close()  # its handler ends on the closed stream, as if the client had left
+        for _ in range(100):
+            if not self._writers:
+                break
+            await asyncio.sleep(0.01)
+
+    # -- connections ---------------------------------------------------------------------
+    def _warn(self, peer: str, what: str) -> None:
+        """Log a refused connection or bad frame, at most a few times per kind of problem."""
+        key = what.split(":", 1)[0]
+        n = self._warned.get(key, 0)
+        self._warned[key] = n + 1
+        if n < 5:
+            log.warning("console server: %s from %s", what, peer)
+            self._note(f"refused input from {peer}: {what[:200]}")
+        elif n == 5:
+            log.warning("console server: more of %r; no longer logged", key)
+
+    def _note(self, text: str) -> None:
+        if self.display is not None:
+            self.display.note(text)
+
+    async def _read(self, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
+        header = await reader.readexactly(4)
+        n = P.frame_length(header)
+        body = await reader.readexactly(n)
+        return P.decode_client(body), body
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = "?"
+        state: ClientState | None = None
+        clean_exit = False
+        self._writers.add(writer)
+        try:
+            sock = writer.get_extra_info("socket")
+            peer = str(writer.get_extra_info("peername") or "unix")
+            if self._addr.is_unix and sock is not None and hasattr(socket, "SO_PEERCRED"):
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+                pid, uid, _ = struct.unpack("3i", creds)
+                peer = f"pid {pid}"
+                if uid != os.getuid():
+                    self.refused += 1
+                    self._warn(peer, f"unauthenticated: uid {uid} is not the server's user")
+                    return
+            nonce = secrets.token_bytes(32)
+            writer.write(P.frame(P.Challenge(P.VERSION, nonce, self.auth)))
+            await writer.drain()
+            try:
+                hello, _ = await asyncio.wait_for(self._read(reader), self.handshake_timeout_s)
+            except TimeoutError:
+                self.refused += 1
+                self._warn(peer, "unauthenticated: no handshake in time")
+                return
+            if not isinstance(hello, P.Hello):
+                self.refused += 1
+                self._warn(peer, "protocol: first message was not a hello")
+                return
+            if hello.version != P.VERSION:
+                self.refused += 1
+                writer.write(P.frame(P.Refuse(f"protocol version {hello.version} is not {P.VERSION}")))
+                self._warn(peer, f"protocol: version {hello.version}")
+                return
+            if self.auth and not (self.token and P.mac_ok(self.token, nonce, hello.mac)):
+                self.refused += 1
+                writer.write(P.frame(P.Refuse("authentication failed: wrong or missing token")))
+                await writer.drain()
+                self._warn(peer, "unauthenticated: wrong or missing token")
+                return
+            state = self._client_joined(hello, writer)
+            writer.write(P.frame(P.Welcome(state.process, self.job, state.stored_seq)))
+            await writer.drain()
+            while True:
+                try:
+                    msg, body = await asyncio.wait_for(self._read(reader), self.heartbeat_timeout_s)
+                except TimeoutError:
+                    self._warn(peer, f"lost: no heartbeat from process #{state.process} in {self.heartbeat_timeout_s:g} s")
+                    return
+                if isinstance(msg, P.Batch):
+                    await self._on_batch(state, msg, writer, body)
+                elif isinstance(msg, P.Ping):
+                    writer.write(P.frame(P.Ack(state.stored_seq)))
+                elif isinstance(msg, P.Bye):
+                    clean_exit = True
+                    return
+                else:
+                    raise P.FrameError(f"unexpected {type(msg).__name__} after the handshake")
+        except P.FrameError as e:
+            self.bad_frames += 1
+            self._warn(peer, f"malformed: {e}")
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass  # the peer went away; handled below
+        except asyncio.CancelledError:
+            clean_exit = True
+            raise
+        except Exception as e:  # a bug must not take the server down
+            self.bad_frames += 1
+            self._warn(peer, f"error: {type(e).__name__}: {e}")
+        finally:
+            self._writers.discard(writer)
+            if state is not None and state.conn is writer:  # not when a newer connection took over
+                self._client_left(state, clean_exit)
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    # -- clients -------------------------------------------------------------------------
+    def _restore_numbers(self) -> None:
+        """Keep short process numbers across a server restart, from the stored CLIENT events."""
+        try:
+            if not any(j.namespace == NAMESPACE and j.job == self.job for j in self.store.jobs()):
+                return
+            cols = self.store.read(NAMESPACE, self.job).columns
+        except Exception:
+            return
+        for i in range(len(cols)):
+            if cols.kinds[i] == _CLIENT:
+                a = cols.attr(i) or {}
+                cid = a.get("client")
+                if isinstance(cid, int) and cid not in self.clients:
+                    self.clients[cid] = ClientState(cid, cols.hosts[i], int(a.get("pid", 0)), str(a.get("hostname", "")), str(a.get("argv", "")))
+
+    def _client_joined(self, hello: P.Hello, writer: asyncio.StreamWriter) -> ClientState:
+        st = self.clients.get(hello.client)
+        if st is None:
+            st = ClientState(hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
+            self.clients[hello.client] = st
+        st.connected, was_lost, st.lost = True, st.lost, False
+        st.conn = writer
+        if isinstance(self.sink, StoreProcess):
+            self.sink.register_client(st.client, st.process, st.pid, st.hostname)
+        self._server_event(_CLIENT, st.process, "connect", st)
+        self._note(f"[#{st.process}] {'reconnected' if was_lost else 'joined'}: pid {st.pid} on {st.hostname} ({st.argv[:80]})")
+        if self.display is not None and was_lost:
+            self.display.mark_lost(st.process, False)
+        return st
+
+    def _client_left(self, st: ClientState, clean_exit: bool) -> None:
+        st.connected = False
+        st.lost = not clean_exit
+        self._server_event(_CLIENT, st.process, "disconnect" if clean_exit else "lost", st)
+        if not clean_exit:
+            self._note(f"[#{st.process}] lost (pid {st.pid}): its unfinished bars are marked")
+            if self.display is not None:
+                self.display.mark_lost(st.process, True)
+            for b in self.bars.values():
+                if b.process == st.process and not b.done:  # its owner died: nobody will finish it
+                    b.lost = True
+
+    def _server_event(self, kind: Kind, process: int, what: str, st: ClientState) -> None:
+        ev = Event(kind, time.time(), process, None, None, what,
+                   {"client": st.client, "pid": st.pid, "hostname": st.hostname, "argv": st.argv})
+        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self._own_seq += 1
+
+    # -- records -------------------------------------------------------------------------
+    async def _on_batch(self, st: ClientState, batch: P.Batch, writer: asyncio.StreamWriter, body: bytes) -> None:
+        records = batch.records
+        first = batch.first_seq
+        if first < 0:
+            raise P.FrameError(f"negative sequence number {first}")
+        if st.next_seq >= 0:
+            skip = st.next_seq - first
+            if skip >= len(records):  # all seen before (a resend): acknowledged once stored
+                writer.write(P.frame(P.Ack(st.stored_seq)))
+                return
+            if skip > 0:
+                records, first = records[skip:], st.next_seq
+        proc = st.process
+        disp = self.display
+        end = first + len(records)
+        st.next_seq = end
+        self.received += len(records)
+        loop = asyncio.get_running_loop()
+
+        def stored() -> None:
+            loop.call_soon_threadsafe(_stored, st, writer, end)
+
+        if disp is not None:
+            for r in records:
+                if type(r) is P.LogRec:
+                    disp.log(proc, r)
+        sink = self.sink
+        if _records.simple(records):
+            if isinstance(sink, StoreProcess) and first == batch.first_seq:
+                sink.submit_raw(st.client, first, proc, len(records), body, stored)  # decoded over there
+            else:
+                sink.submit(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
+        else:
+            events: list[Event] = []
+            for r in records:
+                if type(r) is P.ProgressRec:
+                    events.append(self._on_progress(st, r))
+                else:
+                    e = _records.to_event(r, proc, st.hostname, st.pid)
+                    if e is not None:
+                        events.append(e)
+            sink.submit(st.client, first, events, stored)
+        # back-pressure: stop reading while the store falls far behind
+        while sink.pending_events > 500_000:
+            await asyncio.sleep(0.02)
+
+    def _on_progress(self, st: ClientState, r: P.ProgressRec) -> Event:
+        b = self.bars.get(r.bar)
+        if b is None:
+            b = self.bars[r.bar] = BarState(clean(r.desc)[:200], r.total, 0.0, st.process, r.distributed)
+            if len(self.bars) > 10_000:  # forget the oldest finished bars
+                for k in [k for k, v in self.bars.items() if v.done][:1000]:
+                    del self.bars[k]
+        if r.desc:
+            b.desc = clean(r.desc)[:200]
+        if r.total is not None:
+            b.total = r.total
+        if r.distributed:
+            b.distributed = True
+            st.contrib[r.bar] = st.contrib.get(r.bar, 0.0) + r.delta
+            b.completed = sum(c.contrib.get(r.bar, 0.0) for c in self.clients.values())
+        elif r.completed is not None:
+            b.completed = r.completed
+        if r.done and not b.done:
+            b.done = True
+            tot = f"{b.total:g}" if b.total is not None else "?"
+            self._note(f"✓ {b.desc}: {b.completed:g}/{tot}")
+        b.updated = time.monotonic()
+        if self.display is not None:
+            self.display.progress(st.process, r, b)
+        return Event(_PROGRESS, r.time, st.process, None, b.completed, r.bar,
+                     {"desc": b.desc, "total": b.total, "completed": b.completed, "delta": r.delta,
+                      "done": r.done, "distributed": r.distributed})
+
+
+def _stored(st: ClientState, writer: asyncio.StreamWriter, next_seq: int) -> None:
+    """On the loop: records below `next_seq` are in the store; tell the client."""
+    st.stored_seq = max(st.stored_seq, next_seq)
+    if not writer.is_closing():
+        try:
+            writer.write(P.frame(P.Ack(st.stored_seq)))
+        except Exception:
+            pass
+
+
+def _goodput_line(store: Store, job: str) -> Any:
+    """A callable giving the live goodput line of `job`, or None when no recorder writes it.
+
+    Needs `mlgoodput.accounting.GoodputCalculator`; without it the console just has no line.
+    """
+    try:
+        from mlgoodput import accounting
+
+        calc_cls = getattr(accounting, "GoodputCalculator", None)
+    except Exception:
+        calc_cls = None
+    if calc_cls is None:
+        return None
+    calcs: dict[str, Any] = {}
+
+    def line() -> str | None:
+        for j in store.jobs():
+            if j.job == job and not j.namespace.startswith("mlgoodput."):
+                calc = calcs.get(j.namespace)
+                if calc is None:
+                    calc = calcs[j.namespace] = calc_cls(job, j.namespace, store=store)
+                r = calc.report()
+                worst = max(((b, v) for b, v in r.badput_s.items() if isinstance(v, (int, float))),
+                            key=lambda bv: bv[1], default=None)
+                text = (f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s"
+                        f" · productive {r.productive_s:.0f} s · last step {r.last_step}")
+                if worst is not None and worst[1] > 0:
+                    text += f" · top badput {getattr(worst[0], 'name', worst[0]).lower()} {worst[1]:.0f} s"
+                return text
+        return None
+
+    return line

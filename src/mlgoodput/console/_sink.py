@@ -1,0 +1,90 @@
+"""The server's store writer: everything received goes to the store in batches, then is acked.
+
+A client's records are acknowledged only once they are in the store, so a client keeps
+(and resends) whatever a crashed server never stored. The store drops a resent record it
+already has, because each client is a store writer and its record numbers are sequences.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlgoodput._worker import BackgroundWorker
+from mlgoodput.events import Event, EventBatch
+from mlgoodput.store import Store
+
+NAMESPACE = "mlgoodput.console"
+
+
+@dataclass(slots=True)
+class _Item:
+    writer: int
+    first_seq: int
+    events: list[Event]
+    on_stored: Callable[[], None] | None
+
+
+class StoreSink(BackgroundWorker):
+    """Appends submitted event runs to `store` under (NAMESPACE, job), merging runs per writer."""
+
+    def __init__(self, store: Store, job: str, *, interval_s: float = 0.05) -> None:
+        super().__init__("mlgoodput-console-store", interval_s=interval_s, max_backoff_s=2.0)
+        self.store = store
+        self.job = job
+        self._items: collections.deque[_Item] = collections.deque()
+        self._lock = threading.Lock()
+        self.pending_events = 0
+        self.stored_events = 0
+
+    def submit(
+        self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
+    ) -> None:
+        with self._lock:
+            self._items.append(_Item(writer, first_seq, events, on_stored))
+            self.pending_events += len(events)
+
+    def _work(self) -> bool:
+        with self._lock:
+            items = list(self._items)
+        if not items:
+            return True
+        # merge contiguous runs of the same writer into one append (one transaction each)
+        groups: list[tuple[int, int, list[Event], list[_Item]]] = []
+        open_by_writer: dict[int, int] = {}
+        for it in items:
+            gi = open_by_writer.get(it.writer)
+            if gi is not None:
+                _w, first, evs, its = groups[gi]
+                if first + len(evs) == it.first_seq:
+                    evs.extend(it.events)
+                    its.append(it)
+                    continue
+            open_by_writer[it.writer] = len(groups)
+            groups.append((it.writer, it.first_seq, list(it.events), [it]))
+        for writer, first, evs, its in groups:
+            if evs:
+                self.store.append(NAMESPACE, self.job, EventBatch(writer, first, evs))
+            with self._lock:
+                for it in its:
+                    self._items.remove(it)
+                    self.pending_events -= len(it.events)
+                    self.stored_events += len(it.events)
+            for it in its:
+                if it.on_stored is not None:
+                    try:
+                        it.on_stored()
+                    except Exception:
+                        pass
+        with self._lock:
+            return not self._items
+
+    def _after_fork_in_child(self) -> None:
+        # the server's process stores what it received; a forked child has no part in it
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._items.clear()
+        self._lock = threading.Lock()

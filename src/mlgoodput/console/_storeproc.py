@@ -1,0 +1,271 @@
+"""Store writing in a child process, so a busy server spreads over two CPUs.
+
+The server checks each client frame (it must, for the screen and for safety), then hands
+the same bytes to this child, which decodes them again, builds the events and appends them
+through a `StoreSink`; it reports each stored run back, and only then is the client
+acknowledged. Frames carrying progress records (whose events need the server's state) go
+as server-built events. If the child dies, a new one is started and given everything not
+yet reported stored; the store drops what it already has.
+
+Parent -> child, on the child's stdin: HEADER (type, writer, first_seq, process, pid,
+payload length) then the payload: type 1 a client batch body, type 2 a msgpack list of
+event tuples, type 3 a client's hostname. Child -> parent, on its stdout: ACK (writer, end).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from mlgoodput._worker import BackgroundWorker
+from mlgoodput.console import _protocol as P
+from mlgoodput.console import _records
+from mlgoodput.events import Event, Kind
+
+HEADER = struct.Struct(">BQQiqI")
+ACK = struct.Struct(">QQ")
+RAW, EVENTS, HOST = 1, 2, 3
+_enc = msgspec.msgpack.Encoder()
+_dec = msgspec.msgpack.Decoder()
+
+
+def _pack_events(events: list[Event]) -> bytes:
+    return _enc.encode([(int(e.kind), e.time, e.host, e.step, e.value, e.name, e.attrs) for e in events])
+
+
+def _unpack_events(payload: bytes) -> list[Event]:
+    return [Event(Kind(k), t, h, s, v, n, a) for k, t, h, s, v, n, a in _dec.decode(payload)]
+
+
+class _AckReader(BackgroundWorker):
+    """Reads the child's reports (blocking reads on its stdout) until the child ends."""
+
+    def __init__(self, fd: int, on_ack: Callable[[int, int], None]) -> None:
+        super().__init__("mlgoodput-console-store-acks", interval_s=0.05, max_backoff_s=0.05)
+        self.fd = fd
+        self.on_ack = on_ack
+        self.eof = False
+        self._buf = b""
+
+    def _work(self) -> bool:
+        if self.eof:
+            return True
+        data = os.read(self.fd, 65536)  # blocks until the child reports or ends
+        if not data:
+            self.eof = True
+            return True
+        buf = self._buf + data
+        n = len(buf) // ACK.size * ACK.size
+        for i in range(0, n, ACK.size):
+            self.on_ack(*ACK.unpack_from(buf, i))
+        self._buf = buf[n:]
+        return True
+
+    def _after_fork_in_child(self) -> None:
+        # the reports belong to the server's process: a forked child must not read them
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+
+
+class StoreProcess(BackgroundWorker):
+    """Feeds the child; same calls as StoreSink (`submit`, `pending_events`, `stored_events`)."""
+
+    def __init__(self, store_url: str, job: str) -> None:
+        super().__init__("mlgoodput-console-store-feeder", interval_s=0.05, max_backoff_s=1.0)
+        self.store_url = store_url
+        self.job = job
+        self._lock = threading.Lock()
+        # [writer, end_seq, frame bytes, n events, on_stored, sent]
+        self._inflight: collections.deque[list[Any]] = collections.deque()
+        self._hosts: dict[int, bytes] = {}  # writer -> its HOST frame, resent to a new child
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: _AckReader | None = None
+        self.pending_events = 0
+        self.stored_events = 0
+        self.restarts = 0
+
+    # -- the server's side -----------------------------------------------------------------
+    def register_client(self, writer: int, process: int, pid: int, hostname: str) -> None:
+        data = HEADER.pack(HOST, writer, 0, process, pid, len(hostname.encode())) + hostname.encode()
+        with self._lock:
+            self._hosts[writer] = data
+            self._inflight.append([writer, -1, data, 0, None, False])
+
+    def submit_raw(self, writer: int, first_seq: int, process: int, n: int, body: bytes,
+                   on_stored: Callable[[], None] | None = None) -> None:
+        data = HEADER.pack(RAW, writer, first_seq, process, 0, len(body)) + body
+        self._add(writer, first_seq + n, data, n, on_stored)
+
+    def submit(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
+        payload = _pack_events(events)
+        data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
+        self._add(writer, first_seq + len(events), data, len(events), on_stored)
+
+    def _add(self, writer: int, end: int, data: bytes, n: int, on_stored: Callable[[], None] | None) -> None:
+        with self._lock:
+            self._inflight.append([writer, end, data, n, on_stored, False])
+            self.pending_events += n
+        self._wake.set()
+
+    # -- the child, from the parent ------------------------------------------------------
+    def _spawn(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from mlgoodput.console._storeproc import child_main;"
+             " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+        )
+        assert self._proc.stdout is not None
+        self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)
+        self._reader.start()
+
+    def _on_ack(self, writer: int, end: int) -> None:
+        done: list[list[Any]] = []
+        with self._lock:
+            for it in list(self._inflight):
+                if it[0] == writer and 0 <= it[1] <= end and it[5]:
+                    self._inflight.remove(it)
+                    done.append(it)
+                    self.pending_events -= it[3]
+                    self.stored_events += it[3]
+        for it in done:
+            if it[4] is not None:
+                try:
+                    it[4]()
+                except Exception:
+                    pass
+        self._wake.set()
+
+    def _work(self) -> bool:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            if proc is not None:
+                self.restarts += 1
+                if self._reader is not None:
+                    self._reader.close(1.0)
+                with self._lock:  # a new child gets every client's host, then all not stored
+                    for it in self._inflight:
+                        it[5] = False
+                    self._inflight.extendleft(reversed([[w, -1, d, 0, None, False] for w, d in self._hosts.items()]))
+            self._spawn()
+            proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        with self._lock:
+            todo = [it for it in self._inflight if not it[5]]
+            # HOST frames are only needed once per child: drop them from the queue once sent
+        try:
+            for it in todo:
+                proc.stdin.write(it[2])
+                it[5] = True
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        with self._lock:
+            for it in todo:
+                if it[1] == -1 and it in self._inflight:
+                    self._inflight.remove(it)
+            return not any(it[1] >= 0 for it in self._inflight)
+
+    def _on_close(self) -> None:
+        proc = self._proc
+        if proc is not None:
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()  # the child stores what it has and exits
+                proc.wait(10)
+            except Exception:
+                proc.kill()
+        if self._reader is not None:
+            self._reader.close(5.0)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything handed over before this call is stored (the child said so)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if self._thread is None:
+            self.start()
+        while self.pending_events > 0:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.01)
+        return True
+
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything handed over is stored (or `timeout_s`), then stop the child."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        ok = self.flush(timeout_s) if not self._closed else True
+        super().close(None if deadline is None else max(0.1, deadline - time.monotonic()))
+        return ok
+
+    def _after_fork_in_child(self) -> None:
+        self._init_sync()
+        self._thread = None
+        self._closed = True
+        self._proc = None
+        self._inflight.clear()
+
+
+# -- the child ---------------------------------------------------------------------------------
+def _records_count(payload: bytes, typ: int) -> list[Any]:
+    try:
+        obj = _dec.decode(payload)
+        return list(obj[2]) if typ == RAW else list(obj)
+    except Exception:
+        return []
+
+def child_main(store_url: str, job: str) -> int:
+    """Read frames on stdin, store them, report stored runs on stdout; exit at end of input."""
+    from mlgoodput.console._sink import StoreSink
+    from mlgoodput.store import open_store
+
+    sink = StoreSink(open_store(store_url), job)
+    sink.start()
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    out_lock = threading.Lock()
+    hosts: dict[int, tuple[str, int]] = {}
+
+    def acker(writer: int, end: int) -> Callable[[], None]:
+        def ack() -> None:
+            with out_lock:
+                out.write(ACK.pack(writer, end))
+                out.flush()
+
+        return ack
+
+    while True:
+        hdr = inp.read(HEADER.size)
+        if len(hdr) < HEADER.size:
+            break
+        typ, writer, first, process, pid, n = HEADER.unpack(hdr)
+        payload = inp.read(n)
+        if typ == HOST:
+            hosts[writer] = (payload.decode(), pid)
+            continue
+        try:
+            if typ == RAW:  # checked by the server with the same schema; decoded again here
+                batch = P.decode_client(payload)
+                hostname, cpid = hosts.get(writer, ("?", 0))
+                events = _records.log_events(batch.records, process, hostname, cpid)
+            else:
+                events = _unpack_events(payload)
+        except Exception as e:  # never loop on a frame that cannot be stored: report and go on
+            print(f"mlgoodput console store helper: dropped a frame of writer {writer}: {e}", file=sys.stderr)
+            acker(writer, first + len(_records_count(payload, typ)))()
+            continue
+        sink.submit(writer, first, events, acker(writer, first + len(events)))
+        if sink.pending_events > 200_000:
+            sink.flush(30)
+    sink.close(60)
+    sink.store.close()
+    return 0
