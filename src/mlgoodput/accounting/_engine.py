@@ -13,7 +13,6 @@ import math
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
 
 from mlgoodput.accounting._intervals import (
     Coverage,
@@ -24,6 +23,22 @@ from mlgoodput.accounting._intervals import (
     subtract,
     union,
 )
+from mlgoodput.accounting._model import (
+    DURATIONS,
+    ELASTIC,
+    END_KINDS,
+    HIGH,
+    INF,
+    LOW,
+    PAIRS,
+    Activities,
+    Attempt,
+    B,
+    Derived,
+    Touched,
+    median,
+)
+from mlgoodput.accounting._query import Query
 from mlgoodput.accounting._report import (
     BadputType,
     GoodputReport,
@@ -34,89 +49,6 @@ from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._timeline import HostLog, Rec, Timeline
 from mlgoodput.events import Kind
 
-B = BadputType
-_INF = math.inf
-
-# start kind -> (end kind, bucket key); the key is a BadputType, ("custom", NAME), "dl" or "compile"
-_PAIRS: dict[int, tuple[int, object]] = {
-    Kind.ACCEL_INIT_START: (Kind.ACCEL_INIT_END, B.TPU_INITIALIZATION),
-    Kind.TRAINING_PREP_START: (Kind.TRAINING_PREP_END, B.TRAINING_PREP),
-    Kind.DATA_LOADING_START: (Kind.DATA_LOADING_END, "dl"),
-    Kind.CKPT_SAVE_START: (Kind.CKPT_SAVE_END, B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME),
-    Kind.CKPT_RESTORE_START: (Kind.CKPT_RESTORE_END, B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME),
-    Kind.ELASTIC_REINIT_START: (Kind.ELASTIC_REINIT_END, B.ELASTIC_REINITIALIZATION),
-    Kind.CUSTOM_START: (Kind.CUSTOM_END, "custom"),
-    Kind.ELASTIC_WAIT_START: (Kind.ELASTIC_WAIT_END, "elastic"),
-}
-_END_KINDS = {end for end, _ in _PAIRS.values()}
-_DURATIONS: dict[int, object] = {
-    Kind.CKPT_SAVE: B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
-    Kind.CKPT_RESTORE: B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
-    Kind.COMPILE: "compile",
-}
-_ELASTIC = {"slice_down": B.ELASTIC_SLICE_DOWN, "scale_up": B.ELASTIC_SCALE_UP}
-# priority 2, 3 (then custom, 4), then 6, 7; data loading (5) is placed between them
-_HIGH = (
-    B.ELASTIC_REINITIALIZATION,
-    B.ELASTIC_SLICE_DOWN,
-    B.ELASTIC_SCALE_UP,
-    B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
-    B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
-)
-_LOW = (B.TRAINING_PREP, B.TPU_INITIALIZATION)
-
-
-@dataclass(slots=True)
-class Attempt:
-    start: float
-    end: float  # its job_end, the next job_start, or the query time
-    ended_by: str  # "job_end", "restart" or "running"
-    i0: int  # its steps are indices i0 .. i1-1 of the lead host's arrays
-    i1: int
-
-
-@dataclass(slots=True)
-class Activities:
-    """The lead host's activity intervals by bucket, clipped to attempts."""
-
-    buckets: dict[object, Intervals] = field(default_factory=dict)
-    restore_step: dict[int, int] = field(default_factory=dict)  # attempt -> restored step
-    _restores: dict[int, tuple[float, int]] = field(default_factory=dict)
-    claims: Coverage = field(default_factory=lambda: Coverage([]))  # priorities 2..7
-    compile: Coverage = field(default_factory=lambda: Coverage([]))
-    open_starts: list[float] = field(default_factory=list)  # activities with no end yet
-    slices: list[tuple[float, float, float, float]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Derived:
-    """Net times of interior steps (not first, not last of their attempt), kept incrementally."""
-
-    host: int
-    n: int  # steps examined so far
-    frontier: float  # start time of the last step examined
-    eff: array[float]  # per step: net minus measured compile (interior steps; nan otherwise)
-    compile: dict[int, float]  # interior step index -> measured compile seconds
-    ordered: SortedFloats
-    compile_total: float
-    open_before: bool  # an activity without an end started before the frontier
-
-
-@dataclass(slots=True)
-class _Touched:
-    ordered: list[int]
-
-    def range(self, lo: int, hi: int) -> list[int]:
-        return self.ordered[bisect_left(self.ordered, lo) : bisect_left(self.ordered, hi)]
-
-
-def _median(xs: list[float]) -> float:
-    if not xs:
-        return 0.0
-    ys = sorted(xs)
-    n = len(ys)
-    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2.0
-
 
 class Engine:
     """Holds one job's timeline and answers reports at a query time."""
@@ -126,7 +58,7 @@ class Engine:
             raise ValueError(f"stall_factor must be > 1, got {stall_factor!r}")
         self.stall_factor = float(stall_factor)
         self.timeline = Timeline()
-        self._derived: _Derived | None = None
+        self._derived: Derived | None = None
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
 
     # -- structure ---------------------------------------------------------------------
@@ -136,11 +68,11 @@ class Engine:
         out: list[Attempt] = []
         times = log.times
         for k, s in enumerate(js):
-            nxt = js[k + 1] if k + 1 < len(js) else _INF
+            nxt = js[k + 1] if k + 1 < len(js) else INF
             j = bisect_left(je, s)
             if j < len(je) and je[j] < nxt:
                 end, how = je[j], "job_end"
-            elif nxt < _INF:
+            elif nxt < INF:
                 end, how = nxt, "restart"
             else:
                 end, how = q, "running"
@@ -156,21 +88,21 @@ class Engine:
         by_attempt: dict[int, list[Rec]] = {}
         for r in log.others:
             k = bisect_right(starts_at, r.time) - 1
-            if k < 0 or r.time > atts[k].end or (r.time == atts[k].end and r.kind not in _END_KINDS):
+            if k < 0 or r.time > atts[k].end or (r.time == atts[k].end and r.kind not in END_KINDS):
                 continue
             by_attempt.setdefault(k, []).append(r)
         for k, recs in by_attempt.items():
             att = atts[k]
             ends: dict[tuple[int, str | None], list[float]] = {}
             for r in recs:
-                if r.kind in _END_KINDS:
+                if r.kind in END_KINDS:
                     ends.setdefault((r.kind, r.name), []).append(r.time)
             for v in ends.values():
                 v.sort()
             for r in recs:
                 kind = r.kind
-                if kind in _PAIRS:
-                    end_kind, key = _PAIRS[kind]
+                if kind in PAIRS:
+                    end_kind, key = PAIRS[kind]
                     name = r.name if key in ("custom", "elastic") else None
                     cands = ends.get((end_kind, name), [])
                     j = bisect_left(cands, r.time)  # the next matching end
@@ -181,12 +113,12 @@ class Engine:
                     if key == "custom":
                         key = ("custom", (r.name or "unknown").upper())
                     elif key == "elastic":
-                        key = _ELASTIC.get(r.name or "", B.ELASTIC_SLICE_DOWN)
+                        key = ELASTIC.get(r.name or "", B.ELASTIC_SLICE_DOWN)
                     raw.setdefault(key, []).append((r.time, min(e, att.end)))
                     if kind == Kind.CKPT_RESTORE_START and r.step is not None:
                         self._note_restore(acts, k, r)
-                elif kind in _DURATIONS and r.value is not None:
-                    key = _DURATIONS[kind]
+                elif kind in DURATIONS and r.value is not None:
+                    key = DURATIONS[kind]
                     raw.setdefault(key, []).append((r.time, min(r.time + r.value, att.end)))
                     if kind == Kind.CKPT_RESTORE and r.step is not None:
                         self._note_restore(acts, k, r)
@@ -253,7 +185,7 @@ class Engine:
                 comp += acts.compile.covered(gs, ge)
         return net, comp
 
-    def _touched(self, log: HostLog, acts: Activities) -> _Touched:
+    def _touched(self, log: HostLog, acts: Activities) -> Touched:
         """Indices of steps that a claim, a measured compile or a step_end reaches into."""
         times = log.times
         idx: set[int] = set()
@@ -266,9 +198,9 @@ class Engine:
             for t in ends:
                 i = bisect_right(times, t) - 1  # the step it ends, or (if late) the one after
                 idx.update(j for j in (i - 1, i) if j >= 0)
-        return _Touched(sorted(idx))
+        return Touched(sorted(idx))
 
-    def _derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> _Derived:
+    def _derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> Derived:
         d = self._derived
         n = len(log.times)
         tl = self.timeline
@@ -279,13 +211,13 @@ class Engine:
             or tl.earliest_change < d.frontier
             or d.open_before
         ):
-            d = _Derived(log.host, 0, -_INF, array("d"), {}, SortedFloats(), 0.0, False)
+            d = Derived(log.host, 0, -INF, array("d"), {}, SortedFloats(), 0.0, False)
         start = max(0, d.n - 1)
         if len(d.eff) < n:
             d.eff.extend([math.nan] * (n - len(d.eff)))
         times = log.times
         new_vals: list[float] = []
-        touched: _Touched | None = None
+        touched: Touched | None = None
         for a in atts:
             lo, hi = max(a.i0 + 1, start), a.i1 - 1  # interior steps of this attempt
             if hi <= lo:
@@ -305,9 +237,9 @@ class Engine:
             new_vals.extend(raw)
         d.ordered.extend(new_vals)
         d.n = n
-        d.frontier = times[n - 1] if n else -_INF
+        d.frontier = times[n - 1] if n else -INF
         d.open_before = any(t < d.frontier for t in acts.open_starts)
-        tl.earliest_change = _INF
+        tl.earliest_change = INF
         self._derived = d
         return d
 
@@ -337,7 +269,7 @@ class Engine:
         if b < a:
             b = a
         whole = a <= w0 and b >= w1 and not force_layout
-        ctx = _Query(self, log, atts, acts, d, q, configured_ideal)
+        ctx = Query(self, log, atts, acts, d, q, configured_ideal)
         ctx.compute_ideal(None if b >= w1 else b)
         ctx.compute_infra()
         res: dict[object, float] = {}
@@ -351,7 +283,7 @@ class Engine:
                 covered = union(covered + u)
 
         take(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION, ctx.infra)
-        for high in _HIGH:
+        for high in HIGH:
             take(high, acts.buckets.get(high, []))
         customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
         for ckey in customs:
@@ -359,7 +291,7 @@ class Engine:
         steps_union = ctx.steps_union()
         dl = acts.buckets.get("dl", [])
         take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
-        for low in _LOW:
+        for low in LOW:
             take(low, acts.buckets.get(low, []))
         overlapped = measure(intersect(clip(dl, a, b), steps_union))
         parts = ctx.aggregate() if whole else ctx.layout(a, b)
@@ -411,7 +343,7 @@ class Engine:
         atts = self.attempts(log, q)
         acts = self.activities(log, atts)
         d = self._derive(log, atts, acts)
-        ctx = _Query(self, log, atts, acts, d, q, configured_ideal)
+        ctx = Query(self, log, atts, acts, d, q, configured_ideal)
         ctx.compute_ideal(None)
         ideal = ctx.ideal
         out: dict[int, float] = {}
@@ -457,321 +389,13 @@ class Engine:
                 HostStepStats(
                     host=h,
                     steps=len(diffs) + 1,
-                    median_s=_median(diffs),
+                    median_s=median(diffs),
                     p90_s=diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))],
                     max_s=diffs[-1],
                 )
             )
         return tuple(out)
 
-
-class _Query:
-    """One report's working state: the ideal step time, per-step roles and amounts."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        log: HostLog,
-        atts: list[Attempt],
-        acts: Activities,
-        d: _Derived,
-        q: float,
-        configured: float | None,
-    ) -> None:
-        self.e = engine
-        self.log = log
-        self.atts = atts
-        self.acts = acts
-        self.d = d
-        self.q = q
-        self.configured = configured
-        self.ideal = 0.0
-        self.infra: Intervals = []
-        # per attempt: (first-step end or None, last-step end or None if unknown)
-        self.first_end: list[float | None] = []
-        self.last_end: list[float | None] = []
-        self.extra: dict[int, tuple[float, float]] = {}  # regular last steps: i -> (eff, comp)
-        self.est_end: dict[int, float] = {}
-        self.max_productive_step: int | None = None
-        times = log.times
-        for att in atts:
-            if att.i1 == att.i0:
-                self.first_end.append(None)
-                self.last_end.append(None)
-                continue
-            last = att.i1 - 1
-            hi = att.end
-            se = engine._step_end(log, last, hi)
-            if se is not None:
-                le: float | None = se
-            elif att.ended_by == "running":
-                le = q
-            else:
-                le = None
-            self.last_end.append(le)
-            if att.i1 - att.i0 >= 2:
-                f = att.i0
-                fe = engine._step_end(log, f, times[f + 1]) or times[f + 1]
-                self.first_end.append(fe)
-                if le is not None:
-                    net, comp = engine._net(acts, times[last], le)
-                    self.extra[last] = (net - comp, comp)
-            else:
-                self.first_end.append(le)
-
-    # ideal step time
-    def compute_ideal(self, upto: float | None) -> None:
-        if self.configured is not None:
-            self.ideal = float(self.configured)
-            return
-        d = self.d
-        if upto is None:
-            added = [v for v, _ in self.extra.values()]
-            for v in added:
-                d.ordered.add(v)
-            try:
-                if len(d.ordered):
-                    self.ideal = d.ordered.median()
-                    return
-            finally:
-                for v in added:
-                    d.ordered.remove(v)
-        else:
-            times = self.log.times
-            vals = [
-                d.eff[i]
-                for att in self.atts
-                for i in range(att.i0 + 1, max(att.i0 + 1, att.i1 - 1))
-                if times[i] < upto and not math.isnan(d.eff[i])
-            ]
-            vals += [v for i, (v, _) in self.extra.items() if times[i] < upto]
-            if vals:
-                self.ideal = _median(vals)
-                return
-        # no regular steps: every step with a known end
-        known: list[float] = []
-        times = self.log.times
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0:
-                continue
-            fe = self.first_end[k]
-            if fe is not None and (upto is None or times[att.i0] < upto):
-                known.append(self.e._net(self.acts, times[att.i0], fe)[0])
-            if att.i1 - att.i0 >= 2 and self.last_end[k] is not None:
-                i = att.i1 - 1
-                if upto is None or times[i] < upto:
-                    known.append(self.extra[i][0] + self.extra[i][1])
-        self.ideal = _median(known)
-
-    def _estimated_end(self, s: float, hi: float) -> float:
-        """Where a last step with no known end reaches the ideal step time of unclaimed time."""
-        need = self.ideal
-        for gs, ge in self.acts.claims.gaps(s, hi):
-            if ge - gs >= need:
-                return gs + need
-            need -= ge - gs
-        return hi
-
-    def compute_infra(self) -> None:
-        times = self.log.times
-        out: Intervals = []
-        for k, att in enumerate(self.atts):
-            if att.i1 > att.i0 and self.last_end[k] is None:
-                last = att.i1 - 1
-                self.est_end[last] = self._estimated_end(times[last], att.end)
-            if k + 1 == len(self.atts):
-                continue
-            nxt = self.atts[k + 1].start
-            if att.ended_by == "job_end":
-                out.append((att.end, nxt))
-            elif att.i1 == att.i0:
-                out.append((att.start, nxt))  # a crash loop: the whole attempt
-            else:
-                last = att.i1 - 1
-                le = self.last_end[k]
-                out.append((le if le is not None else self.est_end[last], nxt))
-        self.infra = union(out)
-
-    def steps_union(self) -> Intervals:
-        times = self.log.times
-        out: Intervals = []
-        ends = self.e._step_ends(self.log)
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0:
-                continue
-            last = att.i1 - 1
-            le = self.last_end[k]
-            hi = le if le is not None else att.end
-            if not ends:
-                out.append((times[att.i0], hi))
-                continue
-            cur = times[att.i0]
-            for i in range(att.i0, last):
-                se = self.e._step_end(self.log, i, times[i + 1])
-                if se is not None and se < times[i + 1]:
-                    out.append((cur, se))
-                    cur = times[i + 1]
-            out.append((cur, hi))
-        return union(out)
-
-    # per-step roles
-    def _parts(self, k: int, i: int) -> tuple[float, float, float, float, float]:
-        """(start, end, startup, productive, stall) of step i of attempt k."""
-        att = self.atts[k]
-        times = self.log.times
-        s = times[i]
-        ideal = self.ideal
-        if i == att.i1 - 1 and self.last_end[k] is None:
-            e = att.end
-            net, _ = self.e._net(self.acts, s, e)
-            return s, e, 0.0, min(net, ideal), 0.0
-        if i == att.i0:
-            fe = self.first_end[k]
-            assert fe is not None
-            net, _ = self.e._net(self.acts, s, fe)
-            return s, fe, max(0.0, net - ideal), min(net, ideal), 0.0
-        if i in self.extra:
-            eff, comp = self.extra[i]
-            known = self.last_end[k]
-            assert known is not None
-            e = known
-        else:
-            eff = self.d.eff[i]
-            comp = self.d.compile.get(i, 0.0)
-            e = self.e._step_end(self.log, i, times[i + 1]) or times[i + 1]
-        if eff > self.e.stall_factor * ideal:
-            return s, e, comp, ideal, eff - ideal
-        return s, e, comp, eff, 0.0
-
-    def _redone(self) -> list[tuple[int, int, int]]:
-        """(attempt, lo, hi): index ranges of steps whose progress a later attempt redid."""
-        out = []
-        prev: int | None = None
-        nums = self.log.nums
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0:
-                continue
-            if prev is not None:
-                pa = self.atts[prev]
-                thr = self.acts.restore_step.get(k)
-                if thr is None:
-                    lo_num, inclusive = nums[att.i0], True
-                else:
-                    lo_num, inclusive = thr, False
-                if self.log.monotonic:
-                    cut = (bisect_left if inclusive else bisect_right)(nums, lo_num, pa.i0, pa.i1)
-                    if cut < pa.i1:
-                        out.append((prev, cut, pa.i1))
-                else:
-                    for i in range(pa.i0, pa.i1):
-                        if nums[i] > lo_num or (inclusive and nums[i] == lo_num):
-                            out.append((prev, i, i + 1))
-            prev = k
-        return out
-
-    def aggregate(self) -> dict[str, float]:
-        d = self.d
-        ideal = self.ideal
-        added = [v for v, _ in self.extra.values()]
-        for v in added:
-            d.ordered.add(v)
-        try:
-            cnt, above = d.ordered.above(self.e.stall_factor * ideal)
-            stall = above - cnt * ideal
-            productive = d.ordered.total() - stall
-        finally:
-            for v in added:
-                d.ordered.remove(v)
-        startup = d.compile_total + sum(c for _, c in self.extra.values())
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0:
-                continue
-            _, _, su, pr, st = self._parts(k, att.i0)
-            startup += su
-            productive += pr
-            stall += st
-            last = att.i1 - 1
-            if last != att.i0 and self.last_end[k] is None:
-                productive += self._parts(k, last)[3]
-        wasted = 0.0
-        redone = self._redone()
-        for k, lo, hi in redone:
-            for i in range(lo, hi):
-                wasted += self._parts(k, i)[3]
-        self._set_max_productive(redone)
-        return {"productive": productive - wasted, "startup": startup, "stall": stall, "wasted": wasted}
-
-    def layout(self, a: float, b: float) -> dict[str, float]:
-        out = {"productive": 0.0, "startup": 0.0, "stall": 0.0, "wasted": 0.0}
-        redone = self._redone()
-        wasted_idx: set[int] = set()
-        for _, lo, hi in redone:
-            wasted_idx.update(range(lo, hi))
-        times = self.log.times
-        claims = self.acts.claims
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0 or att.end < a or att.start > b:
-                continue
-            lo = max(att.i0, bisect_right(times, a, att.i0, att.i1) - 1)
-            hi = bisect_right(times, b, att.i0, att.i1)
-            for i in range(lo, hi):
-                s, e, su, pr, st = self._parts(k, i)
-                if e <= a or s >= b:
-                    continue
-                keys = (
-                    ("startup", su),
-                    ("wasted" if i in wasted_idx else "productive", pr),
-                    ("stall", st),
-                )
-                gaps = claims.gaps(s, e)
-                gi, pos = 0, gaps[0][0] if gaps else s
-                for key, amount in keys:
-                    while amount > 1e-15 and gi < len(gaps):
-                        gs, ge = gaps[gi]
-                        pos = max(pos, gs)
-                        take = min(amount, ge - pos)
-                        lo_t, hi_t = max(pos, a), min(pos + take, b)
-                        if hi_t > lo_t:
-                            out[key] += hi_t - lo_t
-                        amount -= take
-                        pos += take
-                        if pos >= ge - 1e-15:
-                            gi += 1
-        self._set_max_productive(redone)
-        return out
-
-    def _set_max_productive(self, redone: list[tuple[int, int, int]]) -> None:
-        nums = self.log.nums
-        cut: dict[int, list[tuple[int, int]]] = {}
-        for k, lo, hi in redone:
-            cut.setdefault(k, []).append((lo, hi))
-        best: int | None = None
-        for k, att in enumerate(self.atts):
-            if att.i1 == att.i0:
-                continue
-            ranges = cut.get(k)
-            if not ranges:
-                m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
-            else:
-                bad: set[int] = set()
-                for lo, hi in ranges:
-                    bad.update(range(lo, hi))
-                keep = [nums[i] for i in range(att.i0, att.i1) if i not in bad]
-                if not keep:
-                    continue
-                m = max(keep)
-            best = m if best is None else max(best, m)
-        self.max_productive_step = best
-
-    def last_step(self, b: float) -> int | None:
-        times = self.log.times
-        for att in reversed(self.atts):
-            if att.i1 == att.i0:
-                continue
-            i = bisect_right(times, b, att.i0, att.i1) - 1
-            if i >= att.i0:
-                return int(self.log.nums[i])
-        return None
 
 
 def _slices(

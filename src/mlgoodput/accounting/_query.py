@@ -1,0 +1,324 @@
+"""One report's working state: the ideal step time, every step's role, and how its time is laid out."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING
+
+from mlgoodput.accounting._intervals import Intervals, union
+from mlgoodput.accounting._model import Activities, Attempt, Derived, median
+from mlgoodput.accounting._timeline import HostLog
+
+if TYPE_CHECKING:
+    from mlgoodput.accounting._engine import Engine
+
+class Query:
+    """One report's working state: the ideal step time, per-step roles and amounts."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        log: HostLog,
+        atts: list[Attempt],
+        acts: Activities,
+        d: Derived,
+        q: float,
+        configured: float | None,
+    ) -> None:
+        self.e = engine
+        self.log = log
+        self.atts = atts
+        self.acts = acts
+        self.d = d
+        self.q = q
+        self.configured = configured
+        self.ideal = 0.0
+        self.infra: Intervals = []
+        # per attempt: (first-step end or None, last-step end or None if unknown)
+        self.first_end: list[float | None] = []
+        self.last_end: list[float | None] = []
+        self.extra: dict[int, tuple[float, float]] = {}  # regular last steps: i -> (eff, comp)
+        self.est_end: dict[int, float] = {}
+        self.max_productive_step: int | None = None
+        times = log.times
+        for att in atts:
+            if att.i1 == att.i0:
+                self.first_end.append(None)
+                self.last_end.append(None)
+                continue
+            last = att.i1 - 1
+            hi = att.end
+            se = engine._step_end(log, last, hi)
+            if se is not None:
+                le: float | None = se
+            elif att.ended_by == "running":
+                le = q
+            else:
+                le = None
+            self.last_end.append(le)
+            if att.i1 - att.i0 >= 2:
+                f = att.i0
+                fe = engine._step_end(log, f, times[f + 1]) or times[f + 1]
+                self.first_end.append(fe)
+                if le is not None:
+                    net, comp = engine._net(acts, times[last], le)
+                    self.extra[last] = (net - comp, comp)
+            else:
+                self.first_end.append(le)
+
+    # ideal step time
+    def compute_ideal(self, upto: float | None) -> None:
+        if self.configured is not None:
+            self.ideal = float(self.configured)
+            return
+        d = self.d
+        if upto is None:
+            added = [v for v, _ in self.extra.values()]
+            for v in added:
+                d.ordered.add(v)
+            try:
+                if len(d.ordered):
+                    self.ideal = d.ordered.median()
+                    return
+            finally:
+                for v in added:
+                    d.ordered.remove(v)
+        else:
+            times = self.log.times
+            vals = [
+                d.eff[i]
+                for att in self.atts
+                for i in range(att.i0 + 1, max(att.i0 + 1, att.i1 - 1))
+                if times[i] < upto and not math.isnan(d.eff[i])
+            ]
+            vals += [v for i, (v, _) in self.extra.items() if times[i] < upto]
+            if vals:
+                self.ideal = median(vals)
+                return
+        # no regular steps: every step with a known end
+        known: list[float] = []
+        times = self.log.times
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0:
+                continue
+            fe = self.first_end[k]
+            if fe is not None and (upto is None or times[att.i0] < upto):
+                known.append(self.e._net(self.acts, times[att.i0], fe)[0])
+            if att.i1 - att.i0 >= 2 and self.last_end[k] is not None:
+                i = att.i1 - 1
+                if upto is None or times[i] < upto:
+                    known.append(self.extra[i][0] + self.extra[i][1])
+        self.ideal = median(known)
+
+    def _estimated_end(self, s: float, hi: float) -> float:
+        """Where a last step with no known end reaches the ideal step time of unclaimed time."""
+        need = self.ideal
+        for gs, ge in self.acts.claims.gaps(s, hi):
+            if ge - gs >= need:
+                return gs + need
+            need -= ge - gs
+        return hi
+
+    def compute_infra(self) -> None:
+        times = self.log.times
+        out: Intervals = []
+        for k, att in enumerate(self.atts):
+            if att.i1 > att.i0 and self.last_end[k] is None:
+                last = att.i1 - 1
+                self.est_end[last] = self._estimated_end(times[last], att.end)
+            if k + 1 == len(self.atts):
+                continue
+            nxt = self.atts[k + 1].start
+            if att.ended_by == "job_end":
+                out.append((att.end, nxt))
+            elif att.i1 == att.i0:
+                out.append((att.start, nxt))  # a crash loop: the whole attempt
+            else:
+                last = att.i1 - 1
+                le = self.last_end[k]
+                out.append((le if le is not None else self.est_end[last], nxt))
+        self.infra = union(out)
+
+    def steps_union(self) -> Intervals:
+        times = self.log.times
+        out: Intervals = []
+        ends = self.e._step_ends(self.log)
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0:
+                continue
+            last = att.i1 - 1
+            le = self.last_end[k]
+            hi = le if le is not None else att.end
+            if not ends:
+                out.append((times[att.i0], hi))
+                continue
+            cur = times[att.i0]
+            for i in range(att.i0, last):
+                se = self.e._step_end(self.log, i, times[i + 1])
+                if se is not None and se < times[i + 1]:
+                    out.append((cur, se))
+                    cur = times[i + 1]
+            out.append((cur, hi))
+        return union(out)
+
+    # per-step roles
+    def _parts(self, k: int, i: int) -> tuple[float, float, float, float, float]:
+        """(start, end, startup, productive, stall) of step i of attempt k."""
+        att = self.atts[k]
+        times = self.log.times
+        s = times[i]
+        ideal = self.ideal
+        if i == att.i1 - 1 and self.last_end[k] is None:
+            e = att.end
+            net, _ = self.e._net(self.acts, s, e)
+            return s, e, 0.0, min(net, ideal), 0.0
+        if i == att.i0:
+            fe = self.first_end[k]
+            assert fe is not None
+            net, _ = self.e._net(self.acts, s, fe)
+            return s, fe, max(0.0, net - ideal), min(net, ideal), 0.0
+        if i in self.extra:
+            eff, comp = self.extra[i]
+            known = self.last_end[k]
+            assert known is not None
+            e = known
+        else:
+            eff = self.d.eff[i]
+            comp = self.d.compile.get(i, 0.0)
+            e = self.e._step_end(self.log, i, times[i + 1]) or times[i + 1]
+        if eff > self.e.stall_factor * ideal:
+            return s, e, comp, ideal, eff - ideal
+        return s, e, comp, eff, 0.0
+
+    def _redone(self) -> list[tuple[int, int, int]]:
+        """(attempt, lo, hi): index ranges of steps whose progress a later attempt redid."""
+        out = []
+        prev: int | None = None
+        nums = self.log.nums
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0:
+                continue
+            if prev is not None:
+                pa = self.atts[prev]
+                thr = self.acts.restore_step.get(k)
+                if thr is None:
+                    lo_num, inclusive = nums[att.i0], True
+                else:
+                    lo_num, inclusive = thr, False
+                if self.log.monotonic:
+                    cut = (bisect_left if inclusive else bisect_right)(nums, lo_num, pa.i0, pa.i1)
+                    if cut < pa.i1:
+                        out.append((prev, cut, pa.i1))
+                else:
+                    for i in range(pa.i0, pa.i1):
+                        if nums[i] > lo_num or (inclusive and nums[i] == lo_num):
+                            out.append((prev, i, i + 1))
+            prev = k
+        return out
+
+    def aggregate(self) -> dict[str, float]:
+        d = self.d
+        ideal = self.ideal
+        added = [v for v, _ in self.extra.values()]
+        for v in added:
+            d.ordered.add(v)
+        try:
+            cnt, above = d.ordered.above(self.e.stall_factor * ideal)
+            stall = above - cnt * ideal
+            productive = d.ordered.total() - stall
+        finally:
+            for v in added:
+                d.ordered.remove(v)
+        startup = d.compile_total + sum(c for _, c in self.extra.values())
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0:
+                continue
+            _, _, su, pr, st = self._parts(k, att.i0)
+            startup += su
+            productive += pr
+            stall += st
+            last = att.i1 - 1
+            if last != att.i0 and self.last_end[k] is None:
+                productive += self._parts(k, last)[3]
+        wasted = 0.0
+        redone = self._redone()
+        for k, lo, hi in redone:
+            for i in range(lo, hi):
+                wasted += self._parts(k, i)[3]
+        self._set_max_productive(redone)
+        return {"productive": productive - wasted, "startup": startup, "stall": stall, "wasted": wasted}
+
+    def layout(self, a: float, b: float) -> dict[str, float]:
+        out = {"productive": 0.0, "startup": 0.0, "stall": 0.0, "wasted": 0.0}
+        redone = self._redone()
+        wasted_idx: set[int] = set()
+        for _, lo, hi in redone:
+            wasted_idx.update(range(lo, hi))
+        times = self.log.times
+        claims = self.acts.claims
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0 or att.end < a or att.start > b:
+                continue
+            lo = max(att.i0, bisect_right(times, a, att.i0, att.i1) - 1)
+            hi = bisect_right(times, b, att.i0, att.i1)
+            for i in range(lo, hi):
+                s, e, su, pr, st = self._parts(k, i)
+                if e <= a or s >= b:
+                    continue
+                keys = (
+                    ("startup", su),
+                    ("wasted" if i in wasted_idx else "productive", pr),
+                    ("stall", st),
+                )
+                gaps = claims.gaps(s, e)
+                gi, pos = 0, gaps[0][0] if gaps else s
+                for key, amount in keys:
+                    while amount > 1e-15 and gi < len(gaps):
+                        gs, ge = gaps[gi]
+                        pos = max(pos, gs)
+                        take = min(amount, ge - pos)
+                        lo_t, hi_t = max(pos, a), min(pos + take, b)
+                        if hi_t > lo_t:
+                            out[key] += hi_t - lo_t
+                        amount -= take
+                        pos += take
+                        if pos >= ge - 1e-15:
+                            gi += 1
+        self._set_max_productive(redone)
+        return out
+
+    def _set_max_productive(self, redone: list[tuple[int, int, int]]) -> None:
+        nums = self.log.nums
+        cut: dict[int, list[tuple[int, int]]] = {}
+        for k, lo, hi in redone:
+            cut.setdefault(k, []).append((lo, hi))
+        best: int | None = None
+        for k, att in enumerate(self.atts):
+            if att.i1 == att.i0:
+                continue
+            ranges = cut.get(k)
+            if not ranges:
+                m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
+            else:
+                bad: set[int] = set()
+                for lo, hi in ranges:
+                    bad.update(range(lo, hi))
+                keep = [nums[i] for i in range(att.i0, att.i1) if i not in bad]
+                if not keep:
+                    continue
+                m = max(keep)
+            best = m if best is None else max(best, m)
+        self.max_productive_step = best
+
+    def last_step(self, b: float) -> int | None:
+        times = self.log.times
+        for att in reversed(self.atts):
+            if att.i1 == att.i0:
+                continue
+            i = bisect_right(times, b, att.i0, att.i1) - 1
+            if i >= att.i0:
+                return int(self.log.nums[i])
+        return None
+
+
