@@ -67,15 +67,16 @@ def _to_number(value: object) -> float:
     """A metric value as a float: numbers, numpy/JAX scalars, or the mean of a non-empty list."""
     if isinstance(value, (bool, str, bytes)):
         raise TypeError(f"value must be a number or a list of numbers, got {value!r}")
-    if isinstance(value, (list, tuple)) or (isinstance(value, Sequence) and not hasattr(value, "__float__")):
+    if hasattr(type(value), "__float__"):  # numpy/JAX scalars: straight to float, no ABC check
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass  # an array of several values: averaged below
+    elif isinstance(value, (list, tuple, Sequence)):  # list and tuple are checked first, cheaply
         if len(value) == 0:
             raise ValueError("value must not be an empty list")
         items = [x if type(x) is float else _to_number(x) for x in value]
         return math.fsum(items) / len(items)
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        pass
     tolist = getattr(value, "tolist", None)  # a numpy/JAX array of several values
     if callable(tolist):
         flat = tolist()
