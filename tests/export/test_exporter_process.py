@@ -15,17 +15,11 @@ import pytest
 
 from mlgoodput.export import ExporterError, ExporterProcess, PrometheusExporter, Sample
 from mlgoodput.testing import FileExporter
+from waiting import wait_for
 
 JOB = {"job_name": "j"}
 
 
-def wait_for(cond, timeout_s: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_submit_flush_stop_delivers_latest_and_shuts_down(tmp_path: Path) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from waiting import wait_for
 
 jax = pytest.importorskip("jax", reason="JAX is an optional extra: pip install 'mlgoodput[jax]'")
 import jax.monitoring as jmon  # noqa: E402
@@ -30,13 +32,6 @@ def _no_session() -> Iterator[None]:
     jm.shutdown()
 
 
-def wait_for(cond: Callable[[], bool], timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _count(path: Path, name: str) -> float:

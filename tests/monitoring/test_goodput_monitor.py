@@ -19,17 +19,11 @@ from mlgoodput.accounting import BadputType, GoodputCalculator
 from mlgoodput.events import Event, Kind
 from mlgoodput.export import PrometheusExporter
 from mlgoodput.testing import FileExporter
+from waiting import wait_for
 
 JOB, LOGGER = "run-7", "goodput_run-7"
 
 
-def wait_for(cond, timeout_s: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def expected(db: Path) -> dict[str, float]:
