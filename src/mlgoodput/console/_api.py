@@ -17,6 +17,7 @@ import multiprocessing.util
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -232,7 +233,13 @@ def session(
             from mlgoodput.console._usage import Usage
 
             Usage.enable(1.0 if usage is True else float(usage))
-        connect(server.address, token=server.token, level=level, forward_exception=forward_exception)
+        client = connect(server.address, token=server.token, level=level, forward_exception=forward_exception)
+        # short ids go in order of joining: let this process join before any child can, so
+        # the job's main process is #0 (a local socket answers in milliseconds)
+        deadline = time.monotonic() + 5.0
+        while client.process is None and time.monotonic() < deadline:
+            client.wake()
+            time.sleep(0.002)
         yield server
     finally:
         from mlgoodput.console._usage import Usage
