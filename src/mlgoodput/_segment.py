@@ -105,20 +105,15 @@ class Segment:
                 self.path.unlink()
             except FileNotFoundError:
                 pass
-        if isinstance(self.buf, mmap.mmap):
-            try:
-                self.buf.close()
-            except (BufferError, ValueError):
-                pass
-        if self.fd >= 0:
-            try:
-                os.close(self.fd)  # releases the owner's lock: the file is now recoverable
-            except OSError:
-                pass
-            self.fd = -1
+        self._release()  # closing the descriptor releases the lock: the file is now recoverable
 
     def forget(self) -> None:
-        """In a forked child: drop the parent's segment without touching its file."""
+        """In a forked child: drop the parent's segment without touching its file
+        (the parent's own descriptor still holds the lock)."""
+        self._release()
+
+    def _release(self) -> None:
+        """Unmap the buffer and close this process's descriptor."""
         if isinstance(self.buf, mmap.mmap):
             try:
                 self.buf.close()
@@ -126,7 +121,7 @@ class Segment:
                 pass
         if self.fd >= 0:
             try:
-                os.close(self.fd)  # the parent's descriptor still holds the lock
+                os.close(self.fd)
             except OSError:
                 pass
             self.fd = -1

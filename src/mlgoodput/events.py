@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,10 +63,6 @@ class Kind(enum.IntEnum):
     JAX_METRIC = 80  # name, value, attrs: labels and aggregate
 
 
-KIND_BY_NAME: dict[str, Kind] = {k.name.lower(): k for k in Kind}
-GOODPUT_KINDS: frozenset[Kind] = frozenset(k for k in Kind if k.value < 40)
-
-
 @dataclass(frozen=True, slots=True)
 class Event:
     """One recorded fact. `time` is UNIX seconds (UTC); unused fields stay None."""
@@ -80,10 +75,6 @@ class Event:
     name: str | None = None
     attrs: Mapping[str, Any] | None = field(default=None, compare=True, hash=False)
 
-    def key(self) -> tuple[Any, ...]:
-        """The identity used to drop an event stored more than once (spec: Hosts)."""
-        attrs = tuple(sorted(self.attrs.items())) if self.attrs else None
-        return (self.kind, self.time, self.host, self.step, self.value, self.name, repr(attrs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +88,6 @@ class EventBatch:
     writer: int
     first_seq: int
     events: Sequence[Event]
-
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def to_unix(value: _dt.datetime | None, arg: str, *, now: float | None = None) -> float:
@@ -116,10 +104,6 @@ def to_unix(value: _dt.datetime | None, arg: str, *, now: float | None = None) -
     raise TypeError(f"{arg} must be a datetime.datetime or None, got {value!r}")
 
 
-def from_unix(t: float) -> _dt.datetime:
-    """UNIX seconds as an aware UTC datetime."""
-    return _EPOCH + _dt.timedelta(seconds=t)
-
 
 def check_step(step: object, arg: str = "step") -> int:
     """A step number: a non-negative integer (numpy integers welcome, bools refused)."""
@@ -133,18 +117,6 @@ def check_step(step: object, arg: str = "step") -> int:
         raise ValueError(f"{arg} must be a non-negative integer, got {step!r}")
     return int(n)
 
-
-def check_duration(value: object, arg: str) -> float:
-    """A duration in seconds: a finite, non-negative number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise TypeError(f"{arg} must be a number of seconds, got {value!r}") from None
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{arg} must be a finite, non-negative number of seconds, got {value!r}")
-    return v
 
 
 def check_name(value: object, arg: str) -> str:

@@ -120,7 +120,3 @@ class Coverage:
         if cur < b:
             out.append((cur, b))
         return out
-
-    def first_touch(self, a: float) -> int:
-        """Index of the first interval that ends after `a`."""
-        return bisect_right(self.ends, a)

@@ -11,7 +11,7 @@ import itertools
 import json
 import math
 from array import array
-from bisect import bisect_left, insort
+from bisect import insort
 from dataclasses import dataclass, field
 
 from mlgoodput.events import Kind
@@ -155,6 +155,3 @@ class Timeline:
                 best = h
         return best
 
-
-def first_index_at_or_after(xs: array[float], t: float, lo: int = 0) -> int:
-    return bisect_left(xs, t, lo)

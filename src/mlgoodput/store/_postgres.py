@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store._columns import Columns, decode, encode
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 
 MAX_CHUNK_EVENTS = 65536
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mlgoodput_streams (
@@ -91,16 +93,21 @@ class PostgresStore:
         scheme, _, user = head.partition("://")
         return f"{scheme}://{user.split(':', 1)[0]}@{tail}"
 
-    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+    def _in_transaction(self, what: str, work: Callable[[Any], T]) -> T:
+        """Run `work(conn)` in one transaction; a database error drops the connection (the next
+        call reconnects) and becomes a StoreError."""
         psycopg = _psycopg()
         with self._lock:
             try:
                 conn = self._connect()
                 with conn.transaction():
-                    self._append(conn, namespace, job, batch)
+                    return work(conn)
             except psycopg.Error as e:
                 self._drop_broken()
-                raise StoreError(f"cannot append to PostgreSQL store {self._safe_url()}: {e}") from e
+                raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {e}") from e
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        self._in_transaction("append to", lambda conn: self._append(conn, namespace, job, batch))
 
     def _append(self, conn: Any, ns: str, job: str, batch: EventBatch) -> None:
         conn.execute(
@@ -154,35 +161,19 @@ class PostgresStore:
         self._conn = None
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
-        psycopg = _psycopg()
-        with self._lock:
-            try:
-                conn = self._connect()
-                with conn.transaction():
-                    rows = conn.execute(
-                        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
-                        " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
-                        (namespace, job, cursor),
-                    ).fetchall()
-            except psycopg.Error as e:
-                self._drop_broken()
-                raise StoreError(f"cannot read PostgreSQL store {self._safe_url()}: {e}") from e
+        rows = self._in_transaction("read", lambda conn: conn.execute(
+            "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+            " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
+            (namespace, job, cursor),
+        ).fetchall())
         parts = [decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7]) for r in rows]
         return ReadResult(parts, rows[-1][0] if rows else cursor)
 
     def jobs(self) -> list[JobInfo]:
-        psycopg = _psycopg()
-        with self._lock:
-            try:
-                conn = self._connect()
-                with conn.transaction():
-                    rows = conn.execute(
-                        "SELECT ns, job, events, first_time, last_time FROM mlgoodput_streams"
-                        " WHERE events > 0 ORDER BY ns, job"
-                    ).fetchall()
-            except psycopg.Error as e:
-                self._drop_broken()
-                raise StoreError(f"cannot read PostgreSQL store {self._safe_url()}: {e}") from e
+        rows = self._in_transaction("read", lambda conn: conn.execute(
+            "SELECT ns, job, events, first_time, last_time FROM mlgoodput_streams"
+            " WHERE events > 0 ORDER BY ns, job"
+        ).fetchall())
         return [JobInfo(r[0], r[1], int(r[2]), float(r[3]), float(r[4])) for r in rows]
 
     def close(self) -> None:
