@@ -1,13 +1,17 @@
 """The `mlgoodput` command: one subcommand per module in `mlgoodput._cli`.
 
 Each module there has `register(subparsers)`, which adds its parser and sets `func`
-(args -> exit code). Nothing imports this module.
+(args -> exit code). Those modules import their implementation inside `func`, so building
+the parser (and `--help`) stays as cheap as starting Python. Every failure is one line on
+stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback.
+Nothing imports this module.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -19,7 +23,20 @@ _COMMANDS: tuple[str, ...] = (
     "runs",
     "profile",
     "monitor",
+    "dashboards",
 )
+
+#: Exit codes: a usage error (bad argument, unknown job), a failure (store, network, disk),
+#: and Ctrl-C as shells report it (128 + SIGINT).
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
+
+
+def _version() -> str:
+    from mlgoodput import __version__
+
+    return f"mlgoodput {__version__}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mlgoodput",
         description="Goodput and Badput of ML training jobs, runs, and a live console.",
     )
+    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMANDS:
@@ -35,17 +54,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, TypeError, LookupError) as e:
-        print(f"mlgoodput: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `mlgoodput jobs | head`: the reader left, which is fine
-        import os
+def describe_error(e: BaseException) -> tuple[str, int]:
+    """(one line for a person, exit code) for an exception that ended a command."""
+    from mlgoodput._cli._common import CLIError
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    text = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, CLIError):
+        return text, e.exit_code
+    if isinstance(e, (ValueError, TypeError, LookupError)):
+        return text, EXIT_USAGE
+    if isinstance(e, ImportError):
+        return f"{text} (a missing optional dependency: `pip install 'mlgoodput[all]'` installs them all)", EXIT_FAILURE
+    if isinstance(e, OSError):  # StoreError is an OSError: what failed is in its text
+        return text, EXIT_FAILURE
+    return f"unexpected {type(e).__name__}: {text} (run again with --debug for the traceback)", EXIT_FAILURE
+
+
+def _silence_stdout() -> None:
+    """The reader of our stdout left (`mlgoodput report | head`): drop what is still buffered."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("MLGOODPUT_DEBUG", "") not in ("", "0")
+    try:
+        args = build_parser().parse_args(argv)
+        debug = debug or bool(getattr(args, "debug", False))
+        return int(args.func(args) or 0)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print("mlgoodput: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except Exception as e:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        text, code = describe_error(e)
+        print(f"mlgoodput: error: {text}", file=sys.stderr)
+        return code

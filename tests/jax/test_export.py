@@ -154,7 +154,7 @@ def test_prometheus_serves_the_compile_metrics(tmp_path: Path) -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
     lines = [ln for ln in text.splitlines()
-             if ln.startswith("mlgoodput_jax_core_compile_backend_compile_duration_count")
+             if ln.startswith("mlgoodput_jax_core_compile_backend_compile_duration_seconds_count")
              and 'fun_name="jit(<lambda>)"' in ln]
     assert lines and 'job_name="prom-job"' in lines[0]
     assert float(lines[0].rsplit(" ", 1)[1]) == 1.0

@@ -5,31 +5,40 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlgoodput.accounting import BadputType, GoodputCalculator, GoodputReport
-from mlgoodput.store import Store, open_store
+from mlgoodput._cli._common import CLIError, open_read_store
+
+if TYPE_CHECKING:
+    from mlgoodput.accounting import GoodputReport
+    from mlgoodput.store import Store
 
 RESERVED_PREFIX = "mlgoodput."
 
+#: A job with no job-end event whose last event is older than this is shown as stopped.
+RUNNING_WITHIN_S = 600.0
+
+# BadputType names -> the words a person reads (keys are names so this module imports nothing heavy)
 _LABELS = {
-    BadputType.TPU_INITIALIZATION: "accelerator initialization",
-    BadputType.TRAINING_PREP: "training preparation",
-    BadputType.PROGRAM_STARTUP: "program startup (compilation)",
-    BadputType.DATA_LOADING_SYNC: "data loading (blocking)",
-    BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME: "checkpoint save",
-    BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME: "checkpoint restore",
-    BadputType.WASTED_PROGRESS_FROM_DISRUPTION: "wasted progress (disruption)",
-    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION: "infrastructure recovery (disruption)",
-    BadputType.CUSTOM_BADPUT_EVENTS: "custom",
-    BadputType.ELASTIC_SLICE_DOWN: "elastic: waiting, slice down",
-    BadputType.ELASTIC_SCALE_UP: "elastic: waiting, scale up",
-    BadputType.ELASTIC_REINITIALIZATION: "elastic: re-initialization",
-    BadputType.STALL: "stall (hang, straggler)",
-    BadputType.OTHER: "other (idle, teardown, gaps)",
+    "TPU_INITIALIZATION": "accelerator initialization",
+    "TRAINING_PREP": "training preparation",
+    "PROGRAM_STARTUP": "program startup (compilation)",
+    "DATA_LOADING_SYNC": "data loading (blocking)",
+    "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME": "checkpoint save",
+    "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME": "checkpoint restore",
+    "WASTED_PROGRESS_FROM_DISRUPTION": "wasted progress (disruption)",
+    "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION": "infrastructure recovery (disruption)",
+    "CUSTOM_BADPUT_EVENTS": "custom",
+    "ELASTIC_SLICE_DOWN": "elastic: waiting, slice down",
+    "ELASTIC_SCALE_UP": "elastic: waiting, scale up",
+    "ELASTIC_REINITIALIZATION": "elastic: re-initialization",
+    "STALL": "stall (hang, straggler)",
+    "OTHER": "other (idle, teardown, gaps)",
 }
+_ELASTIC = ("ELASTIC_SLICE_DOWN", "ELASTIC_SCALE_UP", "ELASTIC_REINITIALIZATION")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,15 +59,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def parse_time(text: str, arg: str) -> float:
-    """ISO 8601 (naive means local time) or UNIX seconds."""
+    """ISO 8601 (naive means local time) or UNIX seconds, within the years datetime can show."""
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
+        try:
+            t = dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise ValueError(f"{arg}: expected ISO 8601 or UNIX seconds, got {text!r}") from None
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise ValueError(f"{arg}: expected ISO 8601 or UNIX seconds, got {text!r}") from None
+        dt.datetime.fromtimestamp(t)
+    except (ValueError, OverflowError, OSError):
+        raise ValueError(f"{arg}: {text!r} is not a time this machine can show (UNIX seconds from 0 to about 2.5e11)") from None
+    return t
 
 
 def loggers_for(store: Store, job: str) -> list[str]:
@@ -67,9 +80,13 @@ def loggers_for(store: Store, job: str) -> list[str]:
 
 
 def resolve_logger(store: Store, job: str, logger: str | None) -> str:
-    if logger:
-        return logger
+    """`logger` if the store holds the job under it, else the one logger it holds the job under."""
     names = loggers_for(store, job)
+    if logger:
+        if logger not in names:
+            also = f"; it holds job {job!r} under {sorted(names)}" if names else ""
+            raise LookupError(f"no job named {job!r} under logger {logger!r} in {store.url}{also} (`mlgoodput jobs` lists them)")
+        return logger
     if len(names) == 1:
         return names[0]
     if not names:
@@ -77,20 +94,32 @@ def resolve_logger(store: Store, job: str, logger: str | None) -> str:
     raise LookupError(f"job {job!r} is recorded under several loggers {sorted(names)}: pass --logger")
 
 
+def _check_seconds(v: float | None, arg: str) -> None:
+    if v is not None and not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{arg} must be a positive, finite number of seconds, got {v!r}")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    if args.window is not None and not args.window > 0:
-        raise ValueError(f"--window must be a positive number of seconds, got {args.window!r}")
-    store = open_store(args.store, "--store")
-    logger = resolve_logger(store, args.job, args.logger)
-    calc = GoodputCalculator(args.job, logger, store=store)
+    from mlgoodput.accounting import GoodputCalculator
+
+    _check_seconds(args.window, "--window")
+    _check_seconds(args.ideal_step_time, "--ideal-step-time")
     at = parse_time(args.at, "--at") if args.at else None
-    if args.window is not None:
-        q = at if at is not None else time.time()
-        r = calc.rolling_windows([args.window], end=q, configured_ideal_step_time=args.ideal_step_time)[
-            int(args.window)
-        ]
-    else:
-        r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
+    store = open_read_store(args.store)  # ships what killed processes left in journals first
+    try:
+        logger = resolve_logger(store, args.job, args.logger)
+        calc = GoodputCalculator(args.job, logger, store=store)
+        if args.window is not None:
+            q = at if at is not None else time.time()
+            r = calc.rolling_windows([args.window], end=q, configured_ideal_step_time=args.ideal_step_time)[
+                int(args.window)
+            ]
+        else:
+            r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
+    finally:
+        store.close()
+    if not r.total_s > 0:
+        raise CLIError(f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}")
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
     else:
@@ -99,25 +128,51 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _fmt_time(t: float) -> str:
-    return dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    try:
+        return dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    except (ValueError, OverflowError, OSError):
+        return f"{t:.0f}"
+
+
+def _fmt_duration(s: float) -> str:
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} min"
+
+
+def _is_elastic(r: GoodputReport) -> bool:
+    return r.slice_efficiency is not None or any(
+        r.badput_total_s(b) > 0 for b in r.badput_s if b.name in _ELASTIC
+    )
 
 
 def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
-    """(label, seconds, % of total) for productive time and every badput bucket."""
+    """(label, seconds, % of total) for productive time and every badput bucket.
+
+    Every bucket is listed, zeros included, so a reader sees what was looked for; the
+    elastic buckets only for a job that is elastic.
+    """
     t = r.total_s or 1.0
+    elastic = _is_elastic(r)
     rows = [("productive (goodput)", r.productive_s, 100 * r.productive_s / t)]
-    order = sorted(r.badput_s, key=lambda b: (b is BadputType.OTHER, b is BadputType.STALL, b.value))
+    order = sorted(r.badput_s, key=lambda b: (b.name == "OTHER", b.name == "STALL", b.value))
     for b in order:
+        if b.name in _ELASTIC and not elastic:
+            continue
         v = r.badput_s[b]
         if isinstance(v, dict):
             for name, s in sorted(v.items()):
                 rows.append((f"custom: {name}", s, 100 * s / t))
-        else:  # every bucket, zeros included, so a reader sees what was looked for
-            rows.append((_LABELS.get(b, b.name.lower()), float(v), 100 * float(v) / t))
+        else:
+            rows.append((_LABELS.get(b.name, b.name.lower()), float(v), 100 * float(v) / t))
     return rows
 
 
 def print_report(r: GoodputReport, out: Any) -> None:
+    overlapped = sum(v for b, v in r.overlapped_s.items() if b.name == "DATA_LOADING_ASYNC")
     head = (
         f"Job {r.job_name} (logger {r.logger_name}): {_fmt_time(r.start)} .. {_fmt_time(r.end)}"
         f" ({r.total_s:,.1f} s)"
@@ -128,13 +183,16 @@ def print_report(r: GoodputReport, out: Any) -> None:
         ("last step", "-" if r.last_step is None else str(r.last_step)),
         ("max productive step", "-" if r.max_productive_step is None else str(r.max_productive_step)),
         ("ideal step time", f"{r.ideal_step_time_s:.4g} s"),
-        ("overlapped data loading", f"{r.overlapped_s.get(BadputType.DATA_LOADING_ASYNC, 0.0):,.2f} s (not badput)"),
+        ("overlapped data loading", f"{overlapped:,.2f} s (not badput)"),
     ]
     if r.slice_efficiency is not None:
         facts.append(
             ("slice efficiency", f"stepping {r.slice_efficiency.stepping:.1f} %, available {r.slice_efficiency.available:.1f} %")
         )
     rows = report_rows(r)
+    hosts = [(str(h.host), str(h.steps), f"{h.median_s:.4g}", f"{h.p90_s:.4g}", f"{h.max_s:.4g}",
+              _straggler(h.median_s, r)) for h in r.hosts]
+    host_head = ("host", "steps", "median s", "p90 s", "max s", "vs. fastest median")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -145,6 +203,10 @@ def print_report(r: GoodputReport, out: Any) -> None:
         print(f"\n  {'where the time went':<40} {'seconds':>12} {'%':>8}", file=out)
         for label, s, pct in rows:
             print(f"  {label:<40} {s:>12,.2f} {pct:>7.2f}%", file=out)
+        if hosts:
+            print("\n  step times by host (stragglers)", file=out)
+            for row in [host_head, *hosts]:
+                print("  " + "  ".join(c.rjust(10) for c in row), file=out)
         return
     console = Console(file=out, highlight=False, soft_wrap=True)
     console.print(f"[bold]{head}[/bold]")
@@ -158,23 +220,79 @@ def print_report(r: GoodputReport, out: Any) -> None:
         style = "green" if label.startswith("productive") else None
         table.add_row(label, f"{s:,.2f}", f"{pct:.2f}", style=style)
     console.print(table)
+    if hosts:
+        ht = Table(title="step times by host (stragglers)", title_justify="left", show_header=True,
+                   header_style="bold", box=None, pad_edge=False)
+        for i, h in enumerate(host_head):
+            ht.add_column(h, justify="left" if i == 0 else "right")
+        for row in hosts:
+            ht.add_row(*row)
+        console.print()
+        console.print(ht)
+
+
+def _straggler(median_s: float, r: GoodputReport) -> str:
+    fastest = min((h.median_s for h in r.hosts if h.median_s > 0), default=0.0)
+    if fastest <= 0:
+        return "-"
+    return f"{median_s / fastest:.2f}x"
+
+
+def job_status(store: Store, namespace: str, job: str, now: float) -> str:
+    """finished (a job end after the last start), running (recent events), or stopped."""
+    last_start = last_end = last = -math.inf
+    for part in store.read(namespace, job, 0).parts:
+        kinds, times = part.kinds, part.times
+        if len(kinds):
+            last = max(last, max(times))
+        for code, which in ((1, "start"), (2, "end")):  # Kind.JOB_START, Kind.JOB_END
+            i = kinds.rfind(bytes([code]))
+            if i >= 0:
+                if which == "start":
+                    last_start = max(last_start, times[i])
+                else:
+                    last_end = max(last_end, times[i])
+    if last_end >= last_start and last_end > -math.inf:
+        return "finished"
+    if now - last <= RUNNING_WITHIN_S:
+        return "running"
+    return "stopped (no job end)"
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    store = open_store(args.store, "--store")
-    infos = [j for j in store.jobs() if args.all or not j.namespace.startswith(RESERVED_PREFIX)]
+    from mlgoodput.accounting import GoodputCalculator
+
+    store = open_read_store(args.store)  # ships what killed processes left in journals first
+    try:
+        infos = [j for j in store.jobs() if args.all or not j.namespace.startswith(RESERVED_PREFIX)]
+        now = time.time()
+        rows: list[dict[str, Any]] = []
+        for j in infos:
+            row: dict[str, Any] = {"job": j.job, "logger": j.namespace, "events": j.events,
+                                   "first_time": j.first_time, "last_time": j.last_time}
+            if not j.namespace.startswith(RESERVED_PREFIX):
+                r = GoodputCalculator(j.job, j.namespace, store=store).report()
+                row.update(goodput_pct=r.goodput_pct if r.total_s > 0 else None, duration_s=r.total_s,
+                           status=job_status(store, j.namespace, j.job, now))
+            rows.append(row)
+        url = store.url
+    finally:
+        store.close()
     if args.json:
-        print(json.dumps([
-            {"job": j.job, "logger": j.namespace, "events": j.events, "first_time": j.first_time, "last_time": j.last_time}
-            for j in infos
-        ], indent=2))
+        print(json.dumps(rows, indent=2))
         return 0
-    if not infos:
-        print(f"no jobs in {store.url}")
+    if not rows:
+        print(f"no jobs in {url}")
         return 0
-    w1 = max(len("job"), *(len(j.job) for j in infos))
-    w2 = max(len("logger"), *(len(j.namespace) for j in infos))
-    print(f"{'job':<{w1}}  {'logger':<{w2}}  {'events':>9}  {'first event':<23}  last event")
-    for j in infos:
-        print(f"{j.job:<{w1}}  {j.namespace:<{w2}}  {j.events:>9}  {_fmt_time(j.first_time):<23}  {_fmt_time(j.last_time)}")
+    table: list[tuple[str, ...]] = [("job", "logger", "goodput", "duration", "status", "events", "last event")]
+    for row in rows:
+        g = row.get("goodput_pct")
+        table.append((row["job"], row["logger"], "-" if g is None else f"{g:.2f} %",
+                      _fmt_duration(row["duration_s"]) if "duration_s" in row else "-",
+                      row.get("status", "-"), str(row["events"]), _fmt_time(row["last_time"])))
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    right = {2, 3, 5}
+    for cells in table:
+        print("  ".join(c.rjust(w) if i in right else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
     return 0

@@ -59,6 +59,13 @@ class GoodputSource:
         self.reports += 1
         if self.mode == "rolling":
             reports = calc.rolling_windows(list(self.windows_s), end=end)
+            if any(not r.total_s > 0 for r in reports.values()):
+                # a finished (or not yet started) job has no time in a window ending now:
+                # its windows end at its last event instead of reading 0 %
+                last = calc.report(at=end).end
+                if last > 0 and (end is None or last < end):
+                    reports = calc.rolling_windows(list(self.windows_s), end=last)
+                reports = {w: r for w, r in reports.items() if r.total_s > 0}
             return _samples.rolling_samples(reports, include_badput_breakdown=self.include_badput_breakdown)
         report = calc.report(at=end, configured_ideal_step_time=self.configured_ideal_step_time)
         out: list[Sample] = []

@@ -8,8 +8,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mlgoodput.export._base import Sample
-from mlgoodput.export._names import check_name, family, label_name
+from mlgoodput.export._names import check_name
 from mlgoodput.export._process import SeriesKey, series_key
+from mlgoodput.export._prom_metrics import metric_families, prometheus_name
 
 
 def _require_prometheus_client() -> Any:
@@ -19,15 +20,6 @@ def _require_prometheus_client() -> Any:
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError("PrometheusExporter needs prometheus_client: pip install 'mlgoodput[prometheus]'") from e
     return prometheus_client, core
-
-
-def prometheus_name(sample_name: str, kind: str = "gauge") -> tuple[str, float]:
-    """(metric name, factor) for a sample name: `mlgoodput_` + family; `_pct` becomes a 0..1 `_ratio`."""
-    fam = family(sample_name)
-    factor = 1.0
-    if fam.endswith("_pct"):
-        fam, factor = fam[: -len("_pct")] + "_ratio", 0.01
-    return "mlgoodput_" + fam, factor
 
 
 def check_port_free(addr: str, port: int) -> None:
@@ -102,27 +94,13 @@ class PrometheusExporter:
             server.server_close()
 
 
+__all__ = ["PrometheusExporter", "check_port_free", "prometheus_name"]
+
+
 class _Collector:
     def __init__(self, exporter: PrometheusExporter) -> None:
         self._exporter = exporter
 
     def collect(self) -> Iterator[Any]:
         _, core = _require_prometheus_client()
-        families: dict[str, Any] = {}
-        for s in self._exporter.snapshot():
-            name, factor = prometheus_name(s.name, s.kind)
-            keys = sorted(label_name(k) for k in s.labels)
-            values = [str(s.labels[k]) for k in sorted(s.labels, key=label_name)]
-            fam = families.get(name)
-            if fam is None:
-                doc = s.description or f"mlgoodput {s.name}"
-                if s.kind == "counter":
-                    fam = core.CounterMetricFamily(name, doc, labels=keys)
-                else:
-                    fam = core.GaugeMetricFamily(name, doc, labels=keys)
-                families[name] = fam
-            try:
-                fam.add_metric(values, float(s.value) * factor)
-            except Exception:
-                continue  # a label set that does not match the family's: skip it, keep serving
-        yield from families.values()
+        yield from metric_families(self._exporter.snapshot(), core)

@@ -1,0 +1,56 @@
+"""What every subcommand shares: its error type and opening a store for reading."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class CLIError(Exception):
+    """A failure the command explains in one line; `exit_code` is what the process returns."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def open_read_store(value: str | None, arg: str = "--store", *, recover: bool = True) -> Any:
+    """The store at `value` for a command that only reads: it must exist (creating nothing).
+
+    A SQLite file that is missing is an error, unless journals of it are waiting (then the
+    store is created to receive them, which is what recording would have done). With
+    `recover`, journals that killed processes left behind are shipped first, so the
+    command sees every event recorded so far. A store that cannot be reached is a
+    one-line error naming it.
+    """
+    from mlgoodput._journal import journal_dirs, recover_journals
+    from mlgoodput.store import StoreError, open_store, resolve_store_url
+
+    url = resolve_store_url(value, arg)
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://") :]
+        pending = [d for d in journal_dirs(url) if _has_files(d)]
+        if os.path.isdir(path):
+            raise CLIError(f"{arg}: {path} is a directory, not a store file (pass a .db file or a URL)", 2)
+        if not os.path.exists(path) and not pending:
+            where = "the default store" if value is None else arg
+            raise CLIError(
+                f"no store at {path} ({where}): nothing has been recorded there yet;"
+                " record a job first, or pass --store / set MLGOODPUT_STORE to the store of your jobs"
+            )
+    store = open_store(url, arg)
+    try:
+        store.jobs()  # reach it now, so a broken store fails here with one clear line
+        if recover:
+            recover_journals(store)
+    except StoreError as e:
+        store.close()
+        raise CLIError(f"{e} (check {arg} or MLGOODPUT_STORE)") from e
+    return store
+
+
+def _has_files(d: Any) -> bool:
+    try:
+        return any(os.scandir(d))
+    except OSError:
+        return False
