@@ -45,9 +45,9 @@ def _jax_samples() -> list:  # type: ignore[type-arg]
     return to_samples(agg.snapshot(), {"job_name": "lint"})
 
 
-@needs_promtool
-def test_endpoint_is_clean_under_promtool(tmp_path: Path) -> None:
-    url, logger, job = _store_with(tmp_path, "s4_disruption_restart")
+def endpoint_text(tmp_path: Path) -> str:
+    """What our exporter serves for a real job (two hosts, a restart) and real JAX compiles."""
+    url, logger, job = _store_with(tmp_path, "s8_multihost_duplicates")
     samples = []
     for mode in ("cumulative", "rolling"):
         src = GoodputSource(job, logger, url, mode=mode, windows_s=(60, 300), include_step_deviation=True)
@@ -60,6 +60,13 @@ def test_endpoint_is_clean_under_promtool(tmp_path: Path) -> None:
             text = r.read().decode()
     finally:
         exp.shutdown()
+    return text
+
+
+@needs_promtool
+def test_endpoint_is_clean_under_promtool(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    text = endpoint_text(tmp_path)
     res = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     types = dict(ln.split()[2:4] for ln in text.splitlines() if ln.startswith("# TYPE"))

@@ -45,6 +45,10 @@ def cumulative_samples(
         out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
     if include_badput_breakdown:
         out += _badput_samples("badput/", report, s)
+    for h in report.hosts:  # per-host step times, for spotting stragglers
+        for stat, v in (("median", h.median_s), ("p90", h.p90_s), ("max", h.max_s)):
+            out.append(s("hosts/{host}/step_time_{stat}_seconds", v, "s", {"host": str(h.host), "stat": stat},
+                         desc="step time seen by one host (median, p90, max)"))
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
         out.append(s("elastic/available_slice_efficiency_pct", 100.0 * report.slice_efficiency.available, "%"))

@@ -1,0 +1,1 @@
+"""Operations files shipped as package data: a Grafana dashboard and Prometheus rules."""
