@@ -25,10 +25,16 @@ def register(sub: Any) -> None:
                    help="write the store on the server's own thread instead of a helper process")
     s.set_defaults(func=_serve)
 
-    lg = csub.add_parser("logs", help="replay the stored log lines of a console job")
+    lg = csub.add_parser("logs", help="replay (or follow) the stored log lines of a console job")
     lg.add_argument("--job", default=None, help="console job name (default: the most recent one)")
     lg.add_argument("--store", default=None)
     lg.add_argument("--json", action="store_true", help="one JSON object per line")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until Ctrl-C")
+    lg.add_argument("--process", type=int, action="append", metavar="N",
+                    help="only lines of console process #N (repeat for several)")
+    lg.add_argument("--level", type=_level, default=None, metavar="LEVEL",
+                    help="only lines at LEVEL or above (DEBUG, INFO, WARNING, ERROR, CRITICAL or a number)")
+    lg.add_argument("--grep", default=None, metavar="TEXT", help="only lines whose message contains TEXT (any case)")
     lg.set_defaults(func=_logs)
 
     u = csub.add_parser("usage-report", help="draw the usage of every process over time (.html or .png)")
@@ -62,39 +68,94 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _level(text: str) -> int:
+    import logging
+
+    if text.strip().lstrip("-").isdigit():
+        return int(text)
+    v = logging.getLevelName(text.strip().upper())
+    if not isinstance(v, int):
+        raise argparse.ArgumentTypeError(f"expected DEBUG, INFO, WARNING, ERROR, CRITICAL or a number, got {text!r}")
+    return v
+
+
 def _pick_job(store: Any, job: str | None) -> str:
     from mlgoodput.console._sink import NAMESPACE
 
-    if job:
-        return job
     jobs = [j for j in store.jobs() if j.namespace == NAMESPACE]
+    if job:
+        if not any(j.job == job for j in jobs):
+            known = ", ".join(sorted(j.job for j in jobs)[-5:]) or "none"
+            raise LookupError(f"no console job named {job!r} in {store.url} (recent ones: {known})")
+        return job
     if not jobs:
-        raise LookupError(f"no console jobs in the store {store.url}")
+        raise LookupError(f"no console jobs in the store {store.url} (`mlgoodput console serve` records them)")
     return str(max(jobs, key=lambda j: j.last_time).job)
 
 
-def _logs(args: argparse.Namespace) -> int:
-    from mlgoodput.console._replay import log_entries
-    from mlgoodput.store import open_store
+def _keep(e: dict[str, Any], args: argparse.Namespace) -> bool:
+    if args.process and e["process"] not in args.process:
+        return False
+    if args.level is not None and e["levelno"] < args.level:
+        return False
+    return not (args.grep and args.grep.lower() not in str(e["message"]).lower())
 
-    store = open_store(args.store)
+
+def _logs(args: argparse.Namespace) -> int:
+    import time
+
+    from mlgoodput._cli._common import open_read_store
+    from mlgoodput.console._replay import log_entries_after
+
+    store = open_read_store(args.store)
+    write = _line_writer(args.json)
+    procs: dict[int, dict[str, Any]] = {}
     try:
         job = _pick_job(store, args.job)
-        entries = log_entries(store, job)
+        entries, cursor = log_entries_after(store, job, 0, procs)
+        for e in entries:
+            if _keep(e, args):
+                write(e)
+        if args.follow:
+            sys.stdout.flush()
+            try:
+                while True:
+                    time.sleep(0.5)
+                    entries, cursor = log_entries_after(store, job, cursor, procs)
+                    for e in entries:
+                        if _keep(e, args):
+                            write(e)
+                    sys.stdout.flush()
+            except KeyboardInterrupt:
+                return 0  # Ctrl-C is how one stops following
     finally:
         store.close()
-    if args.json:
-        out = sys.stdout
-        for e in entries:
-            out.write(json.dumps(e, ensure_ascii=False) + "\n")
-        return 0
+    return 0
+
+
+def _line_writer(as_json: bool) -> Any:
+    """How one entry is printed: JSON, plain lines when stdout is not a terminal (never
+    wrapped), or colored lines wrapped to the terminal's width."""
+    from mlgoodput.console._display import clean
+
+    if as_json:
+        return lambda e: sys.stdout.write(json.dumps(e, ensure_ascii=False) + "\n")
+
+    def plain(e: dict[str, Any]) -> None:
+        msg = clean(e["message"])
+        line = f"{e['iso_time'][11:23]} [#{e['process']}] {e['level']:<8} {msg}  {clean(os.path.basename(e['file']))}:{e['line']}"
+        if e.get("exc"):
+            line += "\n" + clean(e["exc"])
+        sys.stdout.write(line + "\n")
+
+    if not sys.stdout.isatty():
+        return plain
     from rich.console import Console
     from rich.text import Text
 
-    from mlgoodput.console._display import clean
-
     con = Console(highlight=False)
-    for e in entries:
+
+    def rich_line(e: dict[str, Any]) -> None:
         t = Text()
         t.append(e["iso_time"][11:23], style="dim")
         t.append(f" [#{e['process']}] ", style="cyan")
@@ -107,14 +168,15 @@ def _logs(args: argparse.Namespace) -> int:
             t.append("\n" + clean(e["exc"]), style="red")
         t.append(f"  {clean(os.path.basename(e['file']))}:{e['line']}", style="dim")
         con.print(t)
-    return 0
+
+    return rich_line
 
 
 def _usage_report(args: argparse.Namespace) -> int:
+    from mlgoodput._cli._common import open_read_store
     from mlgoodput.console._report import write_usage_report
-    from mlgoodput.store import open_store
 
-    store = open_store(args.store)
+    store = open_read_store(args.store)
     try:
         job = _pick_job(store, args.job)
         n = write_usage_report(store, job, args.out)

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from mlgoodput.monitoring import GoodputMonitor
 
-    logger_name = args.logger_name or _default_logger(args.store, args.job)
+    logger_name = _default_logger(args.store, args.job, args.logger_name)
     exporters: list[Any] = []
     if args.prometheus_port is not None:
         exporters.append(PrometheusExporter(port=args.prometheus_port, addr=args.prometheus_addr))
@@ -130,12 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(p.parse_args(argv))
 
 
-def _default_logger(store: str | None, job: str) -> str:
-    """The logger the store already holds for the job; goodput_<job> before it records anything."""
+def _default_logger(store: str | None, job: str, given: str | None = None) -> str:
+    """`given`, else the logger the store holds for the job (goodput_<job> before it records
+    anything); the store must exist and answer, so a wrong --store fails here in one line."""
+    from mlgoodput._cli._common import open_read_store
     from mlgoodput._cli.report import loggers_for, resolve_logger
-    from mlgoodput.store import open_store
 
-    st = open_store(store, "--store")
-    if not loggers_for(st, job):
-        return f"goodput_{job}"
-    return resolve_logger(st, job, None)  # one name, or a clear error naming them all
+    st = open_read_store(store, "--store", recover=False)
+    try:
+        if given:
+            return given
+        if not loggers_for(st, job):
+            return f"goodput_{job}"
+        return resolve_logger(st, job, None)  # one name, or a clear error naming them all
+    finally:
+        st.close()

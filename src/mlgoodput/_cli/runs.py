@@ -28,14 +28,20 @@ def _when(t: float | None) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from mlgoodput._cli._common import open_read_store
     from mlgoodput.diagnostics import list_runs
 
-    runs = list_runs(args.store)
+    store = open_read_store(args.store)
+    try:
+        runs = list_runs(store)
+    finally:
+        store.close()
+    url = store.url
     if args.json:
         print(json.dumps(runs, indent=2))
         return 0
     if not runs:
-        print("no runs")
+        print(f"no runs in {url}")
         return 0
     rows = [("RUN", "GROUP", "STARTED", "LAST EVENT", "PROCS", "METRICS", "PROFILES")]
     for r in runs:
@@ -46,9 +52,14 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from mlgoodput._cli._common import open_read_store
     from mlgoodput.diagnostics import load_run
 
-    run = load_run(args.name, store=args.store)
+    store = open_read_store(args.store)
+    try:
+        run = load_run(args.name, store=store)
+    finally:
+        store.close()
     if getattr(args, "json", False):
         print(json.dumps(run.to_dict(), indent=2, allow_nan=True))
         return 0

@@ -27,8 +27,20 @@ def clients(cols: Columns) -> dict[int, dict[str, Any]]:
 
 def log_entries(store: Store, job: str) -> list[dict[str, Any]]:
     """Every stored log line of `job`, oldest first: time, process, pid, level, logger, message, ..."""
-    cols = read_job(store, job)
-    procs = clients(cols)
+    return log_entries_after(store, job, 0, {})[0]
+
+
+def log_entries_after(
+    store: Store, job: str, cursor: int, procs: dict[int, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """The log lines of `job` stored after `cursor`, and the next cursor (for following a job).
+
+    `procs` (process number -> pid, hostname) is extended with the clients read meanwhile.
+    """
+    res = store.read(NAMESPACE, job, cursor)
+    cols = res.columns
+    for p, info in clients(cols).items():
+        procs.setdefault(p, info)
     rows: list[dict[str, Any]] = []
     for i in range(len(cols)):
         if cols.kinds[i] != Kind.LOG:
@@ -57,4 +69,4 @@ def log_entries(store: Store, job: str) -> list[dict[str, Any]]:
             e["ansi"] = a["ansi"]
         rows.append(e)
     rows.sort(key=lambda r: r["time"])  # stable: one process's lines keep their order
-    return rows
+    return rows, res.cursor

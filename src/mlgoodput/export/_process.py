@@ -236,7 +236,10 @@ class ExporterProcess:
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
+        # SIGINT ignored: Ctrl-C in a terminal reaches the whole process group, and the parent
+        # must still be able to make its final upload through this process after it.
         code = (
+            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             f"import sys; sys.path[:0] = {paths!r}; "
             f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
         )
