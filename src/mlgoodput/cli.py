@@ -14,6 +14,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # (module in mlgoodput._cli) -- one line per subcommand group
 _COMMANDS: tuple[str, ...] = (
@@ -39,8 +40,17 @@ def _version() -> str:
     return f"mlgoodput {__version__}"
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line (no usage dump); `COMMAND --help` shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog[len("mlgoodput") :].strip()
+        head = f"{where}: " if where else ""
+        self.exit(EXIT_USAGE, f"mlgoodput: error: {head}{message} (`{self.prog} --help` shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="mlgoodput",
         description="Goodput and Badput of ML training jobs, runs, and a live console.",
     )

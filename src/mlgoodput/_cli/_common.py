@@ -54,3 +54,16 @@ def _has_files(d: Any) -> bool:
         return any(os.scandir(d))
     except OSError:
         return False
+
+
+def rich_console(**kwargs: Any) -> Any:
+    """A rich Console whose closed pipe (`mlgoodput report | head`) ends the command as a
+    BrokenPipeError (a clean exit in `cli.main`) instead of rich's exit code 1."""
+    from rich.console import Console
+
+    def broken_pipe() -> None:
+        raise BrokenPipeError
+
+    con = Console(**kwargs)
+    con.on_broken_pipe = broken_pipe  # type: ignore[method-assign]
+    return con

@@ -150,10 +150,11 @@ def _line_writer(as_json: bool) -> Any:
 
     if not sys.stdout.isatty():
         return plain
-    from rich.console import Console
     from rich.text import Text
 
-    con = Console(highlight=False)
+    from mlgoodput._cli._common import rich_console
+
+    con = rich_console(highlight=False)
 
     def rich_line(e: dict[str, Any]) -> None:
         t = Text()

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from mlgoodput._cli._common import CLIError, open_read_store
+from mlgoodput._cli._common import CLIError, open_read_store, rich_console
 
 if TYPE_CHECKING:
     from mlgoodput.accounting import GoodputReport
@@ -194,7 +194,6 @@ def print_report(r: GoodputReport, out: Any) -> None:
               _straggler(h.median_s, r)) for h in r.hosts]
     host_head = ("host", "steps", "median s", "p90 s", "max s", "vs. fastest median")
     try:
-        from rich.console import Console
         from rich.table import Table
     except ImportError:
         print(head, file=out)
@@ -208,7 +207,7 @@ def print_report(r: GoodputReport, out: Any) -> None:
             for row in [host_head, *hosts]:
                 print("  " + "  ".join(c.rjust(10) for c in row), file=out)
         return
-    console = Console(file=out, highlight=False, soft_wrap=True)
+    console = rich_console(file=out, highlight=False, soft_wrap=True)
     console.print(f"[bold]{head}[/bold]")
     for k, v in facts:
         console.print(f"  {k:<24} {v}")

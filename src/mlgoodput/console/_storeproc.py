@@ -122,7 +122,10 @@ class StoreProcess(BackgroundWorker):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from mlgoodput.console._storeproc import child_main;"
+            # SIGINT ignored: a terminal's Ctrl-C reaches the whole group, and the server stops
+            # this child itself once it has stored everything
+            [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN);"
+             " import sys; from mlgoodput.console._storeproc import child_main;"
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
         )

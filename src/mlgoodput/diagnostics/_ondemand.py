@@ -39,10 +39,12 @@ MAX_REQUEST_BYTES = 65536
 MAX_DURATION_S = 3600.0
 
 
-def runtime_dir() -> Path:
-    """Private (0700) directory for endpoint files: $MLGOODPUT_RUNTIME_DIR, else <data dir>/runtime."""
+def runtime_dir(create: bool = True) -> Path:
+    """Private (0700) directory for endpoint files: $MLGOODPUT_RUNTIME_DIR, else <data dir>/runtime.
+    `create=False` for a reader (`mlgoodput profile`), which creates nothing."""
     d = Path(os.environ.get(_env.RUNTIME_DIR) or (_env.data_dir() / "runtime"))
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if create:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
     return d
 
 
@@ -199,7 +201,7 @@ def _read_line(conn: socket.socket) -> bytes:
 # -- client ----------------------------------------------------------------------------
 def endpoints(run: str) -> list[dict[str, Any]]:
     """The live on-demand endpoints of a run on this machine (exact name, else a unique prefix)."""
-    base = runtime_dir() / "ondemand"
+    base = runtime_dir(create=False) / "ondemand"
     d = base / run
     if not d.is_dir():
         matches = sorted(p for p in base.glob(f"{glob_escape(run)}*") if p.is_dir()) if base.is_dir() else []
