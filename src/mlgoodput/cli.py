@@ -9,12 +9,16 @@ Nothing imports this module.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+
+# not `typing.TYPE_CHECKING`: importing typing alone costs a fifth of a bare Python start
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 # (module in mlgoodput._cli) -- one line per subcommand group
 _COMMANDS: tuple[str, ...] = (
@@ -26,6 +30,22 @@ _COMMANDS: tuple[str, ...] = (
     "monitor",
     "dashboards",
 )
+
+#: module -> its subcommands and their one-line help, so that `mlgoodput --help` and
+#: `--version` answer without argparse or any subcommand module (a bare Python start costs
+#: about as much as importing argparse). A module missing here makes `--help` use argparse;
+#: tests/cli/test_fast_help.py checks these lines against the real parsers.
+_SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
+    "report": (("report", "goodput and the badput breakdown of a job"),
+               ("jobs", "list the jobs (and other streams) in a store")),
+    "console": (("console", "the live console: serve, replay logs, usage report"),),
+    "demo": (("demo", "run a short job that crashes and restarts, then print its goodput report"),),
+    "runs": (("runs", "list ML runs, or show one (configs, metrics, profiles)"),),
+    "profile": (("profile", "capture an on-demand profile from the running processes of a run"),),
+    "monitor": (("monitor", "upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring"),),
+    "dashboards": (("dashboards", "print or install the Grafana dashboard and Prometheus alert rules"),),
+}
+_DESCRIPTION = "Goodput and Badput of ML training jobs, runs, and a live console."
 
 #: Exit codes: a usage error (bad argument, unknown job), a failure (store, network, disk),
 #: and Ctrl-C as shells report it (128 + SIGINT).
@@ -40,19 +60,20 @@ def _version() -> str:
     return f"mlgoodput {__version__}"
 
 
-class _Parser(argparse.ArgumentParser):
-    """Argument errors in one line (no usage dump); `COMMAND --help` shows the usage."""
-
-    def error(self, message: str) -> NoReturn:
-        where = self.prog[len("mlgoodput") :].strip()
-        head = f"{where}: " if where else ""
-        self.exit(EXIT_USAGE, f"mlgoodput: error: {head}{message} (`{self.prog} --help` shows the usage)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        """Argument errors in one line (no usage dump); `COMMAND --help` shows the usage."""
+
+        def error(self, message: str) -> NoReturn:
+            where = self.prog[len("mlgoodput") :].strip()
+            head = f"{where}: " if where else ""
+            self.exit(EXIT_USAGE, f"mlgoodput: error: {head}{message} (`{self.prog} --help` shows the usage)\n")
+
     p = _Parser(
         prog="mlgoodput",
-        description="Goodput and Badput of ML training jobs, runs, and a live console.",
+        description=_DESCRIPTION,
     )
     p.add_argument("--version", action="version", version=_version())
     p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
@@ -62,6 +83,30 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"mlgoodput._cli.{name}")
         mod.register(sub)
     return p
+
+
+def fast_help() -> str | None:
+    """The text of `mlgoodput --help`, or None if a subcommand has no summary in `_SUMMARY`."""
+    if not all(m in _SUMMARY for m in _COMMANDS):
+        return None
+    rows = [row for m in _COMMANDS for row in _SUMMARY[m]]
+    w = max(len(name) for name, _ in rows)
+    lines = [
+        "usage: mlgoodput [-h] [--version] [--debug] COMMAND ...",
+        "",
+        _DESCRIPTION,
+        "",
+        "commands:",
+        *(f"  {name:<{w}}  {text}" for name, text in rows),
+        "",
+        "options:",
+        "  -h, --help  show this help message and exit",
+        "  --version   show the version and exit",
+        "  --debug     show the traceback of a failure",
+        "",
+        "`mlgoodput COMMAND --help` shows the options of a command.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def describe_error(e: BaseException) -> tuple[str, int]:
@@ -93,6 +138,14 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("MLGOODPUT_DEBUG", "") not in ("", "0")
+    if argv == ["--version"]:
+        print(_version())
+        return 0
+    if argv in (["--help"], ["-h"]):
+        text = fast_help()
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     try:
         args = build_parser().parse_args(argv)
         debug = debug or bool(getattr(args, "debug", False))
