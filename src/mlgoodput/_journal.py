@@ -456,7 +456,8 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if dead:
             p.unlink()
         if total:
-            log.info("mlgoodput: recovered %d journaled events of %s/%s from %s", total, ns, job, p)
+            # internal bookkeeping: a debug line, never a message on a user's console
+            log.debug("mlgoodput: recovered %d journaled events of %s/%s from %s", total, ns, job, p)
         return total
     finally:
         os.close(fd)

@@ -64,6 +64,7 @@ def connect(
         if _client is not None:
             disconnect(timeout_s=5.0)
         client = ConsoleClient(address, token=token, max_buffer=max_buffer)
+        client.handshake()  # a refusal (wrong or missing token) is a configuration error: raise now
         client.start()
         from mlgoodput.console import _progress
 

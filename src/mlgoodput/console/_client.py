@@ -88,6 +88,33 @@ class ConsoleClient(BackgroundWorker):
         """Records not yet acknowledged by the server."""
         return len(self.queue) + self._unacked
 
+    def handshake(self) -> bool:
+        """Connect once, before the sender thread starts: True if connected, False if the server
+        cannot be reached yet (records are buffered until it can); raises ConsoleError if the
+        server refuses this client, so a wrong or missing token fails where it is configured."""
+        if self._sock is not None:
+            return True
+        try:
+            self._connect()
+        except ConsoleError as e:
+            self.refused_reason = str(e)
+            raise
+        except (OSError, P.FrameError, EOFError):
+            self._drop_connection()
+            return False
+        return True
+
+    def _refused(self, e: ConsoleError) -> None:
+        """Refused after connecting first (the server restarted with another token): say so on
+        stderr, where it is seen, since log records go to the console that refuses them."""
+        self.refused_reason = str(e)
+        log.warning("console client: %s", e)
+        try:
+            sys.stderr.write(f"mlgoodput console: {e}; log records of this process are not delivered\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
     # -- the sender thread ---------------------------------------------------------------
     def _work(self) -> bool:
         for tick in self.tickers:
@@ -115,8 +142,7 @@ class ConsoleClient(BackgroundWorker):
             try:
                 self._connect()
             except ConsoleError as e:
-                self.refused_reason = str(e)
-                log.warning("console client: %s", e)
+                self._refused(e)
                 return True
             except (OSError, P.FrameError, EOFError) as e:
                 self._drop_connection()
