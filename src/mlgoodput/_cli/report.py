@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--logger", help="the logger name (default: the one the store holds for the job)")
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument("--at", help="show the job as it was at this time (ISO 8601 or UNIX seconds)")
-    p.add_argument("--window", type=float, metavar="SECONDS", help="only the last SECONDS (before --at or now)")
+    p.add_argument("--window", type=float, metavar="SECONDS",
+                   help="only the last SECONDS (before --at, else before now or the job's end)")
     p.add_argument("--ideal-step-time", type=float, metavar="SECONDS", help="use this ideal step time")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_report)
@@ -110,7 +111,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         logger = resolve_logger(store, args.job, args.logger)
         calc = GoodputCalculator(args.job, logger, store=store)
         if args.window is not None:
-            q = at if at is not None else time.time()
+            # without --at the window ends now, or at the job's end for a job that has ended
+            q = at if at is not None else calc.report().end
             r = calc.rolling_windows([args.window], end=q, configured_ideal_step_time=args.ideal_step_time)[
                 int(args.window)
             ]

@@ -177,10 +177,30 @@ def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
     if shipped:
         ui.note(f"recovered {shipped} journaled events")
     rc = _report(cfg.job, url, ui)
-    if "tensorboard_dir" in seen:
-        ui.note(f"\nTensorBoard files: {seen['tensorboard_dir']}\n"
-                f"  open them with: tensorboard --logdir {seen['tensorboard_dir']}  (then http://localhost:6006)")
+    ui.note(next_steps(cfg.job, url, seen.get("tensorboard_dir")))
     return rc
+
+
+def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
+    """The commands to try after the demo, exactly as they run in this environment."""
+    path = url[len("sqlite://") :] if url.startswith("sqlite://") else url
+    lines = ["", "Next, try these (the demo's job is in its own store):"]
+    bindir = os.path.dirname(sys.executable)
+    on_path = shutil.which("mlgoodput")
+    if on_path is None or os.path.dirname(os.path.abspath(on_path)) != bindir:
+        activate = os.path.join(bindir, "activate")
+        if os.path.exists(activate):
+            rel = os.path.relpath(activate)
+            lines.append(f"  source {activate if rel.startswith('..') else rel}"
+                         "   # puts mlgoodput and tensorboard on the PATH")
+    lines.append(f"  export MLGOODPUT_STORE={path}")
+    lines.append("  mlgoodput jobs                              # goodput, duration and status of each job")
+    lines.append(f"  mlgoodput report --job {job} --window 30     # the last 30 s of the job")
+    if tensorboard_dir:
+        lines.append(f"  tensorboard --logdir {tensorboard_dir}   # then open http://localhost:6006")
+    else:
+        lines.append(f"  mlgoodput report --job {job} --json          # every number, for scripts")
+    return "\n".join(lines)
 
 
 def _report(job: str, url: str, ui: _Progress) -> int:

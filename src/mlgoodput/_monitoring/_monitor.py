@@ -106,7 +106,8 @@ class GoodputMonitor:
             raise ValueError(f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file")
         all_exporters: list[Exporter] = []
         if tensorboard_dir is not None and os.fspath(tensorboard_dir):
-            all_exporters.append(TensorBoardExporter(os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR)))
+            all_exporters.append(TensorBoardExporter(os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR),
+                                                     exclusive=True))
         if gcp_options is not None and gcp_options.enabled and not any(isinstance(e, CloudMonitoringExporter) for e in exporters):
             g = gcp_options
             if not include_step_deviation and g.enable_gcp_step_deviation_metrics:

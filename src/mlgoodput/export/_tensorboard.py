@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import time
@@ -10,6 +11,12 @@ from typing import Any
 
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, tensorboard_tag
+from mlgoodput.export._tb_layout import condense_jax, layout, max_steps
+
+#: The lock file an exclusive writer holds in its folder (TensorBoard ignores it).
+LOCK_NAME = ".mlgoodput-tensorboard.lock"
+#: How long an exclusive writer waits for the folder's previous writer to finish.
+LOCK_WAIT_S = 10.0
 
 
 def _require_tensorboardx() -> Any:
@@ -27,28 +34,69 @@ class TensorBoardExporter:
     """Write each sample as a scalar under its tag (see docs/exporting.md) in `logdir`.
 
     The step axis is the sample's `step` (the monitor sets the job's last step) or, when a
-    sample has none, the count of uploads this exporter has made. A write error (a full
-    disk) raises, closes the file and starts a fresh one on the next attempt, so a retry
-    never appends after a torn record.
+    sample has none, one more than the tag's last step. Steps never go back for a tag, across
+    processes too (a new writer continues from what the folder holds), because TensorBoard
+    drops points when they do. JAX series are summed over their per-function labels and a
+    chart layout is written (see `_tb_layout`). A write error (a full disk) raises, closes
+    the file and starts a fresh one on the next attempt, so a retry never appends after a
+    torn record.
+
+    `exclusive=True` (the goodput monitor) holds a lock on the folder while the exporter
+    runs, so a second monitor writing the same charts there fails at start instead of
+    doubling every point.
     """
 
-    def __init__(self, logdir: str | os.PathLike[str]) -> None:
+    def __init__(self, logdir: str | os.PathLike[str], *, exclusive: bool = False,
+                 lock_wait_s: float = LOCK_WAIT_S) -> None:
         if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir).strip():
             raise TypeError(f"logdir must be a directory path, got {logdir!r}")
         self.logdir = os.fspath(logdir)
+        self.exclusive = exclusive
+        self.lock_wait_s = lock_wait_s
         self.uploads = 0
         self._writer: Any = None
+        self._last_step: dict[str, int] | None = None  # tag -> last step written (read on first open)
+        self._layout_written: set[str] = set()
+        self._lock_fd: int | None = None
 
     def __repr__(self) -> str:
         return f"TensorBoardExporter({self.logdir!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"logdir": self.logdir, "uploads": self.uploads}
+        return {"logdir": self.logdir, "uploads": self.uploads, "exclusive": self.exclusive,
+                "lock_wait_s": self.lock_wait_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.logdir = state["logdir"]
+        self.__init__(state["logdir"], exclusive=state.get("exclusive", False),  # type: ignore[misc]
+                      lock_wait_s=state.get("lock_wait_s", LOCK_WAIT_S))
         self.uploads = state["uploads"]
-        self._writer = None
+
+    def start(self) -> None:
+        """Take the folder's lock when exclusive; raises ValueError naming the other writer."""
+        if not self.exclusive or self._lock_fd is not None:
+            return
+        os.makedirs(self.logdir, exist_ok=True)
+        path = os.path.join(self.logdir, LOCK_NAME)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # the writer of a killed attempt may still be finishing its last upload: give it a while
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise ValueError(
+                    f"another mlgoodput process (pid {other}) is writing TensorBoard files to {self.logdir};"
+                    " two writers would double every chart: give each monitor its own tensorboard_dir"
+                ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
 
     def _open(self) -> Any:
         event_pb2, _, RecordWriter = _require_tensorboardx()
@@ -68,13 +116,26 @@ class TensorBoardExporter:
         now = time.time()
         try:
             if self._writer is None:
+                self.start()
                 self._writer = self._open()
-            for s in samples:
+                self._layout_written = set()
+            if self._last_step is None:
+                self._last_step = max_steps(self.logdir)
+            last = self._last_step
+            rows = []
+            for s in condense_jax(samples):
                 check_name(s.name, s.labels)
-                value = summary_pb2.Summary.Value(tag=tensorboard_tag(s.name, s.labels), simple_value=float(s.value))
+                tag = tensorboard_tag(s.name, s.labels)
+                prev = last.get(tag, 0)
+                step = max(int(s.step), prev) if s.step is not None else prev + 1
+                last[tag] = step
+                rows.append((tag, s, step))
+            self._write_layout([tag for tag, _, _ in rows], now)
+            for tag, s, step in rows:
+                value = summary_pb2.Summary.Value(tag=tag, simple_value=float(s.value))
                 ev = event_pb2.Event(
                     wall_time=s.time if s.time is not None else now,
-                    step=int(s.step) if s.step is not None else self.uploads,
+                    step=step,
                     summary=summary_pb2.Summary(value=[value]),
                 )
                 self._writer.write(ev.SerializeToString())
@@ -82,6 +143,20 @@ class TensorBoardExporter:
         except BaseException:
             self._close_quietly()
             raise
+
+    def _write_layout(self, tags: list[str], now: float) -> None:
+        """The chart layout for the tag families not yet described in this file."""
+        families = {t.split("/", 1)[0] for t in tags} - self._layout_written
+        if not families:
+            return
+        from tensorboardX.proto import event_pb2
+        from tensorboardX.summary import custom_scalars
+
+        self._layout_written |= families
+        charts = layout(tags)
+        if charts:
+            ev = event_pb2.Event(wall_time=now, step=0, summary=custom_scalars(charts))
+            self._writer.write(ev.SerializeToString())
 
     def _close_quietly(self) -> None:
         w, self._writer = self._writer, None
@@ -93,3 +168,6 @@ class TensorBoardExporter:
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         self._close_quietly()
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
