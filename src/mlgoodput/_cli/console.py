@@ -35,6 +35,8 @@ def register(sub: Any) -> None:
     lg.add_argument("--level", type=_level, default=None, metavar="LEVEL",
                     help="only lines at LEVEL or above (DEBUG, INFO, WARNING, ERROR, CRITICAL or a number)")
     lg.add_argument("--grep", default=None, metavar="TEXT", help="only lines whose message contains TEXT (any case)")
+    lg.add_argument("--run", type=int, default=None, metavar="N",
+                    help="only run N of the job name (1 is its first serving; runs are marked in the output)")
     lg.set_defaults(func=_logs)
 
     u = csub.add_parser("usage-report", help="draw the usage of every process over time (.html or .png)")
@@ -94,6 +96,8 @@ def _pick_job(store: Any, job: str | None) -> str:
 
 
 def _keep(e: dict[str, Any], args: argparse.Namespace) -> bool:
+    if args.run is not None and e.get("run", 1) != args.run:
+        return False
     if args.process and e["process"] not in args.process:
         return False
     if args.level is not None and e["levelno"] < args.level:
@@ -108,11 +112,20 @@ def _logs(args: argparse.Namespace) -> int:
     from mlgoodput.console._replay import log_entries_after
 
     store = open_read_store(args.store)
-    write = _line_writer(args.json)
-    procs: dict[int, dict[str, Any]] = {}
+    line = _line_writer(args.json)
+    state: dict[str, Any] = {}
+    shown = {"run": 0}
+
+    def write(e: dict[str, Any]) -> None:
+        if not args.json and e.get("run", 1) != shown["run"]:
+            if shown["run"] or e.get("run", 1) > 1:  # a job name served more than once
+                sys.stdout.write(f"── run {e.get('run', 1)} of job {job} ──\n")
+            shown["run"] = e.get("run", 1)
+        line(e)
+
     try:
         job = _pick_job(store, args.job)
-        entries, cursor = log_entries_after(store, job, 0, procs)
+        entries, cursor = log_entries_after(store, job, 0, state)
         for e in entries:
             if _keep(e, args):
                 write(e)
@@ -121,7 +134,7 @@ def _logs(args: argparse.Namespace) -> int:
             try:
                 while True:
                     time.sleep(0.5)
-                    entries, cursor = log_entries_after(store, job, cursor, procs)
+                    entries, cursor = log_entries_after(store, job, cursor, state)
                     for e in entries:
                         if _keep(e, args):
                             write(e)

@@ -46,6 +46,11 @@ class BarState:
     lost: bool = False
     updated: float = field(default_factory=time.monotonic)
 
+    @property
+    def interrupted(self) -> bool:
+        """Closed before reaching its total (Ctrl-C, an exception, an early stop)."""
+        return self.done and self.total is not None and self.completed < self.total
+
 
 class Display(BackgroundWorker):
     """Renders at about 10 frames a second on `file` (a terminal gets live bars)."""
@@ -71,6 +76,7 @@ class Display(BackgroundWorker):
         self._skipped = 0
         self._notes: collections.deque[str] = collections.deque(maxlen=200)
         self.bars: dict[str, BarState] = {}
+        self._usage: dict[int, Any] = {}  # process -> newest UsageRec
         self._lock = threading.Lock()
         self._live: Any = None
         self._goodput = goodput
@@ -93,6 +99,11 @@ class Display(BackgroundWorker):
     def progress(self, process: int, rec: ProgressRec, bar: BarState) -> None:
         with self._lock:
             self.bars[rec.bar] = bar
+
+    def usage(self, process: int, rec: Any) -> None:
+        """The newest usage sample of a process, shown under the bars (a terminal only)."""
+        with self._lock:
+            self._usage[process] = rec
 
     def mark_lost(self, process: int, lost: bool) -> None:
         with self._lock:
@@ -130,7 +141,12 @@ class Display(BackgroundWorker):
         with self._lock:
             bars = list(self.bars.items())
         for _, b in bars[-12:]:
-            state = Text("lost", style="bold red") if b.lost else Text("done", style="green") if b.done else Text("")
+            if b.lost:
+                state = Text("lost", style="bold red")
+            elif b.interrupted:
+                state = Text("interrupted", style="bold yellow")
+            else:
+                state = Text("done", style="green") if b.done else Text("")
             total = f"{b.total:g}" if b.total is not None else "?"
             grid.add_row(
                 Text(clean(b.desc)[:40]),
@@ -139,6 +155,18 @@ class Display(BackgroundWorker):
                 Text(f"[#{b.process}]" if not b.distributed else "[shared]", style="cyan"),
                 state,
             )
+        with self._lock:
+            usage = sorted(self._usage.items())
+        now = time.time()
+        for process, u in usage[-8:]:
+            if now - u.time > 30:
+                continue  # a process that stopped sampling (or ended) drops out
+            text = f"cpu {u.cpu:.0f}% · rss {u.rss / 2**20:,.0f} MiB"
+            if u.gpu_util is not None:
+                text += f" · gpu {u.gpu_util:.0f}%"
+            if u.gpu_mem is not None:
+                text += f" · gpu mem {u.gpu_mem / 2**20:,.0f} MiB"
+            grid.add_row(Text("usage", style="dim"), Text(text), Text(""), Text(f"[#{process}]", style="cyan"), Text(""))
         if self._goodput_text:
             grid.add_row(Text(self._goodput_text, style="bold magenta"))
         return grid
@@ -170,7 +198,9 @@ class Display(BackgroundWorker):
             self._goodput_text = text
         # drop finished bars after a while, so the live area stays small
         with self._lock:
-            for k in [k for k, b in self.bars.items() if b.done and now - b.updated > 3.0]:
+            # (an interrupted bar stays longer, so the person sees where it stopped)
+            for k in [k for k, b in self.bars.items()
+                      if b.done and now - b.updated > (30.0 if b.interrupted else 3.0)]:
                 del self.bars[k]
         if con.is_terminal and self._live is None:
             from rich.live import Live

@@ -123,6 +123,8 @@ class ConsoleHandler(logging.Handler):
         # no handler lock: emit only appends to a thread-safe deque
         if self.filters and not self.filter(record):
             return False
+        if record.levelno < logging.WARNING and record.name.startswith("mlgoodput"):
+            return False  # our own bookkeeping (recovered journals, ...): a debug log, not the console
         self.emit(record)
         return record
 

@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -96,6 +97,7 @@ class ConsoleServer:
         self.received = 0  # records accepted
         self._writer_id = secrets.randbits(62)
         self._own_seq = 0
+        self._runs = 0  # servings of this job so far (this one included once started)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -121,8 +123,18 @@ class ConsoleServer:
             err, self._start_error = self._start_error, None
             self._thread = None
             raise err
-        self._note(f"mlgoodput console: serving job {self.job!r} at {self.address}")
+        self._mark_run()
+        self._note(f"mlgoodput console: serving job {self.job!r} at {self.address}"
+                   + (f" (run {self._runs} of this job)" if self._runs > 1 else ""))
         return self.address
+
+    def _mark_run(self) -> None:
+        """A `serve` marker in the store: replays tell the runs of one job name apart."""
+        self._runs += 1
+        ev = Event(_CLIENT, time.time(), 0, None, None, "serve",
+                   {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": " ".join(sys.argv)[:500]})
+        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self._own_seq += 1
 
     def stop(self, timeout_s: float = 10.0) -> bool:
         """Stop accepting, close connections, store everything received; True if all was stored."""
@@ -326,6 +338,9 @@ class ConsoleServer:
             return
         for i in range(len(cols)):
             if cols.kinds[i] == _CLIENT:
+                if cols.name(i) == "serve":
+                    self._runs += 1
+                    continue
                 a = cols.attr(i) or {}
                 cid = a.get("client")
                 if isinstance(cid, int) and cid not in self.clients:
@@ -391,6 +406,8 @@ class ConsoleServer:
             for r in records:
                 if type(r) is P.LogRec:
                     disp.log(proc, r)
+                elif type(r) is P.UsageRec:
+                    disp.usage(proc, r)
         sink = self.sink
         if _records.simple(records):
             if isinstance(sink, StoreProcess) and first == batch.first_seq:
@@ -431,7 +448,10 @@ class ConsoleServer:
         if r.done and not b.done:
             b.done = True
             tot = f"{b.total:g}" if b.total is not None else "?"
-            self._note(f"✓ {b.desc}: {b.completed:g}/{tot}")
+            if b.interrupted:
+                self._note(f"✗ {b.desc}: interrupted at {b.completed:g}/{tot}")
+            else:
+                self._note(f"✓ {b.desc}: {b.completed:g}/{tot}")
         b.updated = time.monotonic()
         if self.display is not None:
             self.display.progress(st.process, r, b)
@@ -474,7 +494,7 @@ def _goodput_line(store: Store, job: str) -> Any:
                 r = calc.report()
                 worst = max(((b, v) for b, v in r.badput_s.items() if isinstance(v, (int, float))),
                             key=lambda bv: bv[1], default=None)
-                text = (f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s"
+                text = (f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s (as of {time.strftime('%H:%M:%S')})"
                         f" · productive {r.productive_s:.0f} s · last step {r.last_step}")
                 if worst is not None and worst[1] > 0:
                     text += f" · top badput {getattr(worst[0], 'name', worst[0]).lower()} {worst[1]:.0f} s"
