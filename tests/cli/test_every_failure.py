@@ -89,6 +89,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("console-bad-level", ["console", "logs", "--level", "LOUD", "--store", GOOD], 2, "--level"),
     ("console-unknown-job", ["console", "logs", "--job", "nope", "--store", GOOD], 2, "no console job named 'nope'"),
     ("console-bad-address", ["console", "serve", "--address", "bogus:addr:x", "--store", GOOD], 2, "port"),
+    ("console-not-local", ["console", "serve", "--address", "192.0.2.1:7000", "--store", "{root}/stores/serve.db"], 1,
+     "cannot serve at"),
     ("console-usage-no-job", ["console", "usage-report", "--out", "{root}/missing/u.html", "--store", GOOD], 2,
      "no console jobs"),
     ("runs-unknown", ["runs", "show", "nope", "--store", GOOD], 2, "no run named 'nope'"),

@@ -51,9 +51,26 @@ def _serve(args: argparse.Namespace) -> int:
     from mlgoodput.console import ConsoleServer
 
     token = args.token or os.environ.get(_env.CONSOLE_TOKEN) or None
+    from mlgoodput.store import resolve_store_url
+
+    url = resolve_store_url(args.store, "--store")
+    db = url[len("sqlite://") :] if url.startswith("sqlite://") else None
+    created = [p for p in ((db, db + "-wal", db + "-shm") if db else ()) if not os.path.exists(p)]
     srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token,
                         store_process=not args.in_process_store)
-    address = srv.start()
+    try:
+        address = srv.start()
+    except OSError as e:
+        from mlgoodput._cli._common import CLIError
+
+        srv.stop(1.0)
+        for path in created:  # a server that never served leaves no empty store behind
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise CLIError(f"cannot serve at {args.address}: {e.strerror or e}"
+                       " (use a local address such as :7000, 127.0.0.1:7000 or unix:/path)") from e
     hint = f"export {_env.CONSOLE}={address}"
     if srv.auth:
         hint += f" {_env.CONSOLE_TOKEN}={srv.token}"
