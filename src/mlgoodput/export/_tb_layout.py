@@ -1,7 +1,8 @@
 """What makes TensorBoard read well: fewer JAX tags, a chart layout, steps that never go back.
 
-- JAX compile series are summed over their per-function labels (count, sum, max per event
-  and host) for TensorBoard only; Prometheus and the other backends keep every label.
+- JAX series are summed over their per-function labels (count and sum per event and host,
+  and the maximum for compile phases) for TensorBoard only; Prometheus and the other
+  backends keep every label and statistic.
 - A custom-scalars layout puts goodput first, the badput buckets in one chart each for
   share and seconds, and the JAX tags in a handful of charts.
 - TensorBoard drops points when a tag's step goes back (it takes that for a crash), so a
@@ -21,6 +22,7 @@ from mlgoodput.export._names import IDENTITY_LABELS
 #: Labels a condensed JAX series keeps (the rest, such as fun_name, are summed over).
 JAX_KEEP_LABELS = frozenset({"host"}) | IDENTITY_LABELS
 _JAX_DROP = ("/min", "/last", "/bucket")
+_JAX_MAX_KEPT = "jax/core/compile/"  # the slowest compile matters; other maxima add tags, not insight
 
 
 def condense_jax(samples: Sequence[Sample]) -> list[Sample]:
@@ -31,7 +33,7 @@ def condense_jax(samples: Sequence[Sample]) -> list[Sample]:
         if not s.name.startswith("jax/"):
             out.append(s)
             continue
-        if s.name.endswith(_JAX_DROP):
+        if s.name.endswith(_JAX_DROP) or (s.name.endswith("/max") and not s.name.startswith(_JAX_MAX_KEPT)):
             continue
         labels = {k: v for k, v in s.labels.items() if k in JAX_KEEP_LABELS}
         key = (s.name, tuple(sorted(labels.items())))
@@ -72,6 +74,7 @@ def layout(tags: Iterable[str]) -> dict[str, dict[str, list[Any]]]:
             "compiles (count)": ["Multiline", [r"^jax/.*/count(/|$)"]],
             "slowest compile (s)": ["Multiline", [r"^jax/.*/max(/|$)"]],
             "compilation cache": ["Multiline", [r"^jax/compilation_cache/"]],
+            "checkpoint seconds (Orbax, total)": ["Multiline", [r"^jax/checkpoint/.*/sum(/|$)"]],
         }
     return out
 
