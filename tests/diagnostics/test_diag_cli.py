@@ -40,8 +40,8 @@ def test_runs_show_json_has_the_documented_shape(tmp_path: Path, capsys: pytest.
     # a prefix works, and the default store does not have the run
     assert run_cli(["runs", "show", "cli", "--json", "--store", store]) == 0
     assert json.loads(capsys.readouterr().out)["name"] == name
-    assert run_cli(["runs", "show", name]) == 2
-    assert "no run" in capsys.readouterr().err
+    assert run_cli(["runs", "show", name]) == 1  # the default store does not even exist: created by nothing
+    assert "no store at" in capsys.readouterr().err
 
 
 def test_runs_list_and_show_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
