@@ -208,3 +208,31 @@ def test_ctrl_c_on_logs_follow(cli_env: Env, tmp_path: Path) -> None:
         srv.stop()
     code, text = _ctrl_c(cli_env, ["console", "logs", "--follow", "--store", store], "hello from the client")
     assert code == 0 and "Traceback" not in text, text
+
+
+KILLED = """
+import os, signal, sys
+from mlgoodput.goodput import GoodputRecorder
+rec = GoodputRecorder(sys.argv[2], "goodput_" + sys.argv[2], True, store=sys.argv[1])
+rec.record_job_start_time()
+for i in range(5):
+    rec.record_step_start_time(i)
+os.kill(os.getpid(), signal.SIGKILL)  # before the shipper's first round: only the journal has it
+"""
+
+
+@pytest.mark.parametrize("command", ["report", "jobs"])
+def test_a_job_killed_before_its_first_shipment_is_found(cli_env: Env, tmp_path: Path, command: str) -> None:
+    store = str(tmp_path / "k.db")
+    res = subprocess.run([sys.executable, "-c", KILLED, store, "killed-early"], env=cli_env.env, timeout=60)
+    assert res.returncode == -signal.SIGKILL
+    assert not Path(store).exists()  # nothing shipped: the events are only in the journal
+    args = ["report", "--job", "killed-early", "--json"] if command == "report" else ["jobs", "--json"]
+    out = cli_env.run(*args, "--store", store)
+    assert out.returncode == 0, out.stderr
+    if command == "report":
+        import json
+
+        assert json.loads(out.stdout)["last_step"] == 4
+    else:
+        assert "killed-early" in out.stdout
