@@ -101,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
         while not stop.wait(args.interval):
             if calc is not None:
                 r = calc.report()
+                if not r.total_s > 0:
+                    print(f"\r{time.strftime('%H:%M:%S')} {args.job}: no data yet (waiting for the job to record)",
+                          end="", file=sys.stderr, flush=True)
+                    continue
                 print(
                     f"\r{time.strftime('%H:%M:%S')} {args.job}: goodput {r.goodput_pct:6.2f}%  "
                     f"last step {r.last_step}  disruptions {r.disruptions}  "
