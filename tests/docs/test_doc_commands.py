@@ -46,12 +46,18 @@ def blocks(page: Path) -> list[Block]:
     return out
 
 
+def _is_shell(b: Block) -> bool:
+    """A shell block: labelled so, or unlabelled with a command on its first line."""
+    first = b.text.lstrip().split(" ", 1)[0]
+    return b.lang in SHELL or (not b.lang and first in ("mlgoodput", "make", "tensorboard", "pip", "python", "$"))
+
+
 def _shell_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 
 def test_every_shell_block_is_marked_and_no_command_hides_in_an_indented_block() -> None:
-    unmarked = [f"{b.page.name}:{b.line}" for p in PAGES for b in blocks(p) if b.lang in SHELL and b.mark is None]
+    unmarked = [f"{b.page.name}:{b.line}" for p in PAGES for b in blocks(p) if _is_shell(b) and b.mark is None]
     assert not unmarked, f"shell blocks without <!-- docs: run --> or <!-- docs: show (why) -->: {unmarked}"
     indented = [f"{p.name}:{i + 1}" for p in PAGES for i, ln in enumerate(p.read_text().splitlines())
                 if re.match(r"^ {4}(\$ )?(mlgoodput|make|tensorboard|pip) ", ln)]
