@@ -138,6 +138,7 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("MLGOODPUT_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]  # accepted anywhere: `mlgoodput report ... --debug`
     if argv == ["--version"]:
         print(_version())
         return 0
@@ -148,7 +149,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     try:
         args = build_parser().parse_args(argv)
-        debug = debug or bool(getattr(args, "debug", False))
         return int(args.func(args) or 0)
     except SystemExit:
         raise

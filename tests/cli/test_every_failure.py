@@ -134,7 +134,7 @@ def test_failure_is_one_line_nonzero_no_traceback_no_file(cli_env: Env, argv: li
 
 
 def test_debug_shows_the_traceback(cli_env: Env) -> None:
-    res = cli_env.run("--debug", "report", "--job", "x", "--store", cli_env.pg)
+    res = cli_env.run("report", "--job", "x", "--store", cli_env.pg, "--debug")
     assert res.returncode == 1 and "Traceback" in res.stderr and "mlgoodput: error:" in res.stderr
 
 
