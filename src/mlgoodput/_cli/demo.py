@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 
@@ -16,7 +15,7 @@ def register(sub: Any) -> None:
         "restarts it from its last checkpoint and prints the report of the job.",
     )
     p.add_argument("--store", default=None, help="store URL (default: a fresh demo-output/demo.db)")
-    p.add_argument("--output-dir", type=Path, default=Path("demo-output"), help="where the demo writes")
+    p.add_argument("--output-dir", default="demo-output", help="where the demo writes")
     p.add_argument("--job", default="demo", help="job name (default: demo)")
     p.add_argument("--workload", default=None, help="workload module (default: mlgoodput._demo.workload_jax when JAX is installed, else workload_sim)")
     p.add_argument("--steps", type=int, default=100)
@@ -26,10 +25,12 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from mlgoodput._demo.supervisor import DemoConfig, default_workload, run_demo
 
     cfg = DemoConfig(
-        output_dir=args.output_dir,
+        output_dir=Path(args.output_dir),
         store=args.store,
         job=args.job,
         workload=args.workload or default_workload(),
