@@ -236,3 +236,19 @@ def test_a_job_killed_before_its_first_shipment_is_found(cli_env: Env, tmp_path:
         assert json.loads(out.stdout)["last_step"] == 4
     else:
         assert "killed-early" in out.stdout
+
+
+@pytest.mark.slow
+def test_a_second_monitor_on_one_tensorboard_folder_is_one_clear_line(cli_env: Env, tmp_path: Path) -> None:
+    from mlgoodput.export import TensorBoardExporter
+
+    first = TensorBoardExporter(tmp_path / "tb" / "goodput", exclusive=True)  # a monitor already writes there
+    first.start()
+    try:
+        res = cli_env.run("monitor", "--job", "s1-clean-run", "--store", str(cli_env.good),
+                          "--tensorboard-dir", str(tmp_path / "tb"), "--quiet")
+    finally:
+        first.shutdown()
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "another mlgoodput process" in res.stderr.strip().splitlines()[-1]
+    assert len(list((tmp_path / "tb" / "goodput").glob("events.out.tfevents.*"))) == 0

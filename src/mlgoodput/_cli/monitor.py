@@ -92,10 +92,13 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    running: list[str] = []
     try:
-        monitor.start_goodput_uploader()
+        monitor.start_goodput_uploader()  # a bad exporter (a port or folder in use) raises here
+        running.append("cumulative")
         if args.rolling_windows:
             monitor.start_rolling_window_goodput_uploader(args.rolling_windows)
+            running.append("rolling")
         calc = None if args.quiet else GoodputCalculator(args.job, logger_name, store=monitor.store_url)
         started = time.time()
         while not stop.wait(args.interval):
@@ -120,9 +123,10 @@ def run(args: argparse.Namespace) -> int:
         for s, h in old.items():
             signal.signal(s, h)
         ok = True
-        if args.rolling_windows:
+        if "rolling" in running:
             ok = monitor.stop_rolling_window_goodput_uploader() and ok
-        ok = monitor.stop_goodput_uploader() and ok
+        if "cumulative" in running:
+            ok = monitor.stop_goodput_uploader() and ok
     print("mlgoodput monitor: stopped" + ("" if ok else " (final upload incomplete)"), file=sys.stderr)
     return 0 if ok else 1
 

@@ -16,7 +16,7 @@ from mlgoodput.export._tb_layout import condense_jax, layout, max_steps
 #: The lock file an exclusive writer holds in its folder (TensorBoard ignores it).
 LOCK_NAME = ".mlgoodput-tensorboard.lock"
 #: How long an exclusive writer waits for the folder's previous writer to finish.
-LOCK_WAIT_S = 10.0
+LOCK_WAIT_S = 5.0
 
 
 def _require_tensorboardx() -> Any:
