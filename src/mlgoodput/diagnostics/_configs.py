@@ -26,7 +26,8 @@ def load_configs(configs: object, arg: str = "configs") -> dict[str, Any]:
     if isinstance(configs, Mapping):
         return {_key(k, arg): to_json(v, f"{arg}[{k!r}]") for k, v in configs.items()}
     if isinstance(configs, (str, os.PathLike)):
-        return load_configs(_read_file(Path(configs), arg), arg)
+        # errors inside the file's values name the file too
+        return load_configs(_read_file(Path(configs), arg), f"{arg} (file {os.fspath(configs)!r})")
     if isinstance(configs, Sequence) and not isinstance(configs, (bytes, bytearray)):
         out: dict[str, Any] = {}
         for i, part in enumerate(configs):
