@@ -71,4 +71,4 @@ def test_logs_replay_and_usage_report(sockdir: str) -> None:
     r = _cli("usage-report", "--job", "nosuch", "--store", store, "--out", f"{sockdir}/x.png")
     assert r.returncode == 2 and "no console job named 'nosuch'" in r.stderr
     r = _cli("usage-report", "--job", "cli", "--store", store, "--out", f"{sockdir}/missing/u.html")
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "missing" in r.stderr, r.stderr
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "missing" in r.stderr, r.stderr

@@ -204,9 +204,12 @@ def _line_writer(as_json: bool) -> Any:
 
 
 def _usage_report(args: argparse.Namespace) -> int:
-    from mlgoodput._cli._common import open_read_store
+    from mlgoodput._cli._common import CLIError, open_read_store
     from mlgoodput.console._report import write_usage_report
 
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        raise CLIError(f"--out: the folder {folder} does not exist (create it, or write elsewhere)", 2)
     store = open_read_store(args.store)
     try:
         job = _pick_job(store, args.job)
