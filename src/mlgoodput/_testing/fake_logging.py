@@ -217,7 +217,8 @@ class _Stored:
 class FakeLoggingService:
     """A Cloud Logging API on 127.0.0.1 (see the module docstring). `entries()` gives what
     it holds; `list_requests` the (filter, page_token) of each ListLogEntries call;
-    `write_requests` the entry count of each WriteLogEntries call; `rejected` the calls it
+    `list_returned` the entries each answered; `write_requests` the entry count of each
+    WriteLogEntries call; `rejected` the calls it
     refused on purpose (quota, injected failures)."""
 
     def __init__(self, *, default_page_size: int = 50, max_page_size: int = 1000) -> None:
@@ -225,6 +226,7 @@ class FakeLoggingService:
         self.max_page_size = max_page_size
         self.list_requests: list[tuple[str, str]] = []
         self.write_requests: list[int] = []
+        self.list_returned: list[int] = []
         self.rejected: dict[str, int] = {"WriteLogEntries": 0, "ListLogEntries": 0}
         self.holding = False
         self._failures: dict[str, deque[Any]] = {"WriteLogEntries": deque(), "ListLogEntries": deque()}
@@ -415,6 +417,8 @@ class FakeLoggingService:
         if after is not None:
             rows = [s for s in rows if (key(s) < after if desc else key(s) > after)]
         page, more = rows[:size], len(rows) > size
+        with self._lock:
+            self.list_returned.append(len(page))
         resp = logging_types.ListLogEntriesResponse.pb()()
         for s in page:
             resp.entries.add().CopyFrom(s.entry)
@@ -459,13 +463,13 @@ class FakeLoggingService:
         ml-goodput-measurement's and Orbax's loggers a client of the fake.
         """
         import grpc
-        import google.cloud.logging
         from google.auth.credentials import AnonymousCredentials
         from google.cloud.logging_v2 import _gapic
+        from google.cloud.logging_v2.client import Client
         from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
         from google.cloud.logging_v2.services.logging_service_v2.transports import LoggingServiceV2GrpcTransport
 
-        client = google.cloud.logging.Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)
+        client = Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)
         transport = LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(self.endpoint))
         client._logging_api = _gapic._LoggingAPI(LoggingServiceV2Client(transport=transport), client)
         return client
