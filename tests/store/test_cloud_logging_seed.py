@@ -32,18 +32,31 @@ TOL = 0.05
 PROJECT = "seed-project"
 
 
+@pytest.fixture(scope="module")
+def metadata() -> Iterator[Any]:
+    """A GCE metadata server that knows nothing: this machine is not on Google Cloud."""
+    from mlgoodput.testing import FakeMetadataServer
+
+    with FakeMetadataServer({}) as md:
+        yield md
+
+
 @pytest.fixture
-def seed_clients(fake_logging: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def seed_clients(fake_logging: Any, metadata: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """ml-goodput-measurement builds `google.cloud.logging.Client()` with no arguments (it
-    would find the project and credentials of the machine): give it one of the fake."""
+    would find the project and credentials of the machine): give it one of the fake. Its
+    logging handler asks the metadata server what machine it runs on: ask ours, which
+    answers at once, instead of waiting on a DNS lookup of metadata.google.internal."""
     import google.cloud.logging
+    from google.cloud.logging_v2 import _helpers
 
     monkeypatch.setattr(google.cloud.logging, "Client", lambda *a, **k: fake_logging.client(PROJECT))
+    monkeypatch.setattr(_helpers, "METADATA_URL", f"http://{metadata.host}/computeMetadata/v1/")
     yield fake_logging
 
 
 def _utc(t: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(t, dt.UTC)
 
 
 def seed_writes(tl: Timeline, log: str, svc: Any) -> None:
@@ -56,7 +69,7 @@ def seed_writes(tl: Timeline, log: str, svc: Any) -> None:
     def rec(host: int) -> Any:
         if host not in recorders:
             recorders[host] = goodput_elastic.ElasticGoodputRecorder(
-                tl.job_name, log, host == 0, background_max_latency_s=0.05)
+                tl.job_name, log, host == 0, background_max_latency_s=0.05, background_grace_period_s=0.5)
         return recorders[host]
 
     orbax = orbax_logging.CloudLogger(orbax_logging.CloudLoggerOptions(
@@ -207,7 +220,7 @@ def test_from_cloud_logger_over_the_seeds_cloud_logger(seed_clients: Any, tmp_pa
 
     tl = load(next(p for p in all_timelines() if p.stem == "s2_custom_and_async_data"))
     log = f"wrapped-{uuid.uuid4().hex[:6]}"
-    cloud_logger = goodput._CloudLogger(tl.job_name, log, background_max_latency_s=0.05)
+    cloud_logger = goodput._CloudLogger(tl.job_name, log, background_max_latency_s=0.05, background_grace_period_s=0.5)
     store = from_cloud_logger(cloud_logger, log)
     store.append(log, tl.job_name, EventBatch(5, 0, tl.events))
     store.close()  # flushes the seed logger's background transport

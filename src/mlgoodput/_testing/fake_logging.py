@@ -173,7 +173,7 @@ class _Parser:
             a, b = _coerce(have, want)
             if a is None:
                 return False
-            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+            return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
 
         return test
 
@@ -467,11 +467,13 @@ class FakeLoggingService:
         from google.cloud.logging_v2 import _gapic
         from google.cloud.logging_v2.client import Client
         from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
-        from google.cloud.logging_v2.services.logging_service_v2.transports import LoggingServiceV2GrpcTransport
+        from google.cloud.logging_v2.services.logging_service_v2.transports import (
+            LoggingServiceV2GrpcTransport,
+        )
 
-        client = Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)
+        client = Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)  # type: ignore[no-untyped-call]
         transport = LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(self.endpoint))
-        client._logging_api = _gapic._LoggingAPI(LoggingServiceV2Client(transport=transport), client)
+        client._logging_api = _gapic._LoggingAPI(LoggingServiceV2Client(transport=transport), client)  # type: ignore[no-untyped-call]
         return client
 
     def stop(self) -> None:

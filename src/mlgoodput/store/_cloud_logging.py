@@ -85,7 +85,7 @@ def parse_url(url: str, arg: str = "store") -> tuple[str, str | None, dict[str, 
 
 def _rfc3339(ns: int) -> str:
     secs, rem = divmod(ns, 1_000_000_000)
-    base = _dt.datetime.fromtimestamp(secs, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = _dt.datetime.fromtimestamp(secs, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{rem:09d}Z"
 
 
