@@ -258,3 +258,32 @@ def test_from_cloud_logger_turns_a_failing_logger_into_store_errors() -> None:
     st = from_cloud_logger(Broken("job"), "log")
     with pytest.raises(StoreError, match="write_cloud_logging_entry failed: no route"):
         st.append("log", "job", EventBatch(1, 0, steps(0, 1)))
+
+
+def test_the_recorder_ships_its_journal_to_cloud_logging(
+    fake_logging: Any, cloud_logging_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlgoodput.accounting import GoodputCalculator
+    from mlgoodput.goodput import GoodputRecorder
+
+    monkeypatch.setenv("MLGOODPUT_JOURNAL_DIR", str(tmp_path / "journals"))
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    rec = GoodputRecorder("rec-job", "goodput_rec", True, store=cloud_logging_url)
+    rec.record_job_start_time(t0)
+    for i in range(20):
+        rec.record_step_start_time(i, t0 + dt.timedelta(seconds=5 + i))
+    rec.record_job_end_time(t0 + dt.timedelta(seconds=25))
+    assert rec.flush(30)
+    rec.close()
+    assert fake_logging.payloads("goodput_rec")[0] == {"job_name": "rec-job", "job_start_time": t0.timestamp()}
+    r = GoodputCalculator("rec-job", "goodput_rec", store=open_store(cloud_logging_url)).report()
+    assert r.total_s == pytest.approx(25.0) and r.last_step == 19
+
+
+def test_the_jobs_command_lists_cloud_logging_jobs(fake_logging: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    project = "p-cli-" + uuid.uuid4().hex[:6]
+    st = open_store(fake_logging.url(project))
+    st.append("goodput_a", "a", EventBatch(writer(), 0, steps(0, 4)))
+    assert cli.main(["jobs", "--store", fake_logging.url(project), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [{"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}]
