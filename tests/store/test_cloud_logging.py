@@ -226,7 +226,7 @@ class SeedStyleCloudLogger:
 def test_from_cloud_logger_wraps_any_cloud_logger() -> None:
     cl = SeedStyleCloudLogger("job")
     st = from_cloud_logger(cl, "goodput_job")
-    assert isinstance(st, Store) and st.url == "cloudlogger://goodput_job/job"
+    assert isinstance(st, Store) and st.url == f"cloudlogger://goodput_job/job#{id(cl):x}"
     w = writer()
     st.append("goodput_job", "job", EventBatch(w, 0, steps(0, 4)))
     st.append("goodput_job", "job", EventBatch(w, 0, steps(0, 6)))  # a replay: 4, 5 are new
@@ -287,3 +287,21 @@ def test_the_jobs_command_lists_cloud_logging_jobs(fake_logging: Any, capsys: py
     assert cli.main(["jobs", "--store", fake_logging.url(project), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows == [{"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}]
+
+
+def test_a_recorder_writes_through_a_cloud_logger(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder's journal ships to a `from_cloud_logger` store: the logger gets the
+    seed's own entries; a second logger of the same job gets only its own."""
+    from mlgoodput.goodput import GoodputRecorder
+
+    monkeypatch.setenv("MLGOODPUT_JOURNAL_DIR", str(tmp_path))
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    loggers = [SeedStyleCloudLogger("job"), SeedStyleCloudLogger("job")]
+    for n, cl in enumerate(loggers):
+        rec = GoodputRecorder("job", "log", True, store=from_cloud_logger(cl, "log"))
+        rec.record_step_start_time(n, t0)
+        assert rec.flush(30)
+        rec.close()
+    assert [c.entries for c in loggers] == [
+        [{"job_name": "job", "step_count": n, "step_start_time": t0.timestamp()}] for n in (0, 1)
+    ]

@@ -25,8 +25,6 @@ from timelines import TRUTH_KEYS, Timeline, all_timelines, load
 
 goodput = pytest.importorskip("ml_goodput_measurement.src.goodput", reason="pip install ml-goodput-measurement==0.2.3 (the test extra)")
 goodput_elastic = pytest.importorskip("ml_goodput_measurement.src.goodput_elastic")
-orbax_logging = pytest.importorskip("orbax.checkpoint.logging", reason="orbax-checkpoint (the jax extra)")
-from orbax.checkpoint.logging import step_statistics  # noqa: E402
 
 TOL = 0.05
 PROJECT = "seed-project"
@@ -64,6 +62,10 @@ def seed_writes(tl: Timeline, log: str, svc: Any) -> None:
     seed's docs prescribe, only host 0 has logging_enabled=True (its entries carry no
     host). Events neither can record (step ends, compiles) are written by mlgoodput's
     store into the same log, as a mixed fleet would."""
+    # Orbax (and with it JAX) loads here, not at collection: `make unit` runs the fork
+    # tests first in a process that must not have JAX loaded.
+    orbax_logging = pytest.importorskip("orbax.checkpoint.logging", reason="orbax-checkpoint (the jax extra)")
+    step_statistics = orbax_logging.step_statistics
     recorders: dict[int, Any] = {}
 
     def rec(host: int) -> Any:
@@ -230,6 +232,14 @@ def test_from_cloud_logger_over_the_seeds_cloud_logger(seed_clients: Any, tmp_pa
     assert r.badput_s[BadputType.CUSTOM_BADPUT_EVENTS] == pytest.approx(tl.truth["badput_s"]["custom"], abs=TOL)
     seed_calc = goodput.GoodputCalculator(tl.job_name, log, cloud_logger, cache_dir=str(tmp_path))
     assert seed_calc.get_job_goodput()[2] == tl.truth["last_step"]
+    # incremental: the next read passes the seed's (timestamp, insertId) cursor back
+    first = store.read(log, tl.job_name)
+    later = Event(Kind.CUSTOM_START, tl.query + 1, name="late")
+    store.append(log, tl.job_name, EventBatch(5, len(tl.events), [later]))
+    store.close()
+    mark = len(seed_clients.list_requests)
+    assert list(store.read(log, tl.job_name, first.cursor).columns.events()) == [later]
+    assert "insertId >" in seed_clients.list_requests[mark][0]
 
 
 @pytest.mark.slow

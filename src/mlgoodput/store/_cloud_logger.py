@@ -40,8 +40,10 @@ class CloudLoggerStore:
         self.logger_name = logger_name
         job = getattr(cloud_logger, "job_name", None)
         self.job_name: str | None = job if isinstance(job, str) and job else None
-        tail = urllib.parse.quote(self.job_name, safe="") if self.job_name else f"object-{id(cloud_logger):x}"
-        self.url = f"cloudlogger://{urllib.parse.quote(logger_name, safe='')}/{tail}"
+        # The object's id is part of the URL: journals are shared by URL, and two loggers
+        # (two test doubles, say) for the same log and job must each get their own events.
+        job_part = urllib.parse.quote(self.job_name or "", safe="")
+        self.url = f"cloudlogger://{urllib.parse.quote(logger_name, safe='')}/{job_part}#{id(cloud_logger):x}"
         try:
             params = inspect.signature(cloud_logger.read_cloud_logging_entries).parameters
             self._incremental = "last_entry_info" in params
