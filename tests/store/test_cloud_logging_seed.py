@@ -195,22 +195,25 @@ def _seed_numbers(calc: Any) -> tuple[float, dict[str, Any], int]:
     return round(g, 6), {k.name: (round(v, 6) if isinstance(v, float) else v) for k, v in breakdown.items()}, step
 
 
-@pytest.mark.parametrize("stem", ["s1_clean_run", "s2_custom_and_async_data", "s3_checkpoint_save_restore", "s9_elastic_pause"])
+@pytest.mark.parametrize("stem", ["s1_clean_run", "s2_custom_and_async_data", "s3_checkpoint_save_restore", "s9_elastic_pause", "s10_recompile", "s11_step_end_sync_loading"])
 def test_the_seed_reads_what_mlgoodput_writes(stem: str, seed_clients: Any, tmp_path: Path) -> None:
     """ml-goodput-measurement's own calculator gets the same numbers from entries that
     mlgoodput wrote as from entries it wrote itself for the same job."""
     tl = load(next(p for p in all_timelines() if p.stem == stem))
-    theirs, ours = f"seed-{uuid.uuid4().hex[:6]}", f"ours-{uuid.uuid4().hex[:6]}"
+    theirs, ours, bare = (f"{who}-{uuid.uuid4().hex[:6]}" for who in ("seed", "ours", "bare"))
     seed_writes(tl, theirs, seed_clients)
     st = open_store(seed_clients.url(PROJECT))
     st.append(ours, tl.job_name, EventBatch(uuid.uuid4().int >> 65, 0, tl.events))
+    # the same job without the events only mlgoodput can write (step ends, compiles)
+    seedable = [e for e in tl.events if e.kind not in (Kind.STEP_END, Kind.COMPILE)]
+    st.append(bare, tl.job_name, EventBatch(uuid.uuid4().int >> 65, 0, seedable))
     st.close()
     calc_cls = goodput_elastic.ElasticGoodputCalculator if stem.startswith("s9") else goodput.GoodputCalculator
     numbers = [
         _seed_numbers(calc_cls(tl.job_name, log, cache_dir=str(tmp_path / log)))
-        for log in (theirs, ours)
+        for log in (theirs, ours, bare)
     ]
-    assert numbers[0] == numbers[1]
+    assert numbers[0] == numbers[1] == numbers[2]  # entries of our own change nothing for it
     assert numbers[1][2] == tl.truth["last_step"]
 
 

@@ -142,7 +142,7 @@ def to_payload(job: str, e: Event) -> dict[str, Any]:
         if e.name is not None:
             p[EXT_NAME] = e.name
         if e.attrs:
-            p[EXT_ATTRS] = json.dumps(dict(e.attrs), separators=(",", ":"), sort_keys=True)
+            p[EXT_ATTRS] = json.dumps(dict(e.attrs), separators=(",", ":"), sort_keys=True, default=str)
     if e.host:
         p[EXT_HOST] = e.host
     return p
