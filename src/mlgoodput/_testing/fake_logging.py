@@ -16,6 +16,7 @@ service does for a few seconds after a write.
 from __future__ import annotations
 
 import base64
+import bisect
 import datetime as _dt
 import hashlib
 import json
@@ -233,6 +234,8 @@ class FakeLoggingService:
         self._quota: tuple[int, float] | None = None
         self._list_calls: deque[float] = deque()
         self._stored: list[_Stored] = []
+        self._released = 0  # counts release() calls: a cached query result is stale after one
+        self._results: dict[str, tuple[tuple[int, int], list[_Stored], list[tuple[int, int]]]] = {}
         self._last_receive_ns = 0
         self._next_id = 0
         self._lock = threading.Lock()
@@ -269,6 +272,7 @@ class FakeLoggingService:
     def release(self) -> None:
         with self._lock:
             self.holding = False
+            self._released += 1
             for s in self._stored:
                 s.visible = True
 
@@ -403,20 +407,32 @@ class FakeLoggingService:
             except (ValueError, KeyError, TypeError):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid page_token")
         desc = order == "timestamp desc"
-        with self._lock:
-            rows = [s for s in self._stored if s.visible]
-        rows = [
-            s for s in rows
-            if _LOG_NAME.match(s.entry.log_name).group(1) in projects and pred(s.entry)  # type: ignore[union-attr]
-        ]
 
         def key(s: _Stored) -> tuple[int, int]:
             return (s.entry.timestamp.ToNanoseconds(), s.seq)
 
-        rows.sort(key=key, reverse=desc)
+        with self._lock:
+            version = (len(self._stored), self._released)
+            cached = self._results.get(query_key)
+        if cached is not None and cached[0] == version:
+            rows, keys = cached[1], cached[2]  # the next page of a query whose matches have not changed
+        else:
+            with self._lock:
+                version = (len(self._stored), self._released)
+                rows = [s for s in self._stored if s.visible]
+            rows = [
+                s for s in rows
+                if _LOG_NAME.match(s.entry.log_name).group(1) in projects and pred(s.entry)  # type: ignore[union-attr]
+            ]
+            rows.sort(key=key, reverse=desc)
+            keys = [key(s) for s in rows] if not desc else [(-t, -q) for t, q in map(key, rows)]
+            with self._lock:
+                self._results = {query_key: (version, rows, keys)}
+        start = 0
         if after is not None:
-            rows = [s for s in rows if (key(s) < after if desc else key(s) > after)]
-        page, more = rows[:size], len(rows) > size
+            probe = after if not desc else (-after[0], -after[1])
+            start = bisect.bisect_right(keys, probe)
+        page, more = rows[start : start + size], len(rows) > start + size
         with self._lock:
             self.list_returned.append(len(page))
         resp = logging_types.ListLogEntriesResponse.pb()()

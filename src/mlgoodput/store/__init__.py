@@ -1,6 +1,8 @@
 """Stores: where events live once they leave a process's journal.
 
 `open_store` turns a URL, a path or None into a store; every store follows `Store`.
+`from_cloud_logger` makes one of an ml-goodput-measurement `cloud_logger` object
+(docs/cloud-logging.md).
 """
 
 from __future__ import annotations
