@@ -106,7 +106,7 @@ def test_transient_errors_are_retried(fake_logging: Any, cloud_logging_url: str,
     st.append("goodput", "j", EventBatch(writer(), 0, steps(0, 10)))
     fake_logging.fail_next("ListLogEntries", status, 2)
     assert len(st.read("goodput", "j")) == 10
-    assert not fake_logging._failures["WriteLogEntries"] and not fake_logging._failures["ListLogEntries"]
+    assert fake_logging.pending_failures("WriteLogEntries") == fake_logging.pending_failures("ListLogEntries") == 0
 
 
 def test_reads_back_off_under_the_read_quota(fake_logging: Any, cloud_logging_url: str) -> None:
@@ -130,7 +130,7 @@ def test_a_lasting_outage_is_one_store_error_and_nothing_is_lost(fake_logging: A
             st.append("goodput", "j", EventBatch(w, 0, steps(0, 5)))
         assert "\n" not in str(info.value)
     finally:
-        fake_logging._failures["WriteLogEntries"].clear()
+        fake_logging.clear_failures()
     st.append("goodput", "j", EventBatch(w, 0, steps(0, 5)))  # the journal ships it again
     assert [e.step for e in st.read("goodput", "j").columns.events()] == [0, 1, 2, 3, 4]
     fake_logging.fail_next("ListLogEntries", grpc.StatusCode.PERMISSION_DENIED, 1)
@@ -305,3 +305,17 @@ def test_a_recorder_writes_through_a_cloud_logger(tmp_path: Any, monkeypatch: py
     assert [c.entries for c in loggers] == [
         [{"job_name": "job", "step_count": n, "step_start_time": t0.timestamp()}] for n in (0, 1)
     ]
+
+
+def test_a_read_that_fails_on_a_later_page_loses_nothing(fake_logging: Any, cloud_logging_url: str) -> None:
+    st = fast(open_store(cloud_logging_url + "&deadline=0.2"))
+    st.append("goodput", "j", EventBatch(writer(), 0, steps(0, 2500)))
+    reader = fast(open_store(cloud_logging_url + "&deadline=0.2"))
+    fake_logging.fail_next("ListLogEntries", grpc.StatusCode.PERMISSION_DENIED, 1)  # not retried
+    with pytest.raises(StoreError):
+        reader.read("goodput", "j")
+    fake_logging.fail_next("ListLogEntries", grpc.StatusCode.PERMISSION_DENIED, 1, later_pages=True)
+    with pytest.raises(StoreError, match="ListLogEntries failed"):
+        reader.read("goodput", "j")  # page 1 arrived, page 2 was refused
+    assert fake_logging.pending_failures("ListLogEntries") == 0
+    assert sorted(e.step for e in reader.read("goodput", "j").columns.events()) == list(range(2500))

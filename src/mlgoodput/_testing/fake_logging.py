@@ -254,10 +254,21 @@ class FakeLoggingService:
         return f"cloudlogging://{project}" + (f"/{log}" if log else "") + f"?{query}"
 
     # -- knobs -------------------------------------------------------------------------
-    def fail_next(self, method: str, code: Any, times: int = 1) -> None:
-        """Answer the next `times` calls of `method` with the grpc.StatusCode `code`."""
+    def fail_next(self, method: str, code: Any, times: int = 1, *, later_pages: bool = False) -> None:
+        """Answer the next `times` calls of `method` with the grpc.StatusCode `code`
+        (`later_pages`: only ListLogEntries calls that carry a page token)."""
         for _ in range(times):
-            self._failures[method].append(code)
+            self._failures[method].append((code, later_pages))
+
+    def pending_failures(self, method: str) -> int:
+        """How many injected failures of `method` are still to come."""
+        with self._lock:
+            return len(self._failures[method])
+
+    def clear_failures(self) -> None:
+        with self._lock:
+            for q in self._failures.values():
+                q.clear()
 
     def list_quota(self, calls: int | None, period_s: float = 60.0) -> None:
         """At most `calls` ListLogEntries per `period_s` (None: no limit); more get
@@ -318,11 +329,14 @@ class FakeLoggingService:
             return None if hasattr(node, "fields") else node
         return None
 
-    def _maybe_fail(self, method: str, context: Any) -> None:
+    def _maybe_fail(self, method: str, context: Any, page_token: str = "") -> None:
         import grpc
 
         with self._lock:
-            code = self._failures[method].popleft() if self._failures[method] else None
+            queue = self._failures[method]
+            code = None
+            if queue and (page_token or not queue[0][1]):
+                code = queue.popleft()[0]
             if code is None and method == "ListLogEntries" and self._quota is not None:
                 calls, period = self._quota
                 now = time.monotonic()
@@ -377,7 +391,7 @@ class FakeLoggingService:
         import grpc
         from google.cloud.logging_v2.types import logging as logging_types
 
-        self._maybe_fail("ListLogEntries", context)
+        self._maybe_fail("ListLogEntries", context, request.page_token)
         with self._lock:
             self.list_requests.append((request.filter, request.page_token))
         projects = set()

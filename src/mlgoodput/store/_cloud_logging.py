@@ -319,18 +319,21 @@ class CloudLoggingStore:
         retry = self._retry()
         pager = self._call("ListLogEntries", lambda: gapic.list_log_entries(
             request=request, retry=retry, timeout=min(60.0, self.deadline_s or 60.0)))
-        newest: int | None = None
-        out: list[Any] = []
+        got: list[Any] = []
         pages = iter(pager.pages)
         while True:
             page = self._call("ListLogEntries", lambda: next(pages, None))
             if page is None:
                 break
-            for entry in type(page).pb(page).entries:
-                r = entry.receive_timestamp.ToNanoseconds()
-                newest = r if newest is None or r > newest else newest
-                if scan.is_new(entry.insert_id, r):
-                    out.append(entry)
+            got.extend(type(page).pb(page).entries)
+        # only a query that got every page changes what the scan has seen
+        newest: int | None = None
+        out: list[Any] = []
+        for entry in got:
+            r = entry.receive_timestamp.ToNanoseconds()
+            newest = r if newest is None or r > newest else newest
+            if scan.is_new(entry.insert_id, r):
+                out.append(entry)
         scan.advance(newest, self.settle_ns)
         return out
 
