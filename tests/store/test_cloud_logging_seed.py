@@ -258,3 +258,16 @@ def test_the_cli_in_a_process_of_its_own(seed_clients: Any) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert_truth(json.loads(out.stdout), tl)
+
+
+def test_the_seeds_reader_pages_through_a_big_log(seed_clients: Any) -> None:
+    """2,500 entries that mlgoodput wrote, read by the seed's `_CloudLogger` through the
+    high-level client: it asks for a million a page, the service gives 1,000 and tokens."""
+    log = f"big-{uuid.uuid4().hex[:6]}"
+    st = open_store(seed_clients.url(PROJECT))
+    st.append(log, "big-job", EventBatch(9, 0, [Event(Kind.STEP_START, 1_700_000_000.0 + i, step=i) for i in range(2500)]))
+    st.close()
+    mark = len(seed_clients.list_requests)
+    payloads, _ = goodput._CloudLogger("big-job", log).read_cloud_logging_entries()
+    assert sorted(int(p["step_count"]) for p in payloads) == list(range(2500))
+    assert [bool(tok) for _, tok in seed_clients.list_requests[mark:]] == [False, True, True]
