@@ -319,3 +319,17 @@ def test_a_read_that_fails_on_a_later_page_loses_nothing(fake_logging: Any, clou
         reader.read("goodput", "j")  # page 1 arrived, page 2 was refused
     assert fake_logging.pending_failures("ListLogEntries") == 0
     assert sorted(e.step for e in reader.read("goodput", "j").columns.events()) == list(range(2500))
+
+
+def test_entries_that_are_not_goodput_events_are_counted_and_said_once(
+    fake_logging: Any, cloud_logging_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    st = open_store(cloud_logging_url)
+    client = fake_logging.client(cloud_logging_url.split("//")[1].split("?")[0])
+    for n in range(2):
+        client.logger("goodput").log_struct({"job_name": "j", "note": f"not an event {n}"})
+    st.append("goodput", "j", EventBatch(writer(), 0, steps(0, 2)))
+    with caplog.at_level("WARNING", logger="mlgoodput.store"):
+        assert len(st.read("goodput", "j")) == 2
+    assert st.skipped == 2  # type: ignore[attr-defined]
+    assert len([r for r in caplog.records if "not a goodput event" in r.getMessage()]) == 1

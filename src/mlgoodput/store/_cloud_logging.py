@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
+import logging
 import re
 import threading
 import time
@@ -35,6 +36,7 @@ from mlgoodput.store._logschema import JOB_NAME, to_event, to_payload
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 
 SCHEME = "cloudlogging://"
+log = logging.getLogger("mlgoodput.store")
 MAX_ENTRIES_PER_WRITE = 1000
 MAX_BYTES_PER_WRITE = 8 * 1024 * 1024  # the service takes 10 MB per request; stay clear of it
 PAGE_SIZE = 1000
@@ -350,6 +352,9 @@ class CloudLoggingStore:
                 ev = to_event(payload) if payload.get(JOB_NAME) == job else None
                 if ev is None:
                     self.skipped += 1
+                    if self.skipped == 1:
+                        log.warning("%s: entry %s of job %r in log %r is not a goodput event; skipping"
+                                    " such entries (counted in .skipped)", self.url, entry.insert_id, job, namespace)
                 else:
                     events.append(ev)
             if events:
