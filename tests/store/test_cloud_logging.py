@@ -333,3 +333,12 @@ def test_entries_that_are_not_goodput_events_are_counted_and_said_once(
         assert len(st.read("goodput", "j")) == 2
     assert st.skipped == 2  # type: ignore[attr-defined]
     assert len([r for r in caplog.records if "not a goodput event" in r.getMessage()]) == 1
+
+
+def test_big_entries_split_a_write_below_the_request_size_limit(fake_logging: Any, cloud_logging_url: str) -> None:
+    st = open_store(cloud_logging_url)
+    big = [Event(Kind.METRIC, 1.0 + i, value=1.0, name="blob", attrs={"text": "x" * 200_000}) for i in range(60)]
+    mark = len(fake_logging.write_requests)
+    st.append("goodput", "j", EventBatch(writer(), 0, big))  # 12 MB in all; the service takes 10 MB
+    assert len(fake_logging.write_requests[mark:]) == 2 and sum(fake_logging.write_requests[mark:]) == 60
+    assert len(st.read("goodput", "j")) == 60

@@ -502,7 +502,7 @@ class FakeLoggingService:
         )
 
         client = Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)  # type: ignore[no-untyped-call]
-        transport = LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(self.endpoint))
+        transport = LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(self.endpoint, options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]))
         client._logging_api = _gapic._LoggingAPI(LoggingServiceV2Client(transport=transport), client)  # type: ignore[no-untyped-call]
         return client
 

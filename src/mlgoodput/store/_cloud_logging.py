@@ -43,6 +43,8 @@ PAGE_SIZE = 1000
 _LOG_ID = re.compile(r"^[A-Za-z0-9_./-]{1,511}$")
 _PROJECT = re.compile(r"^[a-z0-9][a-z0-9.:-]{0,62}$")
 _INFO = 200  # google.logging.type.LogSeverity.INFO
+# as the client's own channels: no cap on message size (a page of big entries exceeds 4 MB)
+_CHANNEL_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 _OUR_ID = re.compile(r"^mlgoodput-(\d+)-(\d+)$")
 
 
@@ -214,7 +216,7 @@ class CloudLoggingStore:
                 endpoint = str(self.endpoint)
 
                 def transport(**kw: Any) -> Any:
-                    return LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(endpoint), **kw)
+                    return LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS), **kw)
 
                 self._client = LoggingServiceV2Client(
                     credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
