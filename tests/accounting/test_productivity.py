@@ -89,7 +89,7 @@ def test_running_step_is_not_counted_until_it_ends() -> None:
 
 def test_window_excludes_queue_before_it() -> None:
     path = next(p for p in PRODUCTIVITY if p.stem.startswith("p1"))
-    calc, q = calc_for(path)
+    calc, _q = calc_for(path)
     r = calc.report(start=ORIGIN + 40.0)
     assert r.productivity is not None
     assert r.productivity.scheduling_goodput == pytest.approx(1.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import subprocess
@@ -24,7 +25,7 @@ def _jax_mlp() -> tuple[object, object, object, object]:
 
     def init(key: object) -> list[tuple[object, object]]:
         ps = []
-        for a, b in zip(SIZES[:-1], SIZES[1:], strict=True):
+        for a, b in itertools.pairwise(SIZES):
             key, k1 = jax.random.split(key)
             ps.append((jax.random.normal(k1, (a, b)) * 0.01, jnp.zeros(b)))
         return ps
@@ -63,7 +64,7 @@ def test_jax_cost_analysis_of_a_real_train_step_agrees_with_6_n_tokens() -> None
 def test_torch_flop_counter_matches_the_analytic_count() -> None:
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'mlgoodput[torch]')")
     layers: list[object] = []
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:], strict=True)):
+    for i, (a, b) in enumerate(itertools.pairwise(SIZES)):
         layers.append(torch.nn.Linear(a, b))
         if i < len(SIZES) - 2:
             layers.append(torch.nn.ReLU())

@@ -45,7 +45,9 @@ def advice_for(calc: GoodputCalculator, **overrides: Any) -> Advice:
 
 
 def _s(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.1f} s"
+    if v is None:
+        return "-"
+    return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
 
 
 def _pct(v: float | None) -> str:

@@ -171,7 +171,9 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
         return f"{100 * v:.2f} %" if v is not None else ("unknown" + (f" ({why})" if why else ""))
 
     def secs(v: float | None, why: str = "") -> str:
-        return f"{v:,.1f} s" if v is not None else ("-" + (f" ({why})" if why else ""))
+        if v is None:
+            return "-" + (f" ({why})" if why else "")
+        return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
 
     peak = "unknown (record_peak_flops)" if p.peak_flops_per_s is None else (
         f"{p.peak_flops_per_s / 1e12:,.4g} TFLOP/s ({p.peak_source})")
@@ -190,13 +192,13 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
         ("MTTR", secs(p.mttr_s, "no recovery")),
     ]
     if p.checkpoint_save.count:
-        rows.append(("checkpoint save", f"{p.checkpoint_save.count} x, mean {p.checkpoint_save.mean_s:,.2f} s,"
-                     f" p95 {p.checkpoint_save.p95_s:,.2f} s"))
+        rows.append(("checkpoint save", f"{p.checkpoint_save.count} x, mean {secs(p.checkpoint_save.mean_s)},"
+                     f" p95 {secs(p.checkpoint_save.p95_s)}"))
     if p.checkpoint_restore.count:
-        rows.append(("checkpoint restore", f"{p.checkpoint_restore.count} x, mean {p.checkpoint_restore.mean_s:,.2f} s,"
-                     f" p95 {p.checkpoint_restore.p95_s:,.2f} s"))
+        rows.append(("checkpoint restore", f"{p.checkpoint_restore.count} x, mean {secs(p.checkpoint_restore.mean_s)},"
+                     f" p95 {secs(p.checkpoint_restore.p95_s)}"))
     if p.lost_progress_per_interruption_s is not None:
-        rows.append(("progress lost / interruption", f"{p.lost_progress_per_interruption_s:,.1f} s"))
+        rows.append(("progress lost / interruption", secs(p.lost_progress_per_interruption_s)))
     return rows
 
 

@@ -6,8 +6,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
 from mlgoodput._monitoring._productivity_samples import productivity_samples
+from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
 from mlgoodput.export._base import Sample
 
 #: How many of the most recent steps the step-time deviation summarizes.

@@ -102,7 +102,7 @@ def _fmt_s(s: float) -> str:
         return f"{s / 3600:.1f} h"
     if s >= 90:
         return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"
+    return f"{s:.0f} s" if s >= 10 else f"{s:.2g} s"
 
 
 def advise(
@@ -142,7 +142,7 @@ def advise(
     opt = optimal_interval(save, m, rec)
     g_opt = expected_goodput(opt, save, m, rec)
     g_cur = expected_goodput(cur, save, m, rec) if cur is not None else None
-    every = max(1, round((opt + save) / step)) if step else None
+    every = max(1, round(opt / step)) if step else None
     kw = dict(young_interval_s=young, daly_interval_s=daly, optimal_interval_s=opt,
               goodput_current=g_cur, goodput_optimal=g_opt, recommended_every_steps=every)
     target = f"every {every} steps (about {_fmt_s(opt)} of work)" if every else f"after every {_fmt_s(opt)} of work"
@@ -152,6 +152,9 @@ def advise(
     if g_cur >= 0.99 * g_opt:
         return done(f"Keep checkpointing as now (every {_fmt_s(cur)} of work): expected goodput "
                     f"{100 * g_cur:.1f}%, within 1% of the optimum {100 * g_opt:.1f}% at {_fmt_s(opt)}.", **kw)
-    now = f"every {max(1, round((cur + save) / step))} steps" if step else f"every {_fmt_s(cur)}"
+    if p.checkpoint_interval_steps is not None:
+        now = f"every {p.checkpoint_interval_steps:.3g} steps"
+    else:
+        now = f"every {max(1, round(cur / step))} steps" if step else f"every {_fmt_s(cur)}"
     return done(f"Checkpoint {target} instead of {now}: expected goodput "
                 f"{100 * g_cur:.1f}% -> {100 * g_opt:.1f}%.", **kw)

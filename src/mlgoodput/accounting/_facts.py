@@ -37,6 +37,7 @@ class JobFacts:
     step_nums: Sequence[int]
     step_ends: Mapping[int, Sequence[float]]  # step number -> sorted step_end times
     saves: tuple[tuple[float, float], ...]  # (start, blocking seconds), lead host
+    save_steps: tuple[tuple[float, int], ...]  # (start, step saved), lead host
     restores: tuple[tuple[float, float], ...]  # (start, seconds), lead host
     flops: tuple[tuple[float, float], ...]  # (time, FLOPs per step), any host, by time
     peaks: tuple[tuple[float, float, str], ...]  # (time, FLOP/s, source), any host
@@ -75,7 +76,7 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
     submits.sort()
     lead = tl.lead_host(q)
     if lead is None:
-        return JobFacts(q, (), (), (), {}, (), (), tuple(flops), tuple(peaks), tuple(submits), True)
+        return JobFacts(q, (), (), (), {}, (), (), (), tuple(flops), tuple(peaks), tuple(submits), True)
     log = tl.hosts[lead]
     js = sorted({t for t in log.job_starts if t <= q})
     others = [r for r in log.others if r.time <= q]
@@ -97,6 +98,7 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
     starts = [a[0] for a in atts]
     restored: dict[int, tuple[float, int]] = {}
     saves: list[tuple[float, float]] = []
+    save_steps: list[tuple[float, int]] = []
     restores: list[tuple[float, float]] = []
     ends: dict[tuple[int, int | None], list[float]] = {}
     step_ends: dict[int, list[float]] = {}
@@ -122,6 +124,8 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
         if spans is None or dur is None:
             continue
         spans.append((r.time, dur))
+        if spans is saves and r.step is not None:
+            save_steps.append((r.time, r.step))
         if spans is restores and r.step is not None:
             k = bisect_right(starts, r.time) - 1
             if k >= 0 and (k not in restored or r.time < restored[k][0]):
@@ -131,6 +135,7 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
         for k, (s, e, how, i0, i1) in enumerate(atts)
     )
     return JobFacts(
-        q, attempts, times, nums, step_ends, tuple(sorted(saves)), tuple(sorted(restores)),
+        q, attempts, times, nums, step_ends, tuple(sorted(saves)), tuple(sorted(save_steps)),
+        tuple(sorted(restores)),
         tuple(flops), tuple(peaks), tuple(submits),
     )

@@ -7,6 +7,7 @@ Fed by the same events as the goodput report (through `JobFacts`) and by the rep
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -85,10 +86,11 @@ class Productivity:
     checkpoint_save: CostStats
     checkpoint_restore: CostStats
     checkpoint_interval_s: float | None
+    checkpoint_interval_steps: float | None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             v = getattr(self, name)
             if isinstance(v, CostStats):
                 v = v.to_dict()
@@ -295,12 +297,10 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         prev_start = att.start
     q0 = queues[0] if queues else None
     queue0 = q0.queue_s if q0 is not None else None
-    if queue0 is None:
-        sg = None
-    else:
-        sub0 = q0.submit if q0.submit is not None else q0.start
-        lo = sub0 if window_start is None else max(window_start, sub0)
-        inside = _clip(lo, q0.start, -math.inf, b)
+    sg: float | None = None
+    if q0 is not None and q0.submit is not None:
+        since = q0.submit if window_start is None else max(window_start, q0.submit)
+        inside = _clip(since, q0.start, -math.inf, b)
         sg = _div(r.total_s, r.total_s + inside)
     rg = _div(r.productive_s, r.total_s)
     mpg = None if sg is None or rg is None or pg is None else sg * rg * pg
@@ -345,9 +345,14 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     gaps: list[float] = []
     starts_att = [att.start for att in atts]
     in_window = [(t, d) for t, d in f.saves if a <= t <= b]
-    for (t1, _), (t2, _) in zip(in_window, in_window[1:], strict=False):
+    for (t1, _), (t2, _) in itertools.pairwise(in_window):
         if bisect_right(starts_att, t1) == bisect_right(starts_att, t2):
             gaps.append(t2 - t1)
+    step_gaps: list[int] = []
+    saved = [(t, st) for t, st in f.save_steps if a <= t <= b]
+    for (t1, s1), (t2, s2) in itertools.pairwise(saved):
+        if bisect_right(starts_att, t1) == bisect_right(starts_att, t2) and s2 > s1:
+            step_gaps.append(s2 - s1)
     return Productivity(
         flops_per_step=flops_now,
         peak_flops_per_s=p,
@@ -378,4 +383,5 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         checkpoint_save=save,
         checkpoint_restore=cost_stats(f.restores, a, b),
         checkpoint_interval_s=sum(gaps) / len(gaps) if gaps else None,
+        checkpoint_interval_steps=sum(step_gaps) / len(step_gaps) if step_gaps else None,
     )

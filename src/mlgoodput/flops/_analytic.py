@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 
 def transformer_flops(
     n_params: float,
@@ -26,4 +28,4 @@ def transformer_flops(
 
 def dense_params(sizes: list[int], bias: bool = True) -> int:
     """Parameters of a stack of dense layers sizes[0] -> sizes[1] -> ..."""
-    return sum(a * b + (b if bias else 0) for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+    return sum(a * b + (b if bias else 0) for a, b in itertools.pairwise(sizes))
