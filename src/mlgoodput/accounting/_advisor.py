@@ -149,12 +149,12 @@ def advise(
     if g_cur is None or cur is None:
         return done(f"Checkpoint {target}: expected goodput {100 * g_opt:.1f}% "
                     "(no current interval measured: fewer than two saves in one attempt).", **kw)
-    if g_cur >= 0.99 * g_opt:
-        return done(f"Keep checkpointing as now (every {_fmt_s(cur)} of work): expected goodput "
-                    f"{100 * g_cur:.1f}%, within 1% of the optimum {100 * g_opt:.1f}% at {_fmt_s(opt)}.", **kw)
     if p.checkpoint_interval_steps is not None:
         now = f"every {p.checkpoint_interval_steps:.3g} steps"
     else:
         now = f"every {max(1, round(cur / step))} steps" if step else f"every {_fmt_s(cur)}"
+    if g_cur >= 0.99 * g_opt:
+        return done(f"Keep checkpointing {now} (about {_fmt_s(cur)} of work): expected goodput "
+                    f"{100 * g_cur:.1f}%, within 1% of the optimum {100 * g_opt:.1f}% at {_fmt_s(opt)}.", **kw)
     return done(f"Checkpoint {target} instead of {now}: expected goodput "
                 f"{100 * g_cur:.1f}% -> {100 * g_opt:.1f}%.", **kw)
