@@ -94,3 +94,25 @@ def test_window_excludes_queue_before_it() -> None:
     assert r.productivity is not None
     assert r.productivity.scheduling_goodput == pytest.approx(1.0)
     assert r.productivity.interruptions == 1
+
+
+def test_incremental_queries_match_a_fresh_calculator() -> None:
+    """Events arriving in batches (steps only, then a restart with new submit/FLOPs events)
+    give the same figures as one calculator that reads them all at once."""
+    tl = load(next(p for p in PRODUCTIVITY if p.stem.startswith("p1")))
+    store = MemoryStore()
+    ns = f"goodput_{tl.job_name}"
+    now = [ORIGIN + 30.0]
+    calc = GoodputCalculator(tl.job_name, ns, store=store, clock=lambda: now[0])
+    seq = 0
+    prev = -1e9
+    for cut in (30.0, 31.0, 50.0, 70.0, 83.5):
+        batch = [e for e in tl.events if prev <= e.time - ORIGIN < cut]
+        prev = cut
+        store.append(ns, tl.job_name, EventBatch(1, seq, batch))
+        seq += len(batch)
+        now[0] = ORIGIN + min(cut, 83.0)
+        got = calc.report().productivity
+        fresh = GoodputCalculator(tl.job_name, ns, store=store, clock=lambda: now[0]).report().productivity
+        assert got == fresh, cut
+    assert got is not None and got.interruptions == 1 and got.mttr_s == pytest.approx(27.0)

@@ -7,6 +7,7 @@ productivity events (step FLOPs, peak FLOP/s, submit times) of any host.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,13 +57,38 @@ class JobFacts:
 _PAIRS = {Kind.CKPT_SAVE_START: Kind.CKPT_SAVE_END, Kind.CKPT_RESTORE_START: Kind.CKPT_RESTORE_END}
 
 
-def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
-    """Gather the facts as of `q` (events after `q` are ignored)."""
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """What the non-step events say; recomputed only when they change (see `FactsCache`)."""
+
+    flops: tuple[tuple[float, float], ...]
+    peaks: tuple[tuple[float, float, str], ...]
+    submits: tuple[tuple[float, str], ...]
+    lead: int | None
+    job_starts: tuple[float, ...]
+    job_ends: tuple[float, ...]
+    step_ends: dict[int, list[float]]
+    saves: tuple[tuple[float, float], ...]
+    save_steps: tuple[tuple[float, int], ...]
+    restores: tuple[tuple[float, float], ...]
+    restored: dict[int, int]  # attempt index -> restored step
+
+
+class FactsCache:
+    """Keeps the last scan of a timeline's non-step events, so that a query with nothing
+    new among them (the common case: only steps arrived) costs no pass over them."""
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.scan: _Scan | None = None
+
+
+def _scan(tl: Timeline, q: float) -> _Scan:
     flops: list[tuple[float, float]] = []
     peaks: list[tuple[float, float, str]] = []
     submits: list[tuple[float, str]] = []
-    for log in tl.hosts.values():
-        for r in log.others:
+    for hlog in tl.hosts.values():
+        for r in hlog.others:
             if r.time > q or r.value is None:
                 continue
             if r.kind == Kind.STEP_FLOPS:
@@ -76,26 +102,11 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
     submits.sort()
     lead = tl.lead_host(q)
     if lead is None:
-        return JobFacts(q, (), (), (), {}, (), (), (), tuple(flops), tuple(peaks), tuple(submits), True)
+        return _Scan(tuple(flops), tuple(peaks), tuple(submits), None, (), (), {}, (), (), (), {})
     log = tl.hosts[lead]
     js = sorted({t for t in log.job_starts if t <= q})
     others = [r for r in log.others if r.time <= q]
     je = sorted(r.time for r in others if r.kind == Kind.JOB_END)
-    times, nums = log.times, log.nums
-    atts: list[tuple[float, float, str, int, int]] = []
-    for k, s in enumerate(js):
-        nxt = js[k + 1] if k + 1 < len(js) else float("inf")
-        j = bisect_left(je, s)
-        if j < len(je) and je[j] < nxt:
-            end, how = je[j], "job_end"
-        elif nxt < float("inf"):
-            end, how = nxt, "restart"
-        else:
-            end, how = q, "running"
-        i0 = bisect_left(times, s)
-        i1 = bisect_right(times, end) if how == "running" else bisect_left(times, end)
-        atts.append((s, end, how, i0, max(i0, i1)))
-    starts = [a[0] for a in atts]
     restored: dict[int, tuple[float, int]] = {}
     saves: list[tuple[float, float]] = []
     save_steps: list[tuple[float, int]] = []
@@ -127,15 +138,49 @@ def facts_from_timeline(tl: Timeline, q: float) -> JobFacts:
         if spans is saves and r.step is not None:
             save_steps.append((r.time, r.step))
         if spans is restores and r.step is not None:
-            k = bisect_right(starts, r.time) - 1
+            k = bisect_right(js, r.time) - 1
             if k >= 0 and (k not in restored or r.time < restored[k][0]):
                 restored[k] = (r.time, r.step)
-    attempts = tuple(
-        AttemptFacts(s, e, how, i0, i1, restored[k][1] if k in restored else None)
-        for k, (s, e, how, i0, i1) in enumerate(atts)
+    return _Scan(
+        tuple(flops), tuple(peaks), tuple(submits), lead, tuple(js), tuple(je), step_ends,
+        tuple(sorted(saves)), tuple(sorted(save_steps)), tuple(sorted(restores)),
+        {k: v[1] for k, v in restored.items()},
     )
+
+
+def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None) -> JobFacts:
+    """Gather the facts as of `q` (events after `q` are ignored)."""
+    sc: _Scan | None = None
+    key: tuple[object, ...] | None = None
+    if cache is not None:
+        latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
+        if q >= latest and tl.lead_host(q) == (cache.scan.lead if cache.scan else None):
+            key = tuple((h, id(v.others), len(v.others), len(v.job_starts)) for h, v in tl.hosts.items())
+            if key == cache.key:
+                sc = cache.scan
+    if sc is None:
+        sc = _scan(tl, q)
+        if cache is not None:
+            cache.key, cache.scan = key, sc
+    if sc.lead is None:
+        return JobFacts(q, (), (), (), {}, (), (), (), sc.flops, sc.peaks, sc.submits, True)
+    log = tl.hosts[sc.lead]
+    js, je = sc.job_starts, sc.job_ends
+    times, nums = log.times, log.nums
+    attempts: list[AttemptFacts] = []
+    for k, s in enumerate(js):
+        nxt = js[k + 1] if k + 1 < len(js) else math.inf
+        j = bisect_left(je, s)
+        if j < len(je) and je[j] < nxt:
+            end, how = je[j], "job_end"
+        elif nxt < math.inf:
+            end, how = nxt, "restart"
+        else:
+            end, how = q, "running"
+        i0 = bisect_left(times, s)
+        i1 = bisect_right(times, end) if how == "running" else bisect_left(times, end)
+        attempts.append(AttemptFacts(s, end, how, i0, max(i0, i1), sc.restored.get(k)))
     return JobFacts(
-        q, attempts, times, nums, step_ends, tuple(sorted(saves)), tuple(sorted(save_steps)),
-        tuple(sorted(restores)),
-        tuple(flops), tuple(peaks), tuple(submits),
+        q, tuple(attempts), times, nums, sc.step_ends, sc.saves, sc.save_steps, sc.restores,
+        sc.flops, sc.peaks, sc.submits,
     )
