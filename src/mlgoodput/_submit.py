@@ -1,4 +1,5 @@
-"""Where a scheduler leaves the time a job was submitted: an environment variable, Slurm.
+"""Where a scheduler leaves the time a job was submitted: an environment variable, the
+Kubernetes API (this pod's creation time), Slurm.
 
 Read only when `GoodputRecorder.record_job_submit_time()` is called without a time. Every
 reader returns (UNIX seconds, source) or None; none of them raises.
@@ -43,6 +44,60 @@ def from_env(env: Mapping[str, str]) -> tuple[float, str] | None:
     return t, ("kubernetes" if env.get("KUBERNETES_SERVICE_HOST") else "env")
 
 
+#: Where Kubernetes mounts a pod's service account (token, CA bundle, namespace).
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def pod_creation_time(
+    env: Mapping[str, str],
+    *,
+    api_url: str | None = None,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+    timeout_s: float = 2.0,
+) -> float | None:
+    """This pod's `metadata.creationTimestamp` from the API server (the pod's service account
+    must be allowed to get pods in its namespace), or None. The pod is $HOSTNAME unless
+    $MLGOODPUT_POD_NAME names it; `api_url` defaults to the in-cluster address."""
+    import json
+    import ssl
+    import urllib.request
+
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    pod = env.get("MLGOODPUT_POD_NAME") or env.get("HOSTNAME")
+    if not pod or (api_url is None and not host):
+        return None
+    try:
+        with open(os.path.join(service_account_dir, "token")) as f:
+            token = f.read().strip()
+        with open(os.path.join(service_account_dir, "namespace")) as f:
+            namespace = f.read().strip()
+    except OSError:
+        return None
+    if api_url is None:
+        h = f"[{host}]" if host and ":" in host else host
+        api_url = f"https://{h}:{port}"
+    ctx = None
+    if api_url.startswith("https:"):
+        ca = os.path.join(service_account_dir, "ca.crt")
+        ctx = ssl.create_default_context(cafile=ca if os.path.exists(ca) else None)
+    req = urllib.request.Request(
+        f"{api_url.rstrip('/')}/api/v1/namespaces/{namespace}/pods/{pod}",
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s, context=ctx) as resp:
+            body = json.loads(resp.read().decode())
+        created = body["metadata"]["creationTimestamp"]
+    except Exception:  # forbidden, unreachable, not JSON: no submit time from here
+        return None
+    return parse_time(str(created))
+
+
+def from_kubernetes(env: Mapping[str, str], **kw: object) -> tuple[float, str] | None:
+    t = pod_creation_time(env, **kw)  # type: ignore[arg-type]
+    return None if t is None else (t, "kubernetes")
+
+
 def scontrol_submit_time(job_id: str, timeout_s: float = 2.0) -> float | None:
     """SubmitTime of a Slurm job as `scontrol show job` prints it (local time), or None."""
     exe = shutil.which("scontrol")
@@ -80,6 +135,7 @@ def from_slurm(env: Mapping[str, str],
 
 def detect_submit_time(env: Mapping[str, str] | None = None,
                        submit_of: Callable[[str], float | None] = scontrol_submit_time) -> tuple[float, str] | None:
-    """$MLGOODPUT_JOB_SUBMIT_TIME, else Slurm's submit time, else None."""
+    """$MLGOODPUT_JOB_SUBMIT_TIME, else this pod's creation time on Kubernetes, else Slurm's
+    submit time, else None."""
     e = os.environ if env is None else env
-    return from_env(e) or from_slurm(e, submit_of)
+    return from_env(e) or from_kubernetes(e) or from_slurm(e, submit_of)

@@ -178,3 +178,52 @@ def test_slurm_scontrol_output_is_parsed() -> None:
     assert t is not None
     assert from_slurm({"SLURM_JOB_ID": "7"}, submit_of=lambda job: t if job == "7" else None) == (t, "slurm")
     assert from_slurm({}, submit_of=lambda job: 1.0) is None
+
+
+def test_pod_creation_time_from_a_kubernetes_api_server(tmp_path: object) -> None:
+    """A local stand-in for the API server (plain HTTP on loopback) answers the pod read."""
+    import http.server
+    import json
+    import threading
+    from pathlib import Path
+
+    from mlgoodput._submit import from_kubernetes, pod_creation_time
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path == "/api/v1/namespaces/train/pods/worker-0":
+                body = json.dumps({"metadata": {"name": "worker-0", "creationTimestamp": "2026-01-01T00:00:00Z"}})
+                self.send_response(200)
+            else:
+                body = json.dumps({"kind": "Status", "code": 403})
+                self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    sa = Path(str(tmp_path)) / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("tok-123\n")
+    (sa / "namespace").write_text("train")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "HOSTNAME": "worker-0"}
+        assert from_kubernetes(env, api_url=url, service_account_dir=str(sa)) == (1767225600.0, "kubernetes")
+        assert seen[-1] == ("/api/v1/namespaces/train/pods/worker-0", "Bearer tok-123")
+        # forbidden (another pod name), no service account, no pod name: None, never an error
+        assert pod_creation_time({"HOSTNAME": "other"}, api_url=url, service_account_dir=str(sa)) is None
+        assert pod_creation_time(env, api_url=url, service_account_dir=str(sa / "missing")) is None
+        assert pod_creation_time({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, api_url=url, service_account_dir=str(sa)) is None
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(timeout=10)
