@@ -66,7 +66,7 @@ def test_each_compile_records_step_flops(tmp_path: Path, via: str) -> None:
 
 
 def test_refuses_a_plain_function_and_never_raises_without_a_recorder(caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(TypeError, match="jax.jit"):
+    with pytest.raises(TypeError, match=r"jax\.jit"):
         jm.track_step_flops(lambda x: x)
     step = jm.track_step_flops(jax.jit(lambda x: x * 2))  # no recorder, no session
     assert float(step(jnp.float32(2.0))) == 4.0
