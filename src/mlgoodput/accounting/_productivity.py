@@ -226,10 +226,10 @@ def _first_productive(f: JobFacts, att: AttemptFacts, ideal: float) -> float | N
         se = f.step_end(att.i0, att.end)
         if se is not None:
             e1 = se
-        elif att.ended_by == "job_end":
-            return s1  # a lone last step: its time up to one ideal step is productive
+        elif att.ended_by == "running":
+            e1 = f.q  # a running first step counts up to now, startup first
         else:
-            return None
+            return s1  # a lone last step with no known end has no startup part
     return e1 - min(ideal, e1 - s1)
 
 
