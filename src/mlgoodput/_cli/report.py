@@ -175,8 +175,14 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
             return "-" + (f" ({why})" if why else "")
         return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
 
+    def rate(v: float) -> str:
+        for scale, unit in ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")):
+            if v >= scale:
+                return f"{v / scale:,.4g} {unit}"
+        return f"{v:,.4g} FLOP/s"
+
     peak = "unknown (record_peak_flops)" if p.peak_flops_per_s is None else (
-        f"{p.peak_flops_per_s / 1e12:,.4g} TFLOP/s ({p.peak_source})")
+        f"{rate(p.peak_flops_per_s)} ({p.peak_source})")
     rows = [
         ("ML productivity goodput", pct(p.ml_productivity_goodput, "needs submit time, FLOPs and peak")),
         ("scheduling goodput", pct(p.scheduling_goodput, "no submit time")
@@ -185,7 +191,7 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
         ("program goodput", pct(p.program_goodput, "needs step FLOPs and peak")),
         ("MFU", pct(p.mfu, "needs step FLOPs and peak")),
         ("peak FLOP/s", peak),
-        ("achieved FLOP/s", "-" if p.achieved_flops_per_s is None else f"{p.achieved_flops_per_s / 1e12:,.4g} TFLOP/s"),
+        ("achieved FLOP/s", "-" if p.achieved_flops_per_s is None else rate(p.achieved_flops_per_s)),
         ("ETTR", pct(p.ettr)),
         ("interruptions", str(p.interruptions)),
         ("MTBI", secs(p.mtbi_s, "no interruptions")),
