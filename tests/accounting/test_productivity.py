@@ -34,8 +34,8 @@ def test_productivity_matches_truth(path: Path) -> None:
     assert p is not None
     d = p.to_dict()
     for key, want in truth.items():
-        if key == "attempt_queue_s":
-            got = [a["queue_s"] for a in d["attempts"]]
+        if key in ("attempt_queue_s", "attempt_waiting_s"):
+            got = [a[key.removeprefix("attempt_")] for a in d["attempts"]]
             assert got == pytest.approx(want), key
         elif isinstance(want, dict):
             assert d[key] == pytest.approx(want), key

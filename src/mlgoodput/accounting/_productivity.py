@@ -41,10 +41,11 @@ class AttemptQueue:
     submit: float | None
     source: str | None
     queue_s: float | None
+    waiting_s: float | None = None  # from the previous attempt's stop to this start
 
     def to_dict(self) -> dict[str, Any]:
         return {"attempt": self.attempt, "start": self.start, "submit": self.submit,
-                "source": self.source, "queue_s": self.queue_s}
+                "source": self.source, "queue_s": self.queue_s, "waiting_s": self.waiting_s}
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +287,8 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     pg = _div(achieved, p)
     step_mfu = _div(flops_now, None if p is None else p * ideal)
     # -- scheduling goodput ---------------------------------------------------------------
+    n = len(atts)
+    inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
     queues: list[AttemptQueue] = []
     prev_start = -math.inf
     subs = f.submits
@@ -293,7 +296,8 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         j = bisect_right(subs, (att.start, "\uffff")) - 1
         sub = subs[j] if j >= 0 and subs[j][0] > prev_start else None
         queues.append(AttemptQueue(k, att.start, sub[0] if sub else None, sub[1] if sub else None,
-                                   att.start - sub[0] if sub else None))
+                                   att.start - sub[0] if sub else None,
+                                   att.start - inter_at[k - 1] if k else None))
         prev_start = att.start
     q0 = queues[0] if queues else None
     queue0 = q0.queue_s if q0 is not None else None
@@ -306,9 +310,7 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     mpg = None if sg is None or rg is None or pg is None else sg * rg * pg
     avail = None if r.slice_efficiency is None else r.slice_efficiency.available / 100.0
     # -- reliability ----------------------------------------------------------------------
-    n = len(atts)
     interrupts = [k for k in range(n - 1) if a < atts[k + 1].start <= b]
-    inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
     firsts = [_first_productive(f, att, ideal) for att in atts]
     uptime = 0.0
     for k, att in enumerate(atts):
