@@ -197,6 +197,11 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
         ("MTBI", secs(p.mtbi_s, "no interruptions")),
         ("MTTR", secs(p.mttr_s, "no recovery")),
     ]
+    for att in p.attempts[1:]:
+        parts = [f"waited {secs(att.waiting_s)} after the interruption"]
+        if att.queue_s is not None:
+            parts.append(f"queued {secs(att.queue_s)} since its submit ({att.source})")
+        rows.append((f"attempt {att.attempt + 1}", ", ".join(parts)))
     if p.checkpoint_save.count:
         rows.append(("checkpoint save", f"{p.checkpoint_save.count} x, mean {secs(p.checkpoint_save.mean_s)},"
                      f" p95 {secs(p.checkpoint_save.p95_s)}"))
