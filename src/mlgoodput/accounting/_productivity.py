@@ -276,7 +276,8 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     useful = executed - n_redone
     fl_useful = fl_exec - fl_redone
     flops_now = _flops_at(f.flops, b)
-    peak = f.peaks[-1] if f.peaks else None
+    explicit = [x for x in f.peaks if x[2] == "recorded"]  # a user's own number beats detection
+    peak = explicit[-1] if explicit else (f.peaks[-1] if f.peaks else None)
     p = peak[1] if peak else None
     known = bool(f.flops)
     achieved = _div(fl_useful, r.productive_s) if known else None
