@@ -276,8 +276,9 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     useful = executed - n_redone
     fl_useful = fl_exec - fl_redone
     flops_now = _flops_at(f.flops, b)
-    explicit = [x for x in f.peaks if x[2] == "recorded"]  # a user's own number beats detection
-    peak = explicit[-1] if explicit else (f.peaks[-1] if f.peaks else None)
+    peaks = [x for x in f.peaks if x[0] <= b] or list(f.peaks[:1])  # as of the window's end
+    explicit = [x for x in peaks if x[2] == "recorded"]  # a user's own number beats detection
+    peak = explicit[-1] if explicit else (peaks[-1] if peaks else None)
     p = peak[1] if peak else None
     known = bool(f.flops)
     achieved = _div(fl_useful, r.productive_s) if known else None
