@@ -284,7 +284,11 @@ class GoodputRecorder:
         if submit_time is None:
             from mlgoodput._submit import detect_submit_time
 
-            found = detect_submit_time()
+            try:
+                found = detect_submit_time()
+            except Exception as e:  # a scheduler we do not understand: never into training
+                self._warn_once("submit-detect", f"record_job_submit_time(): could not read it: {e}")
+                return
             if found is None:
                 self._warn_once("submit", "record_job_submit_time(): no submit time found in the"
                                 " environment ($MLGOODPUT_JOB_SUBMIT_TIME, Slurm); nothing recorded")
