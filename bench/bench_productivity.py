@@ -30,7 +30,7 @@ def job(n_steps: int, restarts: int) -> list[object]:
             ev.append(Event(Kind.CKPT_RESTORE, t, step=step - per // 10, value=2.0))
             step -= per // 10  # redo a tenth of the previous attempt
             t += 2.0
-        for k in range(per):
+        for _ in range(per):
             ev.append(Event(Kind.STEP_START, t, step=step))
             if step % 1000 == 999:
                 ev.append(Event(Kind.CKPT_SAVE, t + 0.05, step=step, value=0.5))
