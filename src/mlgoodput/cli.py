@@ -29,6 +29,7 @@ _COMMANDS: tuple[str, ...] = (
     "profile",
     "monitor",
     "dashboards",
+    "advise",
 )
 
 #: module -> its subcommands and their one-line help, so that `mlgoodput --help` and
@@ -44,6 +45,7 @@ _SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
     "profile": (("profile", "capture an on-demand profile from the running processes of a run"),),
     "monitor": (("monitor", "upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring"),),
     "dashboards": (("dashboards", "print or install the Grafana dashboard and Prometheus alert rules"),),
+    "advise": (("advise", "checkpoint interval advice from measured save cost and interruptions"),),
 }
 _DESCRIPTION = "Goodput and Badput of ML training jobs, runs, and a live console."
 

@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from mlgoodput._monitoring._productivity_samples import productivity_samples
 from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
 from mlgoodput.export._base import Sample
 
@@ -49,6 +50,7 @@ def cumulative_samples(
         for stat, v in (("median", h.median_s), ("p90", h.p90_s), ("max", h.max_s)):
             out.append(s("hosts/{host}/step_time_{stat}_seconds", v, "s", {"host": str(h.host), "stat": stat},
                          desc="step time seen by one host (median, p90, max)"))
+    out += productivity_samples(report, s)
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
         out.append(s("elastic/available_slice_efficiency_pct", 100.0 * report.slice_efficiency.available, "%"))
