@@ -111,6 +111,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("console-usage-missing", ["console", "usage-report", "--out", "{root}/u.html", "--store", MISSING], 1, "no store at"),
     ("monitor-missing", ["monitor", "--job", "x", "--store", MISSING, "--tensorboard-dir", "{root}/tb"], 1, "no store at"),
     # an unreachable database
+    ("advise-missing", ["advise", "--job", "x", "--store", MISSING], 1, "no store at"),
+    ("advise-unknown-job", ["advise", "--job", "nope", "--store", GOOD], 2, "no job named 'nope'"),
+    ("advise-pg", ["advise", "--job", "x", "--store", PG], 1, "PostgreSQL"),
     ("report-pg", ["report", "--job", "x", "--store", PG], 1, "PostgreSQL"),
     ("jobs-pg", ["jobs", "--store", PG], 1, "PostgreSQL"),
     ("runs-pg", ["runs", "--store", PG], 1, "PostgreSQL"),

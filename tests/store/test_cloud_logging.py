@@ -286,7 +286,10 @@ def test_the_jobs_command_lists_cloud_logging_jobs(fake_logging: Any, capsys: py
     st.append("goodput_a", "a", EventBatch(writer(), 0, steps(0, 4)))
     assert cli.main(["jobs", "--store", fake_logging.url(project), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows == [{"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}]
+    keys = ("job", "logger", "events", "first_time", "last_time")  # `jobs` adds goodput, duration, status
+    assert [{k: r[k] for k in keys} for r in rows] == [
+        {"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}]
+    assert rows[0]["status"] == "stopped (no job end)" and rows[0]["goodput_pct"] is None
 
 
 def test_a_recorder_writes_through_a_cloud_logger(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,14 +80,19 @@ def loggers_for(store: Store, job: str) -> list[str]:
     return [j.namespace for j in store.jobs() if j.job == job and not j.namespace.startswith(RESERVED_PREFIX)]
 
 
+def loggers_for_quietly(store: Store, job: str) -> list[str]:
+    """`loggers_for`, or [] when the store cannot list its jobs now."""
+    try:
+        return loggers_for(store, job)
+    except OSError:
+        return []
+
+
 def resolve_logger(store: Store, job: str, logger: str | None) -> str:
     """`logger` if the store holds the job under it, else the one logger it holds the job under."""
-    names = loggers_for(store, job)
     if logger:
-        if logger not in names:
-            also = f"; it holds job {job!r} under {sorted(names)}" if names else ""
-            raise LookupError(f"no job named {job!r} under logger {logger!r} in {store.url}{also} (`mlgoodput jobs` lists them)")
-        return logger
+        return logger  # checked by the caller once it has read (a listing may lag behind reads)
+    names = loggers_for(store, job)
     if len(names) == 1:
         return names[0]
     if not names:
@@ -118,9 +123,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             ]
         else:
             r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
+        names = loggers_for_quietly(store, args.job) if not r.total_s > 0 and args.logger else []
     finally:
         store.close()
     if not r.total_s > 0:
+        if args.logger and args.logger not in names:
+            also = f"; it holds job {args.job!r} under {sorted(names)}" if names else ""
+            raise LookupError(f"no job named {args.job!r} under logger {args.logger!r} in {store.url}{also}"
+                              " (`mlgoodput jobs` lists them)")
         raise CLIError(f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}")
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
