@@ -12,7 +12,14 @@ from typing import Any
 from mlgoodput import _env
 from mlgoodput.store._columns import Columns
 from mlgoodput.store._memory import MemoryStore
-from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
+from mlgoodput.store._protocol import (
+    JobInfo,
+    ReadResult,
+    Store,
+    StoreError,
+    StoreReplacedError,
+    store_identity,
+)
 from mlgoodput.store._sqlite import SQLiteStore
 
 __all__ = [
@@ -23,8 +30,10 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreError",
+    "StoreReplacedError",
     "open_store",
     "resolve_store_url",
+    "store_identity",
 ]
 
 _memory_stores: dict[str, MemoryStore] = {}
