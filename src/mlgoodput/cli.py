@@ -49,3 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a store, socket or file that cannot be used: one line, no traceback
+        print(f"mlgoodput: error: {e}", file=sys.stderr)
+        return 1
