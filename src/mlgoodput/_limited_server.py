@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 log = logging.getLogger("mlgoodput")
 
 Handler = Callable[[bytes], bytes]
+#: The listen backlog: a burst of connections waits in the kernel instead of retrying SYNs.
+BACKLOG = 1024
 
 
 class LimitedServer:
@@ -95,9 +97,11 @@ class LimitedServer:
         self._loop = loop
         try:
             if self.sock.family == socket.AF_UNIX:
-                coro = asyncio.start_unix_server(self._serve, sock=self.sock, limit=self._max + len(self._term))
+                coro = asyncio.start_unix_server(self._serve, sock=self.sock, limit=self._max + len(self._term),
+                                                 backlog=BACKLOG)
             else:
-                coro = asyncio.start_server(self._serve, sock=self.sock, limit=self._max + len(self._term))
+                coro = asyncio.start_server(self._serve, sock=self.sock, limit=self._max + len(self._term),
+                                            backlog=BACKLOG)
             self._server = loop.run_until_complete(coro)
         finally:
             self._ready.set()

@@ -36,6 +36,9 @@ class BackgroundWorker:
     """
 
     deadline_s: float = DEFAULT_DEADLINE_S
+    #: Whether close()'s last flush stops at the first failing round (a backend that is down
+    #: is tried once on the way out) instead of retrying until the deadline.
+    close_gives_up_on_failure: bool = False
 
     def __init__(
         self,
@@ -130,7 +133,10 @@ class BackgroundWorker:
         if self._closed:
             return True
         deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
-        ok = self.flush(deadline - self._clock()) if self._thread is not None else self._work_safely()
+        if self._thread is None:
+            ok = self._work_safely()
+        else:
+            ok = self._flush(deadline - self._clock(), give_up_on_failure=self.close_gives_up_on_failure)
         self._closing = True
         self._wake.set()
         t = self._thread

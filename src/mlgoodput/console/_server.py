@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from mlgoodput._limited_server import bind_unix, socket_identity, unlink_own_socket
+from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
 from mlgoodput.console._address import Address, parse_address
@@ -191,11 +191,12 @@ class ConsoleServer:
             # else at the path (a regular file, a live server) is an error, never deleted
             sock = bind_unix(a.path)
             self._sock_id = socket_identity(a.path)
-            self._server = await asyncio.start_unix_server(self._handle, sock=sock, limit=PREAUTH_READ_LIMIT)
+            self._server = await asyncio.start_unix_server(self._handle, sock=sock, limit=PREAUTH_READ_LIMIT,
+                                                           backlog=BACKLOG)
             self.address = str(a)
         else:
             self._server = await asyncio.start_server(
-                self._handle, host=a.host, port=a.port, limit=PREAUTH_READ_LIMIT, reuse_address=True
+                self._handle, host=a.host, port=a.port, limit=PREAUTH_READ_LIMIT, reuse_address=True, backlog=BACKLOG
             )
             sock = self._server.sockets[0]
             host, port = sock.getsockname()[:2]

@@ -21,6 +21,8 @@ log = logging.getLogger("mlgoodput")
 class _ExportWorker(BackgroundWorker):
     """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
 
+    close_gives_up_on_failure = True  # on the way out a failing backend is tried once
+
     def __init__(self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float) -> None:
         super().__init__(name, interval_s=interval_s, max_backoff_s=max_backoff_s)
         self.exporter = exporter
