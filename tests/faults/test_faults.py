@@ -76,7 +76,7 @@ def test_exporter_stop_keeps_its_deadline(kind: str) -> None:
 
 def test_prometheus_port_in_time_wait_is_bound_at_once() -> None:
     t = T.time_wait_port()
-    assert t.stored == 1 and "serving" in t.note, t
+    assert t.stored == 1 and "serving" in t.note and "TIME_WAIT: True" in t.note, t
 
 
 def test_prometheus_port_held_elsewhere_is_retried_not_raised() -> None:

@@ -386,7 +386,10 @@ def time_wait_port() -> Trial:
     old = PrometheusExporter(port=0)
     old.start()
     port = old.port
-    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        while c.recv(65536):  # read to the server's close: its side of the connection is the one in TIME_WAIT
+            pass
     old.shutdown()
     plain = socket.socket()  # how the old check looked: a bind without SO_REUSEADDR
     try:
