@@ -22,18 +22,24 @@ import struct
 import tempfile
 import threading
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mlgoodput import _env
 from mlgoodput._segment import (
+    BODY,
+    BODY_AT,
     DEFAULT_SEGMENT_SIZE,
     HEADER_SIZE,
+    LEN,
     NO_STEP,
     REC,
     SUFFIX,
+    SYNC,
     SYNC_BYTES,
+    TAG,
     Decoded,
     Segment,
     create_segment,
@@ -43,7 +49,6 @@ from mlgoodput._segment import (
     fit_segment_size,
     memory_segment,
     read_image,
-    write_record,
     write_watermark,
 )
 from mlgoodput._worker import BackgroundWorker
@@ -57,6 +62,10 @@ log = logging.getLogger("mlgoodput")
 SHIP_BATCH = 65536  # events per store append
 SHIP_INTERVAL_S = 0.5
 _NAN = float("nan")
+_pack_body = BODY.pack
+_pack_tag = TAG.pack_into
+_pack_len = LEN.pack_into
+_crc32 = zlib.crc32
 
 
 def journal_dirs(url: str) -> list[Path]:
@@ -199,14 +208,21 @@ class Journal(BackgroundWorker):
             seg = self._active
             if seg is None or seg.off + need > seg.size:
                 seg = self._rotate(need)
-            try:
-                seg.off += write_record(
-                    seg.buf, seg.off, seg.count, kind, flags, name_len, time,
-                    NO_STEP if step is None else step,
-                    _NAN if value is None else value, extra,
-                )
-            except struct.error as e:  # nothing is committed: the length was not written
+            off = seg.off
+            buf = seg.buf
+            try:  # write_record, inlined: the payload, then marker and checksum, the length last
+                body = _pack_body(seg.count, kind, flags, name_len, time,
+                                  NO_STEP if step is None else step, _NAN if value is None else value)
+            except struct.error as e:  # nothing is written
                 raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
+            buf[off + BODY_AT : off + REC] = body
+            if extra:
+                buf[off + REC : off + need] = extra
+                _pack_tag(buf, off + 4, SYNC, _crc32(extra, _crc32(body)))
+            else:
+                _pack_tag(buf, off + 4, SYNC, _crc32(body))
+            _pack_len(buf, off, need)  # the length goes last: it commits the record
+            seg.off = off + ((need + 7) & ~7)
             seg.count += 1
             self.appended += 1
             if self._closed:

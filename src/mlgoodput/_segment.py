@@ -54,10 +54,10 @@ _SEALED_AT = 4088
 LEN = struct.Struct("<I")
 SYNC = 0x4A52474D  # b"MGRJ" read little-endian
 SYNC_BYTES = struct.pack("<I", SYNC)
-_TAG = struct.Struct("<II")  # sync marker, crc (at record offset 4)
+TAG = struct.Struct("<II")  # sync marker, crc (at record offset 4)
 BODY = struct.Struct("<IBBHdqd")  # index, kind, flags, name_len, time, step, value (at offset 12)
-REC = LEN.size + _TAG.size + BODY.size  # 44: a record without name or attrs
-_BODY_AT = LEN.size + _TAG.size
+REC = LEN.size + TAG.size + BODY.size  # 44: a record without name or attrs
+BODY_AT = LEN.size + TAG.size
 _NAN = float("nan")
 _KINDS: dict[int, Kind] = {k.value: k for k in Kind}
 _crc32 = zlib.crc32
@@ -90,13 +90,13 @@ def write_record(buf: mmap.mmap | bytearray, off: int, index: int, kind: int, fl
     length commits it); return its padded size. struct.error leaves nothing committed."""
     body = BODY.pack(index, kind, flags, name_len, time, step, value)
     n = REC + len(extra)
-    buf[off + _BODY_AT : off + REC] = body
+    buf[off + BODY_AT : off + REC] = body
     if extra:
         buf[off + REC : off + n] = extra
         crc = _crc32(extra, _crc32(body))
     else:
         crc = _crc32(body)
-    _TAG.pack_into(buf, off + 4, SYNC, crc)
+    TAG.pack_into(buf, off + 4, SYNC, crc)
     LEN.pack_into(buf, off, n)
     return (n + 7) & ~7
 
@@ -279,10 +279,10 @@ def _valid(buf: Any, off: int, stop: int) -> tuple[int, int] | None:
     (n,) = LEN.unpack_from(buf, off)
     if n < REC or off + n > stop:
         return None
-    sync, crc = _TAG.unpack_from(buf, off + 4)
-    if sync != SYNC or _crc32(buf[off + _BODY_AT : off + n]) != crc:
+    sync, crc = TAG.unpack_from(buf, off + 4)
+    if sync != SYNC or _crc32(buf[off + BODY_AT : off + n]) != crc:
         return None
-    return n, BODY.unpack_from(buf, off + _BODY_AT)[0]
+    return n, BODY.unpack_from(buf, off + BODY_AT)[0]
 
 
 def _resync(buf: Any, off: int, stop: int) -> int:
@@ -322,7 +322,7 @@ def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, ho
     lost = 0
     first = expect
     unpack_len = LEN.unpack_from
-    unpack_tag = _TAG.unpack_from
+    unpack_tag = TAG.unpack_from
     unpack_body = BODY.unpack_from
     append = out.append
     nxt = expect
@@ -333,9 +333,9 @@ def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, ho
         ok = n >= REC and off + n <= stop
         if ok:
             sync, crc = unpack_tag(buf, off + 4)
-            ok = sync == SYNC and _crc32(buf[off + _BODY_AT : off + n]) == crc
+            ok = sync == SYNC and _crc32(buf[off + BODY_AT : off + n]) == crc
         if ok:
-            idx, kind, flags, name_len, t, step, value = unpack_body(buf, off + _BODY_AT)
+            idx, kind, flags, name_len, t, step, value = unpack_body(buf, off + BODY_AT)
             if idx != nxt:
                 if out:  # a gap: end this run; the next call reports it
                     return Decoded(out, first, nxt, off, lost)
