@@ -109,3 +109,10 @@ def test_unix_socket_paths_that_are_not_ours_are_never_deleted(tmp_path: Path) -
 
 def _grew_mb(t: T.Trial) -> float:
     return float(t.note.rsplit("memory +", 1)[1].split(" ")[0])
+
+
+def test_memory_fallback_is_reported_with_count_and_place(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg", reason="the PostgreSQL store needs the postgres extra")
+    t = T.memory_fallback(tmp_path)
+    _check(t)
+    assert t.lost == t.recorded and t.note.endswith("True"), t

@@ -80,7 +80,7 @@ def _losses(db: Path) -> int:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLGOODPUT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLGOODPUT_") or k == "MLGOODPUT_JOURNAL_DIR"}
     env["XDG_DATA_HOME"] = str(tmp / "xdg")
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
     return env
@@ -303,6 +303,28 @@ def sqlite_locked(tmp: Path, n: int = 20_000, deadline: float = 1.5) -> Trial:
     recover_journals(str(db))
     return Trial(f"SQLite locked (close deadline {deadline:g} s)", n, len(_steps(db)), _reported_lost(err), secs,
                  note="seconds: close() in the child")
+
+
+def memory_fallback(tmp: Path, n: int = 5_000) -> Trial:
+    """No journal file can be made (the journal directory sits under a regular file) and the
+    store is unreachable: the events held in memory are lost at exit, and a warning says how
+    many and where they could not go."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    blocker = tmp / "not-a-dir"
+    blocker.write_text("x")
+    env_dir = str(blocker / "journals")
+    os.environ["MLGOODPUT_JOURNAL_DIR"] = env_dir
+    try:
+        secs, err = _run_child(tmp, f"postgresql://nobody@127.0.0.1:{port}/none", n, deadline=1.0)
+    finally:
+        del os.environ["MLGOODPUT_JOURNAL_DIR"]
+    lost = _reported_lost(err)
+    said_where = "held in memory because no journal file could be made in" in err
+    return Trial("no journal file possible, store down", n, 0, lost, secs, damaged=n,
+                 note=f"nothing could hold them (counted as damaged); warning names the directory:"
+                      f" {said_where and env_dir in err}")
 
 
 def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5) -> Trial:
