@@ -137,6 +137,15 @@ class SQLiteStore:
             what = "was deleted" if now is None else "was replaced by another file"
             raise StoreReplacedError(f"the SQLite store {self.path!r} {what} while in use")
 
+    def _connect_current(self) -> sqlite3.Connection:
+        """A connection to the file now at the path (readers follow a replaced store quietly)."""
+        conn = self._connect()
+        try:
+            self._check_file()
+        except StoreReplacedError:
+            conn = self._connect()
+        return conn
+
     def identity(self) -> str:
         """This store's id and its file's device:inode, checked against the open connection."""
         with self._lock:
@@ -210,7 +219,7 @@ class SQLiteStore:
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:
             try:
-                conn = self._connect()
+                conn = self._connect_current()
                 rows = conn.execute(
                     "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
                     " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq",
@@ -224,7 +233,7 @@ class SQLiteStore:
     def jobs(self) -> list[JobInfo]:
         with self._lock:
             try:
-                rows = self._connect().execute(
+                rows = self._connect_current().execute(
                     "SELECT ns, job, events, first_time, last_time FROM streams ORDER BY ns, job"
                 ).fetchall()
             except sqlite3.Error as e:
