@@ -108,3 +108,23 @@ def test_sqlite_store_identity_changes_with_the_file(tmp_path: Path) -> None:
     b = st.identity()  # a fresh store at the path, with a store id of its own
     assert b != a and b.split("@")[0] != a.split("@")[0]
     st.close()
+
+
+def test_jobs_and_report_show_events_lost_to_damage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mlgoodput.cli import main
+
+    from . import trials as T
+
+    db = tmp_path / "s.db"
+    jdir = journal_dirs("sqlite://" + str(db))[0]
+    jdir.mkdir(parents=True)
+    path, _ = T._write_segment(jdir, "sqlite://" + str(db), 50)
+    with open(path, "r+b") as f:
+        f.seek(4096 + 48 * 10 + 20)  # inside the 11th record
+        f.write(b"\xff\xff")
+    recover_journals(str(db))
+    assert main(["jobs", "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 events of job job (logger ns) were lost" in out
+    main(["report", "--job", "job", "--store", str(db)])
+    assert "were lost to damaged journal records" in capsys.readouterr().out
