@@ -5,7 +5,8 @@ daemon thread holds every connection, so idle ones cost a few kilobytes and no t
 request must arrive whole (up to `terminator`), within `max_request_bytes` and within
 `request_timeout_s` of connecting; at most `max_connections` may be waiting for their
 request, and a new one evicts the oldest of those. Complete requests run on a small thread
-pool (`workers`), so one slow request (a profile capture) never blocks the others.
+pool (`workers`), so one slow request (a profile capture) never blocks the others; at most
+`max_connections` requests wait for it, and more are dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +64,8 @@ class LimitedServer:
         self.evicted = 0  # connections closed to admit newer ones
         self.timed_out = 0  # connections that did not send a request in time
         self.oversized = 0  # connections whose request was too large
+        self.shed = 0  # complete requests dropped because `max_connections` were already queued
+        self._busy = 0  # requests on or waiting for the pool
 
     def start(self) -> None:
         """Start serving on a daemon thread (idempotent)."""
@@ -74,14 +78,15 @@ class LimitedServer:
     def close(self, timeout_s: float = 2.0) -> None:
         """Stop listening and drop every connection; requests running on the pool are not
         waited for beyond `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
         loop, t = self._loop, self._thread
         if loop is not None and t is not None and t.is_alive():
             with contextlib.suppress(RuntimeError):
                 fut = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
                 with contextlib.suppress(Exception):
-                    fut.result(timeout_s)
+                    fut.result(max(0.0, deadline - time.monotonic()))
                 loop.call_soon_threadsafe(loop.stop)
-            t.join(timeout_s)
+            t.join(max(0.0, deadline - time.monotonic()))
         self._pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(OSError):
             self.sock.close()
@@ -141,11 +146,17 @@ class LimitedServer:
                 return
             finally:
                 self._waiting.pop(writer, None)
+            if self._busy >= self._cap:  # requests queued for the pool, at most: shed the rest
+                self.shed += 1
+                return
             loop = asyncio.get_running_loop()
+            self._busy += 1
             try:
                 reply = await loop.run_in_executor(self._pool, self._safe_handle, request)
             except RuntimeError:  # the pool is shut down: we are closing
                 return
+            finally:
+                self._busy -= 1
             writer.write(reply)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.drain(), self._reply_timeout)

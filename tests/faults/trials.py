@@ -528,11 +528,14 @@ def console_under_strangers(idle: int = 1000, oversized: int = 200) -> Trial:
     finally:
         if client is not None:
             client.close(5)
+        t1 = time.monotonic()
+        srv.stop(5)  # while the strangers still hold their connections
+        stop_s = time.monotonic() - t1
         for s in socks:
             s.close()
-        srv.stop(5)
     return Trial(f"console: {idle} idle + {oversized} oversized strangers", n, stored, 0, secs,
-                 note=f"good client served in {secs:.2f} s; {srv.evicted} evicted; memory +{grew:.0f} MB")
+                 note=f"good client served in {secs:.2f} s; {srv.evicted} evicted; stop {stop_s:.2f} s;"
+                      f" memory +{grew:.0f} MB")
 
 
 def ondemand_under_strangers(tmp: Path, idle: int = 1000, slow: int = 20) -> Trial:
@@ -558,11 +561,11 @@ def ondemand_under_strangers(tmp: Path, idle: int = 1000, slow: int = 20) -> Tri
         secs = time.monotonic() - t0
         grew = _rss_mb() - rss0
     finally:
+        t1 = time.monotonic()
+        srv.close(5)  # while the strangers still hold their connections
+        close_s = time.monotonic() - t1
         for s in socks:
             s.close()
-        t1 = time.monotonic()
-        srv.close(5)
-        close_s = time.monotonic() - t1
     return Trial(f"on-demand: {idle} idle + {slow} slow + 50 oversized", n, ok, 0, secs,
                  note=f"{n} pings in {secs:.2f} s; {srv.limits.evicted} evicted; close {close_s:.2f} s;"
                       f" memory +{grew:.0f} MB")
@@ -589,11 +592,11 @@ def prometheus_under_strangers(idle: int = 1000) -> Trial:
         secs = time.monotonic() - t0
         grew = _rss_mb() - rss0
     finally:
+        t1 = time.monotonic()
+        exp.shutdown()  # while the strangers still hold their connections
+        close_s = time.monotonic() - t1
         for s in socks:
             s.close()
-        t1 = time.monotonic()
-        exp.shutdown()
-        close_s = time.monotonic() - t1
     return Trial(f"Prometheus: {idle} idle + 20 slow", n, ok, 0, secs,
                  note=f"{n} scrapes in {secs:.2f} s; shutdown {close_s:.2f} s; memory +{grew:.0f} MB")
 
