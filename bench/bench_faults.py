@@ -45,6 +45,7 @@ def main() -> int:
         lambda: T.memory_fallback(tmp()),
         lambda: T.exporter_stop("down"),
         lambda: T.exporter_stop("hanging"),
+        lambda: T.monitor_stop_with_failing_exporter(tmp()),
         T.time_wait_port,
         T.busy_port_retried,
         T.console_under_strangers,

@@ -34,12 +34,14 @@ from mlgoodput._segment import (
     DEFAULT_SEGMENT_SIZE,
     HEADER_SIZE,
     LEN,
+    MAGIC,
     NO_STEP,
     REC,
     SUFFIX,
     SYNC,
     SYNC_BYTES,
     TAG,
+    VERSION,
     Decoded,
     Segment,
     create_segment,
@@ -511,7 +513,11 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         size = os.fstat(fd).st_size
         img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None:
-            if dead:
+            head = os.pread(fd, 8, 0)
+            if head[:4] == MAGIC and struct.unpack_from("<I", head, 4)[0] > VERSION:
+                log.warning("mlgoodput: journal %s is of a newer format (version %d); left for a newer"
+                            " mlgoodput to ship", p, struct.unpack_from("<I", head, 4)[0])
+            elif dead:
                 _set_aside(fd, p, size)
             return 0
         if img.meta.get("store") != url:

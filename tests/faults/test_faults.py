@@ -74,6 +74,12 @@ def test_exporter_stop_keeps_its_deadline(kind: str) -> None:
     assert t.seconds <= 4.0 + 0.5, t
 
 
+def test_monitor_stop_tries_a_failing_backend_once(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="needs the otlp extra")
+    t = T.monitor_stop_with_failing_exporter(tmp_path)
+    assert t.seconds < 10, t
+
+
 def test_prometheus_port_in_time_wait_is_bound_at_once() -> None:
     t = T.time_wait_port()
     assert t.stored == 1 and "serving" in t.note and "TIME_WAIT: True" in t.note, t

@@ -399,6 +399,27 @@ def exporter_stop(kind: str, timeout_s: float = 4.0) -> Trial:
     return Trial(f"OTLP backend {kind}: stop({timeout_s:g})", 0, 0, 0, secs, note=f"stop returned {ok}")
 
 
+def monitor_stop_with_failing_exporter(tmp: Path) -> Trial:
+    """GoodputMonitor.stop_goodput_uploader() with a backend that refuses connections: it
+    returns after one last try, long before its 30 s default deadline."""
+    from mlgoodput import monitoring
+    from mlgoodput.export import OTLPExporter
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    m = monitoring.GoodputMonitor(
+        "job", "ns", None, upload_interval=60, monitoring_enabled=True, store=str(tmp / "s.db"),
+        exporters=[OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=1.0)],
+    )
+    m.start_goodput_uploader()
+    t0 = time.monotonic()
+    ok = m.stop_goodput_uploader()
+    secs = time.monotonic() - t0
+    return Trial("monitor stop, backend refusing", 0, 0, 0, secs,
+                 note=f"stop returned {ok}; default deadline {m.stop_timeout_s:g} s")
+
+
 # -- 6. a port in TIME_WAIT ---------------------------------------------------------------------
 def time_wait_port() -> Trial:
     """A trainer restarted on its Prometheus port: the previous exporter was scraped (its side of

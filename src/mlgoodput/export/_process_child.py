@@ -161,7 +161,7 @@ class _Child:
                 key, final = msg[4], msg[5]
                 if final:
                     self.collect([key])
-                    ok = self.flush_workers(budget)
+                    ok = self.flush_workers(budget, final=True)
                 src = self.sources.pop(key, None)
                 close = getattr(src, "close", None)
                 if callable(close):
