@@ -513,10 +513,10 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         size = os.fstat(fd).st_size
         img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None:
-            head = os.pread(fd, 8, 0)
-            if head[:4] == MAGIC and struct.unpack_from("<I", head, 4)[0] > VERSION:
+            newer = _newer_format(os.pread(fd, HEADER_SIZE, 0))
+            if newer:
                 log.warning("mlgoodput: journal %s is of a newer format (version %d); left for a newer"
-                            " mlgoodput to ship", p, struct.unpack_from("<I", head, 4)[0])
+                            " mlgoodput to ship", p, newer)
             elif dead:
                 _set_aside(fd, p, size)
             return 0
@@ -574,6 +574,15 @@ def _report_damage(store: Store, url: str, ns: str, job: str, host: int, writer:
     ev = Event(Kind.METRIC, time.time(), host, None, float(lost), "journal_lost_events",
                {"namespace": ns, "file": str(p), "recovered": recovered})
     store.append(LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, 0, [ev]))
+
+
+def _newer_format(head: bytes) -> int:
+    """The version of a segment written by a newer mlgoodput (both header copies agree on a
+    plausible version above ours), else 0: such a file is left alone, not set aside."""
+    versions = {struct.unpack_from("<I", head, at + 4)[0] for at in (0, 2048)
+                if len(head) >= at + 8 and head[at : at + 4] == MAGIC}
+    v = versions.pop() if len(versions) == 1 else 0
+    return v if VERSION < v < 100 else 0
 
 
 def _set_aside(fd: int, p: Path, size: int) -> None:

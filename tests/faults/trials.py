@@ -218,7 +218,9 @@ def both_headers_damaged(tmp: Path, n: int = 300) -> Trial:
 
 # -- 3. a file-size limit (ulimit -f) -------------------------------------------------------
 _CHILD = """
-import sys, time
+import resource, sys, time
+if {fsize} > 0:
+    resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize}, {fsize}))
 from mlgoodput._journal import Journal
 from mlgoodput.events import Kind
 Journal.deadline_s = {deadline}
@@ -232,12 +234,9 @@ print("close", ok, time.monotonic() - t0, flush=True)
 
 
 def _run_child(tmp: Path, store: str, n: int, deadline: float = 3.0, fsize: int | None = None) -> tuple[float, str]:
-    def limit() -> None:
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
-    r = subprocess.run([sys.executable, "-c", _CHILD.format(store=store, n=n, deadline=deadline)],
-                       env=_env(tmp), capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    # the child sets its own limit: no preexec_fn, so no fork of this (maybe multithreaded) process
+    code = _CHILD.format(store=store, n=n, deadline=deadline, fsize=fsize or 0)
+    r = subprocess.run([sys.executable, "-c", code], env=_env(tmp), capture_output=True, text=True, timeout=120)
     m = re.search(r"close (\w+) ([\d.]+)", r.stdout)
     if r.returncode != 0 or m is None:
         raise AssertionError(f"child failed ({r.returncode}): {r.stdout}\n{r.stderr}")
