@@ -48,6 +48,7 @@ def main() -> int:
         lambda: T.monitor_stop_with_failing_exporter(tmp()),
         T.time_wait_port,
         T.busy_port_retried,
+        lambda: T.monitor_cli_busy_port(tmp()),
         T.console_under_strangers,
         lambda: T.ondemand_under_strangers(tmp()),
         T.prometheus_under_strangers,

@@ -90,6 +90,12 @@ def test_prometheus_port_held_elsewhere_is_retried_not_raised() -> None:
     assert t.stored == 1 and "waiting for port" in t.note, t
 
 
+def test_monitor_cli_keeps_running_on_a_held_port_and_serves_once_free(tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client", reason="needs the prometheus extra")
+    t = T.monitor_cli_busy_port(tmp_path)
+    assert t.stored == 1 and t.note == "alive while held: True; exit 0; retried: True", t
+
+
 def test_console_serves_a_good_client_among_a_thousand_strangers() -> None:
     t = T.console_under_strangers()
     _check(t)

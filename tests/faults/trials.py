@@ -485,6 +485,47 @@ def busy_port_retried(hold_s: float = 1.5) -> Trial:
                  note=f"status while held: {waiting[:60]}")
 
 
+def monitor_cli_busy_port(tmp: Path) -> Trial:
+    """`mlgoodput monitor --prometheus-port P` while another process holds P: it keeps running,
+    retries, serves once the port is free, and exits cleanly."""
+    import signal
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-m", "mlgoodput", "monitor", "--job", "j", "--store", str(tmp / "s.db"),
+                          "--prometheus-port", str(port), "--interval", "0.5", "--quiet"],
+                         env=_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    served = False
+    try:
+        time.sleep(2.0)
+        alive_while_busy = p.poll() is None
+        holder.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and p.poll() is None:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                served = "mlgoodput_" in body
+                if served:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        secs = time.monotonic() - t0
+    finally:
+        holder.close()
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        try:
+            _, err = p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+    return Trial("mlgoodput monitor, port held at start", 1, int(served), 0, secs,
+                 note=f"alive while held: {alive_while_busy}; exit {p.returncode}; retried: {'retrying' in err}")
+
+
 # -- 7. servers under idle, slow and oversized strangers --------------------------------------
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
