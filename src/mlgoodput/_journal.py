@@ -301,6 +301,8 @@ class Journal(BackgroundWorker):
             if self._active is not None:
                 segs.append(self._active)
             snaps = [(s, s.count, s.off) for s in segs]
+            if self._active is not None:
+                self._active.note_committed(self._active.count)  # under the lock: never after a seal
             need_spare = (
                 self._spare is None
                 and self._active is not None
@@ -528,7 +530,8 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         off, nxt = img.shipped_off, img.shipped
         total = lost = 0
         while True:
-            d: Decoded = decode(data, off, size, img.host, SHIP_BATCH, nxt)
+            d: Decoded = decode(data, off, size, img.host, SHIP_BATCH, nxt,
+                                *((img.committed, img.exact) if dead else (None, False)))
             lost += d.lost
             if d.events:
                 store.append(ns, job, EventBatch(img.writer, d.first_index, d.events))

@@ -50,6 +50,9 @@ _COPY_MAX = 2048 - 64
 _WATERMARK = struct.Struct("<qqI")  # shipped (next record index), shipped_off, crc
 _WATERMARK_AT = 4064
 _SEALED_AT = 4088
+_COMMITTED = struct.Struct("<II")  # records known committed (bit 31: the segment is sealed, so exact), complement
+_COMMITTED_AT = 4056
+_SEALED_BIT = 0x80000000
 # -- records --------------------------------------------------------------------------------
 LEN = struct.Struct("<I")
 SYNC = 0x4A52474D  # b"MGRJ" read little-endian
@@ -126,6 +129,14 @@ class Segment:
     def seal(self) -> None:
         self.sealed = True
         self.buf[_SEALED_AT] = 1
+        self.note_committed(self.count)
+
+    def note_committed(self, count: int) -> None:
+        """Record in the header that `count` records are committed (exact once sealed): a
+        recoverer then counts damaged records at the tail exactly. Written by the shipper
+        each round and at sealing, never on the append path."""
+        v = min(count, 0x7FFFFFFF) | (_SEALED_BIT if self.sealed else 0)
+        _COMMITTED.pack_into(self.buf, _COMMITTED_AT, v, v ^ 0xFFFFFFFF)
 
     def mark_shipped(self, shipped: int, shipped_off: int) -> None:
         self.shipped = shipped
@@ -177,6 +188,7 @@ def _header(writer: int, host: int, meta: dict[str, Any]) -> bytes:
     for at in _COPY_AT:
         page[at : at + len(copy)] = copy
     page[_WATERMARK_AT : _WATERMARK_AT + _WATERMARK.size] = _watermark(0, HEADER_SIZE)
+    _COMMITTED.pack_into(page, _COMMITTED_AT, 0, 0xFFFFFFFF)
     return bytes(page)
 
 
@@ -299,23 +311,61 @@ def _resync(buf: Any, off: int, stop: int) -> int:
 
 
 def _damaged_tail(buf: Any, off: int, stop: int) -> int:
-    """Records lost in a tail at `off` that holds no valid record. A zero length there is a
-    torn last record (its writer died before committing it: the append never returned), so
-    only the markers after it count; else one per marker, at least one."""
-    (n,) = LEN.unpack_from(buf, off) if off + 4 <= stop else (0,)
-    if n == 0:
-        return bytes(buf[off + 8 : stop]).count(SYNC_BYTES)
-    return max(1, bytes(buf[off:stop]).count(SYNC_BYTES))
+    """Records lost in a tail at `off` that holds no valid record, counted by walking it: a
+    place with an intact marker or a plausible length is one record (the length, when
+    plausible, says where the next one starts; else the next marker does). Zeros end the
+    walk, and so does a zero length with nothing after it: a torn last record, whose writer
+    died before committing it (the append never returned), is not a loss."""
+    lost = 0
+    p = off
+    while p + 8 <= stop:
+        n, sync = struct.unpack_from("<II", buf, p)
+        if n == 0 and sync == 0:
+            break
+        nxt = _next_marker(buf, p, stop)
+        if n == 0 and nxt < 0:
+            break  # torn: the append never returned
+        plausible = REC <= n <= stop - p
+        if sync == SYNC or plausible:
+            lost += 1
+        if plausible:
+            p += (n + 7) & ~7
+        elif nxt >= 0:
+            p = nxt
+        else:
+            break
+    return lost
+
+
+def _next_marker(buf: Any, p: int, stop: int) -> int:
+    """The start of the next record-aligned place after `p` holding a sync marker, or -1."""
+    q = p + 4
+    while True:
+        q = int(buf.find(SYNC_BYTES, q + 1, stop))
+        if q < 0:
+            return -1
+        if (q - 4) % 8 == 0:
+            return q - 4
+
+
+def _tail_lost(buf: Any, off: int, stop: int, nxt: int, committed: int | None, exact: bool) -> int:
+    """Records lost at the end of a segment: those the header says were committed and were not
+    found (exact for a sealed segment), else what a walk of the damaged tail finds."""
+    known = committed - nxt if committed is not None and committed > nxt else 0
+    if exact:
+        return known
+    return max(known, _damaged_tail(buf, off, stop))
 
 
 def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, host: int, limit: int,
-                   expect: int = 0) -> Decoded:
+                   expect: int = 0, committed: int | None = None, exact: bool = False) -> Decoded:
     """Decode up to `limit` records of buf[start:stop] whose indexes follow each other.
 
     `expect` is the index the first record should have. A damaged record (bad length,
     marker or checksum) is skipped: the reader resynchronizes on the next valid record and
     counts the records between by their indexes. A run stops at such a gap so that every
-    batch is contiguous; call again from `end` to go on.
+    batch is contiguous; call again from `end` to go on. `committed` (and `exact`) come from
+    a dead segment's header and make the count of records lost at the tail exact.
     """
     out: list[Event] = []
     off = start
@@ -328,7 +378,7 @@ def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, ho
     nxt = expect
     while len(out) < limit:
         if off + REC > stop:
-            return Decoded(out, first, nxt, off, lost, True)
+            return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
         (n,) = unpack_len(buf, off)
         ok = n >= REC and off + n <= stop
         if ok:
@@ -345,12 +395,12 @@ def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, ho
         else:
             if n == 0 and not bytes(buf[off : min(stop, off + 8)]).strip(b"\0"):
                 # zeros: the end of what was written (a live segment's unused space)
-                return Decoded(out, first, nxt, off, lost, True)
+                return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
             if out:
                 return Decoded(out, first, nxt, off, lost)
             nxt_off = _resync(buf, off, stop)
             if nxt_off < 0:
-                return Decoded(out, first, nxt, stop, lost + _damaged_tail(buf, off, stop), True)
+                return Decoded(out, first, nxt, stop, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
             off = nxt_off
             continue
         name: str | None = None
@@ -390,6 +440,8 @@ class SegmentImage:
     sealed: bool
     meta: dict[str, Any]
     damaged_copies: int = 0
+    committed: int | None = None  # records known committed, when the header says so
+    exact: bool = False  # the segment was sealed: `committed` is all it holds
 
 
 def read_image(data: bytes, size: int) -> SegmentImage | None:
@@ -418,7 +470,10 @@ def read_image(data: bytes, size: int) -> SegmentImage | None:
         if (_crc32(data[_WATERMARK_AT : _WATERMARK_AT + 16]) != wcrc or not HEADER_SIZE <= shipped_off <= size
                 or shipped_off % 8 or shipped < 0):
             shipped, shipped_off = 0, HEADER_SIZE  # start over: the store drops what it has
-        return SegmentImage(VERSION, writer, shipped, shipped_off, host, bool(data[_SEALED_AT]), meta, damaged)
+        c, check = _COMMITTED.unpack_from(data, _COMMITTED_AT)
+        committed, exact = (c & ~_SEALED_BIT, bool(c & _SEALED_BIT)) if c ^ check == 0xFFFFFFFF else (None, False)
+        return SegmentImage(VERSION, writer, shipped, shipped_off, host, bool(data[_SEALED_AT]), meta, damaged,
+                            committed, exact)
     return None
 
 
@@ -447,7 +502,8 @@ def _read_image_v1(data: bytes, size: int) -> SegmentImage | None:
     return SegmentImage(1, writer, shipped, shipped_off, host, bool(sealed), meta)
 
 
-def decode_records_v1(buf: bytes, start: int, stop: int, host: int, limit: int, expect: int = 0) -> Decoded:
+def decode_records_v1(buf: bytes, start: int, stop: int, host: int, limit: int, expect: int = 0,
+                      committed: int | None = None, exact: bool = False) -> Decoded:
     """Records of a version 1 segment: they stop at the first zero or impossible length."""
     out: list[Event] = []
     off = start

@@ -131,7 +131,7 @@ def store_swapped(tmp: Path, how: str, n: int = 20_000) -> Trial:
 
 
 # -- 2. bytes flipped ---------------------------------------------------------------------------
-def _write_segment(directory: Path, url: str, n: int) -> tuple[Path, list[Event]]:
+def _write_segment(directory: Path, url: str, n: int, sealed: bool = False) -> tuple[Path, list[Event]]:
     seg = create_segment(directory, HEADER_SIZE + 64 * n + 8192, 3, {"store": url, "namespace": "ns", "job": "job", "host": 3})
     events = []
     off = seg.off
@@ -142,6 +142,8 @@ def _write_segment(directory: Path, url: str, n: int) -> tuple[Path, list[Event]
         off += write_record(seg.buf, off, i, int(Kind.STEP_START), flags, name_len, float(i), i, 0.5 * i, extra)
         events.append(Event(Kind.STEP_START, float(i), 3, i, 0.5 * i, name, attrs))
     seg.count, seg.off = n, off
+    if sealed:
+        seg.seal()  # as a full segment is: its header then says exactly how many records it holds
     path = seg.path
     assert path is not None
     seg.release(delete=False)
@@ -150,13 +152,14 @@ def _write_segment(directory: Path, url: str, n: int) -> tuple[Path, list[Event]
 
 def flipped_bytes(tmp: Path, offsets: list[int] | None = None, n: int = 400) -> list[Trial]:
     """For each offset: a dead journal segment with one byte flipped there, then recovery.
-    Offsets cover both header copies, the watermark and the records (names, attrs, numbers)."""
+    Offsets cover both header copies, the watermark and the records (names, attrs, numbers);
+    every other segment is sealed (a full one), the others were active when their writer died."""
     out = []
     for k, at in enumerate(offsets if offsets is not None else default_offsets(n)):
         db = tmp / f"t{k}" / "s.db"
         jdir = journal_dirs("sqlite://" + str(db))[0]
         jdir.mkdir(parents=True)
-        path, events = _write_segment(jdir, "sqlite://" + str(db), n)
+        path, events = _write_segment(jdir, "sqlite://" + str(db), n, sealed=k % 2 == 1)
         with open(path, "r+b") as f:
             f.seek(at)
             b = f.read(1)
@@ -179,7 +182,7 @@ def flipped_bytes(tmp: Path, offsets: list[int] | None = None, n: int = 400) -> 
 
 def default_offsets(n: int = 400) -> list[int]:
     """Header fields of both copies, the watermark, and about 60 places spread over the records."""
-    header = [0, 5, 9, 14, 20, 26, 30, 40, 90, 2048, 2053, 2060, 2080, 4064, 4070, 4076, 4088]
+    header = [0, 5, 9, 14, 20, 26, 30, 40, 90, 2048, 2053, 2060, 2080, 4056, 4058, 4061, 4064, 4070, 4076, 4088]
     rec_end = HEADER_SIZE + 52 * n  # about where the records end
     step = max(1, (rec_end - HEADER_SIZE) // 60)
     return header + list(range(HEADER_SIZE + 3, rec_end, step))
