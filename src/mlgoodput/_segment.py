@@ -7,8 +7,10 @@ first zero length, so it never sees half a record.
 
 Format version 2 (little-endian). Header page: two copies of the stream header (at 0 and
 2048), each a magic, the version, a CRC32, the writer id, pid, host and the stream constants
-(store URL, namespace, job) as JSON, so one damaged copy does not orphan the file; at 4064 a
-shipping watermark (records shipped, byte offset) with its own CRC and a sealed flag.
+(store URL, namespace, job) as JSON, so one damaged copy does not orphan the file; at 4056
+the count of records known committed (written by the shipper and at sealing, with its
+complement); at 4064 a shipping watermark (records shipped, byte offset) with its own CRC;
+at 4088 a sealed flag.
 Record: u32 length (of the whole record, before padding to 8 bytes), u32 sync marker, u32
 CRC32 of what follows, u32 record index, u8 kind code, u8 flags (1: has name, 2: has
 attrs), u16 name length, f64 time, i64 step, f64 value, then the UTF-8 name and JSON attrs.
