@@ -42,6 +42,7 @@ def main() -> int:
         lambda: _small(tmp()),
         lambda: T.sqlite_locked(tmp(), deadline=1.0),
         lambda: T.postgres_down(tmp(), deadline=1.0),
+        lambda: T.postgres_down(tmp(), deadline=1.0, hanging=True),
         lambda: T.memory_fallback(tmp()),
         lambda: T.exporter_stop("down"),
         lambda: T.exporter_stop("hanging"),

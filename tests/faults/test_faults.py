@@ -60,9 +60,10 @@ def test_sqlite_locked_close_keeps_its_deadline(tmp_path: Path) -> None:
     assert t.lost == 0 and t.seconds <= 1.0 + 0.5
 
 
-def test_postgres_down_close_keeps_its_deadline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hanging", [False, True])
+def test_postgres_down_or_hanging_close_keeps_its_deadline(tmp_path: Path, hanging: bool) -> None:
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs the postgres extra")
-    t = T.postgres_down(tmp_path, deadline=1.0)
+    t = T.postgres_down(tmp_path, deadline=1.0, hanging=hanging)
     _check(t)
     assert t.lost == 0 and t.seconds <= 1.0 + 0.5
 

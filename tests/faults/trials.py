@@ -329,13 +329,18 @@ def memory_fallback(tmp: Path, n: int = 5_000) -> Trial:
                       f" {said_where and env_dir in err}")
 
 
-def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5) -> Trial:
-    """PostgreSQL unreachable: close() returns by its deadline; every event stays journaled."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"postgresql://nobody@127.0.0.1:{port}/none"
-    secs, err = _run_child(tmp, url, n, deadline=deadline)
+def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5, hanging: bool = False) -> Trial:
+    """PostgreSQL unreachable (refused, or `hanging`: accepting and never answering): close()
+    returns by its deadline; every event stays journaled for the next process."""
+    with contextlib.ExitStack() as stack:
+        if hanging:
+            port = stack.enter_context(hanging_server())
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        url = f"postgresql://nobody@127.0.0.1:{port}/none"
+        secs, err = _run_child(tmp, url, n, deadline=deadline)
     kept = 0
     os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
     for d in journal_dirs(url):
@@ -348,7 +353,8 @@ def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5) -> Trial:
                 off, nxt = r.end, r.next_index
                 if r.at_end:
                     break
-    return Trial(f"PostgreSQL down (close deadline {deadline:g} s)", n, kept, _reported_lost(err), secs,
+    return Trial(f"PostgreSQL {'hanging' if hanging else 'down'} (close deadline {deadline:g} s)", n, kept,
+                 _reported_lost(err), secs,
                  note="stored = kept in the journal for the next process")
 
 
