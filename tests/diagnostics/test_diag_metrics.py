@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mlgoodput.diagnostics import load_run, machinelearning_run, metric_types, metrics
+from mlgoodput._misuse import MlGoodputWarning
+from mlgoodput.diagnostics import (
+    RecordingError,
+    load_run,
+    machinelearning_run,
+    metric_types,
+    metrics,
+)
 from mlgoodput.diagnostics.metric_types import MetricType
 from mlgoodput.export import ExporterProcess, TensorBoardExporter
 from mlgoodput.testing import FileExporter
@@ -43,29 +52,81 @@ def test_nan_is_kept() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "exc", "words"),
+    ("args", "words", "kept"),
     [
-        ((3, 1.0), TypeError, "metric_type_or_name"),
-        ((["loss"], 1.0), TypeError, "metric_type_or_name"),
-        (("", 1.0), ValueError, "metric_type_or_name"),
-        (("loss", "high"), TypeError, "value"),
-        (("loss", True), TypeError, "value"),
-        (("loss", None), TypeError, "value"),
-        (("loss", []), ValueError, "empty"),
-        (("loss", [1.0, "x"]), TypeError, "value"),
-        (("loss", 1.0, -1), ValueError, "step"),
-        (("loss", 1.0, 1.5), TypeError, "step"),
+        ((3, 1.0), "metric_name=3", None),
+        ((["loss"], 1.0), "metric_name=['loss']", None),
+        (("", 1.0), "metric_name=''", None),
+        (("loss", None), "no value", None),
+        (("loss", []), "empty list", None),
+        (("loss", [1.0, "x"]), "numbers only", None),
+        (("loss", object()), "must be a number", None),
+        (("loss", 1.0, -1), "step=-1", (None, 1.0)),  # kept on the time axis
+        (("loss", 1.0, 1.5), "step=1.5", (None, 1.0)),
     ],
 )
-def test_bad_input_raises_at_the_call(args: tuple[object, ...], exc: type[Exception], words: str) -> None:
-    machinelearning_run(name="bad")
-    with pytest.raises(exc, match=words):
+def test_bad_input_warns_once_and_records_what_it_can(
+    args: tuple[object, ...], words: str, kept: tuple[object, float] | None
+) -> None:
+    run = machinelearning_run(name="bad")
+    with pytest.warns(MlGoodputWarning, match=re.escape(words)):
         metrics.record(*args)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second time: no warning (once per kind)
+        metrics.record(*args)  # type: ignore[arg-type]
+    run.end()
+    got = load_run(run.name).metrics.get("loss", [])
+    assert [p[:2] for p in got] == ([] if kept is None else [kept, kept])
 
 
-def test_record_without_a_run_says_so() -> None:
-    with pytest.raises(RuntimeError, match="machinelearning_run"):
-        metrics.record("loss", 1.0)
+def test_bools_are_numbers_as_in_the_sdk() -> None:
+    run = machinelearning_run(name="bools")
+    metrics.record("flag", True, step=1)
+    run.end()
+    assert load_run(run.name).metrics["flag"][0][:2] == (1, 1.0)
+
+
+def test_strict_mode_raises_recording_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    machinelearning_run(name="strict")
+    monkeypatch.setenv("MLGOODPUT_STRICT", "1")
+    with pytest.raises(RecordingError, match="step"):
+        metrics.record("loss", 1.0, step=-1)
+    with pytest.raises(ValueError, match="metric_name"):  # RecordingError is a ValueError, as in the SDK
+        metrics.record(3, 1.0)  # type: ignore[arg-type]
+
+
+def test_record_without_a_run_keeps_values_for_the_next_run() -> None:
+    with pytest.warns(MlGoodputWarning, match="no active run"):
+        metrics.record("loss", 1.0, step=1)
+    metrics.record("loss", 2.0, step=2, labels={"phase": "warmup"})
+    run = machinelearning_run(name="late")
+    metrics.record("loss", 3.0, step=3)
+    run.end()
+    assert [p[:2] for p in load_run(run.name).metrics["loss"]] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+
+
+def test_record_metrics_labels_and_text_values() -> None:
+    run = machinelearning_run(name="batch")
+    metrics.record_metrics([
+        {"metric_name": MetricType.TFLOPS, "value": 123.5},
+        {"metric_name": "custom", "value": 5.0, "step": 9, "labels": {"k": "v"}},
+        {"metric_name": "note", "value": {"text": "hello"}},
+    ], step=4)
+    run.end()
+    got = load_run(run.name)
+    assert got.metrics["tflops"][0][:2] == (4, 123.5)
+    assert got.metrics["custom"][0][:2] == (9, 5.0)
+    assert got.entries[0]["namespace"] == "note" and got.entries[0]["body"] == {"text": "hello"}
+    assert got.entries[0]["step"] == 4
+    assert got.labels["custom"] == {"k": "v"}
+
+
+def test_only_process_zero_records_unless_all_hosts() -> None:
+    run = machinelearning_run(name="hosts", process_index=1)
+    metrics.record("loss", 1.0, step=1)  # dropped on process 1, as in the SDK
+    metrics.record("loss", 2.0, step=2, record_on_all_hosts=True)
+    run.end()
+    assert [p[:2] for p in load_run(run.name).metrics["loss"]] == [(2, 2.0)]
 
 
 def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -> None:

@@ -75,7 +75,6 @@ def test_prints_where_to_see_the_run(capsys: pytest.CaptureFixture[str]) -> None
     [
         ({"name": ""}, ValueError, "name"),
         ({"name": 3}, TypeError, "name"),
-        ({"name": "a b"}, ValueError, "name"),
         ({"name": "ok", "configs": 5}, TypeError, "configs"),
         ({"name": "ok", "configs": {"f": object()}}, TypeError, "configs"),
         ({"name": "ok", "configs": "missing.yaml"}, ValueError, "missing.yaml"),

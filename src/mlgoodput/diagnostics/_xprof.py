@@ -10,19 +10,25 @@ session. Each session is recorded as PROFILE_START/PROFILE_STOP events of the ru
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import secrets
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mlgoodput import _env
+from mlgoodput._misuse import MlGoodputWarning, misuse
 from mlgoodput.diagnostics import _run
 from mlgoodput.events import Kind
 from mlgoodput.jax import _profiler
+
+log = logging.getLogger("mlgoodput.diagnostics")
 
 __all__ = ["Capture", "default_session_id", "xprof"]
 
@@ -57,6 +63,9 @@ class Capture:
         self.remote = "://" in run.profile_dir
         self.session_path = f"{run.profile_dir}/plugins/profile/{session}"
         self.files: list[str] = []
+        self.upload_error: str | None = None  # why the upload to a remote profile dir failed
+        self.local_path: str | None = None  # where the trace was kept instead
+        self.keep_staging = False
         self._staging: Path | None = None
         self._t0 = 0.0
 
@@ -94,12 +103,16 @@ class Capture:
             t1 = time.time()
             self.files = self._file_away(produced)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            if not self.keep_staging:
+                shutil.rmtree(staging, ignore_errors=True)
         run = self.run
-        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs={
+        attrs: dict[str, object] = {
             "session": self.session, "path": self.session_path, "trigger": self.trigger,
             "hostname": run.hostname, "files": [os.path.basename(f) for f in self.files],
-        })
+        }
+        if self.upload_error is not None:
+            attrs.update(upload_error=self.upload_error, local_path=self.local_path)
+        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs=attrs)
         return self.files
 
     def _file_away(self, produced: Sequence[Path]) -> list[str]:
@@ -117,14 +130,47 @@ class Capture:
                 shutil.move(str(p), dest / name)
                 out.append(str(dest / name))
             return out
-        import fsspec
+        try:
+            import fsspec
 
-        fs, root = fsspec.core.url_to_fs(self.session_path)
-        fs.makedirs(root, exist_ok=True)
-        for p, name in moves:
-            fs.put_file(str(p), f"{root}/{name}")
-            out.append(f"{self.session_path}/{name}")
+            fs, root = fsspec.core.url_to_fs(self.session_path)
+            fs.makedirs(root, exist_ok=True)
+            for p, name in moves:
+                fs.put_file(str(p), f"{root}/{name}")
+                out.append(f"{self.session_path}/{name}")
+            return out
+        except Exception as e:  # any backend error: keep the trace on local disk instead
+            self.upload_error = f"{type(e).__name__}: {e}"
+        return self._keep_locally(moves)
+
+    def _keep_locally(self, moves: list[tuple[Path, str]]) -> list[str]:
+        """A failed upload: move the trace files to the run's local profile directory, say where."""
+        base = os.environ.get(_env.PROFILE_DIR) or str(_env.data_dir() / "profiles")
+        if "://" in base:
+            base = str(_env.data_dir() / "profiles")
+        dest = Path(base).expanduser().absolute() / self.run.name / "plugins" / "profile" / self.session
+        out: list[str] = []
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            for p, name in moves:
+                shutil.move(str(p), dest / name)
+                out.append(str(dest / name))
+        except OSError as e2:  # not even local disk: leave the staging directory in place
+            self.keep_staging = True
+            where = str(moves[0][0].parent) if moves else "(no files)"
+            self.local_path = where
+            _upload_warning(f"mlgoodput: profile session {self.session}: upload to {self.session_path} failed "
+                            f"({self.upload_error}) and {dest} is not writable ({e2}); the trace stays in {where}")
+            return [str(p) for p, _ in moves]
+        self.local_path = str(dest)
+        _upload_warning(f"mlgoodput: profile session {self.session}: upload to {self.session_path} failed "
+                        f"({self.upload_error}); the trace is kept in {dest}")
         return out
+
+
+def _upload_warning(text: str) -> None:
+    log.warning("%s", text)
+    warnings.warn(text, MlGoodputWarning, stacklevel=2)
 
 
 class xprof:
@@ -156,33 +202,70 @@ class xprof:
         self._capture: Capture | None = None
         self.files: list[str] = []
 
-    def _the_run(self) -> _run.MLRun:
-        return self._run if self._run is not None else _run.require_run("xprof")
+    def _the_run(self, call: str) -> _run.MLRun | None:
+        run = self._run if self._run is not None else _run.current_run()
+        if run is None:
+            misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
+                   kind="no_run")
+        return run
 
     def start(self, session_id: str | None = None) -> None:
-        """Start capturing. Raises ProfilerBusyError if a profile is already being captured."""
-        run = self._the_run()
+        """Start capturing. Never raises for the state it meets (no run, already started, another
+        profile running, a bad session id): it warns once per kind and does not profile."""
+        run = self._the_run("xprof.start")
+        if run is None:
+            return
         if self.process_index_list is not None and run.process_index not in self.process_index_list:
             return
+        if run.metric_only_run:
+            log.info("mlgoodput: xprof skipped: run %s is a metric_only_run", run.name)
+            return
         if self._capture is not None:
-            raise _profiler.ProfilerBusyError("this xprof is already started; call stop() first")
+            misuse("xprof.start", "session_id", session_id,
+                   "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
+            return
         sid = session_id if session_id is not None else self.session_id
-        sid = check_session_id(sid) if sid is not None else default_session_id(run.process_index)
+        if sid is not None:
+            try:
+                sid = check_session_id(sid)
+            except (TypeError, ValueError) as e:
+                misuse("xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id")
+                sid = None
+        if sid is None:
+            sid = default_session_id(run.process_index)
         cap = Capture(run, sid, "programmatic")
-        cap.begin()
+        try:
+            cap.begin()
+        except _profiler.ProfilerBusyError as e:
+            misuse("xprof.start", "session_id", sid, f"{e} (not profiling)", kind="busy")
+            return
+        except (OSError, ValueError, RuntimeError) as e:
+            misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
+                   kind="start_failed")
+            return
         self.session_id = sid
         self._capture = cap
 
     def stop(self) -> list[str]:
-        """Stop capturing; returns the trace files written by this process (empty if skipped)."""
+        """Stop capturing; returns the trace files written by this process (empty when it was not
+        capturing, which warns once, as the SDK does)."""
         cap = self._capture
         if cap is None:
-            run = self._the_run()
-            if self.process_index_list is not None and run.process_index not in self.process_index_list:
-                return []
-            raise _profiler.ProfilerNotActiveError("xprof.stop() called before start()")
+            run = self._run if self._run is not None else _run.current_run()
+            skipped = run is not None and (
+                run.metric_only_run
+                or (self.process_index_list is not None and run.process_index not in self.process_index_list))
+            if not skipped:
+                misuse("xprof.stop", "self", self, "no profile is being captured by this xprof (nothing to stop)",
+                       kind="not_started")
+            return []
         self._capture = None
-        self.files = cap.end()
+        try:
+            self.files = cap.end()
+        except (OSError, RuntimeError, ValueError) as e:
+            misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
+                   kind="stop_failed")
+            self.files = []
         return self.files
 
     @property
