@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import http.server
 import json
 import socket
+import threading
 from pathlib import Path
 
 import fsspec
@@ -165,6 +167,7 @@ def test_fsspec_url_profile_directory() -> None:
     run = machinelearning_run(name="remote", gcs_path="memory://bucket/profiles")
     with xprof(session_id="up"):
         work()
+    assert run.flush(30.0)  # the upload runs in the background
     fs = fsspec.filesystem("memory")
     names = sorted(Path(p).name for p in fs.ls(f"/bucket/profiles/{run.name}/plugins/profile/up", detail=False))
     assert names == [f"{HOST}-0.trace.json.gz", f"{HOST}-0.xplane.pb"]
@@ -184,30 +187,63 @@ class _BrokenFS(MemoryFileSystem):  # type: ignore[misc]
 def test_failed_upload_keeps_the_trace_locally_and_says_where(tmp_path: Path) -> None:
     fsspec.register_implementation("brokenmem", _BrokenFS, clobber=True)
     run = machinelearning_run(name="upfail", gcs_path="brokenmem://bucket/profiles")
-    warned = pytest.warns(MlGoodputWarning, match=r"upload to brokenmem://bucket/profiles/.*failed.*kept in")
-    with warned, xprof(session_id="kept") as p:
-        work()
     local = tmp_path / "profiles" / run.name / "plugins" / "profile" / "kept"
-    assert sorted(Path(f).parent for f in p.files) == [local, local]
-    check_trace(local, f"{HOST}-0")
-    run.end()
+    with pytest.warns(MlGoodputWarning, match=r"upload to brokenmem://bucket/profiles/.*failed.*403.*kept in"):
+        with xprof(session_id="kept") as p:
+            work()
+        assert p.files == [f"brokenmem://bucket/profiles/{run.name}/plugins/profile/kept/{n}"
+                           for n in (f"{HOST}-0.trace.json.gz", f"{HOST}-0.xplane.pb")]
+        check_trace(local, f"{HOST}-0")  # on local disk as soon as stop() returns
+        run.end()  # waits for the background upload, which fails
+    check_trace(local, f"{HOST}-0")  # and the trace is still there
     prof = load_run(run.name).profiles[0]
     assert prof["complete"] and prof["files"]
 
 
+def test_successful_upload_removes_the_local_copy(tmp_path: Path) -> None:
+    run = machinelearning_run(name="upok", gcs_path="memory://up/profiles")
+    with xprof(session_id="s1"):
+        work()
+    run.end()
+    fs = fsspec.filesystem("memory")
+    assert fs.exists(f"/up/profiles/{run.name}/plugins/profile/s1/{HOST}-0.xplane.pb")
+    assert not (tmp_path / "profiles" / run.name / "plugins" / "profile" / "s1").exists()
+
+
+class _Forbidden(http.server.BaseHTTPRequestHandler):
+    """A storage endpoint that refuses every request, as a bucket without access does."""
+
+    def _deny(self) -> None:
+        body = b'{"error": {"code": 403, "message": "no access to this bucket"}}'
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _deny
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def test_gs_profile_path_never_loses_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("gcsfs", reason="gcsfs is in the test extra (mlgoodput[gcs])")
-    with socket.socket() as s:  # a port nobody listens on: the storage endpoint refuses
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-    run = machinelearning_run(name="gsfail", gcs_path="gs://no-such-bucket//profiles/")
-    assert run.gcs_path == "gs://no-such-bucket/profiles"  # the SDK's normalization
-    with pytest.warns(MlGoodputWarning, match="kept in"), xprof(session_id="gs") as p:
-        work()
-    local = tmp_path / "profiles" / run.name / "plugins" / "profile" / "gs"
-    check_trace(local, f"{HOST}-0")
-    assert len(p.files) == 2
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Forbidden)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.server_address[1]}")
+        run = machinelearning_run(name="gsfail", gcs_path="gs://no-such-bucket//profiles/")
+        assert run.gcs_path == "gs://no-such-bucket/profiles"  # the SDK's normalization
+        with pytest.warns(MlGoodputWarning, match="upload to gs://no-such-bucket/profiles/.*kept in"):
+            with xprof(session_id="gs"):
+                work()
+            run.end(timeout_s=60.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    check_trace(tmp_path / "profiles" / run.name / "plugins" / "profile" / "gs", f"{HOST}-0")
 
 
 def test_configs_from_an_fsspec_url() -> None:

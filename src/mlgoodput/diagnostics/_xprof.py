@@ -5,6 +5,9 @@ per process named `<hostname>-<process index>.xplane.pb` (and `.trace.json.gz`),
 layout TensorBoard's profile plugin and XProf read. Processes that start with the same
 `session_id` write into the same session directory, which groups several hosts into one
 session. Each session is recorded as PROFILE_START/PROFILE_STOP events of the run.
+For a remote profile directory (any fsspec URL), the files are first filed on local disk
+and uploaded in the background (`_upload`), so a failed upload never loses a trace.
+Nothing here raises into the training loop for the state it meets: it warns once per kind.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ import secrets
 import shutil
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mlgoodput import _env
-from mlgoodput._misuse import MlGoodputWarning, misuse
+from mlgoodput._misuse import misuse
 from mlgoodput.diagnostics import _run
 from mlgoodput.events import Kind
 from mlgoodput.jax import _profiler
@@ -63,9 +65,7 @@ class Capture:
         self.remote = "://" in run.profile_dir
         self.session_path = f"{run.profile_dir}/plugins/profile/{session}"
         self.files: list[str] = []
-        self.upload_error: str | None = None  # why the upload to a remote profile dir failed
-        self.local_path: str | None = None  # where the trace was kept instead
-        self.keep_staging = False
+        self.local_path: str | None = None  # a remote run: where the trace waits for its upload
         self._staging: Path | None = None
         self._t0 = 0.0
 
@@ -103,15 +103,14 @@ class Capture:
             t1 = time.time()
             self.files = self._file_away(produced)
         finally:
-            if not self.keep_staging:
-                shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)
         run = self.run
         attrs: dict[str, object] = {
             "session": self.session, "path": self.session_path, "trigger": self.trigger,
             "hostname": run.hostname, "files": [os.path.basename(f) for f in self.files],
         }
-        if self.upload_error is not None:
-            attrs.update(upload_error=self.upload_error, local_path=self.local_path)
+        if self.local_path is not None:
+            attrs["local_path"] = self.local_path
         run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs=attrs)
         return self.files
 
@@ -123,54 +122,31 @@ class Capture:
             suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), None)
             moves.append((p, f"{host}{suffix}" if suffix else p.name))
         out: list[str] = []
+        dest = Path(self.session_path) if not self.remote else self._local_dir()
+        dest.mkdir(parents=True, exist_ok=True)
+        for p, name in moves:
+            shutil.move(str(p), dest / name)
+            out.append(str(dest / name))
         if not self.remote:
-            dest = Path(self.session_path)
-            dest.mkdir(parents=True, exist_ok=True)
-            for p, name in moves:
-                shutil.move(str(p), dest / name)
-                out.append(str(dest / name))
             return out
-        try:
-            import fsspec
+        # a remote profile directory: the trace is safe on local disk now; upload it in the background
+        from mlgoodput.diagnostics._upload import ProfileUploader, UploadJob
 
-            fs, root = fsspec.core.url_to_fs(self.session_path)
-            fs.makedirs(root, exist_ok=True)
-            for p, name in moves:
-                fs.put_file(str(p), f"{root}/{name}")
-                out.append(f"{self.session_path}/{name}")
-            return out
-        except Exception as e:  # any backend error: keep the trace on local disk instead
-            self.upload_error = f"{type(e).__name__}: {e}"
-        return self._keep_locally(moves)
+        self.local_path = str(dest)
+        run = self.run
+        up = next((h for h in run._helpers if isinstance(h, ProfileUploader)), None)
+        if up is None:
+            up = ProfileUploader()
+            run._helpers.append(up)
+        up.submit(UploadJob(self.session, dest, tuple(name for _, name in moves), self.session_path))
+        return [f"{self.session_path}/{name}" for _, name in moves]
 
-    def _keep_locally(self, moves: list[tuple[Path, str]]) -> list[str]:
-        """A failed upload: move the trace files to the run's local profile directory, say where."""
+    def _local_dir(self) -> Path:
+        """Where a remote run's trace waits for its upload (and stays if the upload fails)."""
         base = os.environ.get(_env.PROFILE_DIR) or str(_env.data_dir() / "profiles")
         if "://" in base:
             base = str(_env.data_dir() / "profiles")
-        dest = Path(base).expanduser().absolute() / self.run.name / "plugins" / "profile" / self.session
-        out: list[str] = []
-        try:
-            dest.mkdir(parents=True, exist_ok=True)
-            for p, name in moves:
-                shutil.move(str(p), dest / name)
-                out.append(str(dest / name))
-        except OSError as e2:  # not even local disk: leave the staging directory in place
-            self.keep_staging = True
-            where = str(moves[0][0].parent) if moves else "(no files)"
-            self.local_path = where
-            _upload_warning(f"mlgoodput: profile session {self.session}: upload to {self.session_path} failed "
-                            f"({self.upload_error}) and {dest} is not writable ({e2}); the trace stays in {where}")
-            return [str(p) for p, _ in moves]
-        self.local_path = str(dest)
-        _upload_warning(f"mlgoodput: profile session {self.session}: upload to {self.session_path} failed "
-                        f"({self.upload_error}); the trace is kept in {dest}")
-        return out
-
-
-def _upload_warning(text: str) -> None:
-    log.warning("%s", text)
-    warnings.warn(text, MlGoodputWarning, stacklevel=2)
+        return Path(base).expanduser().absolute() / self.run.name / "plugins" / "profile" / self.session
 
 
 class xprof:
