@@ -10,7 +10,7 @@ Everything lives in the store (stream `mlgoodput.run`/<run name>) and a local pr
 directory; read it back with `load_run` or `mlgoodput runs show NAME`.
 """
 
-from mlgoodput.diagnostics import api, custom_types, metric_types, metrics
+from mlgoodput.diagnostics import api, core, custom_types, metric_types, metrics
 from mlgoodput.diagnostics._errors import (
     MLDiagnosticError,
     MLRunConfigurationError,
@@ -34,6 +34,7 @@ __all__ = [
     "RecordingError",
     "Run",
     "api",
+    "core",
     "current_run",
     "custom_types",
     "list_runs",

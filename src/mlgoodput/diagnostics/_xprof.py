@@ -176,6 +176,7 @@ class xprof:
         self.process_index_list = None if process_index_list is None else list(process_index_list)
         self.session_id = None if session_id is None else check_session_id(session_id)
         self._capture: Capture | None = None
+        self._quiet_stop = False
         self.files: list[str] = []
 
     def _the_run(self, call: str) -> _run.MLRun | None:
@@ -188,6 +189,11 @@ class xprof:
     def start(self, session_id: str | None = None) -> None:
         """Start capturing. Never raises for the state it meets (no run, already started, another
         profile running, a bad session id): it warns once per kind and does not profile."""
+        if self._capture is not None:
+            misuse("xprof.start", "session_id", session_id,
+                   "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
+            return
+        self._quiet_stop = True  # the stop() paired with a start that did not capture says nothing more
         run = self._the_run("xprof.start")
         if run is None:
             return
@@ -195,10 +201,6 @@ class xprof:
             return
         if run.metric_only_run:
             log.info("mlgoodput: xprof skipped: run %s is a metric_only_run", run.name)
-            return
-        if self._capture is not None:
-            misuse("xprof.start", "session_id", session_id,
-                   "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
             return
         sid = session_id if session_id is not None else self.session_id
         if sid is not None:
@@ -221,17 +223,15 @@ class xprof:
             return
         self.session_id = sid
         self._capture = cap
+        self._quiet_stop = False
 
     def stop(self) -> list[str]:
         """Stop capturing; returns the trace files written by this process (empty when it was not
         capturing, which warns once, as the SDK does)."""
         cap = self._capture
         if cap is None:
-            run = self._run if self._run is not None else _run.current_run()
-            skipped = run is not None and (
-                run.metric_only_run
-                or (self.process_index_list is not None and run.process_index not in self.process_index_list))
-            if not skipped:
+            quiet, self._quiet_stop = self._quiet_stop, False
+            if not quiet:
                 misuse("xprof.stop", "self", self, "no profile is being captured by this xprof (nothing to stop)",
                        kind="not_started")
             return []
@@ -257,8 +257,7 @@ class xprof:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._capture is not None:
-            self.stop()
+        self.stop()
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: every call of `fn` is profiled (a new session each time, unless
@@ -272,7 +271,6 @@ class xprof:
             try:
                 return fn(*args, **kwargs)
             finally:
-                if self._capture is not None:
-                    self.stop()
+                self.stop()
 
         return wrapper  # type: ignore[return-value]
