@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlgoodput._misuse import MlGoodputMisuseError, misuse
-from mlgoodput.diagnostics import _run
+from mlgoodput.diagnostics import _run, metric_types
 from mlgoodput.diagnostics._errors import RecordingError
 from mlgoodput.diagnostics.metric_types import METRIC_UNITS, MetricType
 from mlgoodput.events import Kind
 
-__all__ = ["record", "record_metrics"]
+__all__ = ["metric_types", "record", "record_metrics"]
 
 _METRIC = Kind.METRIC
 _NAMES: dict[object, str] = {m: m.value for m in MetricType}

@@ -12,9 +12,9 @@ from typing import Any
 
 from mlgoodput.jax.config import get_config
 
-__all__ = ["get_client", "get_project_path", "initialize_client"]
+__all__ = ["get_client", "get_project_path", "initialize_client", "logger"]
 
-log = logging.getLogger("mlgoodput.jax")
+log = logger = logging.getLogger("mlgoodput.jax")
 
 _CLIENT: Any = None
 _PROJECT_PATH: str | None = None

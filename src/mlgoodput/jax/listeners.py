@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from mlgoodput.jax._init import register_listeners, shutdown
 from mlgoodput.jax.config import Config, get_config, replace_config, set_config
 from mlgoodput.jax.gcp_utils import get_client, get_project_path, initialize_client
@@ -17,11 +19,15 @@ __all__ = [
     "get_config",
     "get_project_path",
     "initialize_client",
+    "logger",
     "register_listeners",
     "replace_config",
     "set_config",
     "stop_listeners",
 ]
+
+
+logger = logging.getLogger("mlgoodput.jax")
 
 
 def stop_listeners() -> None:

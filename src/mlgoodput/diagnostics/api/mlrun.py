@@ -1,6 +1,11 @@
 """The SDK's `api.mlrun` path: `machinelearning_run` and its gs:// path normalization."""
 
+import logging
+
 from mlgoodput.diagnostics._run import _normalize_path, machinelearning_run
+from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
+
+logger = logging.getLogger("mlgoodput.diagnostics")
 
 
 def normalize_gcs_path(gcs_path: str | None) -> str | None:
@@ -15,4 +20,4 @@ def normalize_gcs_path(gcs_path: str | None) -> str | None:
     return out
 
 
-__all__ = ["machinelearning_run", "normalize_gcs_path"]
+__all__ = ["exceptions", "logger", "machinelearning_run", "mlrun_types", "normalize_gcs_path"]
