@@ -25,7 +25,7 @@ from typing import Any
 from mlgoodput import _env
 from mlgoodput._journal import Journal
 from mlgoodput.diagnostics._configs import load_configs, software_configs, system_configs
-from mlgoodput.diagnostics._errors import MLRunConfigurationError, NoActiveRunError
+from mlgoodput.diagnostics._errors import MLRunConfigurationError
 from mlgoodput.diagnostics._sink import open_sink
 from mlgoodput.diagnostics._types import (
     AcceleratorOrchestrator,
@@ -61,14 +61,6 @@ _current_lock = threading.Lock()
 def current_run() -> MLRun | None:
     """The run this process records into, or None before `machinelearning_run`."""
     return _current
-
-
-def require_run(what: str) -> MLRun:
-    """The active run, or NoActiveRunError (a configuration-time check; hot paths warn instead)."""
-    run = _current
-    if run is None:
-        raise NoActiveRunError(f"{what} needs an active run: call machinelearning_run(name=...) first")
-    return run
 
 
 def workload_id_from_env() -> str | None:
