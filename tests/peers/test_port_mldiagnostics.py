@@ -161,3 +161,74 @@ def test_decorator_success(tmp_path: Path) -> None:
     assert result == 3
     run.end()
     assert len(load_run(run.name).profiles) == 1
+
+
+# -- core/metrics_test.py: TestMetricsRecorder -----------------------------------------------
+# The SDK tests its internal recorder (`core.metrics.metrics_recorder.record`, same parameters
+# as `metrics.record`) against a mocked Cloud Logging client; here through `metrics.record`
+# into the store. `test_metric_tracker` and the `_get_active_run_and_client` cases check
+# private state behind the SDK's control plane and have no counterpart.
+
+CUSTOM_LABELS = {"experiment": "test", "model": "v1"}
+
+
+def test_record_success_all_params() -> None:
+    # SDK: TestMetricsRecorder.test_record_success_all_params
+    run = api_mlrun.machinelearning_run(name="all-params")
+    metrics.record(metric_name="test_metric", value=100, step=5, labels=CUSTOM_LABELS)
+    run.end()
+    got = load_run(run.name)
+    assert [p[:2] for p in got.metrics["test_metric"]] == [(5, 100.0)]
+    assert got.labels["test_metric"] == CUSTOM_LABELS
+
+
+def test_record_non_master_host() -> None:
+    # SDK: TestMetricsRecorder.test_record_non_master_host (is_master_host patched to False;
+    # here the run's process index is 1)
+    run = api_mlrun.machinelearning_run(name="non-master", process_index=1)
+    metrics.record(metric_name="test_metric", value=100, step=5, labels=CUSTOM_LABELS)
+    run.end()
+    assert "test_metric" not in load_run(run.name).metrics
+
+
+def test_record_non_master_host_record_on_all_hosts() -> None:
+    # SDK: TestMetricsRecorder.test_record_non_master_host_record_on_all_hosts
+    run = api_mlrun.machinelearning_run(name="all-hosts", process_index=1)
+    metrics.record(metric_name="test_metric", value=100, step=5, labels=CUSTOM_LABELS,
+                   record_on_all_hosts=True)
+    run.end()
+    got = load_run(run.name)
+    assert [p[:2] for p in got.metrics["test_metric"]] == [(5, 100.0)]
+    assert got.labels["test_metric"] == CUSTOM_LABELS
+
+
+def test_record_exception_handling(tmp_path: Path) -> None:
+    # SDK: TestMetricsRecorder.test_record_exception_handling. An older SDK raised RecordingError
+    # when writing failed; 1.0.10 writes in a background thread and logs. mlgoodput never raises
+    # into the training loop either, and keeps the value: once the store can be written, the
+    # journal ships it.
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    store = str(blocker / "store.db")
+    run = api_mlrun.machinelearning_run(name="failing", store=store)
+    metrics.record(metric_name="test_metric", value=100, step=5)  # no exception
+    assert not run.flush(0.5)
+    run.end(timeout_s=1.0)
+    blocker.unlink()
+    blocker.mkdir()
+    from mlgoodput._journal import recover_journals
+
+    recover_journals(store)
+    assert [p[:2] for p in load_run(run.name, store).metrics["test_metric"]] == [(5, 100.0)]
+
+
+def test_record_none_value() -> None:
+    # SDK: TestMetricsRecorder.test_record_none_value: nothing is written (and here a warning says so)
+    from mlgoodput._misuse import MlGoodputWarning, reset_warned
+
+    reset_warned()
+    run = api_mlrun.machinelearning_run(name="none-value")
+    with pytest.warns(MlGoodputWarning, match="no value"):
+        metrics.record(metric_name="test_metric", value=None)
+    run.end()
+    assert "test_metric" not in load_run(run.name).metrics
