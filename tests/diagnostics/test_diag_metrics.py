@@ -17,6 +17,7 @@ from mlgoodput.diagnostics import (
     machinelearning_run,
     metric_types,
     metrics,
+    xprof,
 )
 from mlgoodput.diagnostics.metric_types import MetricType
 from mlgoodput.export import ExporterProcess, TensorBoardExporter
@@ -93,6 +94,21 @@ def test_strict_mode_raises_recording_error(monkeypatch: pytest.MonkeyPatch) -> 
         metrics.record("loss", 1.0, step=-1)
     with pytest.raises(ValueError, match="metric_name"):  # RecordingError is a ValueError, as in the SDK
         metrics.record(3, 1.0)  # type: ignore[arg-type]
+
+
+def test_strict_mode_as_a_run_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = machinelearning_run(name="strictarg", strict=True)
+    with pytest.raises(RecordingError, match="value"):
+        metrics.record("loss", None)
+    with pytest.raises(ValueError, match="nothing to stop"):
+        xprof().stop()
+    run.end()
+    monkeypatch.setenv("MLGOODPUT_STRICT", "1")
+    machinelearning_run(name="notstrict", strict=False)  # the argument wins over the environment
+    with pytest.warns(MlGoodputWarning, match="value"):
+        metrics.record("loss", None)
+    with pytest.raises(TypeError, match="strict"):
+        machinelearning_run(name="bad", strict="yes")  # type: ignore[arg-type]
 
 
 def test_record_without_a_run_keeps_values_for_the_next_run() -> None:

@@ -176,6 +176,7 @@ class MLRun:
         self.on_demand_xprof: bool = bool(opts.get("on_demand_xprof", False))
         self.log_system_metrics: bool = bool(opts.get("log_system_metrics", False))
         self.metric_only_run: bool = bool(opts.get("metric_only_run", False))
+        self.strict: bool | None = opts.get("strict")  # None: $MLGOODPUT_STRICT at each call
         self.framework: Framework = opts.get("framework", Framework.JAX)
         self.serving_engine: ServingEngine = opts.get("serving_engine", ServingEngine.NONE)
         self.accelerator_orchestrator: AcceleratorOrchestrator = opts.get(
@@ -289,6 +290,7 @@ def machinelearning_run(
     on_demand_address: str | None = None,
     workload_id: str | None = None,
     process_index: int | None = None,
+    strict: bool | None = None,
 ) -> MLRun:
     """Start (or, after a restart of the same workload, continue) an ML run in this process.
 
@@ -298,7 +300,9 @@ def machinelearning_run(
     `environment`, `framework` and the other enums are run metadata; `run_workload_id`
     identifies the workload across restarts. `metric_only_run=True` turns profiling off.
     Keyword-only extras: `store=`, `exporters=` for metric values, the on-demand profiling
-    address (default a loopback port with a token), `workload_id`, `process_index`.
+    address (default a loopback port with a token), `workload_id`, `process_index`, and
+    `strict` (None: `$MLGOODPUT_STRICT`): misuse of `metrics.record`/`xprof` raises instead
+    of warning, for tests.
     See docs/diagnostics.md.
     """
     global _current
@@ -323,7 +327,10 @@ def machinelearning_run(
             f"metrics_record_interval_sec must be a positive number of seconds, got {interval!r}")
     if metrics_exporter_config is not None and not isinstance(metrics_exporter_config, dict):
         raise TypeError(f"metrics_exporter_config must be a dict or None, got {metrics_exporter_config!r}")
+    if strict is not None and not isinstance(strict, bool):
+        raise TypeError(f"strict must be a bool or None, got {strict!r}")
     options: dict[str, Any] = {
+        "strict": strict,
         "on_demand_xprof": on_demand_xprof, "log_system_metrics": log_system_metrics,
         "metric_only_run": metric_only_run, "metrics_exporter_config": metrics_exporter_config,
         "base_url": base_url, "cluster_id": cluster_id,

@@ -179,10 +179,14 @@ class xprof:
         self._quiet_stop = False
         self.files: list[str] = []
 
+    def _misuse(self, call: str, argument: str, value: object, message: str, *, kind: str) -> None:
+        run = self._run if self._run is not None else _run.current_run()
+        misuse(call, argument, value, message, kind=kind, strict=None if run is None else run.strict)
+
     def _the_run(self, call: str) -> _run.MLRun | None:
         run = self._run if self._run is not None else _run.current_run()
         if run is None:
-            misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
+            self._misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
                    kind="no_run")
         return run
 
@@ -190,7 +194,7 @@ class xprof:
         """Start capturing. Never raises for the state it meets (no run, already started, another
         profile running, a bad session id): it warns once per kind and does not profile."""
         if self._capture is not None:
-            misuse("xprof.start", "session_id", session_id,
+            self._misuse("xprof.start", "session_id", session_id,
                    "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
             return
         self._quiet_stop = True  # the stop() paired with a start that did not capture says nothing more
@@ -207,7 +211,7 @@ class xprof:
             try:
                 sid = check_session_id(sid)
             except (TypeError, ValueError) as e:
-                misuse("xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id")
+                self._misuse("xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id")
                 sid = None
         if sid is None:
             sid = default_session_id(run.process_index)
@@ -215,10 +219,10 @@ class xprof:
         try:
             cap.begin()
         except _profiler.ProfilerBusyError as e:
-            misuse("xprof.start", "session_id", sid, f"{e} (not profiling)", kind="busy")
+            self._misuse("xprof.start", "session_id", sid, f"{e} (not profiling)", kind="busy")
             return
         except (OSError, ValueError, RuntimeError) as e:
-            misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
+            self._misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
                    kind="start_failed")
             return
         self.session_id = sid
@@ -232,14 +236,14 @@ class xprof:
         if cap is None:
             quiet, self._quiet_stop = self._quiet_stop, False
             if not quiet:
-                misuse("xprof.stop", "self", self, "no profile is being captured by this xprof (nothing to stop)",
+                self._misuse("xprof.stop", "self", self, "no profile is being captured by this xprof (nothing to stop)",
                        kind="not_started")
             return []
         self._capture = None
         try:
             self.files = cap.end()
         except (OSError, RuntimeError, ValueError) as e:
-            misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
+            self._misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
                    kind="stop_failed")
             self.files = []
         return self.files

@@ -3,8 +3,9 @@
 A call appends one event to the run's journal and, when the run has exporters, one tuple to
 their queue; it never waits for I/O and never raises for what it is given: a value it
 cannot record is reported once per kind (an `MlGoodputWarning` and a log line naming the
-argument and the value) and skipped, and the rest is recorded. `MLGOODPUT_STRICT=1` turns
-those reports into `RecordingError`s, for tests. Values recorded before any run is active
+argument and the value) and skipped, and the rest is recorded. Strict mode
+(`machinelearning_run(strict=True)` or `MLGOODPUT_STRICT=1`) turns those reports into
+`RecordingError`s, for tests. Values recorded before any run is active
 are kept (up to `PENDING_MAX`) and written into the next run, as the SDK does.
 """
 
@@ -115,8 +116,9 @@ def record_metrics(
 
 def _report(call: str, argument: str, value: object, message: str, *, kind: str) -> None:
     """Warn once per kind (never raising), or raise RecordingError in strict mode."""
+    run = _run._current
     try:
-        misuse(call, argument, value, message, kind=kind)
+        misuse(call, argument, value, message, kind=kind, strict=None if run is None else run.strict)
     except MlGoodputMisuseError as e:
         raise RecordingError(str(e)) from None
 
