@@ -95,8 +95,8 @@ def record_metrics(
     step: int | None = None,
 ) -> None:
     """Record several values: each item a dict with `metric_name` and `value`, and optionally
-    `step` and `labels`; `step` applies to the items that have none. An item that is not such
-    a dict is reported and skipped, like a bad value."""
+    `step` and `labels`; `step` applies to the items without a "step" key. An item that is
+    not such a dict is reported and skipped, like a bad value."""
     if isinstance(metrics_data, (str, bytes, Mapping)) or not isinstance(metrics_data, Sequence):
         _report("record_metrics", "metrics_data", metrics_data, "must be a list of dicts; nothing recorded",
                 kind="metrics_data")
@@ -106,8 +106,8 @@ def record_metrics(
             _report("record_metrics", "metrics_data", item,
                     "each item must be a dict with 'metric_name' and 'value'; item skipped", kind="item")
             continue
-        s = item.get("step")
-        record(item["metric_name"], item.get("value"), step if s is None else s,
+        s = item.get("step", step)  # as in the SDK: only a missing step is filled in
+        record(item["metric_name"], item.get("value"), s,
                labels=item.get("labels"), record_on_all_hosts=record_on_all_hosts)
 
 
