@@ -154,7 +154,8 @@ class xprof:
 
     `session_id` (here or in `start`) names the session; processes that use the same id
     form one multi-host session. `process_index_list` limits profiling to those process
-    indices; elsewhere start and stop do nothing.
+    indices; elsewhere start and stop do nothing. Never raises into the training loop for
+    the state it meets (see `start`); the constructor checks its arguments.
     """
 
     def __init__(
@@ -187,7 +188,7 @@ class xprof:
         run = self._run if self._run is not None else _run.current_run()
         if run is None:
             self._misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
-                   kind="no_run")
+                         kind="no_run")
         return run
 
     def start(self, session_id: str | None = None) -> None:
@@ -195,7 +196,7 @@ class xprof:
         profile running, a bad session id): it warns once per kind and does not profile."""
         if self._capture is not None:
             self._misuse("xprof.start", "session_id", session_id,
-                   "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
+                         "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
             return
         self._quiet_stop = True  # the stop() paired with a start that did not capture says nothing more
         run = self._the_run("xprof.start")
@@ -223,7 +224,7 @@ class xprof:
             return
         except (OSError, ValueError, RuntimeError) as e:
             self._misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
-                   kind="start_failed")
+                         kind="start_failed")
             return
         self.session_id = sid
         self._capture = cap
@@ -236,15 +237,15 @@ class xprof:
         if cap is None:
             quiet, self._quiet_stop = self._quiet_stop, False
             if not quiet:
-                self._misuse("xprof.stop", "self", self, "no profile is being captured by this xprof (nothing to stop)",
-                       kind="not_started")
+                self._misuse("xprof.stop", "self", self,
+                             "no profile is being captured by this xprof (nothing to stop)", kind="not_started")
             return []
         self._capture = None
         try:
             self.files = cap.end()
         except (OSError, RuntimeError, ValueError) as e:
             self._misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
-                   kind="stop_failed")
+                         kind="stop_failed")
             self.files = []
         return self.files
 
