@@ -80,6 +80,32 @@ def test_bad_input_warns_once_and_records_what_it_can(
     assert [p[:2] for p in got] == ([] if kept is None else [kept, kept])
 
 
+def test_bad_labels_and_batches_warn_and_record_the_rest() -> None:
+    run = machinelearning_run(name="batchbad")
+    with pytest.warns(MlGoodputWarning, match="labels"):
+        metrics.record("loss", 1.0, step=1, labels="phase=warmup")  # type: ignore[arg-type]
+    with pytest.warns(MlGoodputWarning, match="metrics_data"):
+        metrics.record_metrics({"metric_name": "loss", "value": 9.0})  # type: ignore[arg-type]
+    with pytest.warns(MlGoodputWarning, match="each item"):
+        metrics.record_metrics([("loss", 9.0), {"metric_name": "loss", "value": 2.0, "step": 2}])  # type: ignore[list-item]
+    run.end()
+    got = load_run(run.name)
+    assert [p[:2] for p in got.metrics["loss"]] == [(1, 1.0), (2, 2.0)]
+    assert "loss" not in got.labels
+
+
+def test_values_held_before_a_run_are_bounded() -> None:
+    with pytest.warns(MlGoodputWarning, match="no active run"):
+        for i in range(metrics.PENDING_MAX):
+            metrics.record("loss", float(i), step=i)
+    with pytest.warns(MlGoodputWarning, match="oldest are dropped"):
+        metrics.record("loss", -1.0, step=metrics.PENDING_MAX)
+    run = machinelearning_run(name="bounded")
+    run.end()
+    got = load_run(run.name).metrics["loss"]
+    assert len(got) == metrics.PENDING_MAX and got[0][:2] == (1, 1.0) and got[-1][1] == -1.0
+
+
 def test_bools_are_numbers_as_in_the_sdk() -> None:
     run = machinelearning_run(name="bools")
     metrics.record("flag", True, step=1)
