@@ -81,6 +81,7 @@ def test_prints_where_to_see_the_run(capsys: pytest.CaptureFixture[str]) -> None
         ({"name": "ok", "configs": "c.txt"}, ValueError, ".json, .yaml"),
         ({"name": "ok", "run_group": 1}, TypeError, "run_group"),
         ({"name": "ok", "gcs_path": 5}, TypeError, "gcs_path"),
+        ({"name": "ok", "gcs_path": "nosuchproto://bucket"}, ValueError, "gcs_path"),
         ({"name": "ok", "system_metrics_interval_s": 0, "log_system_metrics": True}, ValueError, "interval"),
         ({"name": "ok", "on_demand_xprof": True, "on_demand_address": "nonsense"}, ValueError, "on_demand_address"),
         ({"name": "ok", "exporters": [object()]}, TypeError, "exporters"),

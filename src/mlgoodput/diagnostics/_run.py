@@ -112,11 +112,19 @@ def resolve_profile_dir(gcs_path: str | os.PathLike[str] | None, name: str) -> s
         base = base[len("file://") :]
     if "://" in base:
         try:
-            import fsspec  # noqa: F401
+            import fsspec
         except ImportError as e:
             raise ImportError(
                 f"gcs_path={base!r} needs fsspec (and its backend, e.g. gcsfs): pip install 'mlgoodput[diagnostics]'"
             ) from e
+        protocol = base.split("://", 1)[0]
+        try:
+            fsspec.get_filesystem_class(protocol)  # the backend is importable: fail now, not at upload
+        except ImportError as e:
+            extra = "mlgoodput[gcs]" if protocol in ("gs", "gcs") else f"the fsspec backend for {protocol}://"
+            raise ImportError(f"gcs_path={base!r} needs {extra}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"gcs_path={base!r}: {e}") from e
         return base.rstrip("/") + "/" + name
     d = Path(base).expanduser().absolute() / name
     try:
