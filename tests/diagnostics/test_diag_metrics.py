@@ -176,11 +176,13 @@ def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -
     run = machinelearning_run(name="exp", exporters=[FileExporter(out)])
     metrics.record(MetricType.LOSS, 0.25, step=7)
     metrics.record("accuracy", 0.9, step=7)
+    metrics.record("accuracy", 0.8, step=7, labels={"split": "eval"})
     assert run.flush(30.0)
     latest = FileExporter.latest(out)
     key = f"|host=0,run={run.name}"
     assert latest["metrics/loss" + key] == 0.25
     assert latest["metrics/accuracy" + key] == 0.9
+    assert latest[f"metrics/accuracy|host=0,run={run.name},split=eval"] == 0.8  # labels reach the sample
     rows = [s for r in FileExporter.read(out) for s in r.get("samples", [])]  # type: ignore[attr-defined]
     assert {r["step"] for r in rows if r["name"] == "metrics/loss"} == {7}
     run.end()

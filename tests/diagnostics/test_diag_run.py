@@ -144,3 +144,39 @@ def test_a_failed_start_leaves_nothing_running(tmp_path: Path) -> None:
     assert current_run() is None
     assert any(r.get("shutdown") for r in FileExporter.read(out))  # the exporter process was stopped
     assert not list((tmp_path / "rt" / "sampler").glob("*/*.json"))  # the sampler deregistered
+
+
+def test_sdk_enums_by_member_or_name_and_metadata_only_arguments() -> None:
+    from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
+
+    run = machinelearning_run(
+        "enums", "grp", None, None, "http://control-plane.invalid", "cluster-1", "proj", "europe-west4",
+        5.0, False, False, "staging", "pytorch", mlrun_types.ServingEngine.VLLM,
+        application_framework="maxtext", rl_orchestrator="TUNIX",
+        metrics_exporter_config={"mode": ["otel"]},
+    )  # the SDK's positional order, up to environment, framework and serving_engine
+    assert (run.run_group, run.project, run.location, run.environment) == ("grp", "proj", "europe-west4", "staging")
+    assert run.framework is mlrun_types.Framework.PYTORCH
+    assert run.serving_engine is mlrun_types.ServingEngine.VLLM
+    assert run.application_framework is mlrun_types.ApplicationFramework.MAXTEXT
+    assert run.rl_orchestrator is mlrun_types.RlOrchestrator.TUNIX
+    assert run.control_plane_url == "http://control-plane.invalid" and run.cluster_id == "cluster-1"
+    assert run.run_phase is mlrun_types.RunPhase.PHASE_ACTIVE
+    run.end()
+    assert run.run_phase is mlrun_types.RunPhase.PHASE_COMPLETED
+    with pytest.raises(exceptions.MLRunConfigurationError, match="application_framework"):
+        machinelearning_run(name="bad", application_framework="nope")
+    with pytest.raises(exceptions.MLRunConfigurationError, match="metrics_record_interval_sec"):
+        machinelearning_run(name="bad", metrics_record_interval_sec=0)
+
+
+def test_metric_only_run_does_not_profile() -> None:
+    from mlgoodput.diagnostics import xprof
+    from mlgoodput.jax import _profiler
+
+    run = machinelearning_run(name="metriconly", metric_only_run=True)
+    with xprof() as p:
+        assert _profiler.active_trace() is None
+    assert p.files == []
+    run.end()
+    assert load_run(run.name).profiles == []
