@@ -180,3 +180,20 @@ def test_metric_only_run_does_not_profile() -> None:
     assert p.files == []
     run.end()
     assert load_run(run.name).profiles == []
+
+
+def test_configs_dict_changes_are_stored_and_never_raise() -> None:
+    from mlgoodput._misuse import MlGoodputWarning
+
+    run = machinelearning_run(name="cfgdict", configs={"lr": 0.1})
+    run.configs.update({"epochs": 3})
+    run.configs["optimizer"] = "adam"
+    run.configs.batch_size = 64
+    assert run.configs.lr == 0.1 and run.configs["batch_size"] == 64
+    with pytest.warns(MlGoodputWarning, match="stored as text"):
+        run.configs.callback = object()  # not JSON: kept as its text
+    del run.configs.optimizer
+    run.end()
+    got = load_run(run.name).configs
+    assert (got["lr"], got["epochs"], got["batch_size"], got["optimizer"]) == (0.1, 3, 64, None)
+    assert got["callback"].startswith("<object object")

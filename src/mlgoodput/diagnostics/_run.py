@@ -210,7 +210,14 @@ class MLRun:
 
     # -- recording -------------------------------------------------------------------
     def _configs_changed(self, data: dict[str, Any]) -> None:
-        self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": load_configs(data)})
+        try:
+            stored = load_configs(data)
+        except (TypeError, ValueError) as e:  # a value JSON cannot hold: keep its text, say so once
+            from mlgoodput._misuse import misuse
+
+            misuse("MLRun.configs", "configs", data, f"{e}; stored as text", kind="config_value", strict=self.strict)
+            stored = {str(k): repr(v) for k, v in data.items()}
+        self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
 
     def update_configs(self, configs: object) -> None:
         """Add or change user configs (a dict or a YAML/JSON path or URL); stored as a RUN_CONFIG event."""
