@@ -5,6 +5,7 @@
                                             # (jax-monitoring's arguments and order: project_id first)
     ...                                     # jit, train
     jm.shutdown()                           # also runs at exit
+    step = jm.track_step_flops(step)        # the compiler's FLOPs of each compiled step, recorded
 
 Nothing happens at import. `OrbaxLogger` (imported on first use, it needs Orbax) records
 checkpoint saves and restores of a `CheckpointManager` as the job's checkpoint events.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlgoodput.jax import config, gcp_utils, listeners
+from mlgoodput.jax._flops import track_step_flops
 from mlgoodput.jax._init import init, register_listeners, shutdown
 from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
 from mlgoodput.jax.config import set_config
@@ -37,6 +39,7 @@ __all__ = [
     "register_listeners",
     "set_config",
     "shutdown",
+    "track_step_flops",
 ]
 
 
