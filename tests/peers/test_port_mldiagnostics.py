@@ -215,7 +215,7 @@ def test_record_exception_handling(tmp_path: Path) -> None:
     assert not run.flush(0.5)
     run.end(timeout_s=1.0)
     blocker.unlink()
-    blocker.mkdir()
+    blocker.mkdir(exist_ok=True)  # the journal's shipper, still retrying, may create it first
     from mlgoodput._journal import recover_journals
 
     recover_journals(store)
