@@ -124,6 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
         names = loggers_for_quietly(store, args.job) if not r.total_s > 0 and args.logger else []
+        lost = journal_losses(store).get((logger, args.job), 0)
     finally:
         store.close()
     if not r.total_s > 0:
@@ -133,10 +134,39 @@ def cmd_report(args: argparse.Namespace) -> int:
                               " (`mlgoodput jobs` lists them)")
         raise CLIError(f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}")
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        d = r.to_dict()
+        if lost:
+            d["journal_lost_events"] = lost
+        print(json.dumps(d, indent=2))
     else:
         print_report(r, sys.stdout)
+        print_losses({(logger, args.job): lost} if lost else {}, sys.stdout)
     return 0
+
+
+def journal_losses(store: Store) -> dict[tuple[str, str], int]:
+    """(logger, job) -> events reported lost to damaged journal records (kept by recovery in
+    the reserved stream `mlgoodput.lost`); empty when nothing was ever lost."""
+    from mlgoodput._journal import LOSS_NAMESPACE
+
+    out: dict[tuple[str, str], int] = {}
+    for info in store.jobs():
+        if info.namespace != LOSS_NAMESPACE:
+            continue
+        cols = store.read(LOSS_NAMESPACE, info.job).columns
+        for i in range(len(cols)):
+            ns = (cols.attr(i) or {}).get("namespace")
+            if isinstance(ns, str):
+                key = (ns, info.job)
+                out[key] = out.get(key, 0) + int(cols.values[i])
+    return out
+
+
+def print_losses(losses: dict[tuple[str, str], int], out: Any) -> None:
+    """One warning line per stream that lost events, so a loss is never silent."""
+    for (ns, job), n in sorted(losses.items()):
+        print(f"warning: {n} events of job {job} (logger {ns}) were lost to damaged journal records"
+              " (see the mlgoodput log of the recovering process for the file)", file=out)
 
 
 def _fmt_time(t: float) -> str:
@@ -329,6 +359,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = open_read_store(args.store)  # ships what killed processes left in journals first
     try:
         infos = [j for j in store.jobs() if args.all or not j.namespace.startswith(RESERVED_PREFIX)]
+        losses = journal_losses(store)
         now = time.time()
         rows: list[dict[str, Any]] = []
         for j in infos:
@@ -338,6 +369,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 r = GoodputCalculator(j.job, j.namespace, store=store).report()
                 row.update(goodput_pct=r.goodput_pct if r.total_s > 0 else None, duration_s=r.total_s,
                            status=job_status(store, j.namespace, j.job, now))
+            if (j.namespace, j.job) in losses:
+                row["journal_lost_events"] = losses[(j.namespace, j.job)]
             rows.append(row)
         url = store.url
     finally:
@@ -359,4 +392,5 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     for cells in table:
         print("  ".join(c.rjust(w) if i in right else c.ljust(w)
                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
+    print_losses(losses, sys.stdout)
     return 0
