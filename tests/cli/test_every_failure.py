@@ -109,7 +109,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("runs-show-missing", ["runs", "show", "x", "--store", MISSING], 1, "no store at"),
     ("console-logs-missing", ["console", "logs", "--store", MISSING], 1, "no store at"),
     ("console-usage-missing", ["console", "usage-report", "--out", "{root}/u.html", "--store", MISSING], 1, "no store at"),
-    ("monitor-missing", ["monitor", "--job", "x", "--store", MISSING, "--tensorboard-dir", "{root}/tb"], 1, "no store at"),
+    ("monitor-missing", ["monitor", "--job", "x", "--store", MISSING, "--tensorboard-dir", "{root}/tb"], 1, "no folder"),
     # an unreachable database
     ("advise-missing", ["advise", "--job", "x", "--store", MISSING], 1, "no store at"),
     ("advise-unknown-job", ["advise", "--job", "nope", "--store", GOOD], 2, "no job named 'nope'"),

@@ -140,10 +140,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _default_logger(store: str | None, job: str, given: str | None = None) -> str:
     """`given`, else the logger the store holds for the job (goodput_<job> before it records
-    anything); the store must exist and answer, so a wrong --store fails here in one line."""
-    from mlgoodput._cli._common import open_read_store
-    from mlgoodput._cli.report import loggers_for, resolve_logger
+    anything). A store that cannot be reached, or a store file in a folder that does not
+    exist, fails here in one line; a store file not yet made is the job's to make."""
+    import os
 
+    from mlgoodput._cli._common import CLIError, open_read_store
+    from mlgoodput._cli.report import loggers_for, resolve_logger
+    from mlgoodput.store import resolve_store_url
+
+    url = resolve_store_url(store, "--store")
+    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://") :]):
+        # started before the job: fine, it waits for the job's first events; but a folder
+        # that does not exist is a typo, not a job to come
+        folder = os.path.dirname(url[len("sqlite://") :])
+        if not os.path.isdir(folder):
+            raise CLIError(f"no store at {url[len('sqlite://'):]} and no folder {folder} for it"
+                           " (check --store or MLGOODPUT_STORE)")
+        return given or f"goodput_{job}"
     st = open_read_store(store, "--store", recover=False)
     try:
         if given:

@@ -128,6 +128,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if not r.total_s > 0:
+        if lost:  # even with nothing to show, a loss is said
+            print_losses({(logger, args.job): lost}, sys.stdout)
         if args.logger and args.logger not in names:
             also = f"; it holds job {args.job!r} under {sorted(names)}" if names else ""
             raise LookupError(f"no job named {args.job!r} under logger {args.logger!r} in {store.url}{also}"
