@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput._misuse import MisuseReporter, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
@@ -15,6 +17,11 @@ from mlgoodput.export._tensorboard import TensorBoardExporter
 from mlgoodput.store import resolve_store_url
 
 log = logging.getLogger("mlgoodput")
+
+#: The seed's default bound on the final upload when an uploader stops (seconds).
+FINAL_FLUSH_TIMEOUT_S = 10.0
+#: What `final_flush_timeout_seconds=None` ("wait until it is done") waits at most: a day.
+UNBOUNDED_FLUSH_S = 86400.0
 
 #: TensorBoard scalars go to this subdirectory of `tensorboard_dir`, as in the seed library.
 TENSORBOARD_SUBDIR = "goodput"
@@ -70,20 +77,45 @@ class GoodputMonitor:
         step_deviation_interval_seconds: float = 10,
         gcp_options: GCPOptions | None = None,
         skip_final_flush: bool = False,
+        final_flush_timeout_seconds: float | None = FINAL_FLUSH_TIMEOUT_S,
+        gcs_sync_interval_seconds: int = 3600,
+        cache_dir: str = "/tmp",
+        max_logs_retention_period: datetime.timedelta | None = None,
         *,
         store: Any = None,
         exporters: Sequence[Exporter] = (),
-        stop_timeout_s: float = 30.0,
+        stop_timeout_s: float | None = None,
         include_slice_efficiency: bool = False,
+        strict: bool | None = None,
     ) -> None:
         for arg, v in (("job_name", job_name), ("logger_name", logger_name)):
             if not isinstance(v, str) or not v.strip():
                 raise ValueError(f"{arg} must be a non-empty string, got {v!r}")
         self.job_name = job_name
         self.logger_name = logger_name
+        self.strict = resolve_strict(strict)
+        self._misuse = MisuseReporter(type(self).__name__, self.strict)
         self.upload_interval = _check_seconds(upload_interval, "upload_interval")
         self.step_deviation_interval_seconds = _check_seconds(step_deviation_interval_seconds, "step_deviation_interval_seconds")
-        self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
+        if final_flush_timeout_seconds is None:
+            self.final_flush_timeout_seconds: float | None = None  # the seed's "wait for it"
+        else:
+            self.final_flush_timeout_seconds = _check_seconds(final_flush_timeout_seconds, "final_flush_timeout_seconds")
+        if stop_timeout_s is not None:
+            self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
+        else:
+            self.stop_timeout_s = self.final_flush_timeout_seconds or UNBOUNDED_FLUSH_S
+        self.gcs_sync_interval_seconds = _check_seconds(gcs_sync_interval_seconds, "gcs_sync_interval_seconds")
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"cache_dir must be a path string, got {cache_dir!r}")
+        if max_logs_retention_period is not None and not isinstance(max_logs_retention_period, datetime.timedelta):
+            raise TypeError(
+                f"max_logs_retention_period must be a datetime.timedelta or None, got {max_logs_retention_period!r}"
+            )
+        # The seed's cache and Cloud Logging retention knobs: our uploader reads the store
+        # incrementally and keeps no cache files, so they are kept for introspection only.
+        self.cache_dir = cache_dir
+        self.max_logs_retention_period = max_logs_retention_period
         if configured_ideal_step_time is not None:
             configured_ideal_step_time = _check_seconds(configured_ideal_step_time, "configured_ideal_step_time")
         if gcp_options is not None and not isinstance(gcp_options, GCPOptions):
@@ -147,7 +179,10 @@ class GoodputMonitor:
         if proc is None:
             return
         if proc.has_source(key):
-            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is already running")
+            self._misuse.report("uploader_started_twice", f"start_{key}_uploader", "job_name", self.job_name,
+                                f"the {key} goodput uploader of job {self.job_name!r} is already running;"
+                                " the call did nothing")
+            return
         proc.start()  # raises on a bad exporter (a port in use, ...)
         proc.add_source(key, source)
         log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)
@@ -157,7 +192,10 @@ class GoodputMonitor:
         if proc is None:
             return True
         if not proc.has_source(key):
-            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is not running")
+            self._misuse.report("uploader_not_running", f"stop_{key}_uploader", "job_name", self.job_name,
+                                f"the {key} goodput uploader of job {self.job_name!r} is not running;"
+                                " the call did nothing")
+            return True
         skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
         timeout = self.stop_timeout_s if timeout_s is None else timeout_s
         import time

@@ -1,11 +1,13 @@
 """The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
 
 from mlgoodput.accounting._calculator import GoodputCalculator
+from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
     GoodputReport,
+    GoodputType,
     HostStepStats,
     SliceEfficiency,
 )
@@ -13,9 +15,11 @@ from mlgoodput.accounting._report import (
 __all__ = [
     "PARTITION_BUCKETS",
     "BadputType",
+    "ElasticGoodputCalculator",
     "Engine",
     "GoodputCalculator",
     "GoodputReport",
+    "GoodputType",
     "HostStepStats",
     "SliceEfficiency",
 ]

@@ -8,6 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class GoodputType(enum.Enum):
+    """The kinds of productive time; as in ml-goodput-measurement, only the total so far."""
+
+    TOTAL = 1
+
+
 class BadputType(enum.Enum):
     """Where unproductive time went; names and values as in ml-goodput-measurement, plus STALL."""
 
