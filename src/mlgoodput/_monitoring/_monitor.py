@@ -210,6 +210,11 @@ class GoodputMonitor:
         return ok
 
     @property
+    def misuse_counts(self) -> dict[str, int]:
+        """How often each kind of misuse (start twice, stop when not running) happened."""
+        return dict(self._misuse.counts)
+
+    @property
     def uploader_pid(self) -> int | None:
         """The process id of the uploader process, while one runs."""
         return self._proc.pid if self._proc is not None else None
