@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 
+from mlgoodput import goodput, goodput_utils
 from mlgoodput._recorder import GoodputRecorder
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.events import Kind
 
-__all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder", "GoodputRecorder"]
+__all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder", "GoodputRecorder", "goodput", "goodput_utils"]
 
 ELASTIC_EVENT_TYPES: tuple[str, ...] = ("slice_down", "scale_up")
 

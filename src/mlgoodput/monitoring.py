@@ -3,6 +3,7 @@
 
 import logging
 
+from mlgoodput import goodput, goodput_utils
 from mlgoodput._monitoring._monitor import GoodputMonitor
 from mlgoodput.accounting import BadputType, GoodputCalculator
 from mlgoodput.export._gcp import GCPOptions
@@ -30,5 +31,7 @@ __all__ = [
     "MonitoringWindowType",
     "UnproductiveTimeDict",
     "WorkloadMetricDetails",
+    "goodput",
+    "goodput_utils",
     "logger",
 ]
