@@ -61,6 +61,7 @@ class Peer:
     modules: dict[str, str]
     reasons: dict[str, str]
     semantics: dict[str, str]
+    seed_tests: dict[str, str]
     source: Path
 
     def reason(self, name: str) -> str | None:
@@ -80,7 +81,7 @@ def load_peers(data: Path = DATA) -> list[Peer]:
         d = tomllib.loads(path.read_text())
         peers.append(Peer(d["distribution"], d["version"], bool(d.get("require_reasons", True)),
                           dict(d.get("modules", {})), dict(d.get("reasons", {})),
-                          dict(d.get("semantics", {})), path))
+                          dict(d.get("semantics", {})), dict(d.get("seed_tests", {})), path))
     return peers
 
 
@@ -154,9 +155,9 @@ def compare_signatures(peer: Any, ours: Any, drop_self: bool = False) -> tuple[s
                 breaks.append(f"keyword `{p.name}` missing")
             else:
                 _compare_default(p, o, wider, breaks)
-        elif p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            if not any(o.kind is p.kind for o in op):
-                breaks.append(f"`{_param_kind(p)}` missing")
+        elif p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) and not any(
+                o.kind is p.kind for o in op):
+            breaks.append(f"`{_param_kind(p)}` missing")
     pnames = {p.name for p in pp}
     extra = [o for o in op if o.name not in pnames and o.kind not in
              (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
@@ -244,7 +245,7 @@ def _foreign(obj: Any, root: str) -> bool:
     """An object the peer only imports from another package (numpy, typing, urllib3, ...)."""
     if inspect.ismodule(obj):
         return not obj.__name__.startswith(root + ".") and obj.__name__ != root
-    if isinstance(obj, (typing._SpecialForm, typing.TypeVar)) or obj in (typing.Any, typing.TypedDict):  # type: ignore[attr-defined]
+    if isinstance(obj, (typing._SpecialForm, typing.TypeVar)) or obj in (typing.Any, typing.TypedDict):
         return True
     mod = getattr(obj, "__module__", None)
     if isinstance(obj, (type, types.FunctionType)) and isinstance(mod, str):
@@ -290,8 +291,8 @@ def compare_object(name: str, peer: Any, ours: Any, root: str, rows: list[Row], 
                 of = {f.name for f in dataclasses.fields(ours)}
                 if pf - of:
                     status, notes = DIFFERENT, "lacks fields " + ", ".join(sorted(pf - of))
-                pfrozen = peer.__dataclass_params__.frozen  # type: ignore[attr-defined]
-                ofrozen = ours.__dataclass_params__.frozen
+                pfrozen = getattr(peer, "__dataclass_params__").frozen  # noqa: B009
+                ofrozen = getattr(ours, "__dataclass_params__").frozen  # noqa: B009
                 if pfrozen != ofrozen:
                     status, notes = DIFFERENT, f"frozen: peer {pfrozen}, ours {ofrozen}"
             rows.append(Row(name, kind, status, notes, p.reason(name) if status not in (SAME, SUPERSET) else None))
@@ -394,7 +395,7 @@ def render(peers: list[Peer]) -> str:
         rows, imports = compare_peer(p)
         counts = {s: sum(1 for r in rows if r.status == s) for s in (SAME, SUPERSET, DIFFERENT, MISSING)}
         out += [f"## {p.distribution} {p.version}", "",
-                f"Modules: " + ", ".join(f"`{k}` → `{v}`" for k, v in p.modules.items()) + ".", "",
+                "Modules: " + ", ".join(f"`{k}` → `{v}`" for k, v in p.modules.items()) + ".", "",
                 "Names: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f" (of {len(rows)}).", "",
                 "| name | kind | status | notes | reason |", "| --- | --- | --- | --- | --- |"]
         for r in rows:
@@ -405,12 +406,31 @@ def render(peers: list[Peer]) -> str:
         if p.semantics:
             out += ["", "### Same name, other meaning", ""]
             out += [f"- **{k}**: {v}" for k, v in p.semantics.items()]
+        if p.seed_tests:
+            out += _render_seed_tests(p)
         if imports:
             out += ["", "Imported from other packages, not part of the API (not compared): "
                     + "; ".join(f"`{m}`: " + ", ".join(f"`{n}`" for n in names) for m, names in imports.items())
                     + "."]
         out.append("")
     return "\n".join(out)
+
+
+def _render_seed_tests(p: Peer) -> list[str]:
+    passed = sorted(k for k, v in p.seed_tests.items() if v == "pass")
+    differ = sorted((k, v.split(":", 1)[1].strip()) for k, v in p.seed_tests.items() if v.startswith("differs:"))
+    skipped = sorted((k, v.split(":", 1)[1].strip()) for k, v in p.seed_tests.items()
+                     if v.startswith("not ported:"))
+    out = ["", f"### {p.distribution}'s own tests", "",
+           "Run against mlgoodput with only their imports changed, loaded from the installed package",
+           f"(`tests/compat/test_seed_suite.py`): {len(passed)} pass, {len(differ)} fail on a deliberate",
+           f"difference (the test asserts that they fail), {len(skipped)} are not public-API cases.", "",
+           "Pass: " + ", ".join(f"`{k}`" for k in passed) + ".", "",
+           "| case | differs because |", "| --- | --- |"]
+    out += [f"| `{k}` | {_cell(v)} |" for k, v in differ]
+    out += ["", "| not ported | why |", "| --- | --- |"]
+    out += [f"| `{k}` | {_cell(v)} |" for k, v in skipped]
+    return out
 
 
 def unexplained(p: Peer) -> list[Row]:

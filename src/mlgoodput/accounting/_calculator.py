@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from mlgoodput._journal import recover_journals
+from mlgoodput._journal import Journal, recover_journals
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.store import Store, open_store
@@ -21,6 +21,9 @@ from mlgoodput.store._columns import Columns
 TimeArg = _dt.datetime | float | int | None
 
 log = logging.getLogger("mlgoodput")
+
+#: How long a query waits for this process's own recorders to ship what they recorded.
+LIVE_FLUSH_TIMEOUT_S = 5.0
 
 
 def _when(value: TimeArg, arg: str) -> float | None:
@@ -97,6 +100,10 @@ class GoodputCalculator:
             recover_journals(self._store)  # what killed processes left behind
         except OSError:
             pass  # a journal we cannot read now is read by a later query
+        url = getattr(self._store, "url", None)
+        for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
+            if j.namespace == self.logger_name and j.url == url:
+                j.flush(LIVE_FLUSH_TIMEOUT_S)
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for part in res.parts:
             self._engine.timeline.ingest(part)
