@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput._misuse import MisuseReporter, resolve_strict
+from mlgoodput.accounting._calculator import retention_period
 from mlgoodput._monitoring._source import GoodputSource
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
@@ -108,10 +109,7 @@ class GoodputMonitor:
         self.gcs_sync_interval_seconds = _check_seconds(gcs_sync_interval_seconds, "gcs_sync_interval_seconds")
         if not isinstance(cache_dir, (str, os.PathLike)):
             raise TypeError(f"cache_dir must be a path string, got {cache_dir!r}")
-        if max_logs_retention_period is not None and not isinstance(max_logs_retention_period, datetime.timedelta):
-            raise TypeError(
-                f"max_logs_retention_period must be a datetime.timedelta or None, got {max_logs_retention_period!r}"
-            )
+        max_logs_retention_period = retention_period(max_logs_retention_period)
         # The seed's cache and Cloud Logging retention knobs: our uploader reads the store
         # incrementally and keeps no cache files, so they are kept for introspection only.
         self.cache_dir = cache_dir

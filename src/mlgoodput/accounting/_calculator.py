@@ -61,10 +61,7 @@ class GoodputCalculator:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
         if not isinstance(logger_name, str) or not logger_name:
             raise ValueError(f"logger_name must be a non-empty string, got {logger_name!r}")
-        if max_logs_retention_period is not None and not isinstance(max_logs_retention_period, _dt.timedelta):
-            raise TypeError(
-                f"max_logs_retention_period must be a datetime.timedelta or None, got {max_logs_retention_period!r}"
-            )
+        max_logs_retention_period = retention_period(max_logs_retention_period)
         for arg, v in (("gcs_path", gcs_path), ("cache_dir", cache_dir)):
             if v is not None and not isinstance(v, (str, os.PathLike)):
                 raise TypeError(f"{arg} must be a path string or None, got {v!r}")
@@ -381,6 +378,15 @@ def _normalize_intervals(intervals: Sequence[tuple[TimeArg, TimeArg]]) -> list[t
         else:
             merged.append((a, b))
     return merged
+
+def retention_period(value: object) -> _dt.timedelta | None:
+    """The seed's `max_logs_retention_period`: a timedelta, or seconds (as its README passes)."""
+    if value is None or isinstance(value, _dt.timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return _dt.timedelta(seconds=value)
+    raise TypeError(f"max_logs_retention_period must be a datetime.timedelta, seconds or None, got {value!r}")
+
 
 def _check_ideal(v: float | None) -> float | None:
     if v is None:
