@@ -148,6 +148,7 @@ def test_readme_blocks_run(source: str, text: str, tmp_path: Path, monkeypatch: 
         calc = mlgoodput.goodput.GoodputCalculator(job_name=ns["config"].run_name, logger_name=ns["logger_name"])
         goodput_pct, breakdown, _ = calc.get_job_goodput(include_badput_breakdown=True)
         assert 0.0 <= goodput_pct <= 100.0
+        assert mlgoodput.goodput.BadputType.TPU_INITIALIZATION in breakdown
         report = calc.report()
         assert report.last_step == ns["config"].steps - 1
         if "goodput_monitor" in ns:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput._misuse import MisuseReporter, resolve_strict
-from mlgoodput.accounting._calculator import retention_period
 from mlgoodput._monitoring._source import GoodputSource
+from mlgoodput.accounting._calculator import retention_period
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
 from mlgoodput.export._process import ExporterProcess
