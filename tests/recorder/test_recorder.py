@@ -291,6 +291,7 @@ def test_forked_child_records_into_its_own_journal(tmp_path: Path) -> None:
     assert steps == list(range(100)) + list(range(1000, 1100))
 
 
+@pytest.mark.filterwarnings("ignore::mlgoodput.MlGoodputWarning")  # random steps go back: warned, kept
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10**9), st.floats(0, 1e6, allow_nan=False)), max_size=50),
        st.lists(st.sampled_from(["eval", "sdc_check", "Ünïcode"]), max_size=5))
