@@ -4,6 +4,7 @@ helpers are compared with the installed ml-goodput-measurement on the same input
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 
 import pytest
@@ -101,7 +102,7 @@ def test_step_deviation_has_the_seeds_meaning() -> None:
     """|start(n+1) - start(n) - ideal| for consecutive steps, ideal = the seed's trimmed mean."""
     starts = [0.0, 10.0, 12.0, 14.0, 16.0, 30.0, 32.0, 34.0]  # a slow first step, a hang at step 4
     calc = _calc(_steps(starts), T0 + 36)
-    durations = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    durations = [b - a for a, b in itertools.pairwise(starts)]
     ideal = seed_utils.compute_ideal_step_time(durations)
     got = calc.get_step_deviation()
     assert got == pytest.approx({i: abs(d - ideal) for i, d in enumerate(durations)})
@@ -151,7 +152,7 @@ def test_elastic_details_carry_slice_efficiency() -> None:
 
 @pytest.mark.parametrize("stem", ["s1_clean_run", "s3_checkpoint_save_restore", "s4_disruption_restart"])
 def test_exclusions_cut_windows_out_of_the_partition(stem: str) -> None:
-    calc, q = _scenario(stem)
+    calc, _q = _scenario(stem)
     whole = calc.report()
     a, b = whole.start + 20.0, whole.start + 50.0
     windows = [(dt.datetime.fromtimestamp(a, dt.UTC), dt.datetime.fromtimestamp(b, dt.UTC)),
