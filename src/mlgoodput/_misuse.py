@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import warnings
 
 from mlgoodput import _env
 
-__all__ = ["MisuseReporter", "MlGoodputMisuseError", "MlGoodputWarning", "resolve_strict"]
+__all__ = [
+    "MisuseReporter",
+    "MlGoodputMisuseError",
+    "MlGoodputWarning",
+    "misuse",
+    "reset_warned",
+    "resolve_strict",
+]
 
 log = logging.getLogger("mlgoodput")
 
@@ -64,3 +72,54 @@ class MisuseReporter:
             return
         log.warning("%s (misuse kind %r; warned once per kind)", text, kind)
         warnings.warn(text, MlGoodputWarning, stacklevel=4)
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def misuse(
+    call: str,
+    argument: str,
+    value: object,
+    message: str,
+    *,
+    strict: bool | None = None,
+    kind: str | None = None,
+) -> None:
+    """Report misuse of `call(argument=value)` by a module-level call (no owner object).
+
+    Warns (an `MlGoodputWarning` and a log line) once per (call, kind), `kind` defaulting to
+    the argument's name. Strict mode (`strict=True`, or `$MLGOODPUT_STRICT` when None)
+    raises `MlGoodputMisuseError`, a ValueError, instead.
+    """
+    text = f"{call}({argument}={value!r}): {message}"
+    k = kind if kind is not None else argument
+    if resolve_strict(strict):
+        raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {k!r}]")
+    key = (call, k)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning("%s (misuse kind %r; warned once per kind)", text, k)
+    warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The `stacklevel` that points a warning at the first caller outside mlgoodput."""
+    level = 1
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def reset_warned() -> None:
+    """Forget which kinds `misuse` has warned about (tests use it to see each warning again)."""
+    with _warned_lock:
+        _warned.clear()
