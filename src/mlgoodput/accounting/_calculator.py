@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import logging
 import math
@@ -87,6 +88,7 @@ class GoodputCalculator:
         self._engine = Engine(stall_factor=stall_factor)
         self._cursor = 0
         self._lock = threading.Lock()
+        self._seed_cache: _SeedSteps | None = None
 
     @property
     def store(self) -> Store:
@@ -251,7 +253,7 @@ class GoodputCalculator:
         times = self._seed_step_times()
         if not times:
             raise ValueError(f"job {self.job_name!r}: no step times available to compute a step deviation")
-        ideal = ideal_arg if ideal_arg is not None else _seed_ideal(list(times.values()))
+        ideal = ideal_arg if ideal_arg is not None else self._seed_ideal(times)
         if not ideal:
             raise ValueError(f"job {self.job_name!r}: no ideal step time available (every step is under 1 s)")
         return {step: abs(t - ideal) for step, t in times.items()}
@@ -279,7 +281,7 @@ class GoodputCalculator:
         }
         badput.update(r.overlapped_s)
         times = self._seed_step_times()
-        ideal = _seed_ideal(list(times.values())) if times else None
+        ideal = self._seed_ideal(times) if times else None
         deviation = {step: abs(t - ideal) for step, t in times.items()} if ideal else {}
         return {
             "goodput_time": {GoodputType.TOTAL: r.productive_s},
@@ -315,7 +317,8 @@ class GoodputCalculator:
 
     def _seed_step_times(self) -> dict[int, float]:
         """The seed's step times: start of step n+1 minus start of step n, for consecutive step
-        numbers of the lead host in time order (a restart breaks the chain)."""
+        numbers of the lead host in time order (a restart breaks the chain). Kept between
+        calls: steps appended since the last call cost only themselves (read-only result)."""
         with self._lock:
             self._refresh()
             tl = self._engine.timeline
@@ -323,12 +326,43 @@ class GoodputCalculator:
             if lead is None:
                 return {}
             log_ = tl.hosts[lead]
-            times, nums = list(log_.times), list(log_.nums)
-        out: dict[int, float] = {}
-        for i in range(1, len(nums)):
-            if nums[i] == nums[i - 1] + 1:
-                out[int(nums[i - 1])] = times[i] - times[i - 1]
-        return out
+            times, nums = log_.times, log_.nums
+            n = len(times)
+            c = self._seed_cache
+            if c is not None and c.lead == lead and 0 < c.n <= n and times[c.n - 1] == c.last_time \
+                    and nums[c.n - 1] == c.last_num:
+                out, start = c.times, c.n
+            else:
+                out, start = {}, 1
+            for i in range(max(start, 1), n):
+                if nums[i] == nums[i - 1] + 1:
+                    out[int(nums[i - 1])] = times[i] - times[i - 1]
+            if n and (c is None or c.times is not out or c.n != n):
+                self._seed_cache = _SeedSteps(lead, n, times[n - 1], nums[n - 1], out)
+            return out
+
+    def _seed_ideal(self, step_times: dict[int, float]) -> float | None:
+        """The seed's ideal step time of `step_times`, computed once per new set of steps."""
+        c = self._seed_cache
+        if c is not None and c.times is step_times and c.ideal_n == c.n:
+            return c.ideal
+        ideal = _seed_ideal(list(step_times.values()))
+        if c is not None and c.times is step_times:
+            c.ideal, c.ideal_n = ideal, c.n
+        return ideal
+
+
+@dataclasses.dataclass(slots=True)
+class _SeedSteps:
+    """What `_seed_step_times` derived so far, and where it stopped."""
+
+    lead: int
+    n: int
+    last_time: float
+    last_num: int
+    times: dict[int, float]
+    ideal: float | None = None
+    ideal_n: int = -1  # the `n` that `ideal` was computed for
 
 
 def _productive_step(r: GoodputReport, window: bool = False) -> int:
