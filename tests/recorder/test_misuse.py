@@ -67,7 +67,12 @@ def test_end_without_start_is_recorded_and_warned_once(caplog: pytest.LogCapture
     def misuse(r: Rec) -> None:
         r.record_tpu_init_end_time(at(1))
 
-    _run("end_without_start", misuse, [("ACCEL_INIT_END", None)] * 2, "record_tpu_init_end_time(end_time=")
+    r = _run("end_without_start", misuse, [("ACCEL_INIT_END", None)] * 2, "record_tpu_init_end_time(end_time=")
+    calc = goodput.GoodputCalculator(r.job_name, r.logger_name, store=r.store_url, clock=lambda: at(4).timestamp())
+    rep = calc.report()  # the spec: an end without a start is ignored
+    assert rep.total_s == pytest.approx(4.0)
+    assert rep.badput_s[goodput.BadputType.TPU_INITIALIZATION] == 0.0
+    assert rep.badput_s[goodput.BadputType.OTHER] == pytest.approx(4.0)
     lines = [rec.getMessage() for rec in caplog.records if "end_without_start" in rec.getMessage()]
     assert len(lines) == 1 and "GoodputRecorder.record_tpu_init_end_time(end_time=datetime" in lines[0]
 
