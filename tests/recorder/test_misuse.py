@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +122,20 @@ class _StepStarted(Rec):
     def record_job_start_time(self, start_time: dt.datetime | None = None) -> None:
         super().record_job_start_time(start_time)
         self.record_step_start_time(7, at(2))
+
+
+def test_the_warning_points_at_the_callers_line() -> None:
+    r = _recorder(f"memory://stack-{next(_ids)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.record_step_start_time(5, at(1)); line = sys._getframe().f_lineno  # noqa: E702
+        r.record_step_start_time(3, at(2)); line_back = sys._getframe().f_lineno  # noqa: E702
+        r.record_step_start_time(-1); line_bad = sys._getframe().f_lineno  # noqa: E702
+        r.record_job_end_time("later"); line_time = sys._getframe().f_lineno  # type: ignore[arg-type] # noqa: E702
+    assert [(w.filename, w.lineno) for w in caught] == [
+        (__file__, line_back), (__file__, line_bad), (__file__, line_time), (__file__, line_time)]
+    assert line < line_back
+    r.close()
 
 
 def test_steps_going_back_are_recorded() -> None:
