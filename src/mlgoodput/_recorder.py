@@ -98,9 +98,9 @@ class GoodputRecorder:
         self.logger_name = check_name(logger_name, "logger_name")
         self.logging_enabled = bool(logging_enabled)
         self.strict = resolve_strict(strict)
-        self.background_grace_period_s = _check_positive(background_grace_period_s, "background_grace_period_s")
-        self.background_batch_size = int(_check_positive(background_batch_size, "background_batch_size", integer=True))
-        self.background_max_latency_s = _check_positive(background_max_latency_s, "background_max_latency_s")
+        self.background_grace_period_s = _positive_setting(background_grace_period_s, "background_grace_period_s")
+        self.background_batch_size = int(_positive_setting(background_batch_size, "background_batch_size", integer=True))
+        self.background_max_latency_s = _positive_setting(background_max_latency_s, "background_max_latency_s")
         if cloud_logger is not None and store is not None:
             raise ValueError(
                 f"pass either cloud_logger or store, not both (got cloud_logger={cloud_logger!r}, store={store!r})"
@@ -429,7 +429,7 @@ def _discard(
     """Stands in for the journal when logging is disabled or the recorder is closed."""
 
 
-def _check_positive(value: object, arg: str, *, integer: bool = False) -> float:
+def _positive_setting(value: object, arg: str, *, integer: bool = False) -> float:
     """A configuration number that must be positive (a whole number when `integer`)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         kind = "a positive integer" if integer else "a positive number"

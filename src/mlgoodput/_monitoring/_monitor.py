@@ -149,6 +149,7 @@ class GoodputMonitor:
         all_exporters.extend(exporters)
         self.exporters = all_exporters
         self._proc: ExporterProcess | None = None
+        self._sources: dict[str, GoodputSource] = {}  # the last source each uploader ran
         if self.monitoring_enabled:
             if not all_exporters:
                 log.warning("GoodputMonitor(%s): no exporters configured; nothing will be uploaded", job_name)
@@ -183,18 +184,28 @@ class GoodputMonitor:
             return
         proc.start()  # raises on a bad exporter (a port in use, ...)
         proc.add_source(key, source)
+        self._sources[key] = source
         log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)
 
     def _stop(self, key: str, skip_final_flush: bool | None, timeout_s: float | None) -> bool:
         proc = self._proc
         if proc is None:
             return True
+        skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
         if not proc.has_source(key):
+            source = self._sources.get(key) or (self._source(key) if key in (_CUMULATIVE, _STEP_DEVIATION) else None)
+            cold = not skip and source is not None
             self._misuse.report("uploader_not_running", f"stop_{key}_uploader", "job_name", self.job_name,
                                 f"the {key} goodput uploader of job {self.job_name!r} is not running;"
-                                " the call did nothing")
-            return True
-        skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
+                                + (" one final upload, as the seed does" if cold else " the call did nothing"))
+            if not cold:
+                return True
+            try:  # the seed's cold final flush: one query and upload, bounded by the timeout
+                proc.start()
+                proc.add_source(key, source)  # type: ignore[arg-type]
+            except Exception as e:  # a stop never raises into the caller for a backend
+                log.warning("GoodputMonitor(%s): the final %s upload could not start: %s", self.job_name, key, e)
+                return False
         timeout = self.stop_timeout_s if timeout_s is None else timeout_s
         import time
 
