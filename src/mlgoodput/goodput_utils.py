@@ -15,10 +15,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from mlgoodput.accounting._report import BadputType, GoodputType
-from mlgoodput.export._gcp import GCPOptions
+
+if TYPE_CHECKING:
+    from mlgoodput.export._gcp import GCPOptions
 
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
@@ -297,3 +299,13 @@ def get_accelerator_type() -> str:
 def get_cluster_name() -> str | None:
     """The GKE cluster name from the metadata server, or None."""
     return get_gcp_metadata("instance", "attributes/cluster-name")
+
+
+def __getattr__(name: str) -> Any:
+    """`GCPOptions` loads with the exporters on first use, so importing `goodput` stays light."""
+    if name == "GCPOptions":
+        from mlgoodput.export._gcp import GCPOptions
+
+        globals()["GCPOptions"] = GCPOptions
+        return GCPOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
