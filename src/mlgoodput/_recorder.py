@@ -180,6 +180,12 @@ class GoodputRecorder:
         self._misuse.report("bad_name", call, arg, name, f"not a non-empty string; recorded as {fixed!r}")
         return fixed
 
+    def _unrecordable(self, call: str, value: object, error: Exception) -> None:
+        arg = "step" if isinstance(value, int) else "custom_badput_event_type"
+        text = repr(value)
+        shown = value if len(text) <= 100 else _Shown(f"{text[:60]}... ({len(text)} characters)")
+        self._misuse.report("unrecordable", call, arg, shown, f"cannot be journaled ({error}); not recorded")
+
     def _dropped_when_closed(self, call: str) -> bool:
         if self._closed:
             self._misuse.report("closed", call, "job_name", self.job_name, "the recorder is closed; the event was not recorded")
@@ -196,7 +202,10 @@ class GoodputRecorder:
             self._misuse.report("start_twice", call, "start_time", t,
                                 "started again before its end was recorded; recorded (both run to the next end)")
         self._open.add(k)  # one set operation: atomic under the GIL, no lock needed
-        self._append(kind, ts, step, None, name)
+        try:
+            self._append(kind, ts, step, None, name)
+        except ValueError as e:  # a value the journal cannot hold (a huge step or name)
+            self._unrecordable(call, step if name is None else name, e)
 
     def _end(self, start: Kind, end: Kind, t: object, call: str, key: Any = None,
              step: int | None = None, name: str | None = None, arg: str = "end_time") -> None:
@@ -211,7 +220,10 @@ class GoodputRecorder:
                 "no matching start was recorded by this recorder (a duplicate end, or its start is"
                 " elsewhere); recorded anyway: the accounting ignores an end without a start",
             )
-        self._append(end, ts, step, None, name)
+        try:
+            self._append(end, ts, step, None, name)
+        except ValueError as e:
+            self._unrecordable(call, step if name is None else name, e)
 
     # -- job -----------------------------------------------------------------------------
     def record_job_start_time(self, start_time: _dt.datetime | None = None) -> None:
@@ -280,9 +292,13 @@ class GoodputRecorder:
                 f"step number went back (last started: {self._last_step}) without a new"
                 " record_job_start_time; recorded",
             )
+        try:
+            self._append(_STEP_START, ts, step)
+        except ValueError as e:  # a step beyond 64 bits: costs nothing until it happens
+            self._unrecordable("record_step_start_time", step, e)
+            return
         self._last_step = step
         self._open_step = step
-        self._append(_STEP_START, ts, step)
 
     def record_step_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
         """Step `step` ended (optional: without it a step ends at the next step start)."""
@@ -304,7 +320,10 @@ class GoodputRecorder:
                 f"step {s} is not the running step (last started: {running!r}); recorded anyway:"
                 " the accounting ignores an end without a start",
             )
-        self._append(Kind.STEP_END, ts, s)
+        try:
+            self._append(Kind.STEP_END, ts, s)
+        except ValueError as e:
+            self._unrecordable(call, s, e)
 
     # -- custom badput -------------------------------------------------------------------
     def record_custom_badput_event_start_time(
@@ -427,6 +446,16 @@ def _discard(
     attrs: dict[str, Any] | None = None,
 ) -> None:
     """Stands in for the journal when logging is disabled or the recorder is closed."""
+
+
+class _Shown:
+    """A value as a warning shows it (a long one cut short)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _positive_setting(value: object, arg: str, *, integer: bool = False) -> float:

@@ -63,8 +63,12 @@ class ElasticGoodputRecorder(GoodputRecorder):
         ts = self._time(timestamp, call, "timestamp")
         if self._closed and self._dropped_when_closed(call):
             return
-        self._append(Kind.SLICE_COUNTS, ts, None, None, None,
-                     {"active": active, "total": total, "available": available})
+        try:
+            self._append(Kind.SLICE_COUNTS, ts, None, None, None,
+                         {"active": active, "total": total, "available": available})
+        except ValueError as e:  # counts beyond what the journal holds
+            self._misuse.report("unrecordable", call, "total_slices", total_slices,
+                                f"cannot be journaled ({e}); not recorded")
 
     def _event_type(self, event_type: object, call: str) -> str | None:
         if event_type in ELASTIC_EVENT_TYPES:

@@ -190,6 +190,20 @@ def test_a_time_that_is_not_a_time_is_recorded_now(when: object) -> None:
     assert r.misuse_counts == {"bad_time": 2}
 
 
+def test_a_value_the_journal_cannot_hold_is_dropped() -> None:
+    r = _recorder(f"memory://unrecordable-{next(_ids)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.record_step_start_time(2**70, at(1))
+        r.record_custom_badput_event_start_time(at(2), "x" * 200_000)
+        r.record_step_start_time(4, at(3))
+    assert len(caught) == 1 and "cannot be journaled" in str(caught[0].message)
+    assert len(str(caught[0].message)) < 400
+    assert r.misuse_counts == {"unrecordable": 2}
+    r.close()
+    assert [(e.kind, e.step) for e in _events(r.store_url, r.job_name)] == [(Kind.STEP_START, 4)]
+
+
 def test_unix_seconds_are_a_time() -> None:
     r = _recorder("memory://unix-seconds")
     r.record_job_start_time(1_700_000_000.0)  # type: ignore[arg-type]
