@@ -1,8 +1,8 @@
 """mlgoodput: where the accelerator time of ML training jobs goes.
 
 The public modules are `mlgoodput.goodput` (recorder and calculator), `goodput_utils`,
-`goodput_elastic`, `monitoring`, `monitoring_elastic`, `export`, `jax`, `diagnostics`,
-`console`, `store`, `accounting` and `testing`. Importing this package imports none of
+`goodput_elastic`, `monitoring`, `monitoring_elastic`, `export`, `flops`, `jax`,
+`diagnostics`, `console`, `store`, `accounting` and `testing`. Importing this package imports none of
 them: each loads on first attribute access (`mlgoodput.goodput`), so `import mlgoodput`
 stays fast.
 """
@@ -21,6 +21,7 @@ _LAZY_MODULES = frozenset({
     "diagnostics",
     "events",
     "export",
+    "flops",
     "goodput",
     "goodput_elastic",
     "goodput_utils",

@@ -3,6 +3,7 @@
 from mlgoodput.accounting._calculator import GoodputCalculator
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._productivity import CostStats, Productivity
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -15,11 +16,13 @@ from mlgoodput.accounting._report import (
 __all__ = [
     "PARTITION_BUCKETS",
     "BadputType",
+    "CostStats",
     "ElasticGoodputCalculator",
     "Engine",
     "GoodputCalculator",
     "GoodputReport",
     "GoodputType",
     "HostStepStats",
+    "Productivity",
     "SliceEfficiency",
 ]

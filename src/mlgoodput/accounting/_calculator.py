@@ -15,6 +15,8 @@ from typing import Any
 
 from mlgoodput._journal import Journal, recover_journals
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
@@ -87,6 +89,7 @@ class GoodputCalculator:
         self._stall_factor = stall_factor
         self._engine = Engine(stall_factor=stall_factor)
         self._cursor = 0
+        self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
         self._seed_cache: _SeedSteps | None = None
 
@@ -134,7 +137,10 @@ class GoodputCalculator:
             else:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
-            return engine.report(self.job_name, self.logger_name, q, a, b, ideal)
+            return _with_productivity(
+                engine, engine.report(self.job_name, self.logger_name, q, a, b, ideal), q, a,
+                self._facts if engine is self._engine else None,
+            )
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
@@ -166,7 +172,10 @@ class GoodputCalculator:
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
             return {
-                int(w): engine.report(self.job_name, self.logger_name, q, q - w, q, ideal)
+                int(w): _with_productivity(
+                    engine, engine.report(self.job_name, self.logger_name, q, q - w, q, ideal), q, q - w,
+                    self._facts if engine is self._engine else None,
+                )
                 for w in ws
             }
 
@@ -420,6 +429,16 @@ def retention_period(value: object) -> _dt.timedelta | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return _dt.timedelta(seconds=value)
     raise TypeError(f"max_logs_retention_period must be a datetime.timedelta, seconds or None, got {value!r}")
+
+
+def _with_productivity(
+    engine: Engine, r: GoodputReport, q: float, start: float | None, cache: FactsCache | None = None
+) -> GoodputReport:
+    """The report with its productivity figures (docs/accounting.md, "Productivity")."""
+    facts = facts_from_timeline(engine.timeline, q, cache)
+    if facts.empty:
+        return r
+    return dataclasses.replace(r, productivity=productivity(facts, r, start))
 
 
 def _check_ideal(v: float | None) -> float | None:
