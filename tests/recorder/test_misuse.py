@@ -268,6 +268,8 @@ STRICT_CASES: list[tuple[str, Misuse]] = [
     ("bad_time", lambda r: r.record_job_start_time("now")),  # type: ignore[arg-type]
     ("bad_name", lambda r: r.record_custom_badput_event_start_time(custom_badput_event_type="")),
     ("step_end", lambda r: r.record_step_end_time(3)),
+    ("bad_flops", lambda r: r.record_step_flops("many")),  # type: ignore[arg-type]
+    ("bad_submit_time", lambda r: r.record_job_submit_time("yesterday")),  # type: ignore[arg-type]
 ]
 
 
