@@ -151,7 +151,7 @@ class JobView:
         self.pieces: dict[tuple[float, float], dict[int, tuple[float, float, int, float, float, bool, int]]] = {}
         self._changes: list[tuple[int, float]] = []  # (events after an ingest, its earliest non-step time)
         self.gen = 0  # bumped by a restart, a job end or a late step: every cached figure is redone
-        self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest))
+        self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest), clock=clock)
 
     # -- ingest (called from inside the calculator's read) ---------------------------------
     def _ingest(self, res: ReadResult) -> None:

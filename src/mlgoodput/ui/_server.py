@@ -17,6 +17,8 @@ import re
 import secrets
 import socket
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -57,12 +59,12 @@ class UIServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
-                 stale_after_s: float = 120.0) -> None:
+                 stale_after_s: float = 120.0, clock: Callable[[], float] = time.time) -> None:
         self.loopback = is_loopback(host)
         if not self.loopback and not token:
             token = secrets.token_urlsafe(24)
         self.token = token
-        self.api = Api(store, stale_after_s=stale_after_s)
+        self.api = Api(store, stale_after_s=stale_after_s, clock=clock)
         family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
         self.address_family = family
         super().__init__((host.strip("[]"), port), _Handler)

@@ -206,7 +206,9 @@ async function jobsPage() {
     rows = d.jobs;
     if (!rows.length) { body.replaceChildren(el("div", { class: "empty", text: "No jobs in this store yet. Record one with GoodputRecorder, or run `make demo`." })); return; }
     draw();
-    setLive(rows.some((r) => r.status === "running" || r.status === "loading"));
+    const loading = rows.some((r) => r.status === "loading");
+    setLive(loading || rows.some((r) => r.status === "running"));
+    if (loading) setTimeout(() => load().catch(() => {}), 300);  // rows still being computed
   }
   await load();
   every(4000, () => load().catch(() => {}));
@@ -255,7 +257,7 @@ function headlineCard(d) {
     el("div", { class: "tools" }, el("label", {}, showZeros, " show empty buckets")),
     el("table", { id: "breakdown" }, el("thead", {}, el("tr", {}, el("th", { text: "Where the time went" }), el("th", { class: "num", text: "Seconds" }), el("th", { class: "num", text: "%" }))), tbody));
 }
-function kpi(v, k) { return el("div", { class: "kpi" }, el("div", { class: "v", text: v }), el("div", { class: "k", text: k })); }
+function kpi(v, k) { return el("div", { class: "kpi", "data-kpi": k }, el("div", { class: "v", text: v }), el("div", { class: "k", text: k })); }
 
 function timelineCard() {
   const box = el("div", { class: "timeline", id: "timeline" });
