@@ -170,7 +170,7 @@ def test_missing_chart_files_are_named_with_the_build_command(tmp_path: Path, mo
     monkeypatch.setattr(_server, "VENDOR", tmp_path / "none")
     assert _server.assets_missing() == ["uPlot.iife.min.js", "uPlot.min.css"]
     srv = serve(store)
-    status, body, _ = get(srv.url + "api/health")
+    _, body, _ = get(srv.url + "api/health")
     assert body["assets_missing"] and "make ui-assets" in body["build_hint"]
 
 

@@ -15,11 +15,11 @@ from urllib.parse import quote
 import pytest
 from test_api import cli_report, expected_phases
 from ui_helpers import PUBLIC, fill, get, scenario
-from waiting import wait_for
 
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import SQLiteStore
 from mlgoodput.ui._browser import Browser
+from waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

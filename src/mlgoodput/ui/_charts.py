@@ -4,7 +4,6 @@ and goodput over time. Numbers come from the job's calculator; this only lays th
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 from mlgoodput.ui._job import HostSeries, JobView
@@ -193,37 +192,24 @@ def piece_width(total_s: float, max_pieces: int) -> float:
     return float(math.ceil(total_s / max_pieces / 86400) * 86400)
 
 
-def goodput_series(view: JobView, max_points: int, window_s: float | None, budget_s: float = 1.0) -> dict[str, Any]:
+def goodput_series(view: JobView, max_points: int, window_s: float | None, wait_s: float = 0.5) -> dict[str, Any]:
     """Goodput over time: the job cut into round pieces, each piece's productive seconds a
-    windowed report of the job's calculator (with the job's ideal step time, so that the
+    windowed report of the job's accounting (with the job's ideal step time, so that the
     last cumulative point is the headline figure). Cumulative goodput at t is the sum over
     the pieces before t; the rolling one sums the pieces of the last `window_s` (rounded to
-    whole pieces). Pieces already computed are kept, so a live page computes only the
-    newest; within `budget_s` it returns what it has (`complete` false: ask again)."""
+    whole pieces). Pieces are computed by a background thread and kept, so a live page
+    computes only the newest; this waits up to `wait_s` for them, then returns what there
+    is (`complete` false: ask again)."""
     r = view.report()
     if r.total_s <= 0:
         return {"x": [], "cumulative": [], "rolling": [], "window_s": window_s, "piece_s": None,
                 "complete": True}
     t0, t1 = r.start, r.end
     width = piece_width(t1 - t0, max(4, max_points))
-    ideal = r.ideal_step_time_s
-    deadline = time.perf_counter() + budget_s
-    pieces = view.pieces.setdefault((t0, width), {})
     n = max(1, math.ceil((t1 - t0) / width))
-    done = True
-    with view.lock:
-        for k in range(n):
-            a, b = t0 + k * width, min(t1, t0 + (k + 1) * width)
-            have = pieces.get(k)
-            if (have is not None and have[0] == b and abs(have[1] - ideal) <= 0.01 * ideal
-                    and have[5] and view.settled(b, have[2], have[6])):
-                continue
-            if time.perf_counter() > deadline:
-                done = False
-                break
-            rep = view.calc.report(a, b, configured_ideal_step_time=ideal)
-            pieces[k] = (b, ideal, view.events, rep.productive_s, rep.total_s,
-                         b <= view.settled_until(), view.gen)
+    plan = (t0, t1, width, n, r.ideal_step_time_s)
+    done = view.pieces_for(plan, wait_s)
+    pieces = view.pieces.get((t0, width), {})
     xs: list[float] = []
     cum: list[float | None] = []
     roll: list[float | None] = []

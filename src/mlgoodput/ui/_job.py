@@ -77,6 +77,45 @@ class _Tee:
         pass  # the server owns the store
 
 
+class _HostOnly:
+    """A store that shows one host's events of every stream it reads (for the lead host's
+    windowed reports)."""
+
+    def __init__(self, store: Store, host: int) -> None:
+        self._store = store
+        self._host = host
+        self.url = store.url
+
+    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        self._store.append(namespace, job, batch)
+
+    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
+        res = self._store.read(namespace, job, cursor)
+        parts = []
+        for c in res.parts:
+            hosts = c.hosts
+            if hosts.count(self._host) == len(hosts):
+                parts.append(c)
+                continue
+            keep = bytes(1 if h == self._host else 0 for h in hosts)
+            if not any(keep):
+                continue
+            sel = list(itertools.compress(range(len(hosts)), keep))
+            parts.append(Columns(
+                bytearray(itertools.compress(c.kinds, keep)), array("d", itertools.compress(c.times, keep)),
+                array("i", itertools.compress(hosts, keep)), array("q", itertools.compress(c.steps, keep)),
+                array("d", itertools.compress(c.values, keep)),
+                None if c.names is None else [c.names[i] for i in sel],
+                None if c.attrs is None else [c.attrs[i] for i in sel]))
+        return ReadResult(parts, res.cursor)
+
+    def jobs(self) -> list[JobInfo]:
+        return self._store.jobs()
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass(slots=True)
 class HostSeries:
     """One host's step starts (time order) and its other events."""
@@ -151,6 +190,13 @@ class JobView:
         self.pieces: dict[tuple[float, float], dict[int, tuple[float, float, int, float, float, bool, int]]] = {}
         self._changes: list[tuple[int, float]] = []  # (events after an ingest, its earliest non-step time)
         self.gen = 0  # bumped by a restart, a job end or a late step: every cached figure is redone
+        self._store = store
+        self._finished = False
+        self._piece_lock = threading.Lock()
+        self._piece_thread: threading.Thread | None = None
+        self._plan: tuple[float, float, float, int, float] | None = None
+        self._pieces_done: tuple[float, float, float, int, float] | None = None
+        self._lead_calc: tuple[int, GoodputCalculator] | None = None
         self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest), clock=clock)
 
     # -- ingest (called from inside the calculator's read) ---------------------------------
@@ -163,6 +209,67 @@ class JobView:
         if s is None:
             s = self.hosts[h] = HostSeries()
         return s
+
+    # -- goodput over time: pieces computed in the background --------------------------------
+    def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
+        """Have the pieces of `plan` (start, end, width, count, ideal) computed; True when all
+        are there (after waiting up to `wait_s` for the background thread)."""
+        with self._piece_lock:
+            self._plan = plan
+            if self._piece_thread is None or not self._piece_thread.is_alive():
+                self._piece_thread = threading.Thread(target=self._compute_pieces, name="mlgoodput-ui-pieces",
+                                                      daemon=True)
+                self._piece_thread.start()
+        deadline = time.monotonic() + wait_s
+        while True:
+            if self._pieces_done == plan:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def _fresh(self, have: tuple[float, float, int, float, float, bool, int] | None, b: float, ideal: float) -> bool:
+        return (have is not None and have[0] == b and abs(have[1] - ideal) <= 0.01 * ideal
+                and have[5] and self.settled(b, have[2], have[6]))
+
+    def _compute_pieces(self) -> None:
+        while True:
+            plan = self._plan
+            if plan is None:
+                return
+            t0, t1, width, n, ideal = plan
+            pieces = self.pieces.setdefault((t0, width), {})
+            for k in range(n):
+                if self._plan != plan:
+                    break  # a newer request: start over with it
+                a, b = t0 + k * width, min(t1, t0 + (k + 1) * width)
+                if self._fresh(pieces.get(k), b, ideal):
+                    continue
+                try:
+                    rep = self._series_calc().report(a, b, configured_ideal_step_time=ideal)
+                except Exception:  # the store failed now: the next request retries
+                    return
+                with self.lock:
+                    pieces[k] = (b, ideal, self.events, rep.productive_s, rep.total_s,
+                                 b <= self.settled_until(), self.gen)
+            else:
+                with self._piece_lock:
+                    self._pieces_done = plan
+                    if self._plan == plan:
+                        self._piece_thread = None
+                        return
+
+    def _series_calc(self) -> GoodputCalculator:
+        """The calculator for windowed reports. With several hosts, one that reads only the
+        lead host: the partition is the lead host's (spec: Hosts), and it skips the per-host
+        statistics that every report of the full job recomputes."""
+        lead = self.lead()
+        if len(self.hosts) <= 1 or lead is None:
+            return self.calc
+        if self._lead_calc is None or self._lead_calc[0] != lead:
+            st = _HostOnly(self._store, lead)
+            self._lead_calc = (lead, GoodputCalculator(self.job, self.logger, store=st, clock=self._clock))
+        return self._lead_calc[1]
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been
@@ -252,10 +359,25 @@ class JobView:
             return r
 
     def report(self, max_age_s: float = 1.0) -> GoodputReport:
+        """The latest report: recomputed when older than `max_age_s`, except for a finished job
+        whose store holds nothing new (its report cannot change)."""
         with self.lock:
-            if self._report is None or self._clock() - self._report_time > max_age_s:
-                return self.refresh()
-            return self._report
+            r = self._report
+            if r is not None:
+                if self._clock() - self._report_time <= max_age_s:
+                    return r
+                if self._finished and self._stored_events() == self.events:
+                    self._report_time = self._clock()
+                    return r
+            r = self.refresh()
+            self._finished = self.status() == "finished"
+            return r
+
+    def _stored_events(self) -> int:
+        for j in self._store.jobs():
+            if j.namespace == self.logger and j.job == self.job:
+                return j.events
+        return -1
 
     def _cached(self, key: Any, make: Callable[[], Any]) -> Any:
         hit = self._cache.get(key)
@@ -329,7 +451,8 @@ class JobView:
     # -- the job page ----------------------------------------------------------------------
     def detail(self) -> dict[str, Any]:
         r = self.report()
-        return self._cached(("detail", r.end), lambda: self._detail(r))
+        out: dict[str, Any] = self._cached(("detail", r.end), lambda: self._detail(r))
+        return out
 
     def _detail(self, r: GoodputReport) -> dict[str, Any]:
         lead = self.lead()

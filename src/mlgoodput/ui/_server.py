@@ -72,8 +72,8 @@ class UIServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        host, port = str(self.server_address[0]), int(self.server_address[1])
+        shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{port}/"
         return base + (f"?token={quote(self.token)}" if self.token else "")
 

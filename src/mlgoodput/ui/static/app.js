@@ -418,6 +418,7 @@ async function jobPage(job) {
   drawHead();
   await Promise.all([loadTimeline(), loadSteps()]);
   document.body.dataset.jobReady = "1";
+  window.__jobReadyAt = performance.now();  // for bench/bench_ui.py: page start to charts drawn
   loadGoodput().catch(() => {});
   if (d.status === "running" || d.status === "stale") {
     every(2500, async () => {
