@@ -196,3 +196,21 @@ def test_cli_ui_on_a_missing_store_is_one_line_and_creates_nothing(tmp_path: Pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no store at" in err[0]
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("name", ["s8_multihost_duplicates", "s4_disruption_restart", "s7_crash_loop"])
+def test_goodput_over_time_adds_up_to_the_report(name: str, store: SQLiteStore, serve: Any) -> None:
+    """The pieces (windowed reports; of the lead host alone when there are several) add up
+    to the headline figure."""
+    tl = scenario(name)
+    fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    base = f"{srv.url}api/jobs/{quote(tl.job_name)}"
+    _, rep, _ = get(base + "/report")
+    for _ in range(100):
+        status, g, _ = get(base + "/goodput?points=40&window=60")
+        if g["complete"]:
+            break
+    assert status == 200 and g["complete"]
+    assert g["cumulative"][-1] == pytest.approx(rep["goodput_pct"], abs=1e-6)
+    assert all(0 <= v <= 100 for v in g["rolling"] if v is not None)

@@ -89,6 +89,14 @@ class Api:
     def close(self) -> None:
         self._warm.put(None)
 
+    def warm_all(self) -> None:
+        """Read every job of the store in the background now (a long job's first read is its
+        slowest), so that pages open on warm views."""
+        try:
+            self.jobs()
+        except Exception:  # a store that fails now: the pages retry
+            pass
+
     # -- views -----------------------------------------------------------------------------
     def _view(self, logger: str, job: str) -> JobView:
         key = (logger, job)

@@ -11,6 +11,7 @@ from mlgoodput.ui._reduce import BLOCK
 
 STALL_FACTOR = 3.0  # the accounting's default: a step longer than 3x the ideal is a stall
 MAX_STALLS = 400
+MAX_HOST_LANES = 16  # beyond this, the timeline shows the lead host and the worst stragglers
 
 
 def _stalls(hs: HostSeries, threshold: float, i0: int, i1: int) -> list[tuple[float, float, int]]:
@@ -88,8 +89,16 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
                          "label": "crash and recovery"})
         lanes.append({"lane": f"attempt {a['attempt']}", "kind": "attempt", "attempt": a["attempt"],
                       "segments": _reduce_lane(segs, px)})
+    hidden = 0
     if len(view.hosts) > 1:
-        for h, hsh in sorted(view.hosts.items()):
+        shown = sorted(view.hosts)
+        if len(shown) > MAX_HOST_LANES:  # the stragglers (most seconds beyond the ideal) and the lead
+            lost = {row["host"]: row["lost_s"] for row in view._host_rows(r)}
+            top = sorted(shown, key=lambda h: -lost.get(h, 0.0))[: MAX_HOST_LANES - 1]
+            shown = sorted(set(top) | {lead})
+            hidden = len(view.hosts) - len(shown)
+        for h in shown:
+            hsh = view.hosts[h]
             segs = []
             for a in atts:
                 i0 = _index(hsh, a["start"])
@@ -100,7 +109,7 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
                 for st, d, step in _stalls(hsh, threshold, i0, max(i0, i1 - 1))[:MAX_STALLS]:
                     segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
             lanes.append({"lane": f"host {h}", "kind": "host", "host": h, "segments": _reduce_lane(segs, px)})
-    return {"start": t0, "end": t1, "lanes": lanes}
+    return {"start": t0, "end": t1, "lanes": lanes, "hidden_hosts": hidden}
 
 
 def _index(hs: HostSeries, t: float) -> int:

@@ -40,12 +40,19 @@ class Blocks:
         i = self.done
         while i < total:
             j = min(total, i + BLOCK)
-            chunk = [v for v in ys[i:j] if not math.isnan(v)]
+            seg = ys[i:j]
+            s = sum(seg)
+            if s == s:  # no nan in the block (the common case): C-level min and max
+                n, lo, hi = j - i, min(seg), max(seg)
+            else:
+                chunk = [v for v in seg if not math.isnan(v)]
+                n, s = len(chunk), sum(chunk)
+                lo, hi = (min(chunk), max(chunk)) if chunk else (math.nan, math.nan)
             self.x.append(xs[i])
-            self.n.append(len(chunk))
-            self.sum.append(sum(chunk))
-            self.lo.append(min(chunk) if chunk else math.nan)
-            self.hi.append(max(chunk) if chunk else math.nan)
+            self.n.append(n)
+            self.sum.append(s)
+            self.lo.append(lo)
+            self.hi.append(hi)
             if j - i < BLOCK:
                 self.tail = j - i
             i = j

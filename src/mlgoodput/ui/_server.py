@@ -262,6 +262,7 @@ def serve(store: Store, host: str, port: int, *, out: Any = None, stale_after_s:
     import sys
 
     srv = UIServer(store, host, port, stale_after_s=stale_after_s)
+    srv.api.warm_all()
     out = out or sys.stdout
     missing = assets_missing()
     print(f"mlgoodput ui: serving {store.url} at {srv.url}", file=out, flush=True)

@@ -266,7 +266,7 @@ function timelineCard() {
 }
 function drawTimeline(tl, box, legend) {
   const W = Math.max(600, box.clientWidth || 1000);
-  const laneH = 22, gap = 6, left = 92, right = 10, top = 4;
+  const laneH = 26, gap = 6, left = 92, right = 10, top = 4;
   const lanes = tl.lanes;
   const axisH = 22;
   const H = top + lanes.length * (laneH + gap) + axisH;
@@ -306,7 +306,8 @@ function drawTimeline(tl, box, legend) {
   }
   box.replaceChildren(s);
   legend.replaceChildren(...Object.entries(PHASES).filter(([k]) => used.has(k)).map(([, [label, color]]) =>
-    el("span", {}, el("span", { class: "sw", style: "background:" + color }), label)));
+    el("span", {}, el("span", { class: "sw", style: "background:" + color }), label)),
+    tl.hidden_hosts ? el("span", { class: "muted", text: "· " + tl.hidden_hosts + " more hosts not drawn (the lanes above are the lead host and the worst stragglers; every host is in the Hosts table)" }) : "");
 }
 
 function table(id, cols, rows, empty) {
@@ -322,6 +323,11 @@ async function jobPage(job) {
   const lq = qs.get("logger") ? "?logger=" + enc(qs.get("logger")) : "";
   const amp = lq ? "&" + lq.slice(1) : "";
   const base = "jobs/" + enc(job);
+  // the charts' data is fetched at once, beside the job's (it does not depend on it)
+  const wMain = Math.max(600, Math.min(1500, document.documentElement.clientWidth) - 84);
+  const firstTimeline = api(base + "/timeline?width=" + wMain + amp);
+  const firstSteps = api(base + "/steps?width=" + Math.round(wMain / 2 - 40) + amp);
+  firstTimeline.catch(() => {}); firstSteps.catch(() => {});
   let d = await api(base + lq);
   const title = el("h1", { text: job });
   const sub = el("div", { class: "sub" });
@@ -354,9 +360,9 @@ async function jobPage(job) {
     tables.replaceChildren(
       el("div", { class: "row" },
         card("Disruptions", "Each crash: the last sign of life, the restart, and the recovery time.", table("disruptions", [
-          ["after attempt", (r) => r.attempt, 1], ["last event", (r) => when(r.crashed_at)], ["restarted", (r) => when(r.restarted_at)],
-          ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at step", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions.")),
-        card("Checkpoints", "Blocking time of each save and restore.", table("checkpoints", [
+          ["attempt", (r) => r.attempt, 1], ["last event", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
+          ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions.")),
+        card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
           ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
       el("div", { class: "row" },
         card("Hosts", "Step statistics per host (the accounting's), and the seconds each spent beyond the ideal step time: stragglers first.", table("hosts", [
@@ -372,32 +378,43 @@ async function jobPage(job) {
           ["time", (r) => when(r.time)], ["active", (r) => num(r.active, 0), 1], ["available", (r) => num(r.available, 0), 1], ["total", (r) => num(r.total, 0), 1]], d.slices, "Not an elastic job."))));
     setLive(d.status === "running");
   }
-  async function loadTimeline() { drawTimeline(await api(base + "/timeline?width=" + Math.round(tlc.box.clientWidth || 1200) + amp), tlc.box, tlc.legend); }
-  async function loadSteps() {
-    const s = await api(base + "/steps?width=" + Math.round(stBox.clientWidth || 700) + amp);
+  async function loadTimeline(pre) { drawTimeline(await (pre || api(base + "/timeline?width=" + Math.round(tlc.box.clientWidth || 1200) + amp)), tlc.box, tlc.legend); }
+  async function loadSteps(pre) {
+    const s = await (pre || api(base + "/steps?width=" + Math.round(stBox.clientWidth || 700) + amp));
     stalls = s.stalls;
     if (!s.x.length) { stBox.replaceChildren(el("div", { class: "empty", text: "No steps yet." })); stPlot = null; return; }
-    const sx = s.x, sy = new Array(sx.length).fill(null);
-    // stalls are drawn as points at their own times, merged into the x axis
-    const xs = sx.slice(), mean = s.mean.slice(), lo = s.min.slice(), hi = s.max.slice(), pts = sy.slice(), ideal = sx.map(() => s.ideal_s);
-    for (const st of stalls) { xs.push(st.time); mean.push(null); lo.push(null); hi.push(null); pts.push(st.seconds); ideal.push(s.ideal_s); }
-    const order = xs.map((_, i) => i).sort((a, b) => xs[a] - xs[b]);
-    const data = [order.map((i) => xs[i]), order.map((i) => mean[i]), order.map((i) => lo[i]), order.map((i) => hi[i]), order.map((i) => ideal[i]), order.map((i) => pts[i])];
+    const sx = s.x;
+    const data = [sx, s.mean, s.min, s.max, sx.map(() => s.ideal_s)];
     const steps = s.step;
-    const stepAt = (t) => { let lo2 = 0, hi2 = sx.length - 1; while (lo2 < hi2) { const m = (lo2 + hi2 + 1) >> 1; if (sx[m] <= t) lo2 = m; else hi2 = m - 1; } return steps[lo2]; };
+    const stepAt = (t) => { let lo = 0, hi = sx.length - 1; while (lo < hi) { const m = (lo + hi + 1) >> 1; if (sx[m] <= t) lo = m; else hi = m - 1; } return steps[lo]; };
     if (stPlot) { stPlot.setData(data); return; }
+    // stalls: red dots at their own times, drawn over the chart (not on its x grid)
+    const stallDots = { hooks: { draw: (u) => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.fillStyle = "#d92d20";
+      for (const st of stalls) {
+        const x = u.valToPos(st.time, "x", true), y = u.valToPos(st.seconds, "y", true);
+        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+        ctx.beginPath(); ctx.arc(x, Math.max(u.bbox.top, y), 3.5 * devicePixelRatio, 0, 2 * Math.PI); ctx.fill();
+      }
+      ctx.restore();
+    } } };
+    const maxStall = stalls.reduce((m, st) => Math.max(m, st.seconds), 0);
     stPlot = plot(stBox, {
       height: 260,
       series: [{ label: "time", value: (u, v) => v === null ? "–" : clock(v) + "  (step " + stepAt(v) + ")" },
-        { label: "step time (mean)", stroke: "#2463eb", width: 1.5, spanGaps: true, value: (u, v) => secs(v) },
-        { label: "min", stroke: "rgba(36,99,235,.25)", spanGaps: true, value: (u, v) => secs(v) },
-        { label: "max", stroke: "rgba(36,99,235,.25)", spanGaps: true, value: (u, v) => secs(v) },
-        { label: "ideal", stroke: "#22a06b", dash: [6, 4], width: 1, value: (u, v) => secs(v) },
-        { label: "stall", stroke: "#d92d20", paths: () => null, points: { show: true, size: 7, fill: "#d92d20" }, value: (u, v) => secs(v) }],
+        { label: "step time (mean)", stroke: "#2463eb", width: 1.5, value: (u, v) => secs(v) },
+        { label: "min", stroke: "rgba(36,99,235,.25)", value: (u, v) => secs(v) },
+        { label: "max", stroke: "rgba(36,99,235,.25)", value: (u, v) => secs(v) },
+        { label: "ideal", stroke: "#22a06b", dash: [6, 4], width: 1, value: (u, v) => secs(v) }],
       bands: [{ series: [3, 2], fill: "rgba(36,99,235,.12)" }],
       axes: [{}, axisSecs()],
-      scales: { y: { distr: 3 } },
+      scales: { y: { distr: 3, range: (u, lo, hi) => [Math.max(1e-6, (lo || s.ideal_s || 1) * 0.8), Math.max(hi || 0, maxStall) * 1.25] } },
+      plugins: [stallDots],
     }, data);
+    stBox.append(el("div", { class: "legend", style: "margin-top:4px" }, el("span", {}, el("span", { class: "sw", style: "background:#d92d20;border-radius:50%" }),
+      stalls.length + " stall" + (stalls.length === 1 ? "" : "s") + " (steps over " + s.stall_factor + "× the ideal)")));
   }
   async function loadGoodput() {
     const g = await api(base + "/goodput?points=120&window=" + windowS + amp);
@@ -416,7 +433,7 @@ async function jobPage(job) {
     if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);
   }
   drawHead();
-  await Promise.all([loadTimeline(), loadSteps()]);
+  await Promise.all([loadTimeline(firstTimeline), loadSteps(firstSteps)]);
   document.body.dataset.jobReady = "1";
   window.__jobReadyAt = performance.now();  // for bench/bench_ui.py: page start to charts drawn
   loadGoodput().catch(() => {});
