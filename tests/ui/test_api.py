@@ -156,6 +156,16 @@ def test_loopback_refuses_foreign_host_names(store: SQLiteStore, serve: Any) -> 
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
 
 
+def test_names_with_slashes_and_spaces(store: SQLiteStore, serve: Any) -> None:
+    tl = scenario("s1_clean_run")
+    tl.job_name = "team/a b?c"
+    fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    status, rep, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name, safe='')}/report")
+    assert status == 200 and rep["job_name"] == "team/a b?c"
+    assert get(f"{srv.url}jobs/{quote(tl.job_name, safe='')}")[0] == 200
+
+
 def test_errors_are_one_json_line(store: SQLiteStore, serve: Any) -> None:
     srv = serve(store)
     status, body, _ = get(srv.url + "api/jobs/nope")

@@ -166,8 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(403, "forbidden: open the URL that `mlgoodput ui` printed (it holds the token)")
             return
         try:
-            if path.startswith("/api/"):
-                self._api(path[len("/api/") :], query)
+            if parts.path.startswith("/api/"):
+                self._api(parts.path[len("/api/") :], query)
             elif path.startswith("/static/"):
                 self._static(path[len("/static/") :])
             elif _PAGES.match(parts.path):
@@ -202,9 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
             ctype += "; charset=utf-8"
         self._send(200, target.read_bytes(), ctype)
 
-    def _api(self, rest: str, q: dict[str, list[str]]) -> None:
+    def _api(self, raw: str, q: dict[str, list[str]]) -> None:
         api = self.server.api
-        seg = rest.split("/")
+        seg = [unquote(x) for x in raw.split("/")]  # split first: a name may hold an encoded "/"
+        rest = "/".join(seg)
         if rest == "health":
             self._json(200, {"ok": True, "assets_missing": assets_missing(), "build_hint": BUILD_HINT})
         elif rest == "jobs":
