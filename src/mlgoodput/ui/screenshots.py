@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 
-def _wait(driver: object, script: str, timeout_s: float = 20.0) -> bool:
+def _wait(driver: object, script: str, timeout_s: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if driver.execute_script(script):  # type: ignore[attr-defined]
@@ -40,7 +40,7 @@ def take(store_url: str, out: Path, job: str | None = None, run: str | None = No
     pages: list[tuple[str, str, str]] = [("jobs", "/", "document.querySelector('#jobs .goodput')")]
     if job:
         pages.append(("job", f"/jobs/{quote(job, safe='')}",
-                      "document.body.dataset.jobReady && document.querySelector('#goodput-chart canvas')"))
+                      "document.body.dataset.goodputComplete && document.querySelector('#goodput-chart canvas')"))
     pages.append(("runs", "/runs", "document.querySelector('main h1')"))
     run = run or (runs[0] if runs else None)
     if run:

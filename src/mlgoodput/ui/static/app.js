@@ -238,7 +238,7 @@ function headlineCard(d) {
   function drawRows() {
     tbody.replaceChildren(...rows.filter((r) => showZeros.checked || r.s > 0 || r.key === "productive").map((r) =>
       el("tr", { "data-bucket": r.key }, el("td", {}, el("span", { class: "sw", style: "background:" + bucketColor(r.key) }), r.label),
-        el("td", { class: "num seconds", text: num(r.s, 2) }), el("td", { class: "num pct", text: r.pct.toFixed(2) }))));
+        el("td", { class: "num seconds", text: r.s.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }) }), el("td", { class: "num pct", text: r.pct.toFixed(2) }))));
   }
   showZeros.addEventListener("change", drawRows);
   drawRows();
@@ -319,6 +319,8 @@ function table(id, cols, rows, empty) {
 
 async function jobPage(job) {
   document.title = job + " · mlgoodput";
+  delete document.body.dataset.jobReady;
+  delete document.body.dataset.goodputComplete;
   const qs = new URLSearchParams(location.search);
   const lq = qs.get("logger") ? "?logger=" + enc(qs.get("logger")) : "";
   const amp = lq ? "&" + lq.slice(1) : "";
@@ -335,8 +337,9 @@ async function jobPage(job) {
   const tlc = timelineCard();
   const gpBox = el("div", { class: "chart", id: "goodput-chart" });
   const stBox = el("div", { class: "chart", id: "steps-chart" });
-  let windowS = 3600;
-  const windows = [[300, "5 min"], [900, "15 min"], [3600, "1 h"], [21600, "6 h"], [86400, "1 day"]];
+  const windows = [[60, "1 min"], [300, "5 min"], [900, "15 min"], [3600, "1 h"], [21600, "6 h"], [86400, "1 day"]];
+  let windowS = 60;  // the largest window that is at most a fifth of the job
+  for (const [w] of windows) if (w <= d.report.total_s / 5) windowS = w;
   const wsel = el("span", { class: "seg-group" }, windows.map(([w, label]) => el("button", { "data-w": w, class: w === windowS ? "on" : null, text: label,
     onclick: (ev) => { windowS = w; for (const b of wsel.children) b.classList.toggle("on", b === ev.target); if (gpPlot) { gpPlot.destroy(); charts = charts.filter((c) => c !== gpPlot); gpPlot = null; } loadGoodput().catch(() => {}); } })));
   const tables = el("div");
@@ -425,12 +428,13 @@ async function jobPage(job) {
       height: 260,
       series: [{ label: "time", value: (u, v) => v === null ? "–" : when(v) },
         { label: "cumulative", stroke: "#22a06b", width: 2, fill: "rgba(34,160,107,.08)", value: (u, v) => pct(v) },
-        { label: "rolling " + secs(g.window_s), stroke: "#7a5af8", width: 1.5, value: (u, v) => pct(v) }],
+        { label: "rolling " + (windows.find(([w]) => w === windowS) || [0, secs(g.window_s)])[1], stroke: "#7a5af8", width: 1.5, value: (u, v) => pct(v) }],
       axes: [{}, axisPct()],
       scales: { y: { range: [0, 100] } },
       plugins: [vlinesPlugin(() => d.disruptions.map((x) => [x.crashed_at, "#d92d20"]))],
     }, data);
     if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);
+    else document.body.dataset.goodputComplete = "1";
   }
   drawHead();
   await Promise.all([loadTimeline(firstTimeline), loadSteps(firstSteps)]);
