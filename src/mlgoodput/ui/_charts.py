@@ -4,6 +4,7 @@ and goodput over time. Numbers come from the job's calculator; this only lays th
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from typing import Any
 
 from mlgoodput.ui._job import HostSeries, JobView
@@ -113,8 +114,6 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
 
 
 def _index(hs: HostSeries, t: float) -> int:
-    from bisect import bisect_left
-
     return bisect_left(hs.times, t)
 
 
@@ -149,7 +148,9 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
         hs = view.hosts[h]
         xs, mean, lo, hi = _series(hs, max(10, width))
         ideal = r.ideal_step_time_s
-        st = _stalls(hs, STALL_FACTOR * ideal if ideal > 0 else math.inf, 0, len(hs.durs))
+        firsts = {hs.times[i] for i in (bisect_left(hs.times, js) for js in hs.job_starts) if i < len(hs.times)}
+        st = [x for x in _stalls(hs, STALL_FACTOR * ideal if ideal > 0 else math.inf, 0, len(hs.durs))
+              if x[0] not in firsts]  # an attempt's first step is its compilation, not a stall
         st.sort(key=lambda s: -s[1])
         st = sorted(st[:MAX_STALLS])
         steps_at = [int(hs.nums[min(i, len(hs.nums) - 1)]) for i in _block_first(hs, xs)]
@@ -185,8 +186,6 @@ def _series(hs: HostSeries, width: int) -> tuple[list[float], list[float | None]
 
 
 def _block_first(hs: HostSeries, xs: list[float]) -> list[int]:
-    from bisect import bisect_left
-
     return [bisect_left(hs.times, x) for x in xs]
 
 

@@ -242,8 +242,20 @@ function headlineCard(d) {
   }
   showZeros.addEventListener("change", drawRows);
   drawRows();
+  // figures other parts of mlgoodput add to the report (MFU, program goodput, ...): shown as they come
+  const KNOWN = new Set(["job_name", "logger_name", "start", "end", "total_s", "productive_s", "goodput_pct", "badput_s", "badput_pct",
+    "overlapped_s", "disruptions", "last_step", "max_productive_step", "ideal_step_time_s", "slice_efficiency", "hosts"]);
   const prod = [];
-  for (const k of ["mfu_pct", "program_goodput_pct", "mpg_pct", "model_flops_utilization"]) if (rep[k] !== undefined && rep[k] !== null) prod.push(el("div", { class: "kpi" }, el("div", { class: "v", text: typeof rep[k] === "number" ? rep[k].toFixed(2) + " %" : String(rep[k]) }), el("div", { class: "k", text: k.replace(/_pct$/, "").replace(/_/g, " ") })));
+  const extra = (k, v) => {
+    if (typeof v !== "number" || !isFinite(v)) return;
+    const label = k.replace(/_(pct|s)$/, "").replace(/_/g, " ");
+    prod.push(kpi(/_pct$/.test(k) ? v.toFixed(2) + " %" : /_s$/.test(k) ? secs(v) : num(v, 3), label));
+  };
+  for (const [k, v] of Object.entries(rep)) {
+    if (KNOWN.has(k) || v === null) continue;
+    if (typeof v === "object" && !Array.isArray(v)) for (const [k2, v2] of Object.entries(v)) extra(k2, v2);
+    else extra(k, v);
+  }
   return card(null, null,
     el("div", { class: "headline" },
       el("div", {}, el("div", { class: "big", id: "goodput" }, rep.goodput_pct.toFixed(2), el("small", { text: " % goodput" })),
@@ -337,6 +349,14 @@ async function jobPage(job) {
   const tlc = timelineCard();
   const gpBox = el("div", { class: "chart", id: "goodput-chart" });
   const stBox = el("div", { class: "chart", id: "steps-chart" });
+  let stepHost = "";  // "" = the lead host
+  const hostSel = el("select", { id: "step-host", onchange: () => { stepHost = hostSel.value; if (stPlot) { stPlot.destroy(); charts = charts.filter((c) => c !== stPlot); stPlot = null; } loadSteps().catch(() => {}); } });
+  function fillHosts() {
+    const want = [el("option", { value: "", text: "lead host" })].concat(d.hosts.slice().sort((a, b) => b.lost_s - a.lost_s).slice(0, 50).map((h, i) =>
+      el("option", { value: h.host, text: "host " + h.host + (i < 3 && h.lost_s > 0 && d.hosts.length > 1 ? "  (straggler: " + secs(h.lost_s) + " lost)" : "") })));
+    if (hostSel.options.length !== want.length) { hostSel.replaceChildren(...want); hostSel.value = stepHost; }
+    hostSel.hidden = d.hosts.length < 2;
+  }
   const windows = [[60, "1 min"], [300, "5 min"], [900, "15 min"], [3600, "1 h"], [21600, "6 h"], [86400, "1 day"]];
   let windowS = 60;  // the largest window that is at most a fifth of the job
   for (const [w] of windows) if (w <= d.report.total_s / 5) windowS = w;
@@ -346,7 +366,7 @@ async function jobPage(job) {
   $main.replaceChildren(title, sub, head, tlc.node,
     el("div", { class: "row" },
       card("Goodput over time", "Cumulative since the job started, and over a rolling window.", el("div", { class: "tools" }, el("span", { class: "muted", text: "rolling window" }), wsel), gpBox),
-      card("Step time", "Time between step starts of the lead host (mean per pixel, band: min…max); red: stalls.", stBox)),
+      card("Step time", "Time between step starts (mean per pixel, band: min…max); red: stalls (steps over 3× the ideal).", el("div", { class: "tools" }, hostSel), stBox)),
     tables);
   let gpPlot = null, stPlot = null, stalls = [];
   function drawHead() {
@@ -359,6 +379,7 @@ async function jobPage(job) {
       el("a", { href: "/compare?job=" + enc(job), text: "compare" }),
       el("a", { href: "/api/" + base + "/report" + lq, text: "report JSON" }));
     head.replaceChildren(headlineCard(d));
+    fillHosts();
     const hosts = d.hosts.slice().sort((a, b) => b.lost_s - a.lost_s);
     tables.replaceChildren(
       el("div", { class: "row" },
@@ -383,7 +404,7 @@ async function jobPage(job) {
   }
   async function loadTimeline(pre) { drawTimeline(await (pre || api(base + "/timeline?width=" + Math.round(tlc.box.clientWidth || 1200) + amp)), tlc.box, tlc.legend); }
   async function loadSteps(pre) {
-    const s = await (pre || api(base + "/steps?width=" + Math.round(stBox.clientWidth || 700) + amp));
+    const s = await (pre || api(base + "/steps?width=" + Math.round(stBox.clientWidth || 700) + amp + (stepHost !== "" ? "&host=" + stepHost : "")));
     stalls = s.stalls;
     if (!s.x.length) { stBox.replaceChildren(el("div", { class: "empty", text: "No steps yet." })); stPlot = null; return; }
     const sx = s.x;
@@ -429,7 +450,7 @@ async function jobPage(job) {
       series: [{ label: "time", value: (u, v) => v === null ? "–" : when(v) },
         { label: "cumulative", stroke: "#22a06b", width: 2, fill: "rgba(34,160,107,.08)", value: (u, v) => pct(v) },
         { label: "rolling " + (windows.find(([w]) => w === windowS) || [0, secs(g.window_s)])[1], stroke: "#7a5af8", width: 1.5, value: (u, v) => pct(v) }],
-      axes: [{}, axisPct()],
+      axes: [{ space: 90 }, axisPct()],
       scales: { y: { range: [0, 100] } },
       plugins: [vlinesPlugin(() => d.disruptions.map((x) => [x.crashed_at, "#d92d20"]))],
     }, data);
