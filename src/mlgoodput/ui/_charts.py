@@ -34,18 +34,41 @@ def _stalls(hs: HostSeries, threshold: float, i0: int, i1: int) -> list[tuple[fl
 
 
 def _merge(segs: list[dict[str, Any]], min_gap: float) -> list[dict[str, Any]]:
-    """Segments of one phase closer than a pixel become one (with a count)."""
-    segs.sort(key=lambda s: s["start"])
+    """Segments of one phase and name closer than a pixel become one (with a count `n`).
+    The input is not changed (it may be the view's own list)."""
+    if len(segs) < 2:
+        return [dict(x) for x in segs]
+    segs = sorted(segs, key=_start)
     out: list[dict[str, Any]] = []
-    for s in segs:
-        if out and s["start"] - out[-1]["end"] <= min_gap and out[-1].get("name") == s.get("name"):
-            last = out[-1]
-            last["end"] = max(last["end"], s["end"])
-            last["n"] = last.get("n", 1) + 1
-            last.pop("step", None)
-        else:
-            out.append(dict(s))
+    cur: dict[str, Any] = dict(segs[0])
+    end = cur["end"]
+    n = 1
+    for x in segs[1:]:
+        st = x["start"]
+        if st - end <= min_gap:
+            e = x["end"]
+            if e > end:
+                end = e
+            n += 1
+            continue
+        if n > 1:
+            cur["n"] = n
+            cur.pop("step", None)
+        cur["end"] = end
+        out.append(cur)
+        cur = dict(x)
+        end = cur["end"]
+        n = 1
+    if n > 1:
+        cur["n"] = n
+        cur.pop("step", None)
+    cur["end"] = end
+    out.append(cur)
     return out
+
+
+def _start(seg: dict[str, Any]) -> float:
+    return float(seg["start"])
 
 
 def timeline(view: JobView, width: int) -> dict[str, Any]:
@@ -65,7 +88,8 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
     ideal = r.ideal_step_time_s
     threshold = STALL_FACTOR * ideal if ideal > 0 else math.inf
     hs = view.hosts[lead]
-    pairs = view._pairs(hs)
+    pairs = view._pairs(hs)  # sorted by start
+    starts = [p["start"] for p in pairs]
     lanes = []
     for a in atts:
         s, e = a["start"], a["end"]
@@ -80,9 +104,9 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
                 stop = a["last_event"] if a["ended"] != "finished" else min(e, _after(hs, hs.times[i1 - 1], e))
                 segs.append({"phase": "steps", "start": hs.times[i0 + 1], "end": max(stop, hs.times[i1 - 1]),
                              "first_step": int(hs.nums[i0 + 1]), "last_step": int(hs.nums[i1 - 1])})
-        for p in pairs:
-            if s <= p["start"] < e or (a["ended"] == "open" and p["start"] >= s):
-                segs.append(dict(p))
+        lo_p = bisect_left(starts, s)
+        hi_p = len(pairs) if a["ended"] == "open" else bisect_left(starts, e)
+        segs.extend(pairs[lo_p:hi_p])  # _reduce_lane copies what it keeps
         for st, d, step in _stalls(hs, threshold, i0 + 1, max(i0 + 1, i1 - 1))[:MAX_STALLS]:
             segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
         if a["ended"] == "restarted":
@@ -131,7 +155,7 @@ def _reduce_lane(segs: list[dict[str, Any]], px: float) -> list[dict[str, Any]]:
         by.setdefault((s["phase"], s.get("name")), []).append(s)
     out: list[dict[str, Any]] = []
     for k in sorted(by, key=lambda k: (k[0] != "steps", k[0], k[1] or "")):
-        out.extend(_merge(by[k], px) if len(by[k]) > 1 else by[k])
+        out.extend(_merge(by[k], px))
     return out
 
 

@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +40,7 @@ _PAIRS: dict[int, tuple[int, str]] = {
     Kind.ELASTIC_REINIT_START: (Kind.ELASTIC_REINIT_END, "elastic_reinit"),
 }
 _END_KINDS = {e for e, _ in _PAIRS.values()}
+_SPECIAL = {Kind.COMPILE, Kind.SLICE_COUNTS}
 _DURATIONS: dict[int, str] = {
     Kind.CKPT_SAVE: "ckpt_save",
     Kind.CKPT_RESTORE: "ckpt_restore",
@@ -128,6 +129,9 @@ class HostSeries:
     blocks: Blocks = field(default_factory=Blocks)
     job_starts: list[float] = field(default_factory=list)
     late: bool = False  # a step arrived before one already held (the owner resets its caches)
+    other_times: array[float] = field(default_factory=lambda: array("d"))  # times of `others`, once sorted
+    pairing: _Pairing | None = None
+    special: list[Rec] = field(default_factory=list)  # compile and slice-count records (few)
 
     def add_steps(self, times: list[float], nums: list[int]) -> None:
         if not times:
@@ -333,6 +337,8 @@ class JobView:
             if hs.others and rec[1] < hs.others[-1][1]:
                 hs.sorted_others = False
             hs.others.append(rec)
+            if rec[0] in _SPECIAL:
+                hs.special.append(rec)
             earliest = min(earliest, rec[1])
             if rec[0] == Kind.JOB_START:
                 hs.job_starts.append(rec[1])
@@ -355,6 +361,10 @@ class JobView:
                 if not hs.sorted_others:
                     hs.others.sort(key=lambda r: r[1])
                     hs.sorted_others = True
+                    hs.other_times = array("d")
+                    hs.pairing = None
+                if len(hs.other_times) < len(hs.others):
+                    hs.other_times.extend(r[1] for r in hs.others[len(hs.other_times) :])
                 hs.refresh_durations()
             self._report = r
             self._report_events = self.events
@@ -396,6 +406,10 @@ class JobView:
 
     def attempts(self) -> list[dict[str, Any]]:
         """The lead host's attempts: start, end, how it ended, first and last step."""
+        out: list[dict[str, Any]] = self._cached(("attempts",), self._attempts)
+        return out
+
+    def _attempts(self) -> list[dict[str, Any]]:
         lead = self.lead()
         if lead is None:
             return []
@@ -415,10 +429,12 @@ class JobView:
                 end, how = last_seen, "open"
             i0 = bisect_left(hs.times, s)
             i1 = bisect_left(hs.times, end) if how != "open" else len(hs.times)
-            last_evt = max([hs.times[i1 - 1]] if i1 > i0 else [s])
-            for r in hs.others:  # the attempt's last sign of life, for a crash marker
-                if s <= r[1] < end or (how == "open" and r[1] >= s):
-                    last_evt = max(last_evt, r[1])
+            last_evt = hs.times[i1 - 1] if i1 > i0 else s
+            # the attempt's last sign of life, for a crash marker: its latest other event
+            o = hs.other_times
+            j = len(o) if how == "open" else bisect_left(o, end)
+            if j > 0 and o[j - 1] >= s:
+                last_evt = max(last_evt, o[j - 1])
             out.append({
                 "attempt": k + 1, "start": s, "end": end, "ended": how,
                 "first_step": int(hs.nums[i0]) if i1 > i0 else None,
@@ -468,15 +484,16 @@ class JobView:
                     checkpoints.append({"kind": "save" if seg["phase"] == "ckpt_save" else "restore",
                                         "start": seg["start"], "end": seg["end"], "seconds": seg["end"] - seg["start"],
                                         "step": seg.get("step")})
-            for rec in self.hosts[lead].others:
+            for rec in self.hosts[lead].special:
                 if rec[0] == Kind.SLICE_COUNTS and rec[5]:
                     a = rec[5]
                     slices.append({"time": rec[1], "active": a.get("active"), "total": a.get("total"),
                                    "available": a.get("available")})
         for h, hs in sorted(self.hosts.items()):
-            for rec in hs.others:
+            for rec in hs.special:
                 if rec[0] == Kind.COMPILE:
                     compiles.append({"time": rec[1], "host": h, "name": rec[4], "seconds": rec[3]})
+        compiles.sort(key=lambda c: c["time"])
         compiles = compiles[-500:]
         atts = self.attempts()
         disruptions = [
@@ -511,35 +528,62 @@ class JobView:
         return rows
 
     def _pairs(self, hs: HostSeries) -> list[dict[str, Any]]:
-        """Activities of one host as (phase, start, end): start/end pairs and durations."""
-        out: list[dict[str, Any]] = []
-        ends: dict[tuple[int, str | None], list[float]] = {}
-        for rec in hs.others:
-            if rec[0] in _END_KINDS:
-                ends.setdefault((rec[0], rec[4]), []).append(rec[1])
-        for v in ends.values():
-            v.sort()
+        """Activities of one host as (phase, start, end): start/end pairs and durations, sorted
+        by start. Kept incrementally: new records are paired as they come; a start waiting for
+        its end is looked at again (its end so far: the next restart or the latest event)."""
+        pc = hs.pairing
+        if pc is None or pc.gen != self.gen or pc.done > len(hs.others):
+            pc = hs.pairing = _Pairing(self.gen)
         js = hs.job_starts
-        for rec in hs.others:
+        for rec in hs.others[pc.done :]:
             kind = rec[0]
-            if kind in _PAIRS:
-                end_kind, phase = _PAIRS[kind]
-                cands = ends.get((end_kind, rec[4] if phase in ("custom", "elastic_wait") else None), [])
-                j = bisect_left(cands, rec[1])
-                k = bisect_right(js, rec[1])
-                nxt = js[k] if k < len(js) else math.inf
-                e = cands[j] if j < len(cands) and cands[j] < nxt else min(nxt, self.max_time)
-                seg: dict[str, Any] = {"phase": phase, "start": rec[1], "end": e}
-                if rec[4]:
-                    seg["name"] = rec[4]
-                if rec[2] is not None:
-                    seg["step"] = rec[2]
-                out.append(seg)
+            if kind in _END_KINDS:
+                lst = pc.ends.setdefault((kind, rec[4]), [])
+                if lst and rec[1] < lst[-1]:
+                    insort(lst, rec[1])
+                else:
+                    lst.append(rec[1])
+            elif kind in _PAIRS:
+                pc.open.append(rec)
             elif kind in _DURATIONS and rec[3] is not None:
-                seg = {"phase": _DURATIONS[kind], "start": rec[1], "end": rec[1] + rec[3]}
-                if rec[4]:
-                    seg["name"] = rec[4]
-                if rec[2] is not None:
-                    seg["step"] = rec[2]
-                out.append(seg)
-        return out
+                pc.closed.append(_seg(_DURATIONS[kind], rec, rec[1] + rec[3]))
+        pc.done = len(hs.others)
+        still: list[Rec] = []
+        now_open: list[dict[str, Any]] = []
+        for rec in pc.open:
+            end_kind, phase = _PAIRS[rec[0]]
+            cands = pc.ends.get((end_kind, rec[4] if phase in ("custom", "elastic_wait") else None), [])
+            j = bisect_left(cands, rec[1])
+            k = bisect_right(js, rec[1])
+            nxt = js[k] if k < len(js) else math.inf
+            if j < len(cands) and cands[j] < nxt:
+                pc.closed.append(_seg(phase, rec, cands[j]))
+            else:
+                still.append(rec)
+                now_open.append(_seg(phase, rec, min(nxt, self.max_time)))
+        pc.open = still
+        pc.closed.sort(key=_start)  # nearly sorted: a linear pass
+        return sorted(pc.closed + now_open, key=_start) if now_open else pc.closed
+
+def _seg(phase: str, rec: Rec, end: float) -> dict[str, Any]:
+    seg: dict[str, Any] = {"phase": phase, "start": rec[1], "end": end}
+    if rec[4]:
+        seg["name"] = rec[4]
+    if rec[2] is not None:
+        seg["step"] = rec[2]
+    return seg
+
+
+@dataclass(slots=True)
+class _Pairing:
+    """What `JobView._pairs` has worked out for one host so far."""
+
+    gen: int
+    done: int = 0  # records of `others` looked at
+    ends: dict[tuple[int, str | None], list[float]] = field(default_factory=dict)
+    open: list[Rec] = field(default_factory=list)  # starts without their end yet
+    closed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _start(seg: dict[str, Any]) -> float:
+    return float(seg["start"])
