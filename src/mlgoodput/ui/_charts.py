@@ -74,7 +74,7 @@ def _start(seg: dict[str, Any]) -> float:
 def timeline(view: JobView, width: int) -> dict[str, Any]:
     """One lane per attempt (the lead host's phases) and one per host (steps and stalls)."""
     r = view.report()
-    return view._cached(("timeline", width, r.end), lambda: _timeline(view, width))  # type: ignore[no-any-return]
+    return view._cached(("timeline", width), lambda: _timeline(view, width), r.end)  # type: ignore[no-any-return]
 
 
 def _timeline(view: JobView, width: int) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
     the stalls (steps longer than 3x the ideal) as points."""
     r = view.report()
     h = view.lead() if host is None else host
-    key = ("steps", width, h, r.end)
+    key = ("steps", width, h)
 
     def make() -> dict[str, Any]:
         if h is None or h not in view.hosts:
@@ -182,7 +182,7 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
                 "stalls": [{"time": t, "seconds": d, "step": s} for t, d, s in st],
                 "ideal_s": ideal, "points": len(hs.durs), "stall_factor": STALL_FACTOR}
 
-    return view._cached(key, make)  # type: ignore[no-any-return]
+    return view._cached(key, make, r.end)  # type: ignore[no-any-return]
 
 
 def _series(hs: HostSeries, width: int) -> tuple[list[float], list[float | None], list[float | None], list[float | None]]:

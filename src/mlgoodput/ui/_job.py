@@ -186,9 +186,8 @@ class JobView:
         self.max_time = -math.inf
         self.lock = threading.RLock()
         self._report: GoodputReport | None = None
-        self._report_events = -1
         self._report_time = 0.0
-        self._cache: dict[Any, tuple[int, Any]] = {}
+        self._cache: dict[Any, tuple[tuple[int, Any], Any]] = {}
         # goodput-over-time pieces: (start, width) -> index ->
         # (end, ideal, events seen, productive_s, total_s, settled when computed, generation)
         self.pieces: dict[tuple[float, float], dict[int, tuple[float, float, int, float, float, bool, int]]] = {}
@@ -367,7 +366,6 @@ class JobView:
                     hs.other_times.extend(r[1] for r in hs.others[len(hs.other_times) :])
                 hs.refresh_durations()
             self._report = r
-            self._report_events = self.events
             self._report_time = self._clock()
             return r
 
@@ -392,12 +390,18 @@ class JobView:
                 return j.events
         return -1
 
-    def _cached(self, key: Any, make: Callable[[], Any]) -> Any:
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] == self.events:
+    def _cached(self, slot: Any, make: Callable[[], Any], version: Any = None) -> Any:
+        """`make()`, kept in `slot` while neither the events read nor `version` change.
+        One value per slot, and a bounded number of slots (widths differ between screens)."""
+        stamp = (self.events, version)
+        hit = self._cache.get(slot)
+        if hit is not None and hit[0] == stamp:
             return hit[1]
         val = make()
-        self._cache[key] = (self.events, val)
+        self._cache.pop(slot, None)
+        self._cache[slot] = (stamp, val)
+        while len(self._cache) > 64:
+            del self._cache[next(iter(self._cache))]
         return val
 
     def lead(self) -> int | None:
@@ -470,7 +474,7 @@ class JobView:
     # -- the job page ----------------------------------------------------------------------
     def detail(self) -> dict[str, Any]:
         r = self.report()
-        out: dict[str, Any] = self._cached(("detail", r.end), lambda: self._detail(r))
+        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), r.end)
         return out
 
     def _detail(self, r: GoodputReport) -> dict[str, Any]:

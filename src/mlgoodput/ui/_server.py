@@ -73,6 +73,8 @@ class UIServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = str(self.server_address[0]), int(self.server_address[1])
+        if host in ("0.0.0.0", "::"):  # every interface: name this machine
+            host = socket.gethostname()
         shown = f"[{host}]" if ":" in host else host
         base = f"http://{shown}:{port}/"
         return base + (f"?token={quote(self.token)}" if self.token else "")
