@@ -383,18 +383,18 @@ async function jobPage(job) {
     const hosts = d.hosts.slice().sort((a, b) => b.lost_s - a.lost_s);
     tables.replaceChildren(
       el("div", { class: "row" },
+        card("Attempts", null, table("attempts", [
+          ["#", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
+          ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, "No attempts.")),
         card("Disruptions", "Each crash: the last sign of life, the restart, and the recovery time.", table("disruptions", [
           ["attempt", (r) => r.attempt, 1], ["last event", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
-          ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions.")),
-        card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
-          ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
+          ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
       el("div", { class: "row" },
         card("Hosts", "Step statistics per host (the accounting's), and the seconds each spent beyond the ideal step time: stragglers first.", table("hosts", [
           ["host", (r) => r.host, 1], ["steps", (r) => num(r.steps, 0), 1], ["median", (r) => secs(r.median_s), 1], ["p90", (r) => secs(r.p90_s), 1],
           ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1]], hosts, "No steps yet.")),
-        card("Attempts", null, table("attempts", [
-          ["#", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
-          ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, "No attempts."))),
+        card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
+          ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
       el("div", { class: "row" },
         card("JAX compilations", "Compile events recorded by the JAX listeners.", table("compiles", [
           ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["seconds", (r) => secs(r.seconds), 1]], d.compiles, "No compile events.")),
