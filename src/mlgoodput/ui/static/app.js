@@ -111,6 +111,16 @@ window.addEventListener("resize", () => {
     if (w > 0) u.setSize({ width: w, height: u.height });
   }
 });
+function bytes(v) {
+  const a = Math.abs(v);
+  for (const [k, u] of [[2 ** 40, "TiB"], [2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) if (a >= k) return (v / k).toFixed(a / k >= 100 ? 0 : 1) + " " + u;
+  return v + " B";
+}
+function valueFormat(name) {
+  if (/bytes$/.test(name)) return (v) => (v === null ? "" : bytes(v));
+  if (/percent|_pct$/.test(name)) return (v) => (v === null ? "" : v + " %");
+  return (v) => (v === null ? "" : Number(v).toLocaleString(undefined, { maximumSignificantDigits: 4 }));
+}
 function axisSecs() { return { values: (u, v) => v.map((x) => (x === null ? "" : secs(x))), size: 70 }; }
 function axisPct() { return { values: (u, v) => v.map((x) => x + " %"), size: 60 }; }
 function vlinesPlugin(getLines) {
@@ -500,10 +510,12 @@ async function runPage(name) {
   const [d, all] = await Promise.all([api("runs/" + enc(name)), api("runs")]);
   const mine = flatten(d.configs, "", {});
   const cfgBox = el("div");
-  const other = el("select", { id: "diff-with" }, el("option", { value: "", text: "diff with…" }),
+  const other = el("select", { id: "diff-with" }, el("option", { value: "", text: "compare with…" }),
     all.runs.filter((r) => r.name !== d.name).map((r) => el("option", { value: r.name, text: r.name })));
+  let otherRun = null;
   async function drawConfigs() {
-    const theirs = other.value ? flatten((await api("runs/" + enc(other.value))).configs, "", {}) : null;
+    otherRun = other.value ? await api("runs/" + enc(other.value)) : null;
+    const theirs = otherRun ? flatten(otherRun.configs, "", {}) : null;
     const keys = Array.from(new Set(Object.keys(mine).concat(theirs ? Object.keys(theirs) : []))).sort();
     if (!keys.length) { cfgBox.replaceChildren(el("div", { class: "empty", text: "No configs." })); return; }
     const onlyDiff = document.getElementById("only-diff");
@@ -515,26 +527,38 @@ async function runPage(name) {
           theirs ? el("td", { class: changed ? "changed" : null, text: theirs[k] === undefined ? "–" : theirs[k] }) : null);
       })))));
   }
-  other.addEventListener("change", () => drawConfigs().catch(failed));
+  other.addEventListener("change", () => drawConfigs().then(() => drawMetric()).catch(failed));
   const names = Object.keys(d.metrics);
   const msel = el("select", { id: "metric" }, names.map((n) => el("option", { value: n, text: n })));
   const xsel = el("select", { id: "metric-x" }, el("option", { value: "step", text: "by step" }), el("option", { value: "time", text: "by time" }));
   const mBox = el("div", { class: "chart", id: "metric-chart" });
-  const sBox = el("div", { id: "system-charts" });
+  const sBox = el("div", { id: "system-charts", class: "grid2" });
   function drawMetric() {
     for (const u of charts.splice(0)) u.destroy();
     const m = d.metrics[msel.value];
     if (!m) { mBox.replaceChildren(el("div", { class: "empty", text: "No metrics recorded." })); }
     else {
-      const ser = xsel.value === "step" && m.step ? m.step : m.time;
-      plot(mBox, { series: [{ label: xsel.value === "step" && m.step ? "step" : "time", value: (u, v) => v === null ? "–" : (xsel.value === "step" && m.step ? num(v, 0) : when(v)) },
-        { label: msel.value, stroke: "#2463eb", width: 1.5, value: (u, v) => num(v, 6) }], scales: { x: { time: !(xsel.value === "step" && m.step) } } }, [ser.x, ser.y]);
+      const byStep = xsel.value === "step" && !!m.step;
+      const ser = byStep ? m.step : m.time;
+      const series = [{ label: byStep ? "step" : "time", value: (u, v) => v === null ? "–" : (byStep ? num(v, 0) : when(v)) },
+        { label: d.name, stroke: "#2463eb", width: 1.5, spanGaps: true, value: (u, v) => num(v, 6) }];
+      let data = [ser.x, ser.y];
+      const om = otherRun && otherRun.metrics[msel.value];
+      if (om && byStep && om.step) {  // the run picked in "diff with", on the same steps
+        const xs = Array.from(new Set(ser.x.concat(om.step.x))).sort((a, b) => a - b);
+        const at = (sx, sy) => { const mp = new Map(sx.map((x, i) => [x, sy[i]])); return xs.map((x) => (mp.has(x) ? mp.get(x) : null)); };
+        data = [xs, at(ser.x, ser.y), at(om.step.x, om.step.y)];
+        series.push({ label: otherRun.name, stroke: "#e04f16", width: 1.5, spanGaps: true, value: (u, v) => num(v, 6) });
+      }
+      plot(mBox, { series, scales: { x: { time: !byStep } } }, data);
     }
     sBox.replaceChildren();
     Object.entries(d.system_metrics).forEach(([n, sm], i) => {
       const box = el("div", { class: "chart" });
-      sBox.append(el("h2", { text: n, style: "margin-top:12px" }), box);
-      plot(box, { height: 160, series: [{ label: "time", value: (u, v) => v === null ? "–" : when(v) }, { label: n, stroke: PALETTE[i % PALETTE.length], width: 1.5, fill: PALETTE[i % PALETTE.length] + "18", value: (u, v) => num(v, 3) }] }, [sm.time.x, sm.time.y]);
+      sBox.append(el("div", {}, el("div", { class: "mini-title", text: n }), box));
+      const f = valueFormat(n);
+      plot(box, { height: 150, legend: { show: false }, series: [{}, { label: n, stroke: PALETTE[i % PALETTE.length], width: 1.5, fill: PALETTE[i % PALETTE.length] + "18", points: { show: false } }],
+        axes: [{ space: 70 }, { size: 70, values: (u, vs) => vs.map(f) }] }, [sm.time.x, sm.time.y]);
     });
     if (!Object.keys(d.system_metrics).length) sBox.replaceChildren(el("div", { class: "empty", text: "No system metrics recorded." }));
   }
@@ -547,9 +571,9 @@ async function runPage(name) {
   $main.replaceChildren(el("h1", { text: d.name }), info,
     el("div", { class: "row" },
       card("Metrics", null, el("div", { class: "tools" }, msel, xsel), mBox),
-      card("System usage", null, sBox)),
+      card("Configs", null, el("div", { class: "tools" }, other, el("label", {}, el("input", { type: "checkbox", id: "only-diff", onchange: () => drawConfigs() }), " only differences")), cfgBox)),
+    card("System usage", "Sampled by the run's system metrics (machinelearning_run(log_system_metrics=True)).", sBox),
     el("div", { class: "row" },
-      card("Configs", null, el("div", { class: "tools" }, other, el("label", {}, el("input", { type: "checkbox", id: "only-diff", onchange: () => drawConfigs() }), " only differences")), cfgBox),
       card("Profiles", "Profiler sessions; download the files they wrote.", d.profiles.length ? el("div", { class: "scroll" }, el("table", { id: "profiles" },
         el("thead", {}, el("tr", {}, ["session", "trigger", "started", "seconds", "hosts", "files"].map((h) => el("th", { text: h })))),
         el("tbody", {}, d.profiles.map((p) => el("tr", {}, el("td", { text: p.session }), el("td", { text: p.trigger || "–" }), el("td", { text: when(p.start) }),
