@@ -684,9 +684,10 @@ async function comparePage() {
     const rel = d.jobs.map((j) => j.step.x.map((x) => x - (j.step.x[0] || 0)));
     const xs = Array.from(new Set(rel.flat())).sort((a, b) => a - b);
     const idx = new Map(xs.map((x, i) => [x, i]));
-    const data = [xs].concat(d.jobs.map((j, k) => { const ys = xs.map(() => null); rel[k].forEach((x, i) => { ys[idx.get(x)] = j.step.mean[i]; }); return ys; }));
-    if (xs.length) plot(sBox, { scales: { x: { time: false } }, series: [{ label: "since start", value: (u, v) => v === null ? "–" : secs(v) }].concat(d.jobs.map((j, i) => ({ label: j.job, stroke: PALETTE[i % PALETTE.length], spanGaps: true, value: (u, v) => secs(v) }))),
-      axes: [{ values: (u, v) => v.map((x) => secs(x)) }, axisSecs()] }, data);
+    // undefined where a job has no point at another job's x (the line goes on), null at a restart (a gap)
+    const data = [xs].concat(d.jobs.map((j, k) => { const ys = xs.map(() => undefined); rel[k].forEach((x, i) => { ys[idx.get(x)] = j.step.mean[i]; }); return ys; }));
+    if (xs.length) plot(sBox, { scales: { x: { time: false }, y: { distr: 3 } }, series: [{ label: "since start", value: (u, v) => v === null ? "–" : secs(v) }].concat(d.jobs.map((j, i) => ({ label: j.job, stroke: PALETTE[i % PALETTE.length], value: (u, v) => secs(v) }))),
+      axes: [{ space: 90, values: (u, v) => v.map((x) => secs(x)) }, axisSecs()] }, data);
     else sBox.replaceChildren(el("div", { class: "empty", text: "No steps." }));
   }
   await draw();
