@@ -2,8 +2,10 @@
 
     import mlgoodput.jax as jm
     jm.init(job_name="my-training-job")     # listeners on; aggregates exported in the background
+                                            # (jax-monitoring's arguments and order: project_id first)
     ...                                     # jit, train
     jm.shutdown()                           # also runs at exit
+    step = jm.track_step_flops(step)        # the compiler's FLOPs of each compiled step, recorded
 
 Nothing happens at import. `OrbaxLogger` (imported on first use, it needs Orbax) records
 checkpoint saves and restores of a `CheckpointManager` as the job's checkpoint events.
@@ -13,8 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mlgoodput.jax._init import init, shutdown
+from mlgoodput.jax import config, gcp_utils, listeners
+from mlgoodput.jax._flops import track_step_flops
+from mlgoodput.jax._init import init, register_listeners, shutdown
 from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
+from mlgoodput.jax.config import set_config
+from mlgoodput.jax.gcp_utils import initialize_client
 
 if TYPE_CHECKING:
     from mlgoodput.jax._orbax import OrbaxLogger
@@ -24,9 +30,16 @@ __all__ = [
     "NAMESPACE",
     "OrbaxLogger",
     "Session",
+    "config",
     "current",
+    "gcp_utils",
     "init",
+    "initialize_client",
+    "listeners",
+    "register_listeners",
+    "set_config",
     "shutdown",
+    "track_step_flops",
 ]
 
 
