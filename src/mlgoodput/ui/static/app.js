@@ -90,6 +90,8 @@ const PHASES = {
   stall: ["stall (hang, straggler)", "#d92d20"], recovery: ["crash and recovery", "#98a2b3"],
   elastic_wait: ["elastic wait", "#b54708"], elastic_reinit: ["elastic re-init", "#93370d"],
 };
+const FRACTIONS = new Set(["mfu", "step_mfu", "program_goodput", "scheduling_goodput", "runtime_goodput", "ml_productivity_goodput", "ettr", "available_slice_fraction"]);
+const LABELS_EXTRA = { mfu: "MFU", ml_productivity_goodput: "ML productivity goodput", ettr: "ETTR", mtbi_s: "MTBI", mttr_s: "MTTR" };
 const PALETTE = ["#2463eb", "#e04f16", "#22a06b", "#7a5af8", "#ee46bc", "#0e9384", "#dc6803", "#475467", "#b42318", "#36bffa"];
 
 // ---- charts (uPlot) -----------------------------------------------------------------------
@@ -252,19 +254,15 @@ function headlineCard(d) {
   }
   showZeros.addEventListener("change", drawRows);
   drawRows();
-  // figures other parts of mlgoodput add to the report (MFU, program goodput, ...): shown as they come
+  // productivity figures the accounting adds (MFU, the other goodputs, ETTR, MTBI/MTTR) and any
+  // other scalar a later version adds: shown as they come, fractions as percentages
   const KNOWN = new Set(["job_name", "logger_name", "start", "end", "total_s", "productive_s", "goodput_pct", "badput_s", "badput_pct",
-    "overlapped_s", "disruptions", "last_step", "max_productive_step", "ideal_step_time_s", "slice_efficiency", "hosts"]);
+    "overlapped_s", "disruptions", "last_step", "max_productive_step", "ideal_step_time_s", "slice_efficiency", "hosts", "productivity"]);
   const prod = [];
-  const extra = (k, v) => {
-    if (typeof v !== "number" || !isFinite(v)) return;
-    const label = k.replace(/_(pct|s)$/, "").replace(/_/g, " ");
-    prod.push(kpi(/_pct$/.test(k) ? v.toFixed(2) + " %" : /_s$/.test(k) ? secs(v) : num(v, 3), label));
-  };
   for (const [k, v] of Object.entries(rep)) {
-    if (KNOWN.has(k) || v === null) continue;
-    if (typeof v === "object" && !Array.isArray(v)) for (const [k2, v2] of Object.entries(v)) extra(k2, v2);
-    else extra(k, v);
+    if (KNOWN.has(k) || typeof v !== "number" || !isFinite(v)) continue;
+    prod.push(kpi(FRACTIONS.has(k) ? (100 * v).toFixed(2) + " %" : /_s$/.test(k) ? secs(v) : /_pct$/.test(k) ? v.toFixed(2) + " %" : num(v, 3),
+      LABELS_EXTRA[k] || k.replace(/_(pct|s)$/, "").replace(/_/g, " ")));
   }
   return card(null, null,
     el("div", { class: "headline" },
@@ -278,6 +276,23 @@ function headlineCard(d) {
     stack,
     el("div", { class: "tools" }, el("label", {}, showZeros, " show empty buckets")),
     el("table", { id: "breakdown" }, el("thead", {}, el("tr", {}, el("th", { text: "Where the time went" }), el("th", { class: "num", text: "Seconds" }), el("th", { class: "num", text: "%" }))), tbody));
+}
+function productivityCard(p) {
+  if (!p || typeof p !== "object") return null;
+  const rows = Object.entries(p).filter(([, v]) => v !== null && v !== undefined && !Array.isArray(v)
+    && (typeof v !== "object" || Object.values(v).some((x) => x !== null)));
+  const fmt = (k, v) => {
+    if (typeof v === "object") return Object.entries(v).filter(([, x]) => x !== null).map(([a, x]) => a.replace(/_s$/, "") + " " + (typeof x === "number" ? (/_s$/.test(a) ? secs(x) : num(x, 3)) : x)).join(", ") || "–";
+    if (typeof v !== "number") return String(v);
+    if (FRACTIONS.has(k)) return (100 * v).toFixed(2) + " %";
+    if (/_s$/.test(k)) return secs(v);
+    if (/flops/.test(k)) return v.toExponential(3);
+    return num(v, 3);
+  };
+  if (!rows.length) return null;
+  return card("Productivity", "MFU, program, scheduling and ML productivity goodput, ETTR and reliability, from the same accounting (docs/accounting.md).",
+    el("div", { class: "grid2" }, rows.map(([k, v]) => el("div", { class: "kpi", style: "display:flex;justify-content:space-between;border-bottom:1px solid var(--line);padding:4px 0" },
+      el("span", { class: "k", text: LABELS_EXTRA[k] || k.replace(/_(s)$/, "").replace(/_/g, " ") }), el("span", { text: fmt(k, v) })))));
 }
 function kpi(v, k) { return el("div", { class: "kpi", "data-kpi": k }, el("div", { class: "v", text: v }), el("div", { class: "k", text: k })); }
 
@@ -405,6 +420,7 @@ async function jobPage(job) {
           ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1]], hosts, "No steps yet.")),
         card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
           ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
+      productivityCard(d.report.productivity),
       el("div", { class: "row" },
         card("JAX compilations", "Compile events recorded by the JAX listeners.", table("compiles", [
           ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["seconds", (r) => secs(r.seconds), 1]], d.compiles, "No compile events.")),
