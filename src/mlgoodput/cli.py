@@ -30,6 +30,7 @@ _COMMANDS: tuple[str, ...] = (
     "monitor",
     "dashboards",
     "advise",
+    "ui",
 )
 
 #: module -> its subcommands and their one-line help, so that `mlgoodput --help` and
@@ -46,6 +47,7 @@ _SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
     "monitor": (("monitor", "upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring"),),
     "dashboards": (("dashboards", "print or install the Grafana dashboard and Prometheus alert rules"),),
     "advise": (("advise", "checkpoint interval advice from measured save cost and interruptions"),),
+    "ui": (("ui", "serve a web app over a store: jobs, timelines, runs, console, compare"),),
 }
 _DESCRIPTION = "Goodput and Badput of ML training jobs, runs, and a live console."
 

@@ -91,7 +91,7 @@ def test_commands_run_as_written(page: Path, tmp_path: Path) -> None:
             lines = _shell_lines(b.text)
             exports += [ln for ln in lines if ln.startswith("export ")]
             cmd = ["bash", "-e", "-o", "pipefail", "-c", "\n".join([*exports, b.text])]
-        res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=240)
+        res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=120)
         out = res.stdout + res.stderr
         assert res.returncode == 0, f"{where} failed ({res.returncode}):\n{out[-3000:]}"
         assert "Traceback" not in out, f"{where}:\n{out[-3000:]}"

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 import mlgoodput
 from mlgoodput._journal import journal_dirs, recover_journals
@@ -218,10 +219,9 @@ def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
     lines.append(f"  export MLGOODPUT_STORE={path}")
     lines.append("  mlgoodput jobs                              # goodput, duration and status of each job")
     lines.append(f"  mlgoodput report --job {job} --window 30     # the last 30 s of the job")
+    lines.append(f"  mlgoodput ui                                # then open http://127.0.0.1:8787/jobs/{quote(job, safe='')}")
     if tensorboard_dir:
         lines.append(f"  tensorboard --logdir {tensorboard_dir}   # then open http://localhost:6006")
-    else:
-        lines.append(f"  mlgoodput report --job {job} --json          # every number, for scripts")
     return "\n".join(lines)
 
 
