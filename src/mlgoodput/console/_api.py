@@ -35,6 +35,9 @@ _leaving = False
 _CONFIG_KEY = "mlgoodput_console"
 
 
+_in_child_attach = False  # True while a multiprocessing child joins as it unpickles (see connect)
+
+
 def current_client() -> ConsoleClient | None:
     """The connected client of this process, or None."""
     return _client
@@ -64,7 +67,11 @@ def connect(
         if _client is not None:
             disconnect(timeout_s=5.0)
         client = ConsoleClient(address, token=token, max_buffer=max_buffer)
-        client.handshake()  # a refusal (wrong or missing token) is a configuration error: raise now
+        if not _in_child_attach:
+            # a refusal (wrong or missing token) is a configuration error: raise here. Not in a
+            # multiprocessing child joining as it starts: a Pool.terminate() SIGTERM must find
+            # it connected in the background with its handler installed, not mid-handshake.
+            client.handshake()
         client.start()
         from mlgoodput.console import _progress
 
@@ -137,9 +144,14 @@ class _Attach:
 
 def _attach(address: str, token: str | None, level: int, forward_exception: bool) -> _Attach:
     """Runs in a spawned or forkserver child while multiprocessing unpickles its process."""
+    global _in_child_attach
     try:
         if _client is None:
-            client = connect(address, token=token, level=level, forward_exception=forward_exception)
+            _in_child_attach = True
+            try:
+                client = connect(address, token=token, level=level, forward_exception=forward_exception)
+            finally:
+                _in_child_attach = False
             _in_mp_child(client)  # spawn and forkserver children do not run the after-fork hooks
     except Exception as e:  # a child must start even if the console cannot be joined
         logging.getLogger("mlgoodput.console").warning("could not join the console at %s: %s", address, e)
