@@ -14,6 +14,7 @@ import operator
 from array import array
 from bisect import bisect_left, bisect_right
 
+from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -36,7 +37,6 @@ from mlgoodput.accounting._model import (
     B,
     Derived,
     Touched,
-    median,
 )
 from mlgoodput.accounting._query import Query
 from mlgoodput.accounting._report import (
@@ -60,6 +60,7 @@ class Engine:
         self.timeline = Timeline()
         self._derived: Derived | None = None
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
+        self._hosts: dict[int, HostSteps] = {}
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
@@ -369,33 +370,21 @@ class Engine:
         return out
 
     def host_stats(self, q: float) -> tuple[HostStepStats, ...]:
+        """Step statistics of every host with two steps or more (incremental per host)."""
         out = []
         for h, log in sorted(self.timeline.hosts.items()):
-            times = log.times
-            if len(times) < 2:
+            if len(log.times) < 2:
                 continue
-            js = log.job_starts
-            diffs = []
-            for i in range(1, len(times)):
-                if times[i] > q:
-                    break
-                if bisect_right(js, times[i]) != bisect_right(js, times[i - 1]):
-                    continue  # a restart lies between
-                diffs.append(times[i] - times[i - 1])
-            if not diffs:
-                continue
-            diffs.sort()
-            out.append(
-                HostStepStats(
-                    host=h,
-                    steps=len(diffs) + 1,
-                    median_s=median(diffs),
-                    p90_s=diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))],
-                    max_s=diffs[-1],
-                )
-            )
+            if q < log.times[-1]:
+                st = stats_as_of(log, q)
+            else:
+                hs = self._hosts.get(h)
+                if hs is None:
+                    hs = self._hosts[h] = HostSteps()
+                st = hs.update(log)
+            if st is not None:
+                out.append(st)
         return tuple(out)
-
 
 
 def _slices(

@@ -1,12 +1,15 @@
 """A sorted multiset of floats with sums: the running set of step times behind the ideal step time.
 
-Bucketed (a list of sorted lists), so inserting, removing, the k-th value and the sum of values
-above a threshold cost about the square root of the size instead of a full sort per query.
+Bucketed (a list of sorted typed arrays of doubles, 8 bytes a value), so inserting, removing,
+the k-th value and the sum of values above a threshold cost about the square root of the size
+instead of a full sort per query.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable
 
 _LOAD = 1000
 
@@ -14,16 +17,16 @@ _LOAD = 1000
 class SortedFloats:
     __slots__ = ("_buckets", "_maxes", "_n", "_sums")
 
-    def __init__(self, values: list[float] | None = None) -> None:
-        self._buckets: list[list[float]] = []
+    def __init__(self, values: Iterable[float] | None = None) -> None:
+        self._buckets: list[array[float]] = []
         self._maxes: list[float] = []
         self._sums: list[float] = []
         self._n = 0
         if values:
             self._build(sorted(values))
 
-    def _build(self, ordered: list[float]) -> None:
-        self._buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]
+    def _build(self, ordered: list[float] | array[float]) -> None:
+        self._buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
         self._maxes = [b[-1] for b in self._buckets]
         self._sums = [sum(b) for b in self._buckets]
         self._n = len(ordered)
@@ -33,7 +36,7 @@ class SortedFloats:
 
     def add(self, x: float) -> None:
         if not self._buckets:
-            self._buckets, self._maxes, self._sums, self._n = [[x]], [x], [x], 1
+            self._buckets, self._maxes, self._sums, self._n = [array("d", (x,))], [x], [x], 1
             return
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
@@ -52,12 +55,14 @@ class SortedFloats:
             self._sums[i] = sum(b)
             self._sums.insert(i + 1, sum(half))
 
-    def extend(self, xs: list[float]) -> None:
+    def extend(self, xs: list[float] | array[float]) -> None:
         if len(xs) > self._n // 4 + 16:
-            merged = [v for b in self._buckets for v in b]
+            merged = array("d")
+            for b in self._buckets:
+                merged.extend(b)
+            self._buckets = []
             merged.extend(xs)
-            merged.sort()
-            self._build(merged)
+            self._build(sorted(merged))
         else:
             for x in xs:
                 self.add(x)
@@ -77,6 +82,23 @@ class SortedFloats:
         else:
             self._maxes[i] = b[-1]
             self._sums[i] -= x
+
+    def values(self) -> array[float]:
+        """All values in order, as one packed array."""
+        out = array("d")
+        for b in self._buckets:
+            out.extend(b)
+        return out
+
+    @classmethod
+    def from_sorted(cls, ordered: array[float]) -> SortedFloats:
+        """From values already in order (a snapshot), without sorting again."""
+        s = cls()
+        s._build(ordered)
+        return s
+
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self._buckets) * 8
 
     def kth(self, k: int) -> float:
         """The k-th smallest value, 0-based."""

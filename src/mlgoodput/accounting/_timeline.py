@@ -45,6 +45,7 @@ class HostLog:
     others: list[Rec] = field(default_factory=list)  # sorted by time
     _seen: set[Rec] = field(default_factory=set)
     job_starts: list[float] = field(default_factory=list)
+    version: int = 0  # bumped when a change reaches back before the last step (not an append)
 
     def add_steps(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
         """Append step starts; returns the earliest time that changed (inf if none)."""
@@ -65,6 +66,7 @@ class HostLog:
             self.nums.extend(nums)
             return times[0]
         # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
+        self.version += 1
         both = set(zip(self.times, self.nums, strict=True))
         both.update(zip(times, nums, strict=True))
         merged = sorted(both)
@@ -83,6 +85,8 @@ class HostLog:
             insort(self.others, rec, key=lambda r: r.time)
         if rec.kind == Kind.JOB_START:
             insort(self.job_starts, rec.time)
+            if self.times and rec.time <= self.times[-1]:
+                self.version += 1  # a restart between steps already seen
         return rec.time
 
 
