@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from mlgoodput import _env
 from mlgoodput._journal import recover_journals
+from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._report import BadputType, GoodputReport
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
+from mlgoodput.store._state import PagedStore
 
 TimeArg = _dt.datetime | float | int | None
+SNAPSHOT_EVERY = 100_000  # events of growth between two saves of the accounting state
 
 
 def _when(value: TimeArg, arg: str) -> float | None:
@@ -32,7 +37,10 @@ class GoodputCalculator:
     """Computes Goodput and the Badput breakdown of one job from its recorded events.
 
     A calculator keeps what it has read: asking again reads only the events stored since
-    (its own cursor), and the engine extends its derived state for them.
+    (its own cursor), and the engine extends its derived state for them. With `snapshot`
+    (default: on unless $MLGOODPUT_SNAPSHOT=0) it also saves that state into the store as the
+    job grows, and a new calculator starts from it, reading only the events stored after it;
+    a saved state that fails a check (format, store, cursor, digest) is ignored.
     """
 
     def __init__(
@@ -44,6 +52,7 @@ class GoodputCalculator:
         using_pathways: bool = False,
         stall_factor: float = 3.0,
         clock: Callable[[], float] = time.time,
+        snapshot: bool | None = None,
     ) -> None:
         if not isinstance(job_name, str) or not job_name:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
@@ -58,6 +67,11 @@ class GoodputCalculator:
         self._engine = Engine(stall_factor=stall_factor)
         self._cursor = 0
         self._lock = threading.Lock()
+        # saved state (accounting/_snapshot.py): None = off, else the growth in events that
+        # triggers a save; `_saved` = the events the saved state covers
+        self._save_every = _snapshot_policy(snapshot)
+        self._saved = 0
+        self._restored = False
 
     @property
     def store(self) -> Store:
@@ -68,10 +82,34 @@ class GoodputCalculator:
             recover_journals(self._store)  # what killed processes left behind
         except OSError:
             pass  # a journal we cannot read now is read by a later query
+        if not self._restored:
+            self._restored = True
+            if self._save_every is not None and self._cursor == 0:
+                got = _snapshot.restore(
+                    self._store, self.logger_name, self.job_name, stall_factor=self._stall_factor
+                )
+                if got is not None:
+                    self._engine, self._cursor = got
+                    self._saved = self._engine.timeline.events
+        if isinstance(self._store, PagedStore):  # a page at a time: never the whole job at once
+            for cursor, part in self._store.scan(self.logger_name, self.job_name, self._cursor):
+                self._engine.timeline.ingest(part)
+                self._cursor = cursor
+            return
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for part in res.parts:
             self._engine.timeline.ingest(part)
         self._cursor = res.cursor
+
+    def _keep(self) -> None:
+        """Save the engine's state when the job grew enough since the last save (after a query,
+        so what it derived is saved too)."""
+        every = self._save_every
+        n = self._engine.timeline.events
+        if every is None or n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+            return
+        _snapshot.save(self._store, self._engine, self.logger_name, self.job_name, self._cursor)
+        self._saved = n  # also after a failed save: try again only once the job grew again
 
     # -- ours ----------------------------------------------------------------------------
     def report(
@@ -99,7 +137,10 @@ class GoodputCalculator:
             else:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
-            return engine.report(self.job_name, self.logger_name, q, a, b, ideal)
+            r = engine.report(self.job_name, self.logger_name, q, a, b, ideal)
+            if engine is self._engine:
+                self._keep()
+            return r
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
@@ -130,10 +171,13 @@ class GoodputCalculator:
             self._refresh()
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
-            return {
+            out = {
                 int(w): engine.report(self.job_name, self.logger_name, q, q - w, q, ideal)
                 for w in ws
             }
+            if engine is self._engine:
+                self._keep()
+            return out
 
     # -- seed API ------------------------------------------------------------------------
     def get_job_goodput(
@@ -179,7 +223,19 @@ class GoodputCalculator:
             self._refresh()
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
-            return engine.step_deviation(q, ideal, last_n)
+            out = engine.step_deviation(q, ideal, last_n)
+            self._keep()
+            return out
+
+
+def _snapshot_policy(snapshot: bool | None) -> int | None:
+    """None (no saved state) or the growth in events that triggers a save (see _env.SNAPSHOT)."""
+    if snapshot is not None and not isinstance(snapshot, bool):
+        raise TypeError(f"snapshot must be True, False or None, got {snapshot!r}")
+    env = os.environ.get(_env.SNAPSHOT, "").strip().lower()
+    if snapshot is False or (snapshot is None and env in ("0", "off", "false", "no")):
+        return None
+    return 1 if env == "always" else SNAPSHOT_EVERY
 
 
 def _check_ideal(v: float | None) -> float | None:

@@ -12,11 +12,17 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store._columns import Columns, decode, encode
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._state import PAGE_ROWS
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 MAX_CHUNK_EVENTS = 65536
@@ -174,3 +180,133 @@ class SQLiteStore:
                 except sqlite3.Error:
                     pass
             self._conn = None
+
+    # -- optional abilities (store/_state.py): saved accounting state, paged reads ----------
+    def _run(self, what: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return work(self._connect())
+            except sqlite3.Error as e:
+                if self._conn is not None and self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise StoreError(f"cannot {what} SQLite store {self.path!r}: {e}") from e
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        while True:
+            rows = self._run("read", partial(_page, namespace, job, cursor))
+            for r in rows:
+                cursor = r[0]
+                yield cursor, decode(*r[1:])
+            if len(rows) < PAGE_ROWS:
+                return
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            head = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM chunks WHERE ns = ? AND job = ?", (namespace, job)
+            ).fetchone()[0]
+            upto = conn.execute(
+                "SELECT coalesce(sum(n), 0) FROM chunks WHERE ns = ? AND job = ? AND seq <= ?",
+                (namespace, job, cursor),
+            ).fetchone()[0]
+            return int(head), int(upto)
+
+        return self._run("read", work)
+
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        """Pieces go in under a new generation in short transactions; one last short
+        transaction makes it current and drops the others, so writers never wait long."""
+        gen = time.time_ns() ^ (os.getpid() << 20)
+
+        def put(conn: sqlite3.Connection, batch: list[bytes], first: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO state_pieces (ns, job, gen, i, data) VALUES (?, ?, ?, ?, ?)",
+                [(namespace, job, gen, first + k, b) for k, b in enumerate(batch)],
+            )
+            conn.execute("COMMIT")
+
+        def flip(conn: sqlite3.Connection, n: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            have = conn.execute(
+                "SELECT count(*) FROM state_pieces WHERE ns = ? AND job = ? AND gen = ?",
+                (namespace, job, gen),
+            ).fetchone()[0]
+            if have == n:  # else a concurrent save dropped ours: keep theirs
+                conn.execute(
+                    "INSERT INTO states (ns, job, gen, pieces, saved_at) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT(ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
+                    " saved_at = excluded.saved_at",
+                    (namespace, job, gen, n, time.time()),
+                )
+                conn.execute(
+                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen)
+                )
+            conn.execute("COMMIT")
+
+        self._run("save state in", lambda conn: conn.executescript(_STATE_SCHEMA))
+        n, size = 0, 0
+        batch: list[bytes] = []
+        for piece in pieces:
+            batch.append(piece)
+            size += len(piece)
+            if size >= 16 << 20:
+                self._run("save state in", partial(put, batch=batch, first=n))
+                n, batch, size = n + len(batch), [], 0
+        if batch:
+            self._run("save state in", partial(put, batch=batch, first=n))
+            n += len(batch)
+        self._run("save state in", lambda conn: flip(conn, n))
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        def head(conn: sqlite3.Connection) -> tuple[int, int] | None:
+            try:
+                row = conn.execute(
+                    "SELECT gen, pieces FROM states WHERE ns = ? AND job = ?", (namespace, job)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no state table: nothing was ever saved
+                return None
+            return None if row is None else (int(row[0]), int(row[1]))
+
+        found = self._run("read", head)
+        if found is None:
+            return None
+        gen, n = found
+
+        def pieces() -> Iterator[bytes]:
+            for i in range(n):  # one piece a query: a deleted generation shows as a missing piece
+                row = self._run("read", partial(_piece, namespace, job, gen, i))
+                if row is None:
+                    return
+                yield bytes(row[0])
+
+        return pieces()
+
+
+def _page(ns: str, job: str, cursor: int, conn: sqlite3.Connection) -> list[Any]:
+    return conn.execute(
+        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
+        " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (ns, job, cursor, PAGE_ROWS),
+    ).fetchall()
+
+
+def _piece(ns: str, job: str, gen: int, i: int, conn: sqlite3.Connection) -> Any:
+    return conn.execute(
+        "SELECT data FROM state_pieces WHERE ns = ? AND job = ? AND gen = ? AND i = ?", (ns, job, gen, i)
+    ).fetchone()
+
+
+_STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS states (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen INTEGER NOT NULL, pieces INTEGER NOT NULL,
+    saved_at REAL NOT NULL, PRIMARY KEY (ns, job)
+);
+CREATE TABLE IF NOT EXISTS state_pieces (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen INTEGER NOT NULL, i INTEGER NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (ns, job, gen, i)
+);
+"""
