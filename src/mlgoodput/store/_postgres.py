@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store._columns import Columns, decode, encode
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._state import PAGE_ROWS
 
 MAX_CHUNK_EVENTS = 65536
 T = TypeVar("T")
@@ -181,3 +183,119 @@ class PostgresStore:
             if self._conn is not None and self._pid == os.getpid():
                 self._drop_broken()
             self._conn = None
+
+    # -- optional abilities (store/_state.py): saved accounting state, paged reads ----------
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        while True:
+            rows = self._in_transaction("read", partial(_page, namespace, job, cursor))
+            for r in rows:
+                cursor = int(r[0])
+                yield cursor, decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7])
+            if len(rows) < PAGE_ROWS:
+                return
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        def work(conn: Any) -> tuple[int, int]:
+            head = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM mlgoodput_chunks WHERE ns = %s AND job = %s", (namespace, job)
+            ).fetchone()[0]
+            upto = conn.execute(
+                "SELECT coalesce(sum(n), 0) FROM mlgoodput_chunks WHERE ns = %s AND job = %s AND seq <= %s",
+                (namespace, job, cursor),
+            ).fetchone()[0]
+            return int(head), int(upto)
+
+        return self._in_transaction("read", work)
+
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        """Pieces under a new generation in short transactions, then one short transaction
+        makes it current and drops the others."""
+        gen = time.time_ns() ^ (os.getpid() << 20)
+        self._in_transaction("save state in", _state_schema)
+        n = 0
+        for piece in pieces:
+            self._in_transaction("save state in", partial(_put_piece, namespace, job, gen, n, piece))
+            n += 1
+
+        def flip(conn: Any) -> None:
+            have = conn.execute(
+                "SELECT count(*) FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s",
+                (namespace, job, gen),
+            ).fetchone()[0]
+            if have != n:  # a concurrent save dropped ours: keep theirs
+                return
+            conn.execute(
+                "INSERT INTO mlgoodput_states (ns, job, gen, pieces, saved_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
+                " saved_at = excluded.saved_at",
+                (namespace, job, gen, n, time.time()),
+            )
+            conn.execute(
+                "DELETE FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen <> %s", (namespace, job, gen)
+            )
+
+        self._in_transaction("save state in", flip)
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        def head(conn: Any) -> tuple[int, int] | None:
+            exists = conn.execute("SELECT to_regclass('mlgoodput_states')").fetchone()[0]
+            if exists is None:
+                return None
+            row = conn.execute(
+                "SELECT gen, pieces FROM mlgoodput_states WHERE ns = %s AND job = %s", (namespace, job)
+            ).fetchone()
+            return None if row is None else (int(row[0]), int(row[1]))
+
+        found = self._in_transaction("read", head)
+        if found is None:
+            return None
+        gen, n = found
+
+        def pieces() -> Iterator[bytes]:
+            for i in range(n):  # one piece a query: a dropped generation shows as a missing piece
+                row = self._in_transaction("read", partial(_get_piece, namespace, job, gen, i))
+                if row is None:
+                    return
+                yield bytes(row[0])
+
+        return pieces()
+
+
+def _state_schema(conn: Any) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
+    conn.execute(_STATE_SCHEMA)
+
+
+def _page(ns: str, job: str, cursor: int, conn: Any) -> list[Any]:
+    rows: list[Any] = conn.execute(
+        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+        " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (ns, job, cursor, PAGE_ROWS),
+    ).fetchall()
+    return rows
+
+
+def _put_piece(ns: str, job: str, gen: int, i: int, data: bytes, conn: Any) -> None:
+    conn.execute(
+        "INSERT INTO mlgoodput_state_pieces (ns, job, gen, i, data) VALUES (%s, %s, %s, %s, %s)",
+        (ns, job, gen, i, data),
+    )
+
+
+def _get_piece(ns: str, job: str, gen: int, i: int, conn: Any) -> Any:
+    return conn.execute(
+        "SELECT data FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s AND i = %s",
+        (ns, job, gen, i),
+    ).fetchone()
+
+
+_STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS mlgoodput_states (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen BIGINT NOT NULL, pieces INTEGER NOT NULL,
+    saved_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (ns, job)
+);
+CREATE TABLE IF NOT EXISTS mlgoodput_state_pieces (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen BIGINT NOT NULL, i INTEGER NOT NULL,
+    data BYTEA NOT NULL, PRIMARY KEY (ns, job, gen, i)
+);
+"""
