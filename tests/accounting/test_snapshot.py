@@ -80,10 +80,10 @@ def test_a_new_calculator_starts_from_the_saved_state(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "damage",
     [
-        "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i = 2",  # bytes
-        "DELETE FROM state_pieces WHERE i = 1",  # a missing piece
+        "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i = 1",  # bytes
+        "DELETE FROM state_pieces WHERE i = 2",  # a missing piece
         "UPDATE state_pieces SET data = CAST('{\"magic\":\"x\"}' AS BLOB) WHERE i = 0",  # not ours
-        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"format\":1', '\"format\":9') AS BLOB) WHERE i = 0",
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"format\":', '\"format\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"cursor\":', '\"cursor\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"events\":', '\"events\":1') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"job\":\"j\"', '\"job\":\"k\"') AS BLOB) WHERE i = 0",

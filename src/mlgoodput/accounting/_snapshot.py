@@ -21,10 +21,11 @@ from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._hoststats import HostSteps
 from mlgoodput.accounting._model import Derived
 from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Rec
 from mlgoodput.store._state import StateStore
 
-FORMAT = 1
+FORMAT = 2
 PIECE = 8 << 20
 _MAGIC = "mlgoodput-accounting-state"
 log = logging.getLogger("mlgoodput")
@@ -49,7 +50,8 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
     hosts = []
     for h, log in sorted(tl.hosts.items()):
         add(f"times.{h}", log.times)
-        add(f"nums.{h}", log.nums)
+        for part, arr in zip(("starts", "base", "keys", "packed"), log.nums.state(), strict=True):
+            add(f"nums.{part}.{h}", arr)
         others = [[r.kind, r.time, r.step, r.value, r.name, r.attrs] for r in log.others]
         add(f"others.{h}", json.dumps(others, separators=(",", ":")).encode())
         hosts.append({"host": h, "monotonic": log.monotonic, "version": log.version, "job_starts": log.job_starts})
@@ -149,9 +151,8 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
         host = int(meta["host"])
         log = HostLog(host)
         log.times = _arr(out[f"times.{host}"], "d")
-        log.nums = _arr(out[f"nums.{host}"], "q")
-        if len(log.times) != len(log.nums):
-            raise SnapshotError(f"host {host}: {len(log.times)} step times, {len(log.nums)} step numbers")
+        parts = [_arr(out[f"nums.{part}.{host}"], "q") for part in ("starts", "base", "keys", "packed")]
+        log.nums = StepNums.from_state(len(log.times), *parts)
         raw = out[f"others.{host}"]
         assert isinstance(raw, bytes)
         log.others = [Rec(int(k), float(t), s, v, nm, at) for k, t, s, v, nm, at in json.loads(raw)]

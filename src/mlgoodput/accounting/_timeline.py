@@ -14,6 +14,7 @@ from array import array
 from bisect import insort
 from dataclasses import dataclass, field
 
+from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store._columns import NO_STEP, Columns
 
@@ -40,7 +41,7 @@ class HostLog:
 
     host: int
     times: array[float] = field(default_factory=lambda: array("d"))  # step starts, by time
-    nums: array[int] = field(default_factory=lambda: array("q"))
+    nums: StepNums = field(default_factory=StepNums)  # step numbers, as runs
     monotonic: bool = True  # step numbers never decrease along time
     others: list[Rec] = field(default_factory=list)  # sorted by time
     _seen: set[Rec] = field(default_factory=set)
@@ -71,8 +72,9 @@ class HostLog:
         both.update(zip(times, nums, strict=True))
         merged = sorted(both)
         self.times = array("d", (p[0] for p in merged))
-        self.nums = array("q", (p[1] for p in merged))
-        self.monotonic = all(map(int.__le__, self.nums[:-1], self.nums[1:]))
+        nums_list = [p[1] for p in merged]
+        self.nums = StepNums(nums_list)
+        self.monotonic = all(map(int.__le__, nums_list[:-1], nums_list[1:]))
         return min(times)
 
     def add_other(self, rec: Rec) -> float:
