@@ -17,14 +17,22 @@ from typing import overload
 
 _MIN_SPLIT = 64  # below this, a batch that does not count up by one is kept as it is
 _IOTA = array("q")
+_TEMPLATES: dict[int, tuple[int, int]] = {}  # m -> (1, 1, ..., 1) and (0, 1, ..., m-1), packed
 
 
-def _iota(m: int) -> int:
-    """0, 1, ..., m-1 as one little integer per 8 bytes, packed into a single Python int."""
+def _templates(m: int) -> tuple[int, int]:
+    """m ones and 0 .. m-1, each as 8 bytes of one big Python int (batches repeat their sizes)."""
     global _IOTA
-    if len(_IOTA) < m:
-        _IOTA = array("q", range(max(m, 2 * len(_IOTA), 1 << 16)))
-    return int.from_bytes(memoryview(_IOTA)[:m], sys.byteorder)
+    got = _TEMPLATES.get(m)
+    if got is None:
+        if len(_IOTA) < m:
+            _IOTA = array("q", range(max(m, 2 * len(_IOTA), 1 << 16)))
+        ones = int.from_bytes((b"\x01" + bytes(7)) * m, sys.byteorder)
+        got = (ones, int.from_bytes(memoryview(_IOTA)[:m], sys.byteorder))
+        if len(_TEMPLATES) >= 16:
+            _TEMPLATES.clear()
+        _TEMPLATES[m] = got
+    return got
 
 
 def counts_up(a: array[int]) -> bool:
@@ -35,8 +43,8 @@ def counts_up(a: array[int]) -> bool:
     x0 = a[0]
     if x0 < 0 or a[-1] - x0 != m - 1:
         return False
-    ones = int.from_bytes((b"\x01" + bytes(7)) * m, sys.byteorder)
-    return int.from_bytes(memoryview(a), sys.byteorder) == x0 * ones + _iota(m)
+    ones, iota = _templates(m)
+    return int.from_bytes(memoryview(a), sys.byteorder) == x0 * ones + iota
 
 
 class StepNums:
@@ -102,28 +110,29 @@ class StepNums:
     def tolist(self) -> list[int]:
         return list(self)
 
-    def extend(self, values: Iterable[int]) -> None:
+    def extend(self, values: Iterable[int]) -> bool:
+        """Append numbers; True when they count up by one (0, 1, 2, ...)."""
         a = values if isinstance(values, array) and values.typecode == "q" else array("q", values)
-        self._add(a)
+        return self._add(a)
 
-    def _add(self, a: array[int]) -> None:
+    def _add(self, a: array[int]) -> bool:
         m = len(a)
         if m == 0:
-            return
+            return True
         if counts_up(a):
             k = len(self._starts) - 1
             if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == a[0]:
                 self._n += m  # it continues the last run
-                return
+                return True
             self._starts.append(self._n)
             self._base.append(a[0])
             self._n += m
-            return
+            return True
         if m >= _MIN_SPLIT:  # a restart or a skip inside: the runs on either side stay runs
             h = m // 2
             self._add(a[:h])
             self._add(a[h:])
-            return
+            return False
         k = len(self._starts) - 1
         if k >= 0 and k in self._packed:
             self._packed[k].extend(a)
@@ -132,6 +141,7 @@ class StepNums:
             self._base.append(0)
             self._packed[len(self._starts) - 1] = array("q", a)
         self._n += m
+        return False
 
     def to_array(self) -> array[int]:
         return self._range(0, self._n)
