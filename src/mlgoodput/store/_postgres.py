@@ -8,6 +8,7 @@ a slower transaction commits later (a plain sequence would allow that).
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -15,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, decode, encode
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
 
@@ -109,9 +110,10 @@ class PostgresStore:
                 raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {e}") from e
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        self._in_transaction("append to", lambda conn: self._append(conn, namespace, job, batch))
+        chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before any row lock is taken
+        self._in_transaction("append to", lambda conn: self._append(conn, namespace, job, batch, chunks))
 
-    def _append(self, conn: Any, ns: str, job: str, batch: EventBatch) -> None:
+    def _append(self, conn: Any, ns: str, job: str, batch: EventBatch, chunks: list[Chunk]) -> None:
         conn.execute(
             "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
             (batch.writer,),
@@ -120,29 +122,36 @@ class PostgresStore:
             "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (batch.writer,)
         ).fetchone()[0]
         skip = max(0, expected - batch.first_seq)
-        events = batch.events[skip:]
-        if not events:
+        if skip >= len(batch.events):
             return
+        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)
+        # the rows go in first under placeholder (negative) cursors, before the job's stream
+        # row is locked, so the lock covers a few small updates and the commit, not the upload
+        tmp = -random.getrandbits(62) - 1
+        lo, hi, total = float("inf"), float("-inf"), 0
+        first = batch.first_seq + skip
+        now = time.time()
+        with conn.cursor().copy(
+            "COPY mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds, times, hosts,"
+            " steps, vals, names, attrs) FROM STDIN (FORMAT BINARY)"
+        ) as cp:
+            cp.set_types(_CHUNK_TYPES)
+            for k, ch in enumerate(chunks):
+                cp.write_row((ns, job, tmp - k, batch.writer, first + total, ch.n, now, ch.kinds, ch.times,
+                              ch.hosts, ch.steps, ch.values, ch.names, ch.attrs))
+                lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
         conn.execute(
             "INSERT INTO mlgoodput_streams (ns, job) VALUES (%s, %s) ON CONFLICT DO NOTHING", (ns, job)
         )
         seq = conn.execute(
             "SELECT next_seq FROM mlgoodput_streams WHERE ns = %s AND job = %s FOR UPDATE", (ns, job)
         ).fetchone()[0]
-        now = time.time()
-        lo, hi, total = float("inf"), float("-inf"), 0
-        first = batch.first_seq + skip
-        for start in range(0, len(events), MAX_CHUNK_EVENTS):
-            ch = encode(Columns.from_events(events[start : start + MAX_CHUNK_EVENTS]))
-            conn.execute(
-                "INSERT INTO mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds,"
-                " times, hosts, steps, vals, names, attrs)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (ns, job, seq, batch.writer, first + start, ch.n, now, ch.kinds, ch.times,
-                 ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
-            )
-            seq += 1
-            lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
+        conn.execute(  # placeholder tmp - k becomes seq + k
+            "UPDATE mlgoodput_chunks SET seq = %s + (%s - seq) WHERE ns = %s AND job = %s AND seq <= %s AND seq > %s",
+            (seq, tmp, ns, job, tmp, tmp - len(chunks)),
+        )
+        seq += len(chunks)
         conn.execute(
             "UPDATE mlgoodput_streams SET next_seq = %s, events = events + %s,"
             " first_time = LEAST(COALESCE(first_time, %s), %s),"
@@ -259,6 +268,10 @@ class PostgresStore:
                 yield bytes(row[0])
 
         return pieces()
+
+
+_CHUNK_TYPES = ["text", "text", "int8", "int8", "int8", "int4", "float8",
+                "bytea", "bytea", "bytea", "bytea", "bytea", "text", "text"]
 
 
 def _state_schema(conn: Any) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, decode, encode
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
 
@@ -97,10 +97,11 @@ class SQLiteStore:
         return conn
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before the lock: writers only wait for inserts
         with self._lock:
             try:
                 conn = self._connect()
-                self._append(conn, namespace, job, batch)
+                self._append(conn, namespace, job, batch, chunks)
             except sqlite3.Error as e:
                 if self._conn is not None and self._conn.in_transaction:
                     try:
@@ -109,28 +110,29 @@ class SQLiteStore:
                         pass
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
 
-    def _append(self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch) -> None:
+    def _append(
+        self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch, chunks: list[Chunk]
+    ) -> None:
         conn.execute("BEGIN IMMEDIATE")
         row = conn.execute(
             "SELECT next_seq FROM writers WHERE writer = ?", (batch.writer,)
         ).fetchone()
         expected = row[0] if row else 0
         skip = max(0, expected - batch.first_seq)
-        events = batch.events[skip:]
-        if not events:
+        if skip >= len(batch.events):
             conn.execute("COMMIT")
             return
+        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)
         first = batch.first_seq + skip
         now = time.time()
         t_lo, t_hi, total = float("inf"), float("-inf"), 0
-        for start in range(0, len(events), MAX_CHUNK_EVENTS):
-            part = events[start : start + MAX_CHUNK_EVENTS]
-            ch = encode(Columns.from_events(part))
+        for ch in chunks:
             conn.execute(
                 "INSERT INTO chunks (ns, job, writer, first_seq, n, t_min, t_max, stored_at,"
                 " kinds, times, hosts, steps, vals, names, attrs)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, job, batch.writer, first + start, ch.n, ch.t_min, ch.t_max, now,
+                (ns, job, batch.writer, first + total, ch.n, ch.t_min, ch.t_max, now,
                  ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
             )
             t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
