@@ -152,7 +152,7 @@ def main() -> int:
     print("|------------|--------------------|-----------|-------------------|-----------------|----------------|----------------|")
     for name, who, r in rows:
         print(f"| {name:<10} | {who:<18} | {r['rate']:>9,.0f} | {r['wait_max']:>15.3f} s | {r['wait_total']:>13.2f} s |"
-              f" {r['append_max']:>12.3f} s | {str(r['stored'] == r['events']):>14} |")
+              f" {r['append_max']:>12.3f} s | {r['stored'] == r['events']!s:>14} |")
     if len(rows) == 2:
         print(f"\nPostgreSQL / SQLite rate: {rows[1][2]['rate'] / rows[0][2]['rate']:.2f}x (target >= 1); "
               "longest lock wait target < 0.5 s")
