@@ -84,3 +84,23 @@ def test_a_query_with_nothing_new_follows_the_clock(tail: list[Event]) -> None:
             fresh = Engine()
             fresh.timeline.ingest(Columns.from_events(events))
             assert e.report("j", "l", q, end=end) == fresh.report("j", "l", q, end=end)
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_a_query_with_nothing_new_derives_nothing_again(ended: bool) -> None:
+    """Finished or running, a job asked again with nothing new reuses its activities and
+    partition (what makes such a query cost the same at any length)."""
+    from mlgoodput.accounting import Engine
+    from mlgoodput.store._columns import Columns
+
+    events = [Event(Kind.JOB_START, T0), *steps(0, 50)]
+    events += [Event(Kind.CUSTOM_START, T0 + 20.5, name="eval"), Event(Kind.CUSTOM_END, T0 + 20.7, name="eval")]
+    if ended:
+        events.append(Event(Kind.JOB_END, T0 + 61))
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    first = e.report("j", "l", T0 + 70)
+    acts, part = e._acts_cache, e._part_cache
+    again = e.report("j", "l", T0 + 80)
+    assert e._acts_cache is acts and e._part_cache is part
+    assert (again == first) is ended  # a running job's report still moves with the clock

@@ -67,7 +67,9 @@ class Engine:
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self._je_cache: tuple[HostLog, int, list[float]] | None = None
         self._acts_cache: tuple[object, float, Activities] | None = None
-        self._part_cache: tuple[object, float, dict[object, float], float, Activities] | None = None
+        self._part_cache: (
+            tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
+        ) = None
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
@@ -108,8 +110,8 @@ class Engine:
             (last.start, last.ended_by, None if running else last.end),
         )
         c = self._acts_cache
-        if c is not None and c[0] == key and last.end > c[1]:
-            return c[2]
+        if c is not None and c[0] == key and (not running or last.end > c[1]):
+            return c[2]  # an ended attempt's end is in the key; a running one's must pass the horizon
         acts = self._activities(log, atts)
         # the latest time the result depends on; inf when the running end cuts something
         horizon = log.others[-1].time if log.others else -INF
@@ -386,7 +388,7 @@ class Engine:
         if ctx.infra:
             horizon = max(horizon, ctx.infra[-1][1])
         horizon = horizon if min(b, su_end) > horizon else INF
-        self._part_cache = (key, horizon, res, overlapped, acts)
+        self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
         return res, overlapped
 
     def step_deviation(
