@@ -25,7 +25,7 @@ from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Rec
 from mlgoodput.store._state import StateStore
 
-FORMAT = 3
+FORMAT = 4
 PIECE = 8 << 20
 _MAGIC = "mlgoodput-accounting-state"
 log = logging.getLogger("mlgoodput")
@@ -36,7 +36,7 @@ class SnapshotError(ValueError):
 
 
 def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> Iterator[bytes]:
-    """The header piece, the payload pieces and a trailer (their CRC-32), of `engine`'s state as
+    """The header piece, the payload pieces and a trailer (their Adler-32), of `engine`'s state as
     of store `cursor`; a generator, so the caller writes each piece before the next is made."""
     tl = engine.timeline
     sections: list[tuple[str, str, int]] = []
@@ -59,6 +59,8 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
     derived = None
     if d is not None:
         add("ordered", d.ordered.values())
+        add("ordered.sizes", d.ordered.bucket_sizes()[0])
+        add("ordered.sums", d.ordered.bucket_sizes()[1])
         add("exc.i", array("q", d.exc.keys()))
         add("exc.v", array("d", d.exc.values()))
         add("compile.i", array("q", d.compile.keys()))
@@ -70,6 +72,8 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
     steps = []
     for h, hs in sorted(engine._hosts.items()):
         add(f"gaps.{h}", hs.diffs.values())
+        add(f"gaps.sizes.{h}", hs.diffs.bucket_sizes()[0])
+        add(f"gaps.sums.{h}", hs.diffs.bucket_sizes()[1])
         steps.append({"host": h, "n": hs.n, "version": hs.version})
     counts = [max(1, -(-len(_view(data)) // PIECE)) for data in payload]
     head = {
@@ -79,14 +83,14 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
         "pieces": sum(counts),
     }
     yield json.dumps(head, separators=(",", ":")).encode()
-    crc = 0
+    check = 1
     for data, k in zip(payload, counts, strict=True):
         raw = _view(data)
         for i in range(k):
             piece = bytes(raw[i * PIECE : (i + 1) * PIECE])
-            crc = zlib.crc32(piece, crc)
+            check = zlib.adler32(piece, check)
             yield piece
-    yield json.dumps({"crc32": crc}).encode()
+    yield json.dumps({"adler32": check}).encode()
 
 
 def _view(data: array[Any] | bytes) -> memoryview:
@@ -117,7 +121,7 @@ def load(head: dict[str, Any], pieces: Iterable[bytes], *, stall_factor: float) 
 
 
 def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine:
-    crc = 0
+    check = 1
     count = 0
     out: dict[str, array[Any] | bytes] = {}
     for name, code, n in h["sections"]:
@@ -129,7 +133,7 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
             if piece is None:
                 raise SnapshotError(f"snapshot ends inside section {name!r}")
             count += 1
-            crc = zlib.crc32(piece, crc)
+            check = zlib.adler32(piece, check)
             if isinstance(buf, bytearray):
                 buf += piece
             else:
@@ -143,7 +147,7 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
     trailer = next(it, None)
     if trailer is None or next(it, None) is not None or count != h["pieces"]:
         raise SnapshotError("snapshot pieces do not match its header")
-    if json.loads(trailer).get("crc32") != crc:
+    if json.loads(trailer).get("adler32") != check:
         raise SnapshotError("snapshot checksum does not match its contents")
     e = Engine(stall_factor=stall_factor)
     tl = e.timeline
@@ -173,7 +177,7 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
             frontier=float(dm["frontier"]),
             exc=dict(zip(_arr(out["exc.i"], "q"), _arr(out["exc.v"], "d"), strict=True)),
             compile=dict(zip(_arr(out["compile.i"], "q"), _arr(out["compile.v"], "d"), strict=True)),
-            ordered=SortedFloats.from_sorted(ordered),
+            ordered=SortedFloats.from_sorted(ordered, _arr(out["ordered.sizes"], "q"), _arr(out["ordered.sums"], "d")),
             compile_total=float(dm["compile_total"]),
             open_before=bool(dm["open_before"]),
         )
@@ -182,8 +186,11 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
     for meta in h["host_steps"]:
         hs = HostSteps()
         hs.n, hs.version = int(meta["n"]), int(meta["version"])
-        hs.diffs = SortedFloats.from_sorted(_arr(out[f"gaps.{int(meta['host'])}"], "d"))
-        e._hosts[int(meta["host"])] = hs
+        host = int(meta["host"])
+        hs.diffs = SortedFloats.from_sorted(
+            _arr(out[f"gaps.{host}"], "d"), _arr(out[f"gaps.sizes.{host}"], "q"), _arr(out[f"gaps.sums.{host}"], "d")
+        )
+        e._hosts[host] = hs
     return e
 
 

@@ -90,11 +90,28 @@ class SortedFloats:
             out.extend(b)
         return out
 
+    def bucket_sizes(self) -> tuple[array[int], array[float]]:
+        """(values per bucket, sum per bucket): with `values`, enough to rebuild without summing."""
+        return array("q", map(len, self._buckets)), array("d", self._sums)
+
     @classmethod
-    def from_sorted(cls, ordered: array[float]) -> SortedFloats:
-        """From values already in order (a snapshot), without sorting again."""
+    def from_sorted(
+        cls, ordered: array[float], sizes: array[int] | None = None, sums: array[float] | None = None
+    ) -> SortedFloats:
+        """From values already in order (a snapshot), without sorting (nor summing) again."""
         s = cls()
-        s._build(ordered)
+        if sizes is None or sums is None or len(sizes) != len(sums) or sum(sizes) != len(ordered):
+            s._build(ordered)
+            return s
+        pos = 0
+        for k in sizes:
+            if k <= 0:
+                raise ValueError("empty bucket in saved sorted values")
+            s._buckets.append(ordered[pos : pos + k])
+            pos += k
+        s._maxes = [b[-1] for b in s._buckets]
+        s._sums = list(sums)
+        s._n = len(ordered)
         return s
 
     def nbytes(self) -> int:
