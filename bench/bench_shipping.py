@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from mlgoodput._journal import Journal
 from mlgoodput.goodput import GoodputRecorder
@@ -42,9 +43,8 @@ def main() -> int:
     rec.record_job_start_time()
     journal = Journal.for_stream(db, "goodput_bench", "bench", 0)
     step = rec.record_step_start_time
-    t0 = 1_700_000_000.0
     for i in range(1000):  # warm: the shipper thread is running
-        step(i, t0 + i)
+        step(i)
     rec.flush(60)
     shipped0 = journal.shipped
     c0, w0 = cpu_s(), time.perf_counter()

@@ -43,6 +43,7 @@ from mlgoodput._segment import (
     read_image,
     write_watermark,
 )
+from mlgoodput._shipcols import ship_next
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import Store, open_store, resolve_store_url
@@ -266,14 +267,13 @@ class Journal(BackgroundWorker):
             )
         for seg, count, off in snaps:
             while seg.shipped < count:
-                events, end = decode_records(seg.buf, seg.shipped_off, off, self.host, SHIP_BATCH)
-                if not events:
+                n, end = ship_next(store, self.namespace, self.job, seg, off, self.host, SHIP_BATCH)
+                if not n:
                     break
-                store.append(self.namespace, self.job, EventBatch(seg.writer, seg.shipped, events))
-                seg.mark_shipped(seg.shipped + len(events), end)
-                self.shipped += len(events)
+                seg.mark_shipped(seg.shipped + n, end)
+                self.shipped += n
                 if not seg.durable:
-                    self.volatile += len(events)
+                    self.volatile += n
             if seg.sealed and seg.shipped >= seg.count:
                 with self._lock:
                     if self._sealed and self._sealed[0] is seg:

@@ -23,19 +23,22 @@ class MemoryStore:
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        self.append_columns(namespace, job, batch.writer, batch.first_seq, Columns.from_events(batch.events))
+
+    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
+        """Like `append`, for events already in columns (the journal's shipper)."""
         with self._lock:
-            expected = self._next_seq.get(batch.writer, 0)
-            skip = max(0, expected - batch.first_seq)
-            events = batch.events[skip:]
-            if not events:
+            expected = self._next_seq.get(writer, 0)
+            skip = max(0, expected - first_seq)
+            if skip >= len(cols):
                 return
-            cols = Columns.from_events(events)
-            self._chunks.append((namespace, job, cols))
-            self._next_seq[batch.writer] = batch.first_seq + len(batch.events)
-            info = self._jobs.setdefault((namespace, job), [0, min(cols.times), max(cols.times)])
-            info[0] += len(cols)
-            info[1] = min(info[1], min(cols.times))
-            info[2] = max(info[2], max(cols.times))
+            kept = cols.slice(skip) if skip else cols
+            self._chunks.append((namespace, job, kept))
+            self._next_seq[writer] = first_seq + len(cols)
+            info = self._jobs.setdefault((namespace, job), [0, min(kept.times), max(kept.times)])
+            info[0] += len(kept)
+            info[1] = min(info[1], min(kept.times))
+            info[2] = max(info[2], max(kept.times))
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:

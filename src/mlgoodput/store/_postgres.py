@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch, encode_columns
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
 
@@ -111,26 +111,38 @@ class PostgresStore:
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before any row lock is taken
-        self._in_transaction("append to", lambda conn: self._append(conn, namespace, job, batch, chunks))
+        rest: Callable[[int], list[Chunk]] = lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)  # noqa: E731
+        self._in_transaction("append to", lambda conn: self._append(
+            conn, namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks, rest))
 
-    def _append(self, conn: Any, ns: str, job: str, batch: EventBatch, chunks: list[Chunk]) -> None:
+    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
+        """Like `append`, for events already in columns (the journal's shipper)."""
+        chunks = encode_columns(cols, MAX_CHUNK_EVENTS)
+        rest: Callable[[int], list[Chunk]] = lambda skip: encode_columns(cols.slice(skip), MAX_CHUNK_EVENTS)  # noqa: E731
+        self._in_transaction("append to", lambda conn: self._append(
+            conn, namespace, job, writer, first_seq, len(cols), chunks, rest))
+
+    def _append(
+        self, conn: Any, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        rest: Callable[[int], list[Chunk]],
+    ) -> None:
         conn.execute(
             "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
-            (batch.writer,),
+            (writer,),
         )
         expected = conn.execute(
-            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (batch.writer,)
+            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,)
         ).fetchone()[0]
-        skip = max(0, expected - batch.first_seq)
-        if skip >= len(batch.events):
+        skip = max(0, expected - first_seq)
+        if skip >= n:
             return
         if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
-            chunks = encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)
+            chunks = rest(skip)
         # the rows go in first under placeholder (negative) cursors, before the job's stream
         # row is locked, so the lock covers a few small updates and the commit, not the upload
         tmp = -random.getrandbits(62) - 1
         lo, hi, total = float("inf"), float("-inf"), 0
-        first = batch.first_seq + skip
+        first = first_seq + skip
         now = time.time()
         with conn.cursor().copy(
             "COPY mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds, times, hosts,"
@@ -138,7 +150,7 @@ class PostgresStore:
         ) as cp:
             cp.set_types(_CHUNK_TYPES)
             for k, ch in enumerate(chunks):
-                cp.write_row((ns, job, tmp - k, batch.writer, first + total, ch.n, now, ch.kinds, ch.times,
+                cp.write_row((ns, job, tmp - k, writer, first + total, ch.n, now, ch.kinds, ch.times,
                               ch.hosts, ch.steps, ch.values, ch.names, ch.attrs))
                 lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
         conn.execute(
@@ -160,7 +172,7 @@ class PostgresStore:
         )
         conn.execute(
             "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
-            (batch.first_seq + len(batch.events), batch.writer),
+            (first_seq + n, writer),
         )
 
     def _drop_broken(self) -> None:

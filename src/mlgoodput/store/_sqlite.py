@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch, encode_columns
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
 
@@ -98,10 +98,23 @@ class SQLiteStore:
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before the lock: writers only wait for inserts
+        self._append_chunks(namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks,
+                            lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS))
+
+    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
+        """Like `append`, for events already in columns (the journal's shipper)."""
+        chunks = encode_columns(cols, MAX_CHUNK_EVENTS)
+        self._append_chunks(namespace, job, writer, first_seq, len(cols), chunks,
+                            lambda skip: encode_columns(cols.slice(skip), MAX_CHUNK_EVENTS))
+
+    def _append_chunks(
+        self, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        rest: Callable[[int], list[Chunk]],
+    ) -> None:
         with self._lock:
             try:
                 conn = self._connect()
-                self._append(conn, namespace, job, batch, chunks)
+                self._append(conn, ns, job, writer, first_seq, n, chunks, rest)
             except sqlite3.Error as e:
                 if self._conn is not None and self._conn.in_transaction:
                     try:
@@ -111,20 +124,19 @@ class SQLiteStore:
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
 
     def _append(
-        self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch, chunks: list[Chunk]
+        self, conn: sqlite3.Connection, ns: str, job: str, writer: int, first_seq: int, n: int,
+        chunks: list[Chunk], rest: Callable[[int], list[Chunk]],
     ) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(
-            "SELECT next_seq FROM writers WHERE writer = ?", (batch.writer,)
-        ).fetchone()
+        row = conn.execute("SELECT next_seq FROM writers WHERE writer = ?", (writer,)).fetchone()
         expected = row[0] if row else 0
-        skip = max(0, expected - batch.first_seq)
-        if skip >= len(batch.events):
+        skip = max(0, expected - first_seq)
+        if skip >= n:
             conn.execute("COMMIT")
             return
         if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
-            chunks = encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)
-        first = batch.first_seq + skip
+            chunks = rest(skip)
+        first = first_seq + skip
         now = time.time()
         t_lo, t_hi, total = float("inf"), float("-inf"), 0
         for ch in chunks:
@@ -132,14 +144,14 @@ class SQLiteStore:
                 "INSERT INTO chunks (ns, job, writer, first_seq, n, t_min, t_max, stored_at,"
                 " kinds, times, hosts, steps, vals, names, attrs)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, job, batch.writer, first + total, ch.n, ch.t_min, ch.t_max, now,
+                (ns, job, writer, first + total, ch.n, ch.t_min, ch.t_max, now,
                  ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
             )
             t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
         conn.execute(
             "INSERT INTO writers(writer, next_seq) VALUES (?, ?)"
             " ON CONFLICT(writer) DO UPDATE SET next_seq = excluded.next_seq",
-            (batch.writer, batch.first_seq + len(batch.events)),
+            (writer, first_seq + n),
         )
         conn.execute(
             "INSERT INTO streams(ns, job, events, first_time, last_time) VALUES (?, ?, ?, ?, ?)"
