@@ -150,13 +150,18 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         time.sleep(0.05)
     received = count() - c0
     stored = -1
+    diagnostics = 0
     if kind == "mlgoodput":
         srv.stop()
         from mlgoodput.store import open_store
 
         st = open_store(f"{tmp}/bench.db")
         cols = st.read("mlgoodput.console", "bench").columns
-        stored = sum(1 for k in cols.kinds if k == 60)
+        # the bench's own lines only: a client library line (a reconnect notice, say) travels
+        # through the same logging and is stored too, but was never "sent" by the loop
+        logs = [i for i, k in enumerate(cols.kinds) if k == 60]
+        stored = sum(1 for i in logs if cols.name(i) == "bench")
+        diagnostics = len(logs) - stored
         st.close()
         shutil.rmtree(tmp, ignore_errors=True)
     else:
@@ -169,6 +174,7 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         "sent": sent,
         "received": received,
         "stored": stored,
+        "diagnostics": diagnostics,
         "lost": sent - (stored if stored >= 0 else received),
         "median_us": statistics.median(costs) * 1e6,
         "p99_us": sorted(costs)[int(len(costs) * 0.99)] * 1e6,
