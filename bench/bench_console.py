@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             r = dict(runs[len(runs) // 2])  # the median run by steady rate
             r["lo"], r["hi"] = runs[0]["steady_rps"], runs[-1]["steady_rps"]
             r["lost"] = max(x["lost"] for x in runs)
+            r["extra"] = max(-x["lost"] for x in runs)  # stored beyond sent: must be 0
+            r["diagnostics"] = max(x.get("diagnostics", 0) for x in runs)
             rows.append((kind, rate, r))
     print(f"\nconsole bench: {a.clients} client processes, {a.seconds:g} s of logging.info per run, median of {a.repeat} runs,"
           f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine)")
@@ -275,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         stored = f"{int(r['stored']):>9}" if r["stored"] >= 0 else f"{'n/a':>9}"
         offered = f"{rate:,.0f}" if rate else "max"
         print(f"{names[kind]:<34} {offered:>8} {r['steady_rps']:>12,.0f} {r['overall_rps']:>13,.0f} {int(r['sent']):>9} {int(r['received']):>9} {stored} {int(r['lost']):>6} {r['median_us']:>11.2f} {r['p99_us']:>11.2f} {r['lo'] / 1000:>7.0f}k–{r['hi'] / 1000:.0f}k")
+    for kind, rate, r in rows:
+        if kind == "mlgoodput":
+            print(f"mlgoodput, offered {rate:,.0f}/s" if rate else "mlgoodput, offered max",
+                  f": stored beyond sent (duplicates) {int(r['extra'])}, client-library diagnostic lines"
+                  f" stored besides {int(r['diagnostics'])}")
     return 0
 
 
