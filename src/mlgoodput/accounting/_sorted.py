@@ -10,8 +10,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
+from itertools import accumulate
 
-_LOAD = 1000
+_LOAD = 2048
 
 
 class SortedFloats:
@@ -118,14 +119,12 @@ class SortedFloats:
         return sum(len(b) for b in self._buckets) * 8
 
     def kth(self, k: int) -> float:
-        """The k-th smallest value, 0-based."""
+        """The k-th smallest value, 0-based (finding the bucket is one C-level pass)."""
         if not 0 <= k < self._n:
             raise IndexError(k)
-        for b in self._buckets:
-            if k < len(b):
-                return b[k]
-            k -= len(b)
-        raise IndexError(k)  # pragma: no cover
+        ends = list(accumulate(map(len, self._buckets)))
+        i = bisect_right(ends, k)
+        return self._buckets[i][k - (ends[i - 1] if i else 0)]
 
     def median(self) -> float:
         n = self._n
