@@ -9,15 +9,15 @@ import pytest
 from mlgoodput.accounting._sorted import SortedFloats
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(3))
 def test_agrees_with_a_sorted_list(seed: int) -> None:
     rnd = random.Random(seed)
     ref: list[float] = []
     s = SortedFloats()
-    for _ in range(40):
+    for _ in range(25):
         op = rnd.random()
         if op < 0.3:
-            xs = [rnd.choice((0.1, 0.2, rnd.random())) for _ in range(rnd.randint(1, 6000))]
+            xs = [rnd.choice((0.1, 0.2, rnd.random())) for _ in range(rnd.randint(1, 5000))]
             s.extend(xs)
             ref += xs
         elif op < 0.7:
@@ -26,7 +26,7 @@ def test_agrees_with_a_sorted_list(seed: int) -> None:
                 s.add(x)
                 ref.append(x)
         elif ref:
-            for x in rnd.sample(ref, min(len(ref), rnd.randint(1, 300))):
+            for x in rnd.sample(ref, min(len(ref), rnd.randint(1, 100))):
                 s.remove(x)
                 ref.remove(x)
         ref.sort()
