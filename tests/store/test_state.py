@@ -46,3 +46,17 @@ def test_paged_reads_and_stream_position(store_url: str) -> None:  # noqa: F811
         assert st.stream_position("ns", job, mid)[1] == 50  # type: ignore[attr-defined]
         assert [cur for cur, _ in st.scan("ns", job, mid)] == [cur for cur, _ in paged[5:]]
     st.close()
+
+
+def test_append_many_stores_each_writers_run_once(tmp_path: object) -> None:
+    from mlgoodput.store import SQLiteStore
+
+    st = SQLiteStore(f"{tmp_path}/many.db")
+    a, b = 11, 22
+    st.append_many("ns", "j", [EventBatch(a, 0, steps(0, 5)), EventBatch(b, 0, steps(100, 3))])
+    # a replay overlapping what is stored, beside new runs, in one call
+    st.append_many("ns", "j", [EventBatch(a, 3, steps(3, 4)), EventBatch(b, 0, steps(100, 3)), EventBatch(a, 7, [])])
+    got = sorted(e.step for e in st.read("ns", "j").columns.events())
+    assert got == [0, 1, 2, 3, 4, 5, 6, 100, 101, 102]
+    assert [j.events for j in st.jobs()] == [10]
+    st.close()

@@ -12,12 +12,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlgoodput.events import EventBatch
+from mlgoodput.events import Event, EventBatch
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch, encode_columns
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
@@ -107,14 +107,30 @@ class SQLiteStore:
         self._append_chunks(namespace, job, writer, first_seq, len(cols), chunks,
                             lambda skip: encode_columns(cols.slice(skip), MAX_CHUNK_EVENTS))
 
+    def append_many(self, namespace: str, job: str, batches: list[EventBatch]) -> None:
+        """`append` for several writers' batches in one transaction: one lock, one commit, so
+        a server taking in many clients' records writes once per round, not once per client."""
+        work: list[_Work] = [
+            (b.writer, b.first_seq, len(b.events), encode_batch(b.events, MAX_CHUNK_EVENTS),
+             partial(_encode_from, b.events))
+            for b in batches if b.events
+        ]
+        self._append_all(namespace, job, work)
+
     def _append_chunks(
         self, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
         rest: Callable[[int], list[Chunk]],
     ) -> None:
+        self._append_all(ns, job, [(writer, first_seq, n, chunks, rest)])
+
+    def _append_all(self, ns: str, job: str, work: list[_Work]) -> None:
         with self._lock:
             try:
                 conn = self._connect()
-                self._append(conn, ns, job, writer, first_seq, n, chunks, rest)
+                conn.execute("BEGIN IMMEDIATE")
+                for item in work:
+                    self._append(conn, ns, job, *item)
+                conn.execute("COMMIT")
             except sqlite3.Error as e:
                 if self._conn is not None and self._conn.in_transaction:
                     try:
@@ -127,12 +143,11 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, ns: str, job: str, writer: int, first_seq: int, n: int,
         chunks: list[Chunk], rest: Callable[[int], list[Chunk]],
     ) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+        """One writer's run, inside the caller's transaction; what the store has is skipped."""
         row = conn.execute("SELECT next_seq FROM writers WHERE writer = ?", (writer,)).fetchone()
         expected = row[0] if row else 0
         skip = max(0, expected - first_seq)
         if skip >= n:
-            conn.execute("COMMIT")
             return
         if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
             chunks = rest(skip)
@@ -160,7 +175,6 @@ class SQLiteStore:
             " last_time = max(last_time, excluded.last_time)",
             (ns, job, total, t_lo, t_hi),
         )
-        conn.execute("COMMIT")
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:
@@ -298,6 +312,13 @@ class SQLiteStore:
                 yield bytes(row[0])
 
         return pieces()
+
+
+_Work = tuple[int, int, int, list[Chunk], Callable[[int], list[Chunk]]]
+
+
+def _encode_from(events: Sequence[Event], skip: int) -> list[Chunk]:
+    return encode_batch(events[skip:], MAX_CHUNK_EVENTS)
 
 
 def _page(ns: str, job: str, cursor: int, conn: sqlite3.Connection) -> list[Any]:
