@@ -170,14 +170,15 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
     tl.earliest_change = math.inf
     dm = h["derived"]
     if dm is not None:
-        ordered = _arr(out["ordered"], "d")
         e._derived = Derived(
             host=int(dm["host"]),
             n=int(dm["n"]),
             frontier=float(dm["frontier"]),
             exc=dict(zip(_arr(out["exc.i"], "q"), _arr(out["exc.v"], "d"), strict=True)),
             compile=dict(zip(_arr(out["compile.i"], "q"), _arr(out["compile.v"], "d"), strict=True)),
-            ordered=SortedFloats.from_sorted(ordered, _arr(out["ordered.sizes"], "q"), _arr(out["ordered.sums"], "d")),
+            ordered=SortedFloats.from_sorted(  # popped: the packed copy goes once the buckets exist
+                _arr(out.pop("ordered"), "d"), _arr(out["ordered.sizes"], "q"), _arr(out["ordered.sums"], "d")
+            ),
             compile_total=float(dm["compile_total"]),
             open_before=bool(dm["open_before"]),
         )
@@ -188,7 +189,7 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
         hs.n, hs.version = int(meta["n"]), int(meta["version"])
         host = int(meta["host"])
         hs.diffs = SortedFloats.from_sorted(
-            _arr(out[f"gaps.{host}"], "d"), _arr(out[f"gaps.sizes.{host}"], "q"), _arr(out[f"gaps.sums.{host}"], "d")
+            _arr(out.pop(f"gaps.{host}"), "d"), _arr(out[f"gaps.sizes.{host}"], "q"), _arr(out[f"gaps.sums.{host}"], "d")
         )
         e._hosts[host] = hs
     return e
