@@ -19,6 +19,7 @@ _COMMANDS: tuple[str, ...] = (
     "runs",
     "profile",
     "monitor",
+    "advise",
 )
 
 
@@ -49,3 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (OSError, ImportError) as e:  # a store that cannot be reached, a missing extra
+        print(f"mlgoodput: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 1

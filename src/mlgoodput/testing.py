@@ -15,6 +15,7 @@ from mlgoodput.store import MemoryStore
 __all__ = [
     "CapturingExporter",
     "FakeClock",
+    "FakeLoggingService",
     "FakeMetadataServer",
     "FakeMetricService",
     "FileExporter",
@@ -24,6 +25,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from mlgoodput._fake_servers import FakeMetadataServer, FakeMetricService, OTLPReceiver
+    from mlgoodput._testing.fake_logging import FakeLoggingService
 
 _SERVERS = ("FakeMetadataServer", "FakeMetricService", "OTLPReceiver")
 
@@ -34,6 +36,10 @@ def __getattr__(name: str) -> object:
         from mlgoodput import _fake_servers
 
         return getattr(_fake_servers, name)
+    if name == "FakeLoggingService":
+        from mlgoodput._testing.fake_logging import FakeLoggingService
+
+        return FakeLoggingService
     raise AttributeError(name)
 
 

@@ -75,3 +75,21 @@ def postgres_url() -> Iterator[str]:
     finally:
         subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def fake_logging() -> Iterator[object]:
+    """A fake Cloud Logging API on 127.0.0.1 (mlgoodput.testing.FakeLoggingService)."""
+    pytest.importorskip("google.cloud.logging_v2", reason="google-cloud-logging is not installed (pip install 'mlgoodput[gcp]')")
+    from mlgoodput.testing import FakeLoggingService
+
+    with FakeLoggingService() as svc:
+        yield svc
+
+
+@pytest.fixture
+def cloud_logging_url(fake_logging: object) -> str:
+    """A cloudlogging:// store URL on the fake service, in a project of its own."""
+    import uuid
+
+    return fake_logging.url(f"p-{uuid.uuid4().hex[:12]}")  # type: ignore[attr-defined]

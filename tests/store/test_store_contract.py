@@ -13,9 +13,11 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import MemoryStore, Store, StoreError, open_store
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "cloudlogging"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
+    if request.param == "cloudlogging":  # the real google-cloud-logging client, a fake service
+        yield request.getfixturevalue("cloud_logging_url")
+    elif request.param == "memory":
         yield f"memory://contract-{uuid.uuid4().hex}"
     elif request.param == "sqlite":
         yield str(tmp_path / "contract.db")
@@ -80,9 +82,11 @@ def _writer(url: str, job: str, host: int, n: int) -> None:
     st.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "cloudlogging"])
 def shared_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Stores that several processes can open (a memory store lives in one process)."""
+    if request.param == "cloudlogging":
+        return str(request.getfixturevalue("cloud_logging_url"))
     if request.param == "sqlite":
         return str(tmp_path / "shared.db")
     return str(request.getfixturevalue("postgres_url"))

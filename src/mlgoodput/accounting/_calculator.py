@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import os
@@ -14,6 +15,8 @@ from mlgoodput import _env
 from mlgoodput._journal import recover_journals
 from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
@@ -66,6 +69,7 @@ class GoodputCalculator:
         self._stall_factor = stall_factor
         self._engine = Engine(stall_factor=stall_factor)
         self._cursor = 0
+        self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
         # saved state (accounting/_snapshot.py): None = off, else the growth in events that
         # triggers a save; `_saved` = the events the saved state covers
@@ -137,7 +141,10 @@ class GoodputCalculator:
             else:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
-            r = engine.report(self.job_name, self.logger_name, q, a, b, ideal)
+            r = _with_productivity(
+                engine, engine.report(self.job_name, self.logger_name, q, a, b, ideal), q, a,
+                self._facts if engine is self._engine else None,
+            )
             if engine is self._engine:
                 self._keep()
             return r
@@ -172,7 +179,10 @@ class GoodputCalculator:
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
             out = {
-                int(w): engine.report(self.job_name, self.logger_name, q, q - w, q, ideal)
+                int(w): _with_productivity(
+                    engine, engine.report(self.job_name, self.logger_name, q, q - w, q, ideal), q, q - w,
+                    self._facts if engine is self._engine else None,
+                )
                 for w in ws
             }
             if engine is self._engine:
@@ -236,6 +246,16 @@ def _snapshot_policy(snapshot: bool | None) -> int | None:
     if snapshot is False or (snapshot is None and env in ("0", "off", "false", "no")):
         return None
     return 1 if env == "always" else SNAPSHOT_EVERY
+
+
+def _with_productivity(
+    engine: Engine, r: GoodputReport, q: float, start: float | None, cache: FactsCache | None = None
+) -> GoodputReport:
+    """The report with its productivity figures (docs/accounting.md, "Productivity")."""
+    facts = facts_from_timeline(engine.timeline, q, cache)
+    if facts.empty:
+        return r
+    return dataclasses.replace(r, productivity=productivity(facts, r, start))
 
 
 def _check_ideal(v: float | None) -> float | None:

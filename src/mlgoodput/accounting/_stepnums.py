@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import overload
 
@@ -47,7 +47,7 @@ def counts_up(a: array[int]) -> bool:
     return int.from_bytes(memoryview(a), sys.byteorder) == x0 * ones + iota
 
 
-class StepNums:
+class StepNums(Sequence[int]):
     """Step numbers by step index, as runs (`start index -> first number`) and packed segments."""
 
     __slots__ = ("_base", "_n", "_packed", "_starts")

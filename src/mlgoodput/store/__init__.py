@@ -1,6 +1,8 @@
 """Stores: where events live once they leave a process's journal.
 
 `open_store` turns a URL, a path or None into a store; every store follows `Store`.
+`from_cloud_logger` makes one of an ml-goodput-measurement `cloud_logger` object
+(docs/cloud-logging.md).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import threading
 from typing import Any
 
 from mlgoodput import _env
+from mlgoodput.store._cloud_logger import from_cloud_logger
 from mlgoodput.store._columns import Columns
 from mlgoodput.store._memory import MemoryStore
 from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
@@ -23,6 +26,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreError",
+    "from_cloud_logger",
     "open_store",
     "resolve_store_url",
 ]
@@ -50,11 +54,17 @@ def resolve_store_url(store: str | os.PathLike[str] | None, arg: str = "store") 
         return store
     if store.startswith(("postgresql://", "postgres://")):
         return store
+    if store.startswith("cloudlogging://"):
+        from mlgoodput.store._cloud_logging import parse_url
+
+        parse_url(store, arg)  # a malformed URL fails here, with the argument's name
+        return store
     if "://" in store:
         scheme = store.split("://", 1)[0]
         raise ValueError(
             f"{arg}: unknown store URL scheme {scheme!r} in {store!r}"
-            " (expected sqlite:///path.db, postgresql://..., memory://name or a file path)"
+            " (expected sqlite:///path.db, postgresql://..., memory://name,"
+            " cloudlogging://PROJECT/LOG_NAME or a file path)"
         )
     return "sqlite://" + os.path.abspath(os.path.expanduser(store))
 
@@ -74,4 +84,8 @@ def open_store(store: Any = None, arg: str = "store") -> Store:
         from mlgoodput.store._postgres import PostgresStore
 
         return PostgresStore(url)
+    if url.startswith("cloudlogging://"):
+        from mlgoodput.store._cloud_logging import CloudLoggingStore
+
+        return CloudLoggingStore(url)
     return SQLiteStore(url[len("sqlite://") :])

@@ -1,0 +1,1 @@
+"""Test helpers that ship with the package: fake servers speaking real wire protocols."""
