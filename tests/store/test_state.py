@@ -4,14 +4,28 @@ and the stream position a saved state is checked against."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store import open_store
 from mlgoodput.store._state import PAGE_ROWS, PagedStore, StateStore
-from tests.store.test_store_contract import steps, store_url  # noqa: F401  (fixture)
+from tests.store.test_store_contract import steps
 
 
-def test_saved_state_round_trips_and_is_replaced(store_url: str) -> None:  # noqa: F811
+@pytest.fixture(params=["memory", "sqlite", "postgres"])  # the stores that have these abilities
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "memory":
+        yield f"memory://state-{uuid.uuid4().hex}"
+    elif request.param == "sqlite":
+        yield str(tmp_path / "state.db")
+    else:
+        yield request.getfixturevalue("postgres_url")
+
+
+def test_saved_state_round_trips_and_is_replaced(store_url: str) -> None:
     st = open_store(store_url)
     assert isinstance(st, StateStore)
     job = uuid.uuid4().hex
@@ -27,7 +41,7 @@ def test_saved_state_round_trips_and_is_replaced(store_url: str) -> None:  # noq
     st.close()
 
 
-def test_paged_reads_and_stream_position(store_url: str) -> None:  # noqa: F811
+def test_paged_reads_and_stream_position(store_url: str) -> None:
     st = open_store(store_url)
     job = uuid.uuid4().hex
     w = uuid.uuid4().int >> 65
