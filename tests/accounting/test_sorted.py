@@ -44,3 +44,16 @@ def test_agrees_with_a_sorted_list(seed: int) -> None:
             assert again.kth(len(ref) // 2) == s.kth(len(ref) // 2) and again.total() == s.total()
     with pytest.raises(ValueError):
         s.remove(2.0)
+
+
+def test_small_batches_merge_into_their_buckets() -> None:
+    rnd = random.Random(3)
+    ref = [rnd.random() for _ in range(20000)]
+    s = SortedFloats(ref)
+    for _ in range(100):  # a few values at a time (a host's new steps): the merging path
+        xs = [rnd.choice((0.5, rnd.random(), 2.0, -1.0)) for _ in range(rnd.randint(8, 3000))]
+        s.extend(xs)
+        ref += xs
+    ref.sort()
+    assert list(s.values()) == ref and s.total() == pytest.approx(sum(ref))
+    assert s.kth(len(ref) // 2) == ref[len(ref) // 2]

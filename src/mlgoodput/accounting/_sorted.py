@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import accumulate, chain
 
 _LOAD = 2048
 
@@ -48,6 +48,11 @@ class SortedFloats:
         self._sums[i] += x
         self._n += 1
         if len(b) > 2 * _LOAD:
+            self._split(i)
+
+    def _split(self, i: int) -> None:
+        b = self._buckets[i]
+        while len(b) > 2 * _LOAD:
             half = b[_LOAD:]
             del b[_LOAD:]
             self._buckets.insert(i + 1, half)
@@ -55,6 +60,8 @@ class SortedFloats:
             self._maxes.insert(i + 1, half[-1])
             self._sums[i] = sum(b)
             self._sums.insert(i + 1, sum(half))
+            i += 1
+            b = half
 
     def extend(self, xs: list[float] | array[float]) -> None:
         if len(xs) > self._n // 4 + 16:
@@ -64,9 +71,24 @@ class SortedFloats:
             self._buckets = []
             merged.extend(xs)
             self._build(sorted(merged))
-        else:
+        elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)
+        else:  # a few new values: each bucket they fall in is merged once (C-level sort of two runs)
+            ys = sorted(xs)
+            i, last = 0, len(self._buckets) - 1
+            while i < len(ys):
+                k = min(bisect_left(self._maxes, ys[i]), last)
+                j = len(ys) if k == last else bisect_right(ys, self._maxes[k], i)
+                group = ys[i:j]
+                b = self._buckets[k] = array("d", sorted(chain(self._buckets[k], group)))
+                self._maxes[k] = b[-1]
+                self._sums[k] += sum(group)
+                self._n += len(group)
+                i = j
+                if len(b) > 2 * _LOAD:
+                    self._split(k)
+                    last = len(self._buckets) - 1
 
     def remove(self, x: float) -> None:
         i = bisect_left(self._maxes, x)
