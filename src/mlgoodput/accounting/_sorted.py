@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
-from itertools import accumulate, chain
+from itertools import accumulate
 
 _LOAD = 2048
 
@@ -74,14 +74,16 @@ class SortedFloats:
         elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)
-        else:  # a few new values: each bucket they fall in is merged once (C-level sort of two runs)
+        else:  # a few new values: grouped by the bucket they fall in, bookkeeping once a bucket
             ys = sorted(xs)
             i, last = 0, len(self._buckets) - 1
             while i < len(ys):
                 k = min(bisect_left(self._maxes, ys[i]), last)
                 j = len(ys) if k == last else bisect_right(ys, self._maxes[k], i)
                 group = ys[i:j]
-                b = self._buckets[k] = array("d", sorted(chain(self._buckets[k], group)))
+                b = self._buckets[k]
+                for x in group:  # C-level search and move; the bookkeeping once per bucket
+                    insort(b, x)
                 self._maxes[k] = b[-1]
                 self._sums[k] += sum(group)
                 self._n += len(group)
