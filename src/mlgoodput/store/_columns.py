@@ -148,14 +148,6 @@ def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
     return [encode(Columns.from_events(events[i : i + max_events])) for i in range(0, len(events), max_events)]
 
 
-def encode_columns(cols: Columns, max_events: int) -> list[Chunk]:
-    """Columns as stored chunks of at most `max_events` each."""
-    n = len(cols)
-    if n <= max_events:
-        return [encode(cols)]
-    return [encode(cols.slice(i, i + max_events)) for i in range(0, n, max_events)]
-
-
 def decode(
     kinds: bytes,
     times: bytes,

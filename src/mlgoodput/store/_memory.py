@@ -23,10 +23,7 @@ class MemoryStore:
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        self.append_columns(namespace, job, batch.writer, batch.first_seq, Columns.from_events(batch.events))
-
-    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
-        """Like `append`, for events already in columns (the journal's shipper)."""
+        writer, first_seq, cols = batch.writer, batch.first_seq, Columns.from_events(batch.events)
         with self._lock:
             expected = self._next_seq.get(writer, 0)
             skip = max(0, expected - first_seq)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -16,7 +17,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch, encode_columns
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._state import PAGE_ROWS
 
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS mlgoodput_chunks (
     PRIMARY KEY (ns, job, seq)
 );
 CREATE TABLE IF NOT EXISTS mlgoodput_writers (writer BIGINT PRIMARY KEY, next_seq BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS mlgoodput_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -84,6 +86,8 @@ class PostgresStore:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
                 conn.execute(_SCHEMA)
+                conn.execute("INSERT INTO mlgoodput_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+                             (secrets.token_hex(8),))
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         self._conn, self._pid = conn, os.getpid()
@@ -114,13 +118,6 @@ class PostgresStore:
         rest: Callable[[int], list[Chunk]] = lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)  # noqa: E731
         self._in_transaction("append to", lambda conn: self._append(
             conn, namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks, rest))
-
-    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
-        """Like `append`, for events already in columns (the journal's shipper)."""
-        chunks = encode_columns(cols, MAX_CHUNK_EVENTS)
-        rest: Callable[[int], list[Chunk]] = lambda skip: encode_columns(cols.slice(skip), MAX_CHUNK_EVENTS)  # noqa: E731
-        self._in_transaction("append to", lambda conn: self._append(
-            conn, namespace, job, writer, first_seq, len(cols), chunks, rest))
 
     def _append(
         self, conn: Any, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
@@ -174,6 +171,13 @@ class PostgresStore:
             "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
             (first_seq + n, writer),
         )
+
+    def identity(self) -> str:
+        """The store id written when the schema was made: a dropped and recreated schema (or
+        another database at the URL) has another one."""
+        row = self._in_transaction("read", lambda conn: conn.execute(
+            "SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone())
+        return "" if row is None else str(row[0])
 
     def _drop_broken(self) -> None:
         if self._conn is not None:

@@ -1,10 +1,9 @@
-"""Saved accounting state beside a stream, paged reads, columnar appends: optional store abilities.
+"""Saved accounting state beside a stream, and paged reads: optional store abilities.
 
 A store that can keep the accounting engine's state (`StateStore`) lets a new process start
 from it and read only the events stored since. A store that can page its reads
 (`PagedStore`) lets a reader ingest a long job chunk by chunk instead of holding it whole.
-A store that takes columns (`ColumnStore`) lets the journal's shipper skip building an
-object per event. All are optional: callers fall back to the plain protocol.
+Both are optional: callers fall back to the plain protocol.
 """
 
 from __future__ import annotations
@@ -36,9 +35,3 @@ class PagedStore(Protocol):
         """The stream's chunks after `cursor`, each with its cursor, read a page at a time."""
         ...
 
-
-@runtime_checkable
-class ColumnStore(Protocol):
-    def append_columns(self, namespace: str, job: str, writer: int, first_seq: int, cols: Columns) -> None:
-        """`append` for events already in columns; the same exactly-once promise per writer."""
-        ...
