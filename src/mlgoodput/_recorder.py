@@ -201,9 +201,7 @@ class GoodputRecorder:
     def _unrecordable(self, call: str, value: object, error: Exception, arg: str | None = None) -> None:
         if arg is None:
             arg = "step" if isinstance(value, int) else "custom_badput_event_type"
-        text = repr(value)
-        shown = value if len(text) <= 100 else _Shown(f"{text[:60]}... ({len(text)} characters)")
-        self._misuse.report("unrecordable", call, arg, shown, f"cannot be journaled ({error}); not recorded")
+        self._misuse.report("unrecordable", call, arg, value, f"cannot be journaled ({error}); not recorded")
 
     def _dropped_when_closed(self, call: str) -> bool:
         if self._closed:
@@ -565,16 +563,6 @@ def _discard(
     attrs: dict[str, Any] | None = None,
 ) -> None:
     """Stands in for the journal when logging is disabled or the recorder is closed."""
-
-
-class _Shown:
-    """A value as a warning shows it (a long one cut short)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def _positive_setting(value: object, arg: str, *, integer: bool = False) -> float:

@@ -224,6 +224,25 @@ def test_numbers_beyond_a_float_and_times_beyond_the_clock_never_raise() -> None
     assert [e.kind for e in _events(r.store_url, r.job_name)] == [Kind.JOB_START, Kind.STEP_START, Kind.STEP_END]
 
 
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_value_that_cannot_be_shown_is_still_only_warned() -> None:
+    """The warning's own text never raises: a failing __repr__, an int too long to print."""
+    r = _recorder(f"memory://unshown-{next(_ids)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.record_step_start_time(_Unprintable())  # type: ignore[arg-type]
+        r.record_job_start_time(10**5000)  # type: ignore[arg-type]
+    texts = [str(w.message) for w in caught]
+    assert "step=<_Unprintable that cannot be shown>" in texts[0]
+    assert "start_time=<int that cannot be shown>" in texts[1]
+    assert r.misuse_counts == {"bad_step": 1, "bad_time": 1}
+    r.close()
+
+
 def test_a_productivity_call_after_close_is_misuse() -> None:
     r = _recorder(f"memory://closed-flops-{next(_ids)}")
     r.close()

@@ -262,8 +262,7 @@ def _record_entry(run: _run.MLRun | None, name: str, body: object, step: object,
 
 def _unrecordable(name: str, step: object, error: Exception) -> None:
     """A value the run's journal refused (a step beyond 64 bits, a name too long): reported, skipped."""
-    shown = name if len(name) <= 100 else f"{name[:60]}... ({len(name)} characters)"
-    _report(_CALL, "metric_name", shown, f"cannot be journaled at step={step!r} ({error}); value skipped",
+    _report(_CALL, "metric_name", name, f"cannot be journaled at step={step!r} ({error}); value skipped",
             kind="unrecordable")
 
 
