@@ -428,7 +428,7 @@ class GoodputRecorder:
     def record_job_submit_time(self, submit_time: _dt.datetime | float | None = None) -> None:
         """When the scheduler accepted this job (attempt), for scheduling goodput: a datetime,
         UNIX seconds, or None to read what the scheduler left ($MLGOODPUT_JOB_SUBMIT_TIME,
-        Slurm); when nothing is found it warns once and records nothing."""
+        this Kubernetes pod's creation time, Slurm); when nothing is found it warns once and records nothing."""
         if not self.logging_enabled:
             return
         if submit_time is None:
@@ -441,7 +441,7 @@ class GoodputRecorder:
                 return
             if found is None:
                 self._warn_once("submit", "record_job_submit_time(): no submit time found in the"
-                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, Slurm); nothing recorded")
+                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, the Kubernetes pod, Slurm); nothing recorded")
                 return
             t, src = found
         else:
