@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import threading
 import time as _time
 from collections.abc import Mapping, Sequence
@@ -151,8 +152,6 @@ def _check_step(name: str, step: object) -> int | None:
     """A step as a non-negative int; anything else is reported and the value goes on the time axis."""
     if not isinstance(step, bool):
         try:
-            import operator
-
             n = operator.index(step)  # type: ignore[arg-type]
             if n >= 0:
                 return int(n)
