@@ -84,6 +84,12 @@ def to_event(d: dict[str, Any]) -> Event:
         return Event(Kind.SLICE_COUNTS, t, host, attrs=attrs)
     if ev == "compile":
         return Event(Kind.COMPILE, t, host, value=float(d["duration_s"]), name=d.get("name"))
+    if ev == "step_flops":
+        return Event(Kind.STEP_FLOPS, t, host, value=float(d["flops"]))
+    if ev == "peak_flops":
+        return Event(Kind.PEAK_FLOPS, t, host, value=float(d["flops_per_s"]), name=d.get("source"))
+    if ev == "job_submit":  # recorded at t; the submit time itself is submit_t from the origin
+        return Event(Kind.JOB_SUBMIT, t, host, value=ORIGIN + float(d["submit_t"]), name=d.get("source"))
     raise ValueError(f"unknown timeline event {ev!r}")
 
 

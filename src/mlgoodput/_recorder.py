@@ -9,6 +9,8 @@ journal's background shipper; nothing here touches a database.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
+import math
 import os
 import sys
 import threading
@@ -22,6 +24,8 @@ from mlgoodput.events import Kind, check_name, check_step, to_unix
 from mlgoodput.store import Store, resolve_store_url
 
 __all__ = ["GoodputRecorder", "detect_process_index"]
+
+_log = logging.getLogger("mlgoodput")
 
 _now = _time.time
 _datetime = _dt.datetime
@@ -254,6 +258,63 @@ class GoodputRecorder:
             self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, "end_time",
                       f"record_checkpoint_restore_end_time(step={step!r})", key=step, step=step)
 
+    # -- productivity (docs/accounting.md, "Productivity") ------------------------------------
+    def record_step_flops(self, flops: float) -> None:
+        """The FLOPs of one training step, summed over the job's devices, from now on (for MFU
+        and program goodput). Never raises once recording started: misuse warns once."""
+        if self.logging_enabled:
+            v = _check_positive(flops, "flops")
+            self._productivity_event(Kind.STEP_FLOPS, v, None, "record_step_flops")
+
+    def record_peak_flops(self, flops_per_s: float, *, source: str = "recorded") -> None:
+        """The peak FLOP/s of the job's devices together (overrides the detected one);
+        `source` says where it came from ("recorded", "table:<device kind>", "configured",
+        "measured") and is shown in the report."""
+        if self.logging_enabled:
+            v = _check_positive(flops_per_s, "flops_per_s")
+            src = check_name(source, "source")
+            self._productivity_event(Kind.PEAK_FLOPS, v, src, "record_peak_flops")
+
+    def record_job_submit_time(self, submit_time: _dt.datetime | float | None = None) -> None:
+        """When the scheduler accepted this job (attempt), for scheduling goodput: a datetime,
+        UNIX seconds, or None to read what the scheduler left ($MLGOODPUT_JOB_SUBMIT_TIME,
+        Slurm); when nothing is found it warns once and records nothing."""
+        if not self.logging_enabled:
+            return
+        if submit_time is None:
+            from mlgoodput._submit import detect_submit_time
+
+            try:
+                found = detect_submit_time()
+            except Exception as e:  # a scheduler we do not understand: never into training
+                self._warn_once("submit-detect", f"record_job_submit_time(): could not read it: {e}")
+                return
+            if found is None:
+                self._warn_once("submit", "record_job_submit_time(): no submit time found in the"
+                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, Slurm); nothing recorded")
+                return
+            t, src = found
+        elif isinstance(submit_time, _dt.datetime):
+            t, src = submit_time.timestamp(), "recorded"
+        else:
+            t, src = _check_time(submit_time, "submit_time"), "recorded"
+        self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
+
+    def _productivity_event(self, kind: Kind, value: float, name: str | None, what: str) -> None:
+        if self._closed:
+            self._warn_once(what, f"{what}(): the recorder is closed; nothing recorded")
+            return
+        try:
+            self._append(kind, _now(), None, value, name)
+        except Exception as e:  # never into the training loop
+            self._warn_once(what, f"{what}(): could not record: {e}")
+
+    def _warn_once(self, key: str, message: str) -> None:
+        warned: set[str] = self.__dict__.setdefault("_warned", set())
+        if key not in warned:
+            warned.add(key)
+            _log.warning("mlgoodput: %s", message)
+
     # -- for integrations (the JAX listeners, the Orbax logger) ----------------------------
     @property
     def journal(self) -> Journal | None:
@@ -308,6 +369,28 @@ class GoodputRecorder:
             f" logging_enabled={self.logging_enabled!r}, store={self.store_url!r},"
             f" process_index={self.process_index!r})"
         )
+
+
+def _check_positive(value: object, arg: str) -> float:
+    """A finite positive number (numpy scalars welcome); a TypeError or ValueError naming `arg`."""
+    if isinstance(value, bool):
+        raise TypeError(f"{arg} must be a positive number, got {value!r}")
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise TypeError(f"{arg} must be a positive number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{arg} must be a finite positive number, got {value!r}")
+    return v
+
+
+def _check_time(value: object, arg: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{arg} must be a datetime.datetime, UNIX seconds or None, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{arg} must be finite, got {value!r}")
+    return v
 
 
 def _discard(

@@ -19,6 +19,7 @@ _COMMANDS: tuple[str, ...] = (
     "runs",
     "profile",
     "monitor",
+    "advise",
 )
 
 

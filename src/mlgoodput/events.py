@@ -46,6 +46,10 @@ class Kind(enum.IntEnum):
     ELASTIC_REINIT_END = 22
     SLICE_COUNTS = 23  # attrs: active, total, available
     COMPILE = 24  # value: compile seconds from `time`; name: function name
+    # productivity (docs/accounting.md, "Productivity")
+    STEP_FLOPS = 25  # value: FLOPs of one training step, all devices, from `time` on
+    PEAK_FLOPS = 26  # value: peak FLOP/s of the job's devices together; name: where it came from
+    JOB_SUBMIT = 27  # value: UNIX seconds the job (attempt) was submitted; name: source
     # runs, metrics and profiles (diagnostics)
     RUN_START = 40  # attrs: run description and configs
     RUN_CONFIG = 41  # attrs: configs

@@ -24,6 +24,12 @@ def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path, capsys: pytes
     report = capsys.readouterr().out  # `mlgoodput report` prints to stdout
     assert re.search(r"disruptions\s+1\b", report), report
     assert re.search(r"last step\s+39\b", report), report
+    # productivity: MPG, MFU against the CPU's configured peak, and the checkpoint advice
+    assert re.search(r"ML productivity goodput\s+\d+\.\d+ %", report), report
+    assert re.search(r"MFU\s+\d+\.\d+ %", report) and "(configured)" in report, report
+    assert re.search(r"scheduling goodput\s+\d+\.\d+ %", report), report
+    assert "optimal interval" in report
+    assert re.search(r"^(Checkpoint every|Keep checkpointing)", report, re.M), report
     text = out.getvalue()
     assert "killed with SIGKILL after step 25" in text
     assert "restore (step 19)" in text

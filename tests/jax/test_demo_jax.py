@@ -62,6 +62,13 @@ def test_jax_demo_is_killed_restarted_and_reported(
     low = (text + capsys.readouterr().out).lower().replace("_", " ")  # the report command prints
     for word in ("wasted progress", "program startup", "checkpoint save", "disruption"):
         assert word in low, word
+    # productivity: FLOPs from the compiler, the configured CPU peak, MPG and the advice
+    p = r.productivity
+    assert p is not None and p.flops_per_step is not None and p.peak_source == "configured"
+    assert p.mfu is not None and 0 < p.mfu < 1 and p.ml_productivity_goodput is not None
+    assert p.interruptions == 1 and p.mtbi_s is not None
+    for word in ("ml productivity goodput", "mfu", "(configured)", "optimal interval"):
+        assert word in low, word
 
     tb = outdir / "tensorboard"
     assert list((tb / "goodput").glob("events.out.tfevents.*"))

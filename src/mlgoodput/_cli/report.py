@@ -134,6 +134,7 @@ def print_report(r: GoodputReport, out: Any) -> None:
         facts.append(
             ("slice efficiency", f"stepping {r.slice_efficiency.stepping:.1f} %, available {r.slice_efficiency.available:.1f} %")
         )
+    facts += productivity_facts(r)
     rows = report_rows(r)
     try:
         from rich.console import Console
@@ -158,6 +159,58 @@ def print_report(r: GoodputReport, out: Any) -> None:
         style = "green" if label.startswith("productive") else None
         table.add_row(label, f"{s:,.2f}", f"{pct:.2f}", style=style)
     console.print(table)
+
+
+def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
+    """MPG and its factors, MFU, ETTR and the reliability figures (docs/accounting.md)."""
+    p = r.productivity
+    if p is None:
+        return []
+
+    def pct(v: float | None, why: str = "") -> str:
+        return f"{100 * v:.2f} %" if v is not None else ("unknown" + (f" ({why})" if why else ""))
+
+    def secs(v: float | None, why: str = "") -> str:
+        if v is None:
+            return "-" + (f" ({why})" if why else "")
+        return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
+
+    def rate(v: float) -> str:
+        for scale, unit in ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")):
+            if v >= scale:
+                return f"{v / scale:,.4g} {unit}"
+        return f"{v:,.4g} FLOP/s"
+
+    peak = "unknown (record_peak_flops)" if p.peak_flops_per_s is None else (
+        f"{rate(p.peak_flops_per_s)} ({p.peak_source})")
+    rows = [
+        ("ML productivity goodput", pct(p.ml_productivity_goodput, "needs submit time, FLOPs and peak")),
+        ("scheduling goodput", pct(p.scheduling_goodput, "no submit time")
+         + ("" if p.queue_s is None else f", queued {p.queue_s:,.1f} s ({p.submit_source})")),
+        ("runtime goodput", pct(p.runtime_goodput)),
+        ("program goodput", pct(p.program_goodput, "needs step FLOPs and peak")),
+        ("MFU", pct(p.mfu, "needs step FLOPs and peak")),
+        ("peak FLOP/s", peak),
+        ("achieved FLOP/s", "-" if p.achieved_flops_per_s is None else rate(p.achieved_flops_per_s)),
+        ("ETTR", pct(p.ettr)),
+        ("interruptions", str(p.interruptions)),
+        ("MTBI", secs(p.mtbi_s, "no interruptions")),
+        ("MTTR", secs(p.mttr_s, "no recovery")),
+    ]
+    for att in p.attempts[1:]:
+        parts = [f"waited {secs(att.waiting_s)} after the interruption"]
+        if att.queue_s is not None:
+            parts.append(f"queued {secs(att.queue_s)} since its submit ({att.source})")
+        rows.append((f"attempt {att.attempt + 1}", ", ".join(parts)))
+    if p.checkpoint_save.count:
+        rows.append(("checkpoint save", f"{p.checkpoint_save.count} x, mean {secs(p.checkpoint_save.mean_s)},"
+                     f" p95 {secs(p.checkpoint_save.p95_s)}"))
+    if p.checkpoint_restore.count:
+        rows.append(("checkpoint restore", f"{p.checkpoint_restore.count} x, mean {secs(p.checkpoint_restore.mean_s)},"
+                     f" p95 {secs(p.checkpoint_restore.p95_s)}"))
+    if p.lost_progress_per_interruption_s is not None:
+        rows.append(("progress lost / interruption", secs(p.lost_progress_per_interruption_s)))
+    return rows
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

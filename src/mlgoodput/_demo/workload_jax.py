@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- job start: before anything slow, so all of it is accounted -------------------
     rec = GoodputRecorder(a.job, logger_name, True, store=a.store)
     rec.record_job_start_time()
+    rec.record_job_submit_time()  # what the scheduler (here: the demo supervisor) left in the environment
     say(phase="start", pid=os.getpid(), steps=a.steps, tensorboard_dir=str(tb_dir))
 
     # -- accelerator initialization ------------------------------------------------------
@@ -134,14 +135,19 @@ def main(argv: list[str] | None = None) -> int:
         say(phase="restore", step=restored)
         state = manager.restore(restored, args=ocp.args.StandardRestore(state))
         start = restored + 1
-    rec.record_training_preparation_end_time()
-
-    # -- the first batch: nothing to overlap it with yet ----------------------------------
     grow_at = (3 * a.steps) // 4  # the batch grows here: JAX compiles train_step again
 
     def size_at(step: int) -> int:
         return int(a.batch * 2 if step >= grow_at else a.batch)
 
+    # FLOPs of one step from the compiler, for each batch size; the CPU's peak from configuration
+    from mlgoodput import flops
+
+    step_flops = {n: flops.jax_step_flops(train_step, state, *batch(0, n)) for n in {a.batch, a.batch * 2}}
+    flops.record_peak(rec, "fp32")
+    rec.record_training_preparation_end_time()
+
+    # -- the first batch: nothing to overlap it with yet ----------------------------------
     rec.record_data_loading_start_time()
     x, y = batch(start, size_at(start))
     time.sleep(0.3 * k)  # open files, fill the input pipeline
@@ -149,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- training -------------------------------------------------------------------------
     for step in range(start, a.steps):
+        if step in (start, grow_at):
+            f = step_flops.get(size_at(step))
+            if f:
+                rec.record_step_flops(f)
         rec.record_step_start_time(step)
         state, loss = train_step(state, x, y)  # dispatched: runs while we prefetch
         rec.record_data_loading_start_time()

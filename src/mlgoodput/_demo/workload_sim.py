@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = GoodputRecorder(a.job, a.logger or f"goodput_{a.job}", True, store=a.store)
     a.ckpt_dir.mkdir(parents=True, exist_ok=True)
     rec.record_job_start_time()
+    rec.record_job_submit_time()  # left in the environment by the demo supervisor
     say(phase="start", pid=os.getpid(), steps=a.steps)
 
     say(phase="init")
@@ -76,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         work(0.8)  # read and place the weights
         rec.record_checkpoint_restore_end_time(restored)
         start = restored + 1
+    # a simulated step does the work of a small model: 40% of the configured CPU peak at full speed
+    from mlgoodput import flops
+
+    peak = flops.record_peak(rec, "fp32", device_kinds=["cpu"], measure=False)
+    if peak is not None:
+        rec.record_step_flops(0.4 * peak[0] * a.step_time * k)
     rec.record_training_preparation_end_time()
 
     rec.record_data_loading_start_time()

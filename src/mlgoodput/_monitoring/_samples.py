@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from mlgoodput._monitoring._productivity_samples import productivity_samples
 from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
 from mlgoodput.export._base import Sample
 
@@ -45,6 +46,7 @@ def cumulative_samples(
         out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
     if include_badput_breakdown:
         out += _badput_samples("badput/", report, s)
+    out += productivity_samples(report, s)
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
         out.append(s("elastic/available_slice_efficiency_pct", 100.0 * report.slice_efficiency.available, "%"))

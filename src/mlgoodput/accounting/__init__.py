@@ -2,6 +2,7 @@
 
 from mlgoodput.accounting._calculator import GoodputCalculator
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._productivity import CostStats, Productivity
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -13,9 +14,11 @@ from mlgoodput.accounting._report import (
 __all__ = [
     "PARTITION_BUCKETS",
     "BadputType",
+    "CostStats",
     "Engine",
     "GoodputCalculator",
     "GoodputReport",
     "HostStepStats",
+    "Productivity",
     "SliceEfficiency",
 ]

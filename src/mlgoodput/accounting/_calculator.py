@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import threading
@@ -11,6 +12,8 @@ from typing import Any
 
 from mlgoodput._journal import recover_journals
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
@@ -57,6 +60,7 @@ class GoodputCalculator:
         self._stall_factor = stall_factor
         self._engine = Engine(stall_factor=stall_factor)
         self._cursor = 0
+        self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
 
     @property
@@ -99,7 +103,10 @@ class GoodputCalculator:
             else:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
-            return engine.report(self.job_name, self.logger_name, q, a, b, ideal)
+            return _with_productivity(
+                engine, engine.report(self.job_name, self.logger_name, q, a, b, ideal), q, a,
+                self._facts if engine is self._engine else None,
+            )
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
@@ -131,7 +138,10 @@ class GoodputCalculator:
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
             return {
-                int(w): engine.report(self.job_name, self.logger_name, q, q - w, q, ideal)
+                int(w): _with_productivity(
+                    engine, engine.report(self.job_name, self.logger_name, q, q - w, q, ideal), q, q - w,
+                    self._facts if engine is self._engine else None,
+                )
                 for w in ws
             }
 
@@ -180,6 +190,16 @@ class GoodputCalculator:
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
             return engine.step_deviation(q, ideal, last_n)
+
+
+def _with_productivity(
+    engine: Engine, r: GoodputReport, q: float, start: float | None, cache: FactsCache | None = None
+) -> GoodputReport:
+    """The report with its productivity figures (docs/accounting.md, "Productivity")."""
+    facts = facts_from_timeline(engine.timeline, q, cache)
+    if facts.empty:
+        return r
+    return dataclasses.replace(r, productivity=productivity(facts, r, start))
 
 
 def _check_ideal(v: float | None) -> float | None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlgoodput.accounting._productivity import Productivity
 
 
 class BadputType(enum.Enum):
@@ -88,6 +91,8 @@ class GoodputReport:
     ideal_step_time_s: float
     slice_efficiency: SliceEfficiency | None = None
     hosts: tuple[HostStepStats, ...] = field(default=())
+    #: MFU, scheduling goodput, MPG, ETTR and reliability (docs/accounting.md, "Productivity")
+    productivity: Productivity | None = None
 
     @property
     def goodput_pct(self) -> float:
@@ -133,4 +138,14 @@ class GoodputReport:
             if self.slice_efficiency is None
             else self.slice_efficiency.to_dict(),
             "hosts": [h.to_dict() for h in self.hosts],
+            **self._productivity_dict(),
         }
+
+    def _productivity_dict(self) -> dict[str, Any]:
+        keys = ("mfu", "program_goodput", "scheduling_goodput", "ml_productivity_goodput", "ettr",
+                "mtbi_s", "mttr_s")
+        p = self.productivity
+        if p is None:
+            return {k: None for k in keys} | {"productivity": None}
+        d = p.to_dict()
+        return {k: d[k] for k in keys} | {"productivity": d}

@@ -4,6 +4,7 @@
     jm.init(job_name="my-training-job")     # listeners on; aggregates exported in the background
     ...                                     # jit, train
     jm.shutdown()                           # also runs at exit
+    step = jm.track_step_flops(step)        # the compiler's FLOPs of each compiled step, recorded
 
 Nothing happens at import. `OrbaxLogger` (imported on first use, it needs Orbax) records
 checkpoint saves and restores of a `CheckpointManager` as the job's checkpoint events.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mlgoodput.jax._flops import track_step_flops
 from mlgoodput.jax._init import init, shutdown
 from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
 
@@ -27,6 +29,7 @@ __all__ = [
     "current",
     "init",
     "shutdown",
+    "track_step_flops",
 ]
 
 
