@@ -36,7 +36,7 @@ from mlgoodput.torch._timeline import CallbackTimeline
 __all__ = ["GoodputCallback"]
 
 
-class _TimedCheckpointIO(CheckpointIO):  # type: ignore[misc]
+class _TimedCheckpointIO(CheckpointIO):
     """Delegates to the strategy's own CheckpointIO and tells the callback when a write or
     a load is done."""
 
@@ -67,7 +67,7 @@ class _TimedCheckpointIO(CheckpointIO):  # type: ignore[misc]
         return getattr(self.__dict__["inner"], name)
 
 
-class GoodputCallback(pl.Callback):  # type: ignore[misc]
+class GoodputCallback(pl.Callback):
     """Records a Lightning job's goodput events; constructed like the recorder."""
 
     def __init__(
