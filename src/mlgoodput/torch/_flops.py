@@ -1,25 +1,45 @@
-"""FLOPs of the first training step, counted once with FlopCounterMode (for MFU).
+"""FLOPs of one training step, counted once with FlopCounterMode (for MFU).
 
-The counter wraps the real first step (forward, backward, optimizer), entered at the step's
-start hook and left at its end hook on the same thread; every later step runs without it.
+The counter wraps one real step (forward, backward, optimizer), entered at the step's start
+hook and left at its end hook on the same thread; every other step runs without it. It
+counts the first step after the attempt's first one, and only when nothing was compiled:
+with PyTorch 2.13, running a `torch.compile`d module under FlopCounterMode (its first call
+or any later one) makes it run eagerly for the rest of the process (seen in tests/torch).
+So once Dynamo has compiled a frame, the counter stays off and says so; count the eager
+module instead (`mlgoodput.flops.torch_step_flops(model, batch)`, which is harmless to the
+compiled one) and record it with `record_step_flops`. Steps do the same work, so the
+count is the same.
 Each rank counts its own work; the job's FLOPs per step are that times the world size
 (data parallel: every rank does the same work).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-__all__ = ["FirstStepFlops"]
+__all__ = ["StepFlops", "dynamo_compiled"]
 
 
-class FirstStepFlops:
-    """Counts one step: `begin()` at its start, `end()` at its end -> FLOPs of the job's step."""
+def dynamo_compiled() -> bool:
+    """Whether Dynamo compiled any frame in this process (its own counters; never imports)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return utils is not None and int(utils.counters["frames"].get("total", 0)) > 0
+    except Exception:  # counters we do not understand: assume compiled, stay off
+        return utils is not None
 
-    def __init__(self, world_size: int = 1) -> None:
+
+class StepFlops:
+    """Counts one step: `begin()` at each step's start (all but one do nothing), `end()` at its
+    end -> FLOPs of the job's step."""
+
+    def __init__(self, world_size: int = 1, skip: int = 1) -> None:
         self.world_size = world_size
+        self.skip = skip  # steps to let pass first (the compile step)
         self.rank_flops: float | None = None
         self.done = False
+        self.skipped_compiled = False  # not counted: a compiled step would turn eager
         self._mode: Any = None
 
     @property
@@ -29,7 +49,13 @@ class FirstStepFlops:
     def begin(self) -> None:
         if self.done or self._mode is not None:
             return
+        if self.skip > 0:
+            self.skip -= 1
+            return
         self.done = True  # whatever happens, only one attempt at counting
+        if dynamo_compiled():
+            self.skipped_compiled = True
+            return
         from torch.utils.flop_counter import FlopCounterMode
 
         mode: Any = FlopCounterMode(display=False)

@@ -2,7 +2,7 @@
 
 It takes its process index from torchrun (RANK), wraps the recorder's start/end pairs in
 context managers, and walks a data loader for you (`steps()`): the wait for each batch is
-data loading, each body of the loop is a step, and the first step's FLOPs are measured once
+data loading, each body of the loop is a step, and one step's FLOPs are measured once
 with FlopCounterMode. No call here raises into training; misuse is logged once.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from mlgoodput._recorder import GoodputRecorder
 from mlgoodput.store import Store
-from mlgoodput.torch._flops import FirstStepFlops
+from mlgoodput.torch._flops import StepFlops
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
 from mlgoodput.torch._safe import Safe
 
@@ -40,8 +40,8 @@ class TorchRecorder:
                 train_step(batch)
 
     `job_name=None` names the job after torchrun's run id (the same on every rank and
-    restart). `measure_flops=True` counts the first step's FLOPs (FlopCounterMode) and, on
-    rank 0, records them for the whole job (times the world size); `peak_flops_per_s`
+    restart). `measure_flops=True` counts the second step's FLOPs (FlopCounterMode, once:
+    after any compile) and, on rank 0, records them for the whole job (times the world size); `peak_flops_per_s`
     records the job's peak FLOP/s for MFU.
     """
 
@@ -73,7 +73,7 @@ class TorchRecorder:
         self.job_name = job_name
         self.measure_flops = bool(measure_flops)
         self._safe = Safe(f"mlgoodput.torch.TorchRecorder(job_name={job_name!r})")
-        self._flops = FirstStepFlops(self.identity.world_size) if self.measure_flops else None
+        self._flops = StepFlops(self.identity.world_size) if self.measure_flops else None
         self._step_open: int | None = None
         if peak_flops_per_s is not None and self.identity.is_lead:
             self._safe("record_peak_flops", self.recorder.record_peak_flops,
@@ -81,7 +81,7 @@ class TorchRecorder:
 
     @property
     def step_flops(self) -> float | None:
-        """FLOPs of one step on this rank, once the first step was counted."""
+        """FLOPs of one step on this rank, once a step was counted."""
         return None if self._flops is None else self._flops.rank_flops
 
     # -- single events -------------------------------------------------------------------
@@ -106,7 +106,7 @@ class TorchRecorder:
         self.record("record_step_start_time", step)
         self._step_open = step
         if self._flops is not None and not self._flops.done:
-            self._safe("count first step FLOPs", self._flops.begin)
+            self._safe("count step FLOPs", self._flops.begin)
 
     def end_step(self) -> None:
         """The running step ended now (its FLOPs are recorded after the first one)."""
@@ -114,10 +114,20 @@ class TorchRecorder:
         if step is None:
             return
         self.record("record_step_end_time", step)
-        if self._flops is not None and self._flops.counting:
-            total = self._safe("count first step FLOPs", self._flops.end)
+        if self._flops is not None and (self._flops.counting or self._flops.skipped_compiled):
+            total = self._safe("count step FLOPs", self._flops.end)
             if total and self.identity.is_lead:
                 self.record("record_step_flops", total)
+            elif self._flops.skipped_compiled:
+                self._flops.skipped_compiled = False
+                self._safe.warn_once("flops", "step FLOPs not counted: the step runs torch.compile'd"
+                                     " code, which FlopCounterMode would turn eager; record them"
+                                     " with recorder.record_step_flops(mlgoodput.flops"
+                                     ".torch_step_flops(eager_model, batch))")
+            elif not total:
+                self._safe.warn_once("flops", "FlopCounterMode counted no FLOPs in a step (a"
+                                     " compiled kernel it cannot see?); record them with"
+                                     " recorder.record_step_flops(mlgoodput.flops.torch_step_flops(...))")
 
     # -- intervals -------------------------------------------------------------------------
     @contextmanager

@@ -5,8 +5,8 @@
 What it records, on every process (process 0 leads the accounting):
 - the job, from the callback's construction to `on_train_end`; training preparation until
   `on_train_begin`;
-- steps from `on_step_begin` to `on_step_end`, numbered by `state.global_step`; the first
-  step's FLOPs (FlopCounterMode, once) for MFU;
+- steps from `on_step_begin` to `on_step_end`, numbered by `state.global_step`; the FLOPs of the
+  second step (FlopCounterMode, once: after any compile) for MFU;
 - data loading: the wait before each step (the Trainer fetches the step's batches before
   `on_step_begin`), from the last thing that happened to the step's start;
 - evaluation as custom badput `eval_event_type` ("eval"): from the end of what preceded it

@@ -7,8 +7,8 @@ What it records, on every rank (rank 0 leads the accounting):
   until the training loop starts;
 - data loading: the wait for each batch (between one batch's end and the next one's start,
   and from the epoch's start to its first batch);
-- steps: one per training batch, numbered by `trainer.global_step`; the first step's FLOPs
-  (FlopCounterMode, once) for MFU;
+- steps: one per training batch, numbered by `trainer.global_step`; the FLOPs of the
+  second step (FlopCounterMode, once: after any compile) for MFU;
 - validation (the sanity check included) as custom badput `eval_event_type` ("eval");
 - checkpoints: a save from `on_save_checkpoint` (the state being gathered) until the
   strategy's CheckpointIO has written the file, and a restore (`ckpt_path=`) around
