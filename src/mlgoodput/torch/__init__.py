@@ -23,6 +23,7 @@ from mlgoodput.torch._compile import (
     shutdown,
 )
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
+from mlgoodput.torch._profiler import TorchProfiler, use_torch_profiler
 from mlgoodput.torch._recorder import TorchRecorder
 from mlgoodput.torch._stragglers import RankStepStats, StragglerReport, stragglers
 
@@ -32,6 +33,7 @@ __all__ = [
     "CompileStats",
     "RankStepStats",
     "StragglerReport",
+    "TorchProfiler",
     "TorchRecorder",
     "TorchrunIdentity",
     "compile_stats",
@@ -40,4 +42,5 @@ __all__ = [
     "shutdown",
     "stragglers",
     "torchrun_identity",
+    "use_torch_profiler",
 ]
