@@ -91,11 +91,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         ]
     else:
         r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
+    lag = _stragglers(store, args.job, logger, r)
     if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
+        print(json.dumps(r.to_dict() | ({"stragglers": lag.to_dict()} if lag else {}), indent=2))
     else:
         print_report(r, sys.stdout)
+        for line in lag.lines() if lag else []:
+            print(line)
     return 0
+
+
+def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
+    """Per-rank step times and the rank holding collectives back, for jobs of several hosts."""
+    if len(r.hosts) < 2:
+        return None
+    from mlgoodput.torch._stragglers import StragglerAnalysis
+
+    return StragglerAnalysis(job, logger, store=store).report(r.start, r.end)
 
 
 def _fmt_time(t: float) -> str:

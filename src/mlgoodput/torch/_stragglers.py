@@ -24,6 +24,10 @@ from mlgoodput.store import open_store
 __all__ = ["RankStepStats", "StragglerAnalysis", "StragglerReport", "stragglers"]
 
 _STEP, _JOB = int(Kind.STEP_START), int(Kind.JOB_START)
+#: A rank is named the straggler only when, in the steps it started last, it led the
+#: next-latest rank by more than this on average (and by more than this share of a step).
+MIN_LEAD_S = 0.005
+MIN_LEAD_FRACTION = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,7 @@ class RankStepStats:
 @dataclass(frozen=True, slots=True)
 class StragglerReport:
     """Per-rank statistics, and the rank that cost the job the most waiting (None when no
-    step was seen by two ranks)."""
+    step was seen by two ranks, or when no rank's lead stands out from noise)."""
 
     ranks: tuple[RankStepStats, ...]
     steps_compared: int
@@ -65,7 +69,10 @@ class StragglerReport:
         if not self.ranks:
             return []
         out = []
-        if self.straggler is not None:
+        if self.straggler is None:
+            out.append(f"stragglers: none (ranks started each step within {self.max_spread_s:.3f} s"
+                       f" of each other over {self.steps_compared} steps)")
+        else:
             out.append(f"straggler: rank {self.straggler} held the others back "
                        f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps "
                        f"(largest step-start spread {self.max_spread_s:.3f} s)")
@@ -166,7 +173,12 @@ def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[floa
             last_steps=last[r], held_back_s=held[r],
         ))
     worst = max(ranks, key=lambda s: (s.held_back_s, -s.rank), default=None)
-    straggler = worst.rank if worst is not None and compared and worst.held_back_s > 0 else None
+    # noise is not a straggler: its mean lead must exceed 5 ms and 5 % of a step
+    typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
+    floor = max(MIN_LEAD_S, MIN_LEAD_FRACTION * typical)
+    straggler = None
+    if worst is not None and compared and worst.last_steps and worst.held_back_s / worst.last_steps > floor:
+        straggler = worst.rank
     return StragglerReport(tuple(ranks), compared, straggler,
                            worst.held_back_s if straggler is not None and worst else 0.0, max_spread)
 
