@@ -63,3 +63,17 @@ def test_report_shows_stragglers(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cli.main(["report", "--job", "j", "--store", store, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["stragglers"]["straggler"] == 2 and len(d["stragglers"]["ranks"]) == 3
+
+
+def test_monitor_exports_stragglers(tmp_path: Path) -> None:
+    from mlgoodput._monitoring._source import GoodputSource
+
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    src = GoodputSource("j", "goodput", store)
+    samples = {(x.name, x.labels.get("rank")): x.value for x in src.collect(T0 + 30)}
+    assert samples[("stragglers/straggler_rank", None)] == 2
+    assert samples[("stragglers/straggler_cost_seconds", None)] == pytest.approx(2.6)
+    assert samples[("stragglers/held_back_seconds", "2")] == pytest.approx(2.6)
+    assert samples[("stragglers/median_step_seconds", "0")] == pytest.approx(STEP)
+    assert ("goodput/goodput_pct", None) in samples

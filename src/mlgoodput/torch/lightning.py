@@ -64,7 +64,10 @@ class _TimedCheckpointIO(CheckpointIO):
         self.inner.teardown()
 
     def __getattr__(self, name: str) -> Any:  # anything else a plugin offers
-        return getattr(self.__dict__["inner"], name)
+        inner = self.__dict__.get("inner")
+        if inner is None:  # while being copied or unpickled
+            raise AttributeError(name)
+        return getattr(inner, name)
 
 
 class GoodputCallback(pl.Callback):
