@@ -145,6 +145,17 @@ def test_step_flops_counted_once_on_the_second_step() -> None:
     gp.close()
 
 
+def test_cpu_attention_is_counted() -> None:
+    # torch 2.13's FlopCounterMode counts the CPU attention kernel as zero; ours counts it as
+    # the GPU kernels are counted: 4*b*h*s*s*d forward, 2.5 times that backward
+    b, h, s, d = 2, 4, 16, 8
+    q, k, v = (torch.randn(b, h, s, d, requires_grad=True) for _ in range(3))
+    fwd = 4 * b * h * s * s * d
+    counted = flops.torch_step_flops(
+        lambda: nn.functional.scaled_dot_product_attention(q, k, v).sum().backward())
+    assert counted == 3.5 * fwd
+
+
 def test_misuse_never_raises_into_training(caplog: pytest.LogCaptureFixture) -> None:
     gp = mt.TorchRecorder(job_name="misuse", store="memory://misuse", measure_flops=False)
     with caplog.at_level(logging.WARNING, logger="mlgoodput.torch"):
