@@ -52,3 +52,6 @@ def default_store_url() -> str:
     return os.environ.get(STORE) or "sqlite://" + str(data_dir() / "mlgoodput.db")
 #: Host (and port) of the GCE metadata server, as google-auth reads it; default metadata.google.internal.
 GCE_METADATA_HOST = "GCE_METADATA_HOST"
+#: "1" turns the warnings for misuse on the training path (an end without a start, a step
+#: going back, ...) into errors, when `strict=None`: for users' own tests.
+STRICT = "MLGOODPUT_STRICT"

@@ -22,6 +22,7 @@ import struct
 import tempfile
 import threading
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,23 +30,32 @@ from typing import Any, ClassVar
 from mlgoodput import _env
 from mlgoodput._segment import (
     BODY,
+    BODY_AT,
     DEFAULT_SEGMENT_SIZE,
     HEADER_SIZE,
     LEN,
+    MAGIC,
     NO_STEP,
     REC,
     SUFFIX,
+    SYNC,
+    SYNC_BYTES,
+    TAG,
+    VERSION,
+    Decoded,
     Segment,
     create_segment,
     decode_records,
+    decode_records_v1,
     encode_extra,
+    fit_segment_size,
     memory_segment,
     read_image,
     write_watermark,
 )
 from mlgoodput._worker import BackgroundWorker
-from mlgoodput.events import EventBatch, Kind
-from mlgoodput.store import Store, open_store, resolve_store_url
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import Store, StoreReplacedError, open_store, resolve_store_url, store_identity
 
 __all__ = ["Journal", "journal_dirs", "recover_journals"]
 
@@ -54,8 +64,10 @@ log = logging.getLogger("mlgoodput")
 SHIP_BATCH = 65536  # events per store append
 SHIP_INTERVAL_S = 0.5
 _NAN = float("nan")
+_pack_body = BODY.pack
+_pack_tag = TAG.pack_into
 _pack_len = LEN.pack_into
-_pack_body = BODY.pack_into
+_crc32 = zlib.crc32
 
 
 def journal_dirs(url: str) -> list[Path]:
@@ -158,6 +170,10 @@ class Journal(BackgroundWorker):
         self.shipped = 0  # events handed to the store
         self.volatile = 0  # events that went to a memory-only segment (no journal file)
         self.closed_appends = 0  # events appended after close: left on disk for recovery
+        self.lost = 0  # events reported lost (damaged records, memory fallback at exit)
+        self.store_changes = 0  # times the store was found replaced or recreated
+        self._identity: str | None = None
+        self._fallback = ""  # why events went to memory, when they did
         _live.add(self)
         with self._lock:
             self._active = self._new_segment(self.segment_size)  # the first append stays cheap
@@ -196,16 +212,17 @@ class Journal(BackgroundWorker):
                 seg = self._rotate(need)
             off = seg.off
             buf = seg.buf
-            try:
-                _pack_body(
-                    buf, off + 4, kind, flags, name_len, time,
-                    NO_STEP if step is None else step,
-                    _NAN if value is None else value,
-                )
-            except struct.error as e:  # nothing is committed: the length was not written
+            try:  # write_record, inlined: the payload, then marker and checksum, the length last
+                body = _pack_body(seg.count, kind, flags, name_len, time,
+                                  NO_STEP if step is None else step, _NAN if value is None else value)
+            except struct.error as e:  # nothing is written
                 raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
+            buf[off + BODY_AT : off + REC] = body
             if extra:
                 buf[off + REC : off + need] = extra
+                _pack_tag(buf, off + 4, SYNC, _crc32(extra, _crc32(body)))
+            else:
+                _pack_tag(buf, off + 4, SYNC, _crc32(body))
             _pack_len(buf, off, need)  # the length goes last: it commits the record
             seg.off = off + ((need + 7) & ~7)
             seg.count += 1
@@ -226,20 +243,25 @@ class Journal(BackgroundWorker):
         if seg is not None:
             self._spare = None
         else:
-            seg = self._new_segment(size)
+            seg = self._new_segment(size, need)
         self._active = seg
         return seg
 
-    def _new_segment(self, size: int) -> Segment:
+    def _new_segment(self, size: int, need: int = REC) -> Segment:
         err: OSError | None = None
         for d in self._dirs:
             try:
-                return create_segment(d, size, self.host, self._meta)
+                return create_segment(d, fit_segment_size(d, size, need), self.host, self._meta)
             except OSError as e:
                 err = e
+        self._fallback = f"no journal file could be made in {self._dirs[0]}: {err}"
         self._note_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
                                  "keeping events in memory until one can be made"))
         return memory_segment(size, self.host, self._meta)
+
+    def _want_spare(self) -> bool:
+        """A spare segment only where the disk has room for it at full size."""
+        return fit_segment_size(self._dirs[0], self.segment_size) >= self.segment_size
 
     # -- shipping (the worker thread) ------------------------------------------------
     def _get_store(self) -> Store:
@@ -252,6 +274,26 @@ class Journal(BackgroundWorker):
                 self._owns_store = True
         return self._store
 
+    def _ship(self, store: Store, batch: EventBatch) -> None:
+        """Hand one batch to the store; raise unless the same store holds it afterwards.
+
+        The store's identity (its store id, and the file's device and inode for SQLite) is
+        read before and after: a store deleted or replaced meanwhile is a StoreError (the
+        journal keeps the events and ships them again), never an acknowledgement."""
+        before = store_identity(store)
+        if before != self._identity:
+            if self._identity is not None:
+                self.store_changes += 1
+                log.warning("mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
+                            " shipped before are not in it; shipping what is journaled to the new one",
+                            self.url, self._identity, before)
+            self._identity = before
+        store.append(self.namespace, self.job, batch)
+        after = store_identity(store)
+        if after != before:
+            raise StoreReplacedError(f"the store {self.url} changed while a batch was written"
+                                     f" ({before} -> {after}); the batch stays journaled and is shipped again")
+
     def _work(self) -> bool:
         store = self._get_store()
         with self._lock:
@@ -259,6 +301,8 @@ class Journal(BackgroundWorker):
             if self._active is not None:
                 segs.append(self._active)
             snaps = [(s, s.count, s.off) for s in segs]
+            if self._active is not None:
+                self._active.note_committed(self._active.count)  # under the lock: never after a seal
             need_spare = (
                 self._spare is None
                 and self._active is not None
@@ -266,20 +310,24 @@ class Journal(BackgroundWorker):
             )
         for seg, count, off in snaps:
             while seg.shipped < count:
-                events, end = decode_records(seg.buf, seg.shipped_off, off, self.host, SHIP_BATCH)
-                if not events:
+                d = decode_records(seg.buf, seg.shipped_off, off, self.host, SHIP_BATCH, seg.shipped)
+                if d.events:
+                    self._ship(store, EventBatch(seg.writer, d.first_index, d.events))
+                    self.shipped += len(d.events)
+                    if not seg.durable:
+                        self.volatile += len(d.events)
+                lost = d.lost + (count - d.next_index if d.at_end and d.next_index < count else 0)
+                if lost:
+                    self._report_lost(seg, lost)
+                seg.mark_shipped(max(d.next_index, count) if d.at_end else d.next_index, d.end)
+                if not d.events and d.at_end:
                     break
-                store.append(self.namespace, self.job, EventBatch(seg.writer, seg.shipped, events))
-                seg.mark_shipped(seg.shipped + len(events), end)
-                self.shipped += len(events)
-                if not seg.durable:
-                    self.volatile += len(events)
             if seg.sealed and seg.shipped >= seg.count:
                 with self._lock:
                     if self._sealed and self._sealed[0] is seg:
                         self._sealed.popleft()
                 seg.release(delete=True)
-        if need_spare:
+        if need_spare and self._want_spare():
             spare = self._new_segment(self.segment_size)
             with self._lock:
                 if self._spare is None:
@@ -293,6 +341,13 @@ class Journal(BackgroundWorker):
             self._recovered = True
         with self._lock:
             return all(s.shipped >= s.count for s in [*self._sealed, *([self._active] if self._active else [])])
+
+    def _report_lost(self, seg: Segment, n: int) -> None:
+        """Damaged records in this process's own segment (its memory was overwritten)."""
+        seg.lost += n
+        self.lost += n
+        log.warning("mlgoodput: %d damaged journal records of %s/%s skipped in %s", n, self.namespace,
+                    self.job, seg.path or "memory")
 
     def pending(self) -> int:
         """Events journaled but not yet in the store."""
@@ -323,6 +378,7 @@ class Journal(BackgroundWorker):
 
     def _on_close(self) -> None:
         _live.discard(self)
+        self._report_unshipped()
         t = self._shipper
         if t is not None and t.is_alive():
             return  # still stuck in the store: leave the files mapped; recovery ships them
@@ -344,6 +400,25 @@ class Journal(BackgroundWorker):
             except OSError:
                 pass
 
+    def _report_unshipped(self) -> None:
+        """At close: say what did not reach the store. Events in journal files wait for the
+        next process of this store; events held in memory (no file could be made) are lost,
+        and a warning gives their count and where they could not go."""
+        with self._lock:
+            segs = [*self._sealed, *([self._active] if self._active else [])]
+            on_disk = sum(s.count - s.shipped for s in segs if s.durable)
+            in_memory = sum(s.count - s.shipped for s in segs if not s.durable)
+        if in_memory:
+            self.lost += in_memory
+            _note_lost(in_memory)
+            log.warning("mlgoodput: %d events of %s/%s are lost: they were held in memory because %s,"
+                        " and could not be stored in %s before the journal closed", in_memory,
+                        self.namespace, self.job, self._fallback or "no journal file could be made", self.url)
+        if on_disk and not self.url.startswith("memory://"):
+            log.warning("mlgoodput: %d events of %s/%s are not in %s yet; they stay in the journal under %s"
+                        " and the next process that opens this store ships them", on_disk,
+                        self.namespace, self.job, self.url, self._dirs[0])
+
     def _after_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
         self._lock = threading.Lock()
@@ -354,7 +429,7 @@ class Journal(BackgroundWorker):
         self._spare = None
         if self._owns_store:
             self._store = None  # reopened on first use, with a connection of the child's own
-        self.appended = self.shipped = self.volatile = self.closed_appends = 0
+        self.appended = self.shipped = self.volatile = self.closed_appends = self.lost = 0
         super()._after_fork_in_child()
 
     def stats(self) -> dict[str, int]:
@@ -364,6 +439,8 @@ class Journal(BackgroundWorker):
             "shipped": self.shipped,
             "pending": self.pending(),
             "volatile": self.volatile,
+            "lost": self.lost,
+            "store_changes": self.store_changes,
             "failures": self.failures,
         }
 
@@ -437,22 +514,35 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
             return 0
         size = os.fstat(fd).st_size
         img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
-        if img is None or img.meta.get("store") != url:
+        if img is None:
+            newer = _newer_format(os.pread(fd, HEADER_SIZE, 0))
+            if newer:
+                log.warning("mlgoodput: journal %s is of a newer format (version %d); left for a newer"
+                            " mlgoodput to ship", p, newer)
+            elif dead:
+                _set_aside(fd, p, size)
+            return 0
+        if img.meta.get("store") != url:
             return 0
         ns, job = str(img.meta.get("namespace")), str(img.meta.get("job"))
-        shipped, base = img.shipped, img.shipped_off
-        tail = os.pread(fd, size - base, base)  # only what the owner has not shipped
-        off = 0
-        total = 0
+        data = os.pread(fd, size, 0)
+        decode = decode_records if img.version >= 2 else decode_records_v1
+        off, nxt = img.shipped_off, img.shipped
+        total = lost = 0
         while True:
-            events, off = decode_records(tail, off, len(tail), img.host, SHIP_BATCH)
-            if not events:
-                break
-            store.append(ns, job, EventBatch(img.writer, shipped, events))
-            shipped += len(events)
-            total += len(events)
+            d: Decoded = decode(data, off, size, img.host, SHIP_BATCH, nxt,
+                                *((img.committed, img.exact) if dead else (None, False)))
+            lost += d.lost
+            if d.events:
+                store.append(ns, job, EventBatch(img.writer, d.first_index, d.events))
+                total += len(d.events)
+            off, nxt = d.end, d.next_index
             if dead:
-                write_watermark(fd, shipped, base + off)
+                write_watermark(fd, nxt, off)
+            if d.at_end or (not d.events and not d.lost):
+                break
+        if lost:
+            _report_damage(store, url, ns, job, img.host, img.writer, lost, total, p)
         if dead:
             p.unlink()
         if total:
@@ -460,6 +550,57 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         return total
     finally:
         os.close(fd)
+
+
+LOSS_NAMESPACE = "mlgoodput.lost"  # where recovered journals record what they could not read
+_lost_in_process = 0
+
+
+def _note_lost(n: int) -> None:
+    global _lost_in_process
+    _lost_in_process += n
+
+
+def lost_in_process() -> int:
+    """Events this process reported lost (memory fallback at close, damaged journal records)."""
+    return _lost_in_process
+
+
+def _report_damage(store: Store, url: str, ns: str, job: str, host: int, writer: int, lost: int,
+                   recovered: int, p: Path) -> None:
+    """Warn about damaged records and keep the count in the store, where `mlgoodput jobs` and
+    `report` show it. Numbered after the segment's writer, so a second recovery of the same
+    file does not count it twice."""
+    _note_lost(lost)
+    log.warning("mlgoodput: journal %s: %d damaged records of %s/%s could not be read and are lost"
+                " (%d recovered)", p, lost, ns, job, recovered)
+    ev = Event(Kind.METRIC, time.time(), host, None, float(lost), "journal_lost_events",
+               {"namespace": ns, "file": str(p), "recovered": recovered})
+    store.append(LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, 0, [ev]))
+
+
+def _newer_format(head: bytes) -> int:
+    """The version of a segment written by a newer mlgoodput (both header copies agree on a
+    plausible version above ours), else 0: such a file is left alone, not set aside."""
+    versions = {struct.unpack_from("<I", head, at + 4)[0] for at in (0, 2048)
+                if len(head) >= at + 8 and head[at : at + 4] == MAGIC}
+    v = versions.pop() if len(versions) == 1 else 0
+    return v if VERSION < v < 100 else 0
+
+
+def _set_aside(fd: int, p: Path, size: int) -> None:
+    """A dead segment whose header (both copies) is unreadable: its stream is unknown, so it
+    cannot be shipped. Renamed to `.damaged` (kept for a human) and reported with the number
+    of records it holds, instead of being skipped in silence forever."""
+    data = os.pread(fd, size, 0)
+    n = data.count(SYNC_BYTES, HEADER_SIZE)
+    try:
+        os.rename(p, p.with_suffix(".damaged"))
+    except OSError:
+        return
+    _note_lost(n)
+    log.warning("mlgoodput: journal %s has a damaged header: its %d records cannot be shipped and are"
+                " reported lost (the file is kept as %s)", p, n, p.with_suffix(".damaged").name)
 
 
 # -- process exit and fork -------------------------------------------------------------

@@ -1,15 +1,22 @@
 """Journal segments: fixed-size, memory-mapped, append-only files of encoded events.
 
-A segment is a 4 KiB header followed by records. The kernel keeps the pages of a shared
-mapping when the process dies, even by SIGKILL, so a record is durable the moment it is
-written. A record is written payload first and its length last; a reader stops at the
+A segment is a 4 KiB header page followed by records. The kernel keeps the pages of a
+shared mapping when the process dies, even by SIGKILL, so a record is durable the moment it
+is written. A record is written payload first and its length last; a reader stops at the
 first zero length, so it never sees half a record.
 
-Header (little-endian): magic, version, writer id, shipped record count, shipped byte
-offset, pid, host, sealed flag, and the stream constants (store URL, namespace, job) as
-JSON. Record: u32 length (of the whole record, before padding to 8 bytes), u8 kind code,
-u8 flags (1: has name, 2: has attrs), u16 name length, f64 time, i64 step, f64 value, then
-the UTF-8 name and the JSON attrs.
+Format version 2 (little-endian). Header page: two copies of the stream header (at 0 and
+2048), each a magic, the version, a CRC32, the writer id, pid, host and the stream constants
+(store URL, namespace, job) as JSON, so one damaged copy does not orphan the file; at 4056
+the count of records known committed (written by the shipper and at sealing, with its
+complement); at 4064 a shipping watermark (records shipped, byte offset) with its own CRC;
+at 4088 a sealed flag.
+Record: u32 length (of the whole record, before padding to 8 bytes), u32 sync marker, u32
+CRC32 of what follows, u32 record index, u8 kind code, u8 flags (1: has name, 2: has
+attrs), u16 name length, f64 time, i64 step, f64 value, then the UTF-8 name and JSON attrs.
+The CRC means damaged bytes are never stored as wrong values; the marker and the index let
+a reader resynchronize after a damaged record and count exactly how many it skipped.
+Version 1 files (no checksums) are still read.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import mmap
 import os
 import secrets
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,23 +37,35 @@ from typing import Any
 from mlgoodput.events import Event, Kind
 
 MAGIC = b"MLGJ"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 4096
 DEFAULT_SEGMENT_SIZE = 4 << 20
+MIN_SEGMENT_SIZE = 64 << 10  # the smallest segment a small disk or a file-size limit gets
 SUFFIX = ".seg"
 NO_STEP = -(2**63)
 MAX_NAME_BYTES = 0xFFFF
 
-_HEAD = struct.Struct("<4sIqqqiiBxxxI")  # magic, version, writer, shipped, shipped_off, pid, host, sealed, meta_len
-_WATERMARK = struct.Struct("<qq")  # shipped, shipped_off
-_WATERMARK_AT = 16
-_SEALED_AT = 40
-_META_AT = _HEAD.size
+# -- header page ----------------------------------------------------------------------------
+_COPY = struct.Struct("<4sIIqiiI")  # magic, version, crc, writer, pid, host, meta_len
+_COPY_AT = (0, 2048)
+_COPY_MAX = 2048 - 64
+_WATERMARK = struct.Struct("<qqI")  # shipped (next record index), shipped_off, crc
+_WATERMARK_AT = 4064
+_SEALED_AT = 4088
+_COMMITTED = struct.Struct("<II")  # records known committed (bit 31: the segment is sealed, so exact), complement
+_COMMITTED_AT = 4056
+_SEALED_BIT = 0x80000000
+# -- records --------------------------------------------------------------------------------
 LEN = struct.Struct("<I")
-BODY = struct.Struct("<BBHdqd")  # kind, flags, name_len, time, step, value (after the length)
-REC = LEN.size + BODY.size  # 32: a record without name or attrs
+SYNC = 0x4A52474D  # b"MGRJ" read little-endian
+SYNC_BYTES = struct.pack("<I", SYNC)
+TAG = struct.Struct("<II")  # sync marker, crc (at record offset 4)
+BODY = struct.Struct("<IBBHdqd")  # index, kind, flags, name_len, time, step, value (at offset 12)
+REC = LEN.size + TAG.size + BODY.size  # 44: a record without name or attrs
+BODY_AT = LEN.size + TAG.size
 _NAN = float("nan")
 _KINDS: dict[int, Kind] = {k.value: k for k in Kind}
+_crc32 = zlib.crc32
 
 
 def new_writer_id() -> int:
@@ -69,10 +89,28 @@ def encode_extra(name: str | None, attrs: dict[str, Any] | None) -> tuple[int, b
     return flags, nb + ab, len(nb)
 
 
+def write_record(buf: mmap.mmap | bytearray, off: int, index: int, kind: int, flags: int, name_len: int,
+                 time: float, step: int, value: float, extra: bytes) -> int:
+    """Write one record at `off` (payload, then marker and checksum, the length last: the
+    length commits it); return its padded size. struct.error leaves nothing committed."""
+    body = BODY.pack(index, kind, flags, name_len, time, step, value)
+    n = REC + len(extra)
+    buf[off + BODY_AT : off + REC] = body
+    if extra:
+        buf[off + REC : off + n] = extra
+        crc = _crc32(extra, _crc32(body))
+    else:
+        crc = _crc32(body)
+    TAG.pack_into(buf, off + 4, SYNC, crc)
+    LEN.pack_into(buf, off, n)
+    return (n + 7) & ~7
+
+
 @dataclass(slots=True)
 class Segment:
     """One segment in memory: its buffer (a shared mmap, or a bytearray when no file could be
-    made), the file and its lock, and counters. `count`/`off` grow under the journal's lock."""
+    made), the file and its lock, and counters. `count`/`off` grow under the journal's lock;
+    `shipped` is the index of the next record to ship, `lost` counts damaged records skipped."""
 
     buf: mmap.mmap | bytearray
     size: int
@@ -84,6 +122,7 @@ class Segment:
     shipped: int = 0
     shipped_off: int = HEADER_SIZE
     sealed: bool = False
+    lost: int = 0
 
     @property
     def durable(self) -> bool:
@@ -92,11 +131,19 @@ class Segment:
     def seal(self) -> None:
         self.sealed = True
         self.buf[_SEALED_AT] = 1
+        self.note_committed(self.count)
+
+    def note_committed(self, count: int) -> None:
+        """Record in the header that `count` records are committed (exact once sealed): a
+        recoverer then counts damaged records at the tail exactly. Written by the shipper
+        each round and at sealing, never on the append path."""
+        v = min(count, 0x7FFFFFFF) | (_SEALED_BIT if self.sealed else 0)
+        _COMMITTED.pack_into(self.buf, _COMMITTED_AT, v, v ^ 0xFFFFFFFF)
 
     def mark_shipped(self, shipped: int, shipped_off: int) -> None:
         self.shipped = shipped
         self.shipped_off = shipped_off
-        _WATERMARK.pack_into(self.buf, _WATERMARK_AT, shipped, shipped_off)
+        self.buf[_WATERMARK_AT : _WATERMARK_AT + _WATERMARK.size] = _watermark(shipped, shipped_off)
 
     def release(self, *, delete: bool) -> None:
         """Unmap and close; delete the file too (only once everything in it is shipped)."""
@@ -127,19 +174,31 @@ class Segment:
             self.fd = -1
 
 
+def _watermark(shipped: int, shipped_off: int) -> bytes:
+    head = struct.pack("<qq", shipped, shipped_off)
+    return head + struct.pack("<I", _crc32(head))
+
+
 def _header(writer: int, host: int, meta: dict[str, Any]) -> bytes:
+    """The header page: two checksummed copies of the stream header and a zero watermark."""
     mb = json.dumps(meta, separators=(",", ":")).encode("utf-8")
-    if _META_AT + len(mb) > HEADER_SIZE:
+    if _COPY.size + len(mb) > _COPY_MAX:
         raise ValueError(f"stream names too long for a journal header ({len(mb)} bytes)")
-    return _HEAD.pack(MAGIC, VERSION, writer, 0, HEADER_SIZE, os.getpid(), host, 0, len(mb)) + mb
+    tail = struct.pack("<qiiI", writer, os.getpid(), host, len(mb)) + mb
+    copy = MAGIC + struct.pack("<II", VERSION, _crc32(tail)) + tail
+    page = bytearray(HEADER_SIZE)
+    for at in _COPY_AT:
+        page[at : at + len(copy)] = copy
+    page[_WATERMARK_AT : _WATERMARK_AT + _WATERMARK.size] = _watermark(0, HEADER_SIZE)
+    _COMMITTED.pack_into(page, _COMMITTED_AT, 0, 0xFFFFFFFF)
+    return bytes(page)
 
 
 def memory_segment(size: int, host: int, meta: dict[str, Any]) -> Segment:
     """A segment that lives only in this process: used when no journal file can be made."""
     writer = new_writer_id()
     buf = bytearray(size)
-    h = _header(writer, host, meta)
-    buf[: len(h)] = h
+    buf[:HEADER_SIZE] = _header(writer, host, meta)
     return Segment(buf, size, writer, None, -1)
 
 
@@ -169,8 +228,7 @@ def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any]) 
                 os.write(fd, zeros)
             os.ftruncate(fd, size)
         buf = mmap.mmap(fd, size)
-        h = _header(writer, host, meta)
-        buf[: len(h)] = h
+        buf[:HEADER_SIZE] = _header(writer, host, meta)
         os.rename(tmp, final)
     except BaseException:
         if buf is not None:
@@ -184,23 +242,169 @@ def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any]) 
     return Segment(buf, size, writer, final, fd)
 
 
-def decode_records(
-    buf: mmap.mmap | bytearray | bytes, start: int, stop: int, host: int, limit: int
-) -> tuple[list[Event], int]:
-    """Events of the records in buf[start:stop] (at most `limit`), and the offset after them.
+def fit_segment_size(directory: Path, size: int, need: int = 0) -> int:
+    """`size`, made smaller where the disk is small or a file-size limit (`ulimit -f`) is low:
+    a segment takes at most an eighth of the free space, never less than MIN_SEGMENT_SIZE
+    (nor less than one record of `need` bytes)."""
+    floor = HEADER_SIZE + ((need + 7) & ~7)
+    limit = size
+    try:
+        import resource
 
-    Stops early at a zero or impossible length: the tail of a segment whose writer died.
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limit = min(limit, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    d = directory
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    try:
+        st = os.statvfs(d)
+        limit = min(limit, st.f_bavail * st.f_frsize // 8)
+    except OSError:
+        pass
+    if limit >= size:
+        return max(size, floor)
+    limit = max(MIN_SEGMENT_SIZE, limit) & ~4095
+    return max(min(size, limit), floor)
+
+
+# -- reading ----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Decoded:
+    """Records decoded in one run: `events` carry indexes first_index, first_index+1, ...;
+    `end` is the offset after them; `next_index` the index expected next; `lost` counts
+    damaged records skipped before `first_index`; `at_end` is True when nothing readable
+    follows (a clean end or a writer's torn last record)."""
+
+    events: list[Event]
+    first_index: int
+    next_index: int
+    end: int
+    lost: int = 0
+    at_end: bool = False
+
+
+def _valid(buf: Any, off: int, stop: int) -> tuple[int, int] | None:
+    """(length, index) of a whole, checksummed record at `off`, else None."""
+    if off + REC > stop:
+        return None
+    (n,) = LEN.unpack_from(buf, off)
+    if n < REC or off + n > stop:
+        return None
+    sync, crc = TAG.unpack_from(buf, off + 4)
+    if sync != SYNC or _crc32(buf[off + BODY_AT : off + n]) != crc:
+        return None
+    return n, BODY.unpack_from(buf, off + BODY_AT)[0]
+
+
+def _resync(buf: Any, off: int, stop: int) -> int:
+    """The offset of the next valid record after `off`, or -1."""
+    p = off + 4
+    find = buf.find
+    while True:
+        p = int(find(SYNC_BYTES, p + 1, stop))
+        if p < 0:
+            return -1
+        rec = p - 4
+        if rec % 8 == 0 and _valid(buf, rec, stop) is not None:
+            return rec
+
+
+def _damaged_tail(buf: Any, off: int, stop: int) -> int:
+    """Records lost in a tail at `off` that holds no valid record, counted by walking it: a
+    place with an intact marker or a plausible length is one record (the length, when
+    plausible, says where the next one starts; else the next marker does). Zeros end the
+    walk, and so does a zero length with nothing after it: a torn last record, whose writer
+    died before committing it (the append never returned), is not a loss."""
+    lost = 0
+    p = off
+    while p + 8 <= stop:
+        n, sync = struct.unpack_from("<II", buf, p)
+        if n == 0 and sync == 0:
+            break
+        nxt = _next_marker(buf, p, stop)
+        if n == 0 and nxt < 0:
+            break  # torn: the append never returned
+        plausible = REC <= n <= stop - p
+        if sync == SYNC or plausible:
+            lost += 1
+        if plausible:
+            p += (n + 7) & ~7
+        elif nxt >= 0:
+            p = nxt
+        else:
+            break
+    return lost
+
+
+def _next_marker(buf: Any, p: int, stop: int) -> int:
+    """The start of the next record-aligned place after `p` holding a sync marker, or -1."""
+    q = p + 4
+    while True:
+        q = int(buf.find(SYNC_BYTES, q + 1, stop))
+        if q < 0:
+            return -1
+        if (q - 4) % 8 == 0:
+            return q - 4
+
+
+def _tail_lost(buf: Any, off: int, stop: int, nxt: int, committed: int | None, exact: bool) -> int:
+    """Records lost at the end of a segment: those the header says were committed and were not
+    found (exact for a sealed segment), else what a walk of the damaged tail finds."""
+    known = committed - nxt if committed is not None and committed > nxt else 0
+    if exact:
+        return known
+    return max(known, _damaged_tail(buf, off, stop))
+
+
+def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, host: int, limit: int,
+                   expect: int = 0, committed: int | None = None, exact: bool = False) -> Decoded:
+    """Decode up to `limit` records of buf[start:stop] whose indexes follow each other.
+
+    `expect` is the index the first record should have. A damaged record (bad length,
+    marker or checksum) is skipped: the reader resynchronizes on the next valid record and
+    counts the records between by their indexes. A run stops at such a gap so that every
+    batch is contiguous; call again from `end` to go on. `committed` (and `exact`) come from
+    a dead segment's header and make the count of records lost at the tail exact.
     """
     out: list[Event] = []
     off = start
+    lost = 0
+    first = expect
     unpack_len = LEN.unpack_from
+    unpack_tag = TAG.unpack_from
     unpack_body = BODY.unpack_from
     append = out.append
-    while off + REC <= stop and len(out) < limit:
+    nxt = expect
+    while len(out) < limit:
+        if off + REC > stop:
+            return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
         (n,) = unpack_len(buf, off)
-        if n < REC or off + n > stop:
-            break
-        kind, flags, name_len, t, step, value = unpack_body(buf, off + 4)
+        ok = n >= REC and off + n <= stop
+        if ok:
+            sync, crc = unpack_tag(buf, off + 4)
+            ok = sync == SYNC and _crc32(buf[off + BODY_AT : off + n]) == crc
+        if ok:
+            idx, kind, flags, name_len, t, step, value = unpack_body(buf, off + BODY_AT)
+            if idx != nxt:
+                if out:  # a gap: end this run; the next call reports it
+                    return Decoded(out, first, nxt, off, lost)
+                if idx > nxt:
+                    lost += idx - nxt
+                first = nxt = idx
+        else:
+            if n == 0 and not bytes(buf[off : min(stop, off + 8)]).strip(b"\0"):
+                # zeros: the end of what was written (a live segment's unused space)
+                return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+            if out:
+                return Decoded(out, first, nxt, off, lost)
+            nxt_off = _resync(buf, off, stop)
+            if nxt_off < 0:
+                return Decoded(out, first, nxt, stop, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+            off = nxt_off
+            continue
         name: str | None = None
         attrs: dict[str, Any] | None = None
         if flags:
@@ -212,54 +416,118 @@ def decode_records(
                 try:
                     attrs = json.loads(bytes(buf[p : off + n]))
                 except ValueError:
-                    break  # a damaged record: treat it as the end, like a torn tail
+                    attrs = None  # checksummed, so written this way: keep the event
         k = _KINDS.get(kind)
-        if k is not None:
-            append(
-                Event(
-                    k,
-                    t,
-                    host,
-                    None if step == NO_STEP else step,
-                    None if math.isnan(value) else value,
-                    name,
-                    attrs,
-                )
-            )
+        if k is None:  # a kind this version does not know: counted, never silently dropped
+            if out:
+                return Decoded(out, first, nxt, off, lost)
+            lost += 1
+            first = nxt = nxt + 1
+        else:
+            append(Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs))
+            nxt += 1
         off += (n + 7) & ~7
-    return out, off
+    return Decoded(out, first, nxt, off, lost)
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentImage:
     """A segment file's header as read by a recoverer."""
 
+    version: int
     writer: int
     shipped: int
     shipped_off: int
     host: int
     sealed: bool
     meta: dict[str, Any]
+    damaged_copies: int = 0
+    committed: int | None = None  # records known committed, when the header says so
+    exact: bool = False  # the segment was sealed: `committed` is all it holds
 
 
 def read_image(data: bytes, size: int) -> SegmentImage | None:
     """Parse a segment header (`data`, of a file of `size` bytes); None when it is not a
-    (complete) segment of ours."""
+    segment of ours or both copies of its header are damaged."""
     if len(data) < HEADER_SIZE:
         return None
-    magic, version, writer, shipped, shipped_off, _pid, host, sealed, meta_len = _HEAD.unpack_from(data, 0)
-    if magic != MAGIC or version != VERSION or _META_AT + meta_len > HEADER_SIZE:
+    if data[:4] == MAGIC and struct.unpack_from("<I", data, 4)[0] == 1:
+        return _read_image_v1(data, size)
+    damaged = 0
+    for at in _COPY_AT:
+        magic, version, crc, writer, _pid, host, meta_len = _COPY.unpack_from(data, at)
+        end = at + _COPY.size + meta_len
+        if magic != MAGIC or version != VERSION or meta_len > _COPY_MAX or _crc32(data[at + 12 : end]) != crc:
+            damaged += 1
+            continue
+        try:
+            meta = json.loads(data[at + _COPY.size : end])
+        except ValueError:
+            damaged += 1
+            continue
+        if not isinstance(meta, dict):
+            damaged += 1
+            continue
+        shipped, shipped_off, wcrc = _WATERMARK.unpack_from(data, _WATERMARK_AT)
+        if (_crc32(data[_WATERMARK_AT : _WATERMARK_AT + 16]) != wcrc or not HEADER_SIZE <= shipped_off <= size
+                or shipped_off % 8 or shipped < 0):
+            shipped, shipped_off = 0, HEADER_SIZE  # start over: the store drops what it has
+        c, check = _COMMITTED.unpack_from(data, _COMMITTED_AT)
+        committed, exact = (c & ~_SEALED_BIT, bool(c & _SEALED_BIT)) if c ^ check == 0xFFFFFFFF else (None, False)
+        return SegmentImage(VERSION, writer, shipped, shipped_off, host, bool(data[_SEALED_AT]), meta, damaged,
+                            committed, exact)
+    return None
+
+
+def write_watermark(fd: int, shipped: int, shipped_off: int) -> None:
+    os.pwrite(fd, _watermark(shipped, shipped_off), _WATERMARK_AT)
+
+
+# -- format version 1 (no checksums): still read, never written ------------------------------
+_HEAD_V1 = struct.Struct("<4sIqqqiiBxxxI")
+_BODY_V1 = struct.Struct("<BBHdqd")
+_REC_V1 = 32
+
+
+def _read_image_v1(data: bytes, size: int) -> SegmentImage | None:
+    _magic, _version, writer, shipped, shipped_off, _pid, host, sealed, meta_len = _HEAD_V1.unpack_from(data, 0)
+    if _HEAD_V1.size + meta_len > HEADER_SIZE:
         return None
     try:
-        meta = json.loads(data[_META_AT : _META_AT + meta_len])
+        meta = json.loads(data[_HEAD_V1.size : _HEAD_V1.size + meta_len])
     except ValueError:
         return None
     if not isinstance(meta, dict):
         return None
     if not HEADER_SIZE <= shipped_off <= size:
         shipped, shipped_off = 0, HEADER_SIZE
-    return SegmentImage(writer, shipped, shipped_off, host, bool(sealed), meta)
+    return SegmentImage(1, writer, shipped, shipped_off, host, bool(sealed), meta)
 
 
-def write_watermark(fd: int, shipped: int, shipped_off: int) -> None:
-    os.pwrite(fd, _WATERMARK.pack(shipped, shipped_off), _WATERMARK_AT)
+def decode_records_v1(buf: bytes, start: int, stop: int, host: int, limit: int, expect: int = 0,
+                      committed: int | None = None, exact: bool = False) -> Decoded:
+    """Records of a version 1 segment: they stop at the first zero or impossible length."""
+    out: list[Event] = []
+    off = start
+    while off + _REC_V1 <= stop and len(out) < limit:
+        (n,) = LEN.unpack_from(buf, off)
+        if n < _REC_V1 or off + n > stop:
+            break
+        kind, flags, name_len, t, step, value = _BODY_V1.unpack_from(buf, off + 4)
+        name: str | None = None
+        attrs: dict[str, Any] | None = None
+        if flags:
+            p = off + _REC_V1
+            if flags & 1:
+                name = bytes(buf[p : p + name_len]).decode("utf-8", "replace")
+                p += name_len
+            if flags & 2:
+                try:
+                    attrs = json.loads(bytes(buf[p : off + n]))
+                except ValueError:
+                    break
+        k = _KINDS.get(kind)
+        if k is not None:
+            out.append(Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs))
+        off += (n + 7) & ~7
+    return Decoded(out, expect, expect + len(out), off, 0, len(out) < limit)

@@ -18,9 +18,27 @@ from collections.abc import Callable
 
 log = logging.getLogger("mlgoodput")
 
+#: How long `flush()` and `close()` wait when no `timeout_s` is given. Work not done by then
+#: stays with the worker (a journal keeps it on disk for the next process); nothing waits forever.
+DEFAULT_DEADLINE_S = 10.0
+
+
+def deadline_after(timeout_s: float | None, default_s: float, clock: Callable[[], float] = time.monotonic) -> float:
+    """The clock time `timeout_s` from now; None means the bounded default, never forever."""
+    return clock() + (default_s if timeout_s is None else max(0.0, timeout_s))
+
 
 class BackgroundWorker:
-    """Subclass and implement `_work()`; return True when nothing is left to do."""
+    """Subclass and implement `_work()`; return True when nothing is left to do.
+
+    `flush()` and `close()` without a timeout wait at most `deadline_s` (a class attribute,
+    DEFAULT_DEADLINE_S unless a subclass says otherwise) and then return False.
+    """
+
+    deadline_s: float = DEFAULT_DEADLINE_S
+    #: Whether close()'s last flush stops at the first failing round (a backend that is down
+    #: is tried once on the way out) instead of retrying until the deadline.
+    close_gives_up_on_failure: bool = False
 
     def __init__(
         self,
@@ -58,6 +76,7 @@ class BackgroundWorker:
         self._cond = threading.Condition()
         self._requested = 0  # flush generation asked for
         self._done = 0  # flush generation completed with nothing pending
+        self._failed = 0  # latest flush generation whose round raised
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -76,7 +95,16 @@ class BackgroundWorker:
         self._wake.set()
 
     def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait until everything handed to the worker before this call is done."""
+        """Wait until everything handed to the worker before this call is done; False when
+        that takes longer than `timeout_s` (default: `deadline_s`)."""
+        return self._flush(timeout_s, give_up_on_failure=False)
+
+    def final_flush(self, timeout_s: float | None = None) -> bool:
+        """Like `flush`, but False as soon as a round started after this call fails: on the
+        way out a failing backend is tried once, not retried until the deadline."""
+        return self._flush(timeout_s, give_up_on_failure=True)
+
+    def _flush(self, timeout_s: float | None, *, give_up_on_failure: bool) -> bool:
         if self._thread is None:
             if self._closed:
                 return self._work_safely()
@@ -85,29 +113,35 @@ class BackgroundWorker:
             self._requested += 1
             gen = self._requested
         self._wake.set()
-        deadline = None if timeout_s is None else self._clock() + timeout_s
+        deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
         with self._cond:
             while self._done < gen:
                 if self._thread is None or not self._thread.is_alive():
                     return False
-                left = None if deadline is None else deadline - self._clock()
-                if left is not None and left <= 0:
+                if give_up_on_failure and self._failed >= gen:
                     return False
-                self._cond.wait(0.05 if left is None else min(left, 0.05))
+                left = deadline - self._clock()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
         return True
 
     def close(self, timeout_s: float | None = None) -> bool:
-        """Do a last round, stop the thread and release resources; True if all was done."""
+        """Do a last round, stop the thread and release resources; True if all was done.
+        Returns within `timeout_s` (default: `deadline_s`); a round still stuck then (in a
+        hung backend) is left behind on its daemon thread."""
         if self._closed:
             return True
-        deadline = None if timeout_s is None else self._clock() + timeout_s
-        ok = self.flush(timeout_s) if self._thread is not None else self._work_safely()
+        deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
+        if self._thread is None:
+            ok = self._work_safely()
+        else:
+            ok = self._flush(deadline - self._clock(), give_up_on_failure=self.close_gives_up_on_failure)
         self._closing = True
         self._wake.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
-            left = None if deadline is None else max(0.0, deadline - self._clock())
-            t.join(left)
+            t.join(max(0.0, deadline - self._clock()))
         self._closed = True
         self._thread = None
         try:
@@ -160,7 +194,12 @@ class BackgroundWorker:
         while True:
             with self._cond:
                 gen = self._requested
+            failures = self.failures
             done = self._work_safely()
+            if self.failures != failures:
+                with self._cond:
+                    self._failed = max(self._failed, gen)
+                    self._cond.notify_all()
             if done:
                 backoff = 0.0
                 with self._cond:

@@ -15,6 +15,12 @@ _VARS = ("MLGOODPUT_STORE", "MLGOODPUT_JOURNAL_DIR", "MLGOODPUT_WORKLOAD_ID", "M
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for v in _VARS:
         monkeypatch.delenv(v, raising=False)
+    monkeypatch.delenv("MLGOODPUT_STRICT", raising=False)
+    from mlgoodput._misuse import reset_warned
+    from mlgoodput.diagnostics import metrics
+
+    reset_warned()  # every test sees its own once-per-kind warnings
+    metrics._pending.clear()
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("MLGOODPUT_STORE", str(tmp_path / "store.db"))
     monkeypatch.setenv("MLGOODPUT_RUNTIME_DIR", str(tmp_path / "rt"))

@@ -26,7 +26,7 @@ def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "session":
         run = machinelearning_run(name=name, run_group="multi")
-        metrics.record("host_marker", float(run.process_index), step=1)
+        metrics.record("host_marker", float(run.process_index), step=1, record_on_all_hosts=True)
         with xprof(session_id=sys.argv[3]):
             work()
         run.end()

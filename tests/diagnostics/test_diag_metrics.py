@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mlgoodput.diagnostics import load_run, machinelearning_run, metric_types, metrics
+from mlgoodput._misuse import MlGoodputWarning
+from mlgoodput.diagnostics import (
+    RecordingError,
+    load_run,
+    machinelearning_run,
+    metric_types,
+    metrics,
+    xprof,
+)
 from mlgoodput.diagnostics.metric_types import MetricType
 from mlgoodput.export import ExporterProcess, TensorBoardExporter
 from mlgoodput.testing import FileExporter
@@ -43,29 +53,122 @@ def test_nan_is_kept() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "exc", "words"),
+    ("args", "words", "kept"),
     [
-        ((3, 1.0), TypeError, "metric_type_or_name"),
-        ((["loss"], 1.0), TypeError, "metric_type_or_name"),
-        (("", 1.0), ValueError, "metric_type_or_name"),
-        (("loss", "high"), TypeError, "value"),
-        (("loss", True), TypeError, "value"),
-        (("loss", None), TypeError, "value"),
-        (("loss", []), ValueError, "empty"),
-        (("loss", [1.0, "x"]), TypeError, "value"),
-        (("loss", 1.0, -1), ValueError, "step"),
-        (("loss", 1.0, 1.5), TypeError, "step"),
+        ((3, 1.0), "metric_name=3", None),
+        ((["loss"], 1.0), "metric_name=['loss']", None),
+        (("", 1.0), "metric_name=''", None),
+        (("loss", None), "no value", None),
+        (("loss", []), "empty list", None),
+        (("loss", [1.0, "x"]), "numbers only", None),
+        (("loss", object()), "must be a number", None),
+        (("loss", 1.0, -1), "step=-1", (None, 1.0)),  # kept on the time axis
+        (("loss", 1.0, 1.5), "step=1.5", (None, 1.0)),
     ],
 )
-def test_bad_input_raises_at_the_call(args: tuple[object, ...], exc: type[Exception], words: str) -> None:
-    machinelearning_run(name="bad")
-    with pytest.raises(exc, match=words):
+def test_bad_input_warns_once_and_records_what_it_can(
+    args: tuple[object, ...], words: str, kept: tuple[object, float] | None
+) -> None:
+    run = machinelearning_run(name="bad")
+    with pytest.warns(MlGoodputWarning, match=re.escape(words)):
         metrics.record(*args)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second time: no warning (once per kind)
+        metrics.record(*args)  # type: ignore[arg-type]
+    run.end()
+    got = load_run(run.name).metrics.get("loss", [])
+    assert [p[:2] for p in got] == ([] if kept is None else [kept, kept])
 
 
-def test_record_without_a_run_says_so() -> None:
-    with pytest.raises(RuntimeError, match="machinelearning_run"):
-        metrics.record("loss", 1.0)
+def test_bad_labels_and_batches_warn_and_record_the_rest() -> None:
+    run = machinelearning_run(name="batchbad")
+    with pytest.warns(MlGoodputWarning, match="labels"):
+        metrics.record("loss", 1.0, step=1, labels="phase=warmup")  # type: ignore[arg-type]
+    with pytest.warns(MlGoodputWarning, match="metrics_data"):
+        metrics.record_metrics({"metric_name": "loss", "value": 9.0})  # type: ignore[arg-type]
+    with pytest.warns(MlGoodputWarning, match="each item"):
+        metrics.record_metrics([("loss", 9.0), {"metric_name": "loss", "value": 2.0, "step": 2}])  # type: ignore[list-item]
+    run.end()
+    got = load_run(run.name)
+    assert [p[:2] for p in got.metrics["loss"]] == [(1, 1.0), (2, 2.0)]
+    assert "loss" not in got.labels
+
+
+def test_values_held_before_a_run_are_bounded() -> None:
+    with pytest.warns(MlGoodputWarning, match="no active run"):
+        for i in range(metrics.PENDING_MAX):
+            metrics.record("loss", float(i), step=i)
+    with pytest.warns(MlGoodputWarning, match="oldest are dropped"):
+        metrics.record("loss", -1.0, step=metrics.PENDING_MAX)
+    run = machinelearning_run(name="bounded")
+    run.end()
+    got = load_run(run.name).metrics["loss"]
+    assert len(got) == metrics.PENDING_MAX and got[0][:2] == (1, 1.0) and got[-1][1] == -1.0
+
+
+def test_bools_are_numbers_as_in_the_sdk() -> None:
+    run = machinelearning_run(name="bools")
+    metrics.record("flag", True, step=1)
+    run.end()
+    assert load_run(run.name).metrics["flag"][0][:2] == (1, 1.0)
+
+
+def test_strict_mode_raises_recording_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    machinelearning_run(name="strict")
+    monkeypatch.setenv("MLGOODPUT_STRICT", "1")
+    with pytest.raises(RecordingError, match="step"):
+        metrics.record("loss", 1.0, step=-1)
+    with pytest.raises(ValueError, match="metric_name"):  # RecordingError is a ValueError, as in the SDK
+        metrics.record(3, 1.0)  # type: ignore[arg-type]
+
+
+def test_strict_mode_as_a_run_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = machinelearning_run(name="strictarg", strict=True)
+    with pytest.raises(RecordingError, match="value"):
+        metrics.record("loss", None)
+    with pytest.raises(ValueError, match="nothing to stop"):
+        xprof().stop()
+    run.end()
+    monkeypatch.setenv("MLGOODPUT_STRICT", "1")
+    machinelearning_run(name="notstrict", strict=False)  # the argument wins over the environment
+    with pytest.warns(MlGoodputWarning, match="value"):
+        metrics.record("loss", None)
+    with pytest.raises(TypeError, match="strict"):
+        machinelearning_run(name="bad", strict="yes")  # type: ignore[arg-type]
+
+
+def test_record_without_a_run_keeps_values_for_the_next_run() -> None:
+    with pytest.warns(MlGoodputWarning, match="no active run"):
+        metrics.record("loss", 1.0, step=1)
+    metrics.record("loss", 2.0, step=2, labels={"phase": "warmup"})
+    run = machinelearning_run(name="late")
+    metrics.record("loss", 3.0, step=3)
+    run.end()
+    assert [p[:2] for p in load_run(run.name).metrics["loss"]] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+
+
+def test_record_metrics_labels_and_text_values() -> None:
+    run = machinelearning_run(name="batch")
+    metrics.record_metrics([
+        {"metric_name": MetricType.TFLOPS, "value": 123.5},
+        {"metric_name": "custom", "value": 5.0, "step": 9, "labels": {"k": "v"}},
+        {"metric_name": "note", "value": {"text": "hello"}},
+    ], step=4)
+    run.end()
+    got = load_run(run.name)
+    assert got.metrics["tflops"][0][:2] == (4, 123.5)
+    assert got.metrics["custom"][0][:2] == (9, 5.0)
+    assert got.entries[0]["namespace"] == "note" and got.entries[0]["body"] == {"text": "hello"}
+    assert got.entries[0]["step"] == 4
+    assert got.labels["custom"] == {"k": "v"}
+
+
+def test_only_process_zero_records_unless_all_hosts() -> None:
+    run = machinelearning_run(name="hosts", process_index=1)
+    metrics.record("loss", 1.0, step=1)  # dropped on process 1, as in the SDK
+    metrics.record("loss", 2.0, step=2, record_on_all_hosts=True)
+    run.end()
+    assert [p[:2] for p in load_run(run.name).metrics["loss"]] == [(2, 2.0)]
 
 
 def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -> None:
@@ -73,11 +176,13 @@ def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -
     run = machinelearning_run(name="exp", exporters=[FileExporter(out)])
     metrics.record(MetricType.LOSS, 0.25, step=7)
     metrics.record("accuracy", 0.9, step=7)
+    metrics.record("accuracy", 0.8, step=7, labels={"split": "eval"})
     assert run.flush(30.0)
     latest = FileExporter.latest(out)
     key = f"|host=0,run={run.name}"
     assert latest["metrics/loss" + key] == 0.25
     assert latest["metrics/accuracy" + key] == 0.9
+    assert latest[f"metrics/accuracy|host=0,run={run.name},split=eval"] == 0.8  # labels reach the sample
     rows = [s for r in FileExporter.read(out) for s in r.get("samples", [])]  # type: ignore[attr-defined]
     assert {r["step"] for r in rows if r["name"] == "metrics/loss"} == {7}
     run.end()

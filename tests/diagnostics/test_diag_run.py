@@ -75,13 +75,13 @@ def test_prints_where_to_see_the_run(capsys: pytest.CaptureFixture[str]) -> None
     [
         ({"name": ""}, ValueError, "name"),
         ({"name": 3}, TypeError, "name"),
-        ({"name": "a b"}, ValueError, "name"),
         ({"name": "ok", "configs": 5}, TypeError, "configs"),
         ({"name": "ok", "configs": {"f": object()}}, TypeError, "configs"),
         ({"name": "ok", "configs": "missing.yaml"}, ValueError, "missing.yaml"),
         ({"name": "ok", "configs": "c.txt"}, ValueError, ".json, .yaml"),
         ({"name": "ok", "run_group": 1}, TypeError, "run_group"),
         ({"name": "ok", "gcs_path": 5}, TypeError, "gcs_path"),
+        ({"name": "ok", "gcs_path": "nosuchproto://bucket"}, ValueError, "gcs_path"),
         ({"name": "ok", "system_metrics_interval_s": 0, "log_system_metrics": True}, ValueError, "interval"),
         ({"name": "ok", "on_demand_xprof": True, "on_demand_address": "nonsense"}, ValueError, "on_demand_address"),
         ({"name": "ok", "exporters": [object()]}, TypeError, "exporters"),
@@ -144,3 +144,56 @@ def test_a_failed_start_leaves_nothing_running(tmp_path: Path) -> None:
     assert current_run() is None
     assert any(r.get("shutdown") for r in FileExporter.read(out))  # the exporter process was stopped
     assert not list((tmp_path / "rt" / "sampler").glob("*/*.json"))  # the sampler deregistered
+
+
+def test_sdk_enums_by_member_or_name_and_metadata_only_arguments() -> None:
+    from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
+
+    run = machinelearning_run(
+        "enums", "grp", None, None, "http://control-plane.invalid", "cluster-1", "proj", "europe-west4",
+        5.0, False, False, "staging", "pytorch", mlrun_types.ServingEngine.VLLM,
+        application_framework="maxtext", rl_orchestrator="TUNIX",
+        metrics_exporter_config={"mode": ["otel"]},
+    )  # the SDK's positional order, up to environment, framework and serving_engine
+    assert (run.run_group, run.project, run.location, run.environment) == ("grp", "proj", "europe-west4", "staging")
+    assert run.framework is mlrun_types.Framework.PYTORCH
+    assert run.serving_engine is mlrun_types.ServingEngine.VLLM
+    assert run.application_framework is mlrun_types.ApplicationFramework.MAXTEXT
+    assert run.rl_orchestrator is mlrun_types.RlOrchestrator.TUNIX
+    assert run.control_plane_url == "http://control-plane.invalid" and run.cluster_id == "cluster-1"
+    assert run.run_phase is mlrun_types.RunPhase.PHASE_ACTIVE
+    run.end()
+    assert run.run_phase is mlrun_types.RunPhase.PHASE_COMPLETED
+    with pytest.raises(exceptions.MLRunConfigurationError, match="application_framework"):
+        machinelearning_run(name="bad", application_framework="nope")
+    with pytest.raises(exceptions.MLRunConfigurationError, match="metrics_record_interval_sec"):
+        machinelearning_run(name="bad", metrics_record_interval_sec=0)
+
+
+def test_metric_only_run_does_not_profile() -> None:
+    from mlgoodput.diagnostics import xprof
+    from mlgoodput.jax import _profiler
+
+    run = machinelearning_run(name="metriconly", metric_only_run=True)
+    with xprof() as p:
+        assert _profiler.active_trace() is None
+    assert p.files == []
+    run.end()
+    assert load_run(run.name).profiles == []
+
+
+def test_configs_dict_changes_are_stored_and_never_raise() -> None:
+    from mlgoodput._misuse import MlGoodputWarning
+
+    run = machinelearning_run(name="cfgdict", configs={"lr": 0.1})
+    run.configs.update({"epochs": 3})
+    run.configs["optimizer"] = "adam"
+    run.configs.batch_size = 64
+    assert run.configs.lr == 0.1 and run.configs["batch_size"] == 64
+    with pytest.warns(MlGoodputWarning, match="stored as text"):
+        run.configs.callback = object()  # not JSON: kept as its text
+    del run.configs.optimizer
+    run.end()
+    got = load_run(run.name).configs
+    assert (got["lr"], got["epochs"], got["batch_size"], got["optimizer"]) == (0.1, 3, 64, None)
+    assert got["callback"].startswith("<object object")

@@ -34,6 +34,9 @@ def test_run_samples_host_and_process_metrics() -> None:
     assert 0.0 <= got[f"{HOST}/cpu_percent"][-1][1] <= 100.0 * 64
     assert got[f"{HOST}/process0/rss_bytes"][-1][1] > 1e6  # this test process, at least a MB
     assert f"{HOST}/process0/cpu_percent" in got
+    # the SDK's names for the host's CPU and memory use, with the same values
+    assert [p[1] for p in got[f"{HOST}/host_cpu_utilization"]] == [p[1] for p in got[f"{HOST}/cpu_percent"]]
+    assert [p[1] for p in got[f"{HOST}/host_memory_utilization"]] == [p[1] for p in got[f"{HOST}/memory_percent"]]
     if not sampler.gpus or not sampler.gpus.available:
         assert not any("/gpu" in k for k in got)
 

@@ -134,7 +134,7 @@ def test_prometheus_default_binds_loopback() -> None:
     assert exp.addr == "127.0.0.1"
     exp.start()
     try:
-        assert exp._server.server_address[0] == "127.0.0.1"
+        assert exp.serving and exp.status.startswith("serving http://127.0.0.1:")
     finally:
         exp.shutdown()
 

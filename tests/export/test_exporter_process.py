@@ -9,11 +9,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from mlgoodput.export import ExporterError, ExporterProcess, PrometheusExporter, Sample
+from mlgoodput.export import ExporterProcess, PrometheusExporter, Sample
 from mlgoodput.testing import FileExporter
 from waiting import wait_for
 
@@ -166,24 +167,24 @@ class _Unpicklable:
     def shutdown(self, timeout_s: float | None = None) -> None: ...
 
 
-def test_a_port_in_use_is_an_error_at_construction_or_start() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        with pytest.raises(ValueError, match=str(port)):
-            PrometheusExporter(port=port)
-    # free at construction, taken by the time the exporter process opens it
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    exp = PrometheusExporter(port=port)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))
-        s.listen()
-        proc = ExporterProcess([exp])
-        with pytest.raises((ValueError, ExporterError), match="could not open"):
-            proc.start()
+def test_a_port_in_use_is_retried_in_the_background_never_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    exp = PrometheusExporter(port=port)  # busy now: a warning, not an error
+    assert any(str(port) in r.getMessage() for r in caplog.records)
+    exp.start()
+    try:
+        assert not exp.serving and "waiting for port" in exp.status
+        exp.export([Sample("goodput/goodput_pct", 42.0, JOB)])  # never raises into training
+        holder.close()
+        assert wait_for(lambda: exp.serving, timeout_s=20)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert "mlgoodput_goodput_ratio" in body and "serving" in exp.status
+    finally:
+        holder.close()
+        exp.shutdown()
 
 
 @pytest.mark.forks

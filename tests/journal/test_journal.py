@@ -326,20 +326,22 @@ def test_threads_append_concurrently_without_loss(tmp_path: Path) -> None:
 
 
 def test_a_record_without_its_length_is_invisible(tmp_path: Path) -> None:
-    from mlgoodput._segment import BODY, LEN, REC, create_segment, decode_records
+    from mlgoodput._segment import LEN, create_segment, decode_records, write_record
 
     seg = create_segment(tmp_path, 4096 + 4096, 0, {"store": "x"})
     off = seg.off
     for i in range(3):
-        BODY.pack_into(seg.buf, off + 4, int(Kind.STEP_START), 0, 0, float(i), i, float("nan"))
-        LEN.pack_into(seg.buf, off, REC)
-        off += REC
+        off += write_record(seg.buf, off, i, int(Kind.STEP_START), 0, 0, float(i), i, float("nan"), b"")
     # a writer killed between the payload and the length: the payload is there, the length is 0
-    BODY.pack_into(seg.buf, off + 4, int(Kind.STEP_START), 0, 0, 9.0, 9, float("nan"))
-    events, end = decode_records(seg.buf, seg.off, seg.size, 0, 100)
-    assert [e.step for e in events] == [0, 1, 2] and end == off
-    LEN.pack_into(seg.buf, off, 10_000_000)  # an impossible length is the end too
-    assert len(decode_records(seg.buf, seg.off, seg.size, 0, 100)[0]) == 3
+    write_record(seg.buf, off, 3, int(Kind.STEP_START), 0, 0, 9.0, 9, float("nan"), b"")
+    LEN.pack_into(seg.buf, off, 0)
+    d = decode_records(seg.buf, seg.off, seg.size, 0, 100)
+    assert [e.step for e in d.events] == [0, 1, 2] and d.end == off
+    rest = decode_records(seg.buf, d.end, seg.size, 0, 100, d.next_index)
+    assert rest.events == [] and rest.at_end and rest.lost == 0  # torn, never committed: not a loss
+    LEN.pack_into(seg.buf, off, 10_000_000)  # an impossible length: a damaged last record, reported
+    rest = decode_records(seg.buf, d.end, seg.size, 0, 100, d.next_index)
+    assert rest.events == [] and rest.at_end and rest.lost == 1
     seg.release(delete=True)
 
 

@@ -182,11 +182,10 @@ def test_bad_configuration_is_a_clear_error(db: Path, tmp_path: Path) -> None:
         m.start_rolling_window_goodput_uploader([60, -5])
     with pytest.raises(TypeError, match="rolling_windows_seconds"):
         m.start_rolling_window_goodput_uploader([])
-    with socket.socket() as s:
+    with socket.socket() as s:  # a busy port is a condition time resolves: a warning, never an error
         s.bind(("127.0.0.1", 0))
         s.listen()
-        with pytest.raises(ValueError, match="port"):
-            monitoring.GoodputMonitor(exporters=[PrometheusExporter(port=s.getsockname()[1])], **kw)  # type: ignore[arg-type]
+        monitoring.GoodputMonitor(exporters=[PrometheusExporter(port=s.getsockname()[1])], **kw)  # type: ignore[arg-type]
 
 
 def test_disabled_monitor_does_nothing(db: Path, tmp_path: Path) -> None:

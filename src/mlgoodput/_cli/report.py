@@ -91,13 +91,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         ]
     else:
         r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
+    lost = journal_losses(store).get((logger, args.job), 0)
     lag = _stragglers(store, args.job, logger, r)
     if args.json:
-        print(json.dumps(r.to_dict() | ({"stragglers": lag.to_dict()} if lag else {}), indent=2))
+        d = r.to_dict()
+        if lost:
+            d["journal_lost_events"] = lost
+        if lag:
+            d["stragglers"] = lag.to_dict()
+        print(json.dumps(d, indent=2))
     else:
         print_report(r, sys.stdout)
         for line in lag.lines() if lag else []:
             print(line)
+        print_losses({(logger, args.job): lost} if lost else {}, sys.stdout)
     return 0
 
 
@@ -108,6 +115,31 @@ def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
     from mlgoodput.torch._stragglers import StragglerAnalysis
 
     return StragglerAnalysis(job, logger, store=store).report(r.start, r.end)
+
+
+def journal_losses(store: Store) -> dict[tuple[str, str], int]:
+    """(logger, job) -> events reported lost to damaged journal records (kept by recovery in
+    the reserved stream `mlgoodput.lost`); empty when nothing was ever lost."""
+    from mlgoodput._journal import LOSS_NAMESPACE
+
+    out: dict[tuple[str, str], int] = {}
+    for info in store.jobs():
+        if info.namespace != LOSS_NAMESPACE:
+            continue
+        cols = store.read(LOSS_NAMESPACE, info.job).columns
+        for i in range(len(cols)):
+            ns = (cols.attr(i) or {}).get("namespace")
+            if isinstance(ns, str):
+                key = (ns, info.job)
+                out[key] = out.get(key, 0) + int(cols.values[i])
+    return out
+
+
+def print_losses(losses: dict[tuple[str, str], int], out: Any) -> None:
+    """One warning line per stream that lost events, so a loss is never silent."""
+    for (ns, job), n in sorted(losses.items()):
+        print(f"warning: {n} events of job {job} (logger {ns}) were lost to damaged journal records"
+              " (see the mlgoodput log of the recovering process for the file)", file=out)
 
 
 def _fmt_time(t: float) -> str:
@@ -228,9 +260,11 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
 def cmd_jobs(args: argparse.Namespace) -> int:
     store = open_store(args.store, "--store")
     infos = [j for j in store.jobs() if args.all or not j.namespace.startswith(RESERVED_PREFIX)]
+    losses = journal_losses(store)
     if args.json:
         print(json.dumps([
             {"job": j.job, "logger": j.namespace, "events": j.events, "first_time": j.first_time, "last_time": j.last_time}
+            | ({"journal_lost_events": losses[(j.namespace, j.job)]} if (j.namespace, j.job) in losses else {})
             for j in infos
         ], indent=2))
         return 0
@@ -242,4 +276,5 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     print(f"{'job':<{w1}}  {'logger':<{w2}}  {'events':>9}  {'first event':<23}  last event")
     for j in infos:
         print(f"{j.job:<{w1}}  {j.namespace:<{w2}}  {j.events:>9}  {_fmt_time(j.first_time):<23}  {_fmt_time(j.last_time)}")
+    print_losses(losses, sys.stdout)
     return 0

@@ -189,8 +189,7 @@ class ConsoleClient(BackgroundWorker):
         sock = self._sock
         assert sock is not None
         while True:
-            r, _, _ = select.select([sock], [], [], wait_s)
-            if not r:
+            if not _readable(sock, wait_s):
                 return
             data = sock.recv(65536)
             if not data:
@@ -305,3 +304,11 @@ class ConsoleClient(BackgroundWorker):
                 pass
         self._reset()
         super()._after_fork_in_child()
+
+
+def _readable(sock: socket.socket, wait_s: float) -> bool:
+    """Whether `sock` has data within `wait_s`; poll, not select, so a process with more than
+    1024 open files (a busy trainer) can still use the console."""
+    p = select.poll()
+    p.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(p.poll(max(0.0, wait_s) * 1000))

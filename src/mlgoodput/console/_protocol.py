@@ -26,6 +26,8 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 #: The longest log message text sent; longer ones are cut and marked.
 MAX_MESSAGE_CHARS = 64 * 1024
 HEADER = struct.Struct(">I")
+#: The largest frame a server reads before the client has authenticated (its hello).
+MAX_HELLO_BYTES = 4096
 
 # Value ranges the schema enforces (NaN and infinities fail them too), so nothing a peer
 # sends can poison the store or the screen.
@@ -164,11 +166,11 @@ def frame(msg: Any) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-def frame_length(header: bytes) -> int:
-    """The body length announced by a header, refusing one above the maximum."""
+def frame_length(header: bytes, maximum: int = MAX_FRAME_BYTES) -> int:
+    """The body length announced by a header, refusing one above `maximum`."""
     (n,) = HEADER.unpack(header)
-    if n > MAX_FRAME_BYTES:
-        raise FrameError(f"frame of {n} bytes announced, maximum is {MAX_FRAME_BYTES}")
+    if n > maximum:
+        raise FrameError(f"frame of {n} bytes announced, maximum is {maximum}")
     return int(n)
 
 
@@ -176,14 +178,14 @@ def decode_client(body: bytes) -> Any:
     """A client message, schema-checked; FrameError for anything else."""
     try:
         return client_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
         raise FrameError(f"malformed client frame: {e}") from None
 
 
 def decode_server(body: bytes) -> Any:
     try:
         return server_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as e:
         raise FrameError(f"malformed server frame: {e}") from None
 
 

@@ -16,9 +16,11 @@ import socket
 import struct
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
 from mlgoodput.console._address import Address, parse_address
@@ -31,6 +33,11 @@ from mlgoodput.store import Store, open_store
 log = logging.getLogger("mlgoodput.console.server")
 
 _PROGRESS, _CLIENT = Kind.PROGRESS, Kind.CLIENT
+#: Connections that have not authenticated yet, at most; a new one drops the oldest.
+MAX_UNAUTHENTICATED = 128
+#: How much a connection's reader buffers before it stops reading, until it authenticates
+#: (a stranger can make the server hold at most about twice this); then full frames.
+PREAUTH_READ_LIMIT = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -104,6 +111,10 @@ class ConsoleServer:
         self.address = ""
         self._warned: dict[str, int] = {}
         self._writers: set[asyncio.StreamWriter] = set()
+        self._unauthenticated: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()
+        self.max_unauthenticated = MAX_UNAUTHENTICATED
+        self.evicted = 0  # unauthenticated connections dropped to admit newer ones
+        self._sock_id: tuple[int, int] | None = None
         self._restore_numbers()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -141,10 +152,7 @@ class ConsoleServer:
         if self.display is not None:
             self.display.close(max(0.1, deadline - time.monotonic()))
         if self._addr.is_unix:
-            try:
-                os.unlink(self._addr.path)
-            except OSError:
-                pass
+            unlink_own_socket(self._addr.path, self._sock_id)
         if self._own_store:
             self.store.close()
         return ok
@@ -179,27 +187,16 @@ class ConsoleServer:
     async def _listen(self) -> None:
         a = self._addr
         if a.is_unix:
-            if os.path.exists(a.path):
-                # a socket nobody answers on is a leftover of a dead server: replace it
-                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    probe.connect(a.path)
-                except OSError:
-                    os.unlink(a.path)
-                else:
-                    raise OSError(f"a console server is already listening at unix:{a.path}")
-                finally:
-                    probe.close()
-            old = os.umask(0o177)
-            try:
-                self._server = await asyncio.start_unix_server(self._handle, path=a.path, limit=P.MAX_FRAME_BYTES + 8)
-            finally:
-                os.umask(old)
-            os.chmod(a.path, 0o600)
+            # a socket nobody answers on is a leftover of a dead server: replaced; anything
+            # else at the path (a regular file, a live server) is an error, never deleted
+            sock = bind_unix(a.path)
+            self._sock_id = socket_identity(a.path)
+            self._server = await asyncio.start_unix_server(self._handle, sock=sock, limit=PREAUTH_READ_LIMIT,
+                                                           backlog=BACKLOG)
             self.address = str(a)
         else:
             self._server = await asyncio.start_server(
-                self._handle, host=a.host, port=a.port, limit=P.MAX_FRAME_BYTES + 8, reuse_address=True
+                self._handle, host=a.host, port=a.port, limit=PREAUTH_READ_LIMIT, reuse_address=True, backlog=BACKLOG
             )
             sock = self._server.sockets[0]
             host, port = sock.getsockname()[:2]
@@ -231,17 +228,27 @@ class ConsoleServer:
         if self.display is not None:
             self.display.note(text)
 
-    async def _read(self, reader: asyncio.StreamReader) -> tuple[Any, bytes]:
+    async def _read(self, reader: asyncio.StreamReader, maximum: int = P.MAX_FRAME_BYTES) -> tuple[Any, bytes]:
         header = await reader.readexactly(4)
-        n = P.frame_length(header)
+        n = P.frame_length(header, maximum)
         body = await reader.readexactly(n)
         return P.decode_client(body), body
+
+    def _admit(self, writer: asyncio.StreamWriter) -> None:
+        """Count a connection that has not authenticated yet; past the cap the oldest such
+        one is dropped, so idle or slow strangers can never crowd out a real client."""
+        self._unauthenticated[writer] = None
+        while len(self._unauthenticated) > self.max_unauthenticated:
+            old, _ = self._unauthenticated.popitem(last=False)
+            old.transport.abort()
+            self.evicted += 1
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = "?"
         state: ClientState | None = None
         clean_exit = False
         self._writers.add(writer)
+        self._admit(writer)
         try:
             sock = writer.get_extra_info("socket")
             peer = str(writer.get_extra_info("peername") or "unix")
@@ -255,9 +262,9 @@ class ConsoleServer:
                     return
             nonce = secrets.token_bytes(32)
             writer.write(P.frame(P.Challenge(P.VERSION, nonce, self.auth)))
-            await writer.drain()
             try:
-                hello, _ = await asyncio.wait_for(self._read(reader), self.handshake_timeout_s)
+                await asyncio.wait_for(writer.drain(), self.handshake_timeout_s)
+                hello, _ = await asyncio.wait_for(self._read(reader, P.MAX_HELLO_BYTES), self.handshake_timeout_s)
             except TimeoutError:
                 self.refused += 1
                 self._warn(peer, "unauthenticated: no handshake in time")
@@ -277,6 +284,8 @@ class ConsoleServer:
                 await writer.drain()
                 self._warn(peer, "unauthenticated: wrong or missing token")
                 return
+            self._unauthenticated.pop(writer, None)
+            setattr(reader, "_limit", P.MAX_FRAME_BYTES + 8)  # noqa: B010 - trusted now: full-size frames
             state = self._client_joined(hello, writer)
             writer.write(P.frame(P.Welcome(state.process, self.job, state.stored_seq)))
             await writer.drain()
@@ -308,6 +317,7 @@ class ConsoleServer:
             self._warn(peer, f"error: {type(e).__name__}: {e}")
         finally:
             self._writers.discard(writer)
+            self._unauthenticated.pop(writer, None)
             if state is not None and state.conn is writer:  # not when a newer connection took over
                 self._client_left(state, clean_exit)
             try:

@@ -10,18 +10,33 @@ Everything lives in the store (stream `mlgoodput.run`/<run name>) and a local pr
 directory; read it back with `load_run` or `mlgoodput runs show NAME`.
 """
 
-from mlgoodput.diagnostics import metric_types, metrics
+from mlgoodput.diagnostics import api, core, custom_types, metric_types, metrics
+from mlgoodput.diagnostics._errors import (
+    MLDiagnosticError,
+    MLRunConfigurationError,
+    NoActiveRunError,
+    ProfilingError,
+    RecordingError,
+)
 from mlgoodput.diagnostics._load import Run, list_runs, load_run
 from mlgoodput.diagnostics._run import MLRun, current_run, machinelearning_run
 from mlgoodput.diagnostics._xprof import xprof
 from mlgoodput.jax._profiler import ProfilerBusyError, ProfilerNotActiveError
 
 __all__ = [
+    "MLDiagnosticError",
     "MLRun",
+    "MLRunConfigurationError",
+    "NoActiveRunError",
     "ProfilerBusyError",
     "ProfilerNotActiveError",
+    "ProfilingError",
+    "RecordingError",
     "Run",
+    "api",
+    "core",
     "current_run",
+    "custom_types",
     "list_runs",
     "load_run",
     "machinelearning_run",

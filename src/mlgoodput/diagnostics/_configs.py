@@ -25,8 +25,11 @@ def load_configs(configs: object, arg: str = "configs") -> dict[str, Any]:
         return {}
     if isinstance(configs, Mapping):
         return {_key(k, arg): to_json(v, f"{arg}[{k!r}]") for k, v in configs.items()}
+    if isinstance(configs, str) and "://" in configs and not configs.startswith("file://"):
+        return load_configs(_read_url(configs, arg), arg)
     if isinstance(configs, (str, os.PathLike)):
-        return load_configs(_read_file(Path(configs), arg), arg)
+        path = os.fspath(configs)
+        return load_configs(_read_file(Path(path.removeprefix("file://")), arg), arg)
     if isinstance(configs, Sequence) and not isinstance(configs, (bytes, bytearray)):
         out: dict[str, Any] = {}
         for i, part in enumerate(configs):
@@ -43,14 +46,41 @@ def _key(k: object, arg: str) -> str:
     raise TypeError(f"{arg}: config keys must be strings, got {k!r}")
 
 
+def _read_url(url: str, arg: str) -> object:
+    """A YAML/JSON config file at an fsspec URL (gs://, s3://, memory://, ...)."""
+    try:
+        import fsspec
+    except ImportError as e:
+        raise ImportError(f"{arg}={url!r} needs fsspec (and its backend, e.g. gcsfs): "
+                          "pip install 'mlgoodput[diagnostics]'") from e
+    suffix = os.path.splitext(url.split("?", 1)[0])[1].lower()
+    _check_suffix(suffix, url, arg)
+    try:
+        with fsspec.open(url, "r", encoding="utf-8") as f:
+            text = f.read()
+    except ImportError as e:
+        raise ImportError(f"{arg}={url!r}: {e} (for gs:// URLs: pip install 'mlgoodput[gcs]')") from e
+    except Exception as e:
+        raise ValueError(f"{arg}: cannot read config file {url!r}: {e}") from e
+    return _parse(text, suffix, url, arg)
+
+
+def _check_suffix(suffix: str, where: str, arg: str) -> None:
+    if suffix not in (".json", ".yaml", ".yml"):
+        raise ValueError(f"{arg}: a config file must end in .json, .yaml or .yml, got {where!r}")
+
+
 def _read_file(path: Path, arg: str) -> object:
     suffix = path.suffix.lower()
-    if suffix not in (".json", ".yaml", ".yml"):
-        raise ValueError(f"{arg}: a config file must end in .json, .yaml or .yml, got {str(path)!r}")
+    _check_suffix(suffix, str(path), arg)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ValueError(f"{arg}: cannot read config file {str(path)!r}: {e}") from e
+    return _parse(text, suffix, str(path), arg)
+
+
+def _parse(text: str, suffix: str, where: str, arg: str) -> object:
     try:
         if suffix == ".json":
             data: object = json.loads(text)
@@ -64,12 +94,12 @@ def _read_file(path: Path, arg: str) -> object:
         raise
     except Exception as e:  # json.JSONDecodeError (a ValueError) or yaml.YAMLError
         if isinstance(e, ValueError) or type(e).__module__.startswith("yaml"):
-            raise ValueError(f"{arg}: {str(path)!r} is not valid {suffix[1:].upper()}: {e}") from e
+            raise ValueError(f"{arg}: {where!r} is not valid {suffix[1:].upper()}: {e}") from e
         raise
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ValueError(f"{arg}: {str(path)!r} must hold a mapping at the top, got {type(data).__name__}")
+        raise ValueError(f"{arg}: {where!r} must hold a mapping at the top, got {type(data).__name__}")
     return data
 
 

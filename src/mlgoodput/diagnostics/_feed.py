@@ -54,8 +54,9 @@ class MetricFeed(BackgroundWorker):
         q = self.queue
         batch: list[Sample] = []
         while q and len(batch) < 10_000:
-            prefix, name, value, step, t = q.popleft()
-            batch.append(Sample(f"{prefix}/{name}", value, self.labels, step=step, time=t))
+            item = q.popleft()
+            labels = self.labels if len(item) == 5 else {**item[5], **self.labels}
+            batch.append(Sample(f"{item[0]}/{item[1]}", item[2], labels, step=item[3], time=item[4]))
         if batch:
             self.process.submit(batch)  # never raises; the process retries its backends
             self.submitted += len(batch)

@@ -28,6 +28,8 @@ class Run:
     metrics: dict[str, list[Point]] = field(default_factory=dict)
     system_metrics: dict[str, list[Point]] = field(default_factory=dict)
     profiles: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)  # latest labels per metric
+    entries: list[dict[str, Any]] = field(default_factory=list)  # string/dict values of metrics.record
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: what `mlgoodput runs show NAME --json` prints."""
@@ -41,6 +43,8 @@ class Run:
             "metrics": {k: [list(p) for p in v] for k, v in self.metrics.items()},
             "system_metrics": {k: [list(p) for p in v] for k, v in self.system_metrics.items()},
             "profiles": self.profiles,
+            "labels": self.labels,
+            "entries": self.entries,
         }
 
 
@@ -73,6 +77,15 @@ def load_run(name: str, store: Any = None) -> Run:
             n = cols.name(i) or "?"
             series = (run.metrics if k == Kind.METRIC else run.system_metrics).setdefault(n, [])
             series.append((None if s == NO_STEP else s, v, t))
+            if k == Kind.METRIC:
+                lab = (cols.attr(i) or {}).get("labels")
+                if lab:
+                    run.labels[n] = lab
+        elif k == Kind.LOG:
+            a = cols.attr(i) or {}
+            if "namespace" in a:
+                run.entries.append({"time": t, "host": cols.hosts[i], "namespace": a.get("namespace"),
+                                    "step": a.get("step"), "body": a.get("body"), "labels": a.get("labels") or {}})
         elif k == Kind.RUN_START:
             a = cols.attr(i) or {}
             host = cols.hosts[i]

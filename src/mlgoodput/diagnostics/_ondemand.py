@@ -20,14 +20,14 @@ import json
 import logging
 import os
 import secrets
-import select
 import socket
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 from mlgoodput import _env
-from mlgoodput._worker import BackgroundWorker
+from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
 from mlgoodput.jax import _profiler
@@ -69,63 +69,78 @@ def parse_address(address: str | None) -> tuple[int, Any]:
     return fam, (host, int(port))
 
 
-class OnDemandServer(BackgroundWorker):
-    """Accepts authenticated capture requests for one run, one at a time."""
+class OnDemandServer:
+    """Accepts authenticated capture requests for one run (see `LimitedServer` for the
+    limits: a bounded request within a timeout, a cap on waiting connections, a thread pool)."""
+
+    max_connections = 128
+    request_timeout_s = 5.0
+    workers = 4
 
     def __init__(self, run: _run.MLRun, *, address: str | None = None, token: str | None = None) -> None:
-        super().__init__(f"mlgoodput-ondemand-{run.name}", interval_s=0.01)
         self.run = run
         self.token = token or secrets.token_urlsafe(32)
+        self._sock_id: tuple[int, int] | None = None
         fam, bind = parse_address(address)
-        sock = socket.socket(fam, socket.SOCK_STREAM)
         try:
             if fam == socket.AF_UNIX:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(bind)
-                sock.bind(bind)
-                os.chmod(bind, 0o600)
+                sock = bind_unix(bind)
+                self._sock_id = socket_identity(bind)
                 self.address = f"unix:{bind}"
             else:
-                if not ipaddress.ip_address(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]).is_loopback:
-                    log.warning("mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
-                                " still need the token, which travels unencrypted", address)
-                sock.bind(bind)
+                sock = socket.socket(fam, socket.SOCK_STREAM)
+                try:
+                    if not ipaddress.ip_address(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]).is_loopback:
+                        log.warning("mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
+                                    " still need the token, which travels unencrypted", address)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind(bind)
+                except BaseException:
+                    sock.close()
+                    raise
                 host, port = sock.getsockname()[:2]
                 self.address = f"[{host}]:{port}" if fam == socket.AF_INET6 else f"{host}:{port}"
-            sock.listen(8)
         except OSError as e:
-            sock.close()
             raise ValueError(f"on_demand_address: cannot listen on {address or '127.0.0.1:0'!r}: {e}") from e
-        self._sock = sock
         self._abort = threading.Event()
+        self._closed = False
         self.captures = 0
+        self._server = LimitedServer(
+            sock, self._reply, name=f"mlgoodput-ondemand-{run.name}", terminator=b"\n",
+            max_request_bytes=MAX_REQUEST_BYTES, request_timeout_s=self.request_timeout_s,
+            max_connections=self.max_connections, workers=self.workers,
+        )
         self.endpoint_file = _endpoint_dir(run.name) / f"{run.process_index}-{os.getpid()}.json"
         self.endpoint_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.endpoint_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({"run": run.name, "host": run.process_index, "pid": os.getpid(),
                        "hostname": run.hostname, "address": self.address, "token": self.token}, f)
+        self._pid = os.getpid()
+        ref = weakref.ref(self)
 
-    # -- worker ----------------------------------------------------------------------
-    def _work(self) -> bool:
-        if self._closing:
-            return True
-        ready, _, _ = select.select([self._sock], [], [], 0.2)
-        if not ready:
-            return True
+        def _child() -> None:
+            me = ref()
+            if me is not None:
+                me._closed = True  # a forked child must not answer for the parent, nor remove its files
+
+        os.register_at_fork(after_in_child=_child)
+
+    def start(self) -> None:
+        if not self._closed:
+            self._server.start()
+
+    @property
+    def limits(self) -> LimitedServer:
+        """The server underneath, with its counters (served, evicted, timed_out, oversized)."""
+        return self._server
+
+    def _reply(self, request: bytes) -> bytes:
         try:
-            conn, _ = self._sock.accept()
-        except OSError:
-            return True
-        with conn:
-            conn.settimeout(10.0)
-            try:
-                reply = self._handle(_read_line(conn))
-            except Exception as e:  # a bad client must not stop the server
-                reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            with contextlib.suppress(OSError):
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-        return True
+            reply = self._handle(request.split(b"\n", 1)[0])
+        except Exception as e:  # a bad client must not stop the server
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        return json.dumps(reply).encode() + b"\n"
 
     def _handle(self, line: bytes) -> dict[str, Any]:
         try:
@@ -162,26 +177,23 @@ class OnDemandServer(BackgroundWorker):
         self.captures += 1
         return {"ok": True, "session": session, "path": cap.session_path, "files": files, **info}
 
-    def close(self, timeout_s: float | None = None) -> bool:
-        self._abort.set()
-        return super().close(timeout_s)
+    def flush(self, timeout_s: float | None = None) -> bool:
+        return True
 
-    def _on_close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.close()
+    def close(self, timeout_s: float | None = None) -> bool:
+        """Stop serving: a capture in progress is cut short; idle connections are dropped."""
+        if self._closed:
+            return True
+        self._closed = True
+        self._abort.set()
+        self._server.close(min(2.0, 2.0 if timeout_s is None else timeout_s))
+        if os.getpid() != self._pid:
+            return True
         with contextlib.suppress(OSError):
             self.endpoint_file.unlink()
         if self.address.startswith("unix:"):
-            with contextlib.suppress(OSError):
-                os.unlink(self.address[len("unix:") :])
-
-    def _after_fork_in_child(self) -> None:
-        # a forked child must not answer for the parent: it gets a closed server
-        self._init_sync()
-        self._thread = None
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._sock.close()
+            unlink_own_socket(self.address[len("unix:") :], self._sock_id)
+        return True
 
 
 def _read_line(conn: socket.socket) -> bytes:

@@ -25,8 +25,18 @@ from typing import Any
 from mlgoodput import _env
 from mlgoodput._journal import Journal
 from mlgoodput.diagnostics._configs import load_configs, software_configs, system_configs
+from mlgoodput.diagnostics._errors import MLRunConfigurationError
 from mlgoodput.diagnostics._sink import open_sink
-from mlgoodput.events import Kind, check_name
+from mlgoodput.diagnostics._types import (
+    AcceleratorOrchestrator,
+    ApplicationFramework,
+    ConfigDict,
+    Framework,
+    RlOrchestrator,
+    RunPhase,
+    ServingEngine,
+)
+from mlgoodput.events import Kind
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._process import ExporterProcess
 from mlgoodput.store import Store, open_store, resolve_store_url
@@ -35,7 +45,14 @@ log = logging.getLogger("mlgoodput.diagnostics")
 
 #: Environment variables that identify one workload across restarts, first match wins.
 WORKLOAD_ID_ENVS = (_env.WORKLOAD_ID, "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def stream_name(name: str) -> str:
+    """`name` as a run (stream) name: runs of other characters become '-', at most 100
+    characters, starting with a letter or digit ("<run_name>" becomes "run_name")."""
+    safe = _UNSAFE.sub("-", name).strip("-._")[:100].rstrip("-._")
+    return safe or "run"
 
 _current: MLRun | None = None
 _current_lock = threading.Lock()
@@ -44,13 +61,6 @@ _current_lock = threading.Lock()
 def current_run() -> MLRun | None:
     """The run this process records into, or None before `machinelearning_run`."""
     return _current
-
-
-def require_run(what: str) -> MLRun:
-    run = _current
-    if run is None:
-        raise RuntimeError(f"{what} needs an active run: call machinelearning_run(name=...) first")
-    return run
 
 
 def workload_id_from_env() -> str | None:
@@ -102,11 +112,19 @@ def resolve_profile_dir(gcs_path: str | os.PathLike[str] | None, name: str) -> s
         base = base[len("file://") :]
     if "://" in base:
         try:
-            import fsspec  # noqa: F401
+            import fsspec
         except ImportError as e:
             raise ImportError(
                 f"gcs_path={base!r} needs fsspec (and its backend, e.g. gcsfs): pip install 'mlgoodput[diagnostics]'"
             ) from e
+        protocol = base.split("://", 1)[0]
+        try:
+            fsspec.get_filesystem_class(protocol)  # the backend is importable: fail now, not at upload
+        except ImportError as e:
+            extra = "mlgoodput[gcs]" if protocol in ("gs", "gcs") else f"the fsspec backend for {protocol}://"
+            raise ImportError(f"gcs_path={base!r} needs {extra}: {e}") from e
+        except ValueError as e:
+            raise ValueError(f"gcs_path={base!r}: {e}") from e
         return base.rstrip("/") + "/" + name
     d = Path(base).expanduser().absolute() / name
     try:
@@ -120,7 +138,12 @@ def resolve_profile_dir(gcs_path: str | os.PathLike[str] | None, name: str) -> s
 
 
 class MLRun:
-    """A machine learning run: what `machinelearning_run` returns. `end()` stops its helpers."""
+    """A machine learning run: what `machinelearning_run` returns. `end()` stops its helpers.
+
+    It has the SDK run's attributes (`name`, `run_group`, `configs`, `gcs_path`, `location`,
+    `project`, `run_phase`, `display_name`, ...); `configs` is a `ConfigDict` whose changes
+    (`run.configs.update(...)`, `run.configs.batch_size = 64`) are stored with the run.
+    """
 
     def __init__(
         self,
@@ -136,34 +159,69 @@ class MLRun:
         process_index: int,
         profile_dir: str,
         workload_id: str | None,
+        gcs_path: str | None = None,
+        options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = name
         self.base_name = base_name
+        self.display_name = base_name
         self.run_group = run_group
         self.project = project
         self.region = region
+        self.location = region
         self.environment = environment
-        self.configs = configs
         self.store = store
         self.process_index = process_index
         self.profile_dir = profile_dir
+        self.gcs_path = gcs_path
         self.workload_id = workload_id
         self.hostname = socket.gethostname()
         self.clock = clock
+        self.run_phase = RunPhase.PHASE_ACTIVE
+        self.created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock()))
+        opts = options or {}
+        self.on_demand_xprof: bool = bool(opts.get("on_demand_xprof", False))
+        self.log_system_metrics: bool = bool(opts.get("log_system_metrics", False))
+        self.metric_only_run: bool = bool(opts.get("metric_only_run", False))
+        self.strict: bool | None = opts.get("strict")  # None: $MLGOODPUT_STRICT at each call
+        self.framework: Framework = opts.get("framework", Framework.JAX)
+        self.serving_engine: ServingEngine = opts.get("serving_engine", ServingEngine.NONE)
+        self.accelerator_orchestrator: AcceleratorOrchestrator = opts.get(
+            "accelerator_orchestrator", AcceleratorOrchestrator.NONE)
+        self.application_framework: ApplicationFramework = opts.get(
+            "application_framework", ApplicationFramework.NONE)
+        self.rl_orchestrator: RlOrchestrator = opts.get("rl_orchestrator", RlOrchestrator.NONE)
+        self.metrics_exporter_config: dict[str, Any] | None = opts.get("metrics_exporter_config")
+        self.control_plane_url: str | None = opts.get("base_url")
+        self.cluster_id: str | None = opts.get("cluster_id")
+        self.orchestrator: str | None = None
+        self.ml_run_id: str | None = None
+        self.namespace: str | None = None
+        self.workload_details: dict[str, Any] | None = None
+        self.workload_targets: list[dict[str, Any]] | None = None
         self.sink: Journal = open_sink(store, name, process_index)
         self._append = self.sink.append
+        self.configs: ConfigDict = ConfigDict(configs, on_change=self._configs_changed)
         self._feed_put: Callable[[tuple[Any, ...]], None] | None = None
         self._helpers: list[Any] = []  # sampler, on-demand server, exporter feed: closed in reverse
         self.on_demand_address: str | None = None
         self._ended = False
 
     # -- recording -------------------------------------------------------------------
+    def _configs_changed(self, data: dict[str, Any]) -> None:
+        try:
+            stored = load_configs(data)
+        except (TypeError, ValueError) as e:  # a value JSON cannot hold: keep its text, say so once
+            from mlgoodput._misuse import misuse
+
+            misuse("MLRun.configs", "configs", data, f"{e}; stored as text", kind="config_value", strict=self.strict)
+            stored = {str(k): repr(v) for k, v in data.items()}
+        self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
+
     def update_configs(self, configs: object) -> None:
-        """Add or change user configs (a dict or YAML/JSON path); stored as a RUN_CONFIG event."""
-        data = load_configs(configs)
-        self.configs.update(data)
-        self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": data})
+        """Add or change user configs (a dict or a YAML/JSON path or URL); stored as a RUN_CONFIG event."""
+        self.configs.update(load_configs(configs))
 
     def flush(self, timeout_s: float | None = 10.0) -> bool:
         """Wait until recorded events are in the store and samples handed to exporters."""
@@ -178,6 +236,7 @@ class MLRun:
         if self._ended:
             return
         self._ended = True
+        self.run_phase = RunPhase.PHASE_COMPLETED
         for h in reversed(self._helpers):
             try:
                 h.close(timeout_s)
@@ -198,51 +257,117 @@ class MLRun:
         return f"MLRun(name={self.name!r}, run_group={self.run_group!r}, process_index={self.process_index})"
 
 
+def _enum_arg(enum_cls: Any, value: object, arg: str) -> Any:
+    """An SDK enum argument given as the member or its name (any case), as the SDK accepts it."""
+    if value is None:
+        return enum_cls.NONE if hasattr(enum_cls, "NONE") else next(iter(enum_cls))
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_cls[value.upper()]
+        except KeyError:
+            pass
+    names = ", ".join(m.name for m in enum_cls)
+    raise MLRunConfigurationError(f"{arg} must be one of {names} (a {enum_cls.__name__} or its name), got {value!r}")
+
+
+def _check_str(arg: str, v: object) -> None:
+    if v is not None and not isinstance(v, str):
+        raise TypeError(f"{arg} must be a string or None, got {v!r}")
+
+
 def machinelearning_run(
     name: str,
-    run_group: str | None = None,
+    run_group: str = "",
     configs: object = None,
-    project: str | None = None,
-    region: str | None = None,
     gcs_path: str | os.PathLike[str] | None = None,
+    base_url: str | None = None,
+    cluster_id: str | None = None,
+    project: str | None = None,
+    region: str | None = "us-central1",
+    metrics_record_interval_sec: float = 10.0,
     on_demand_xprof: bool = False,
+    log_system_metrics: bool = False,
     environment: str = "prod",
+    framework: Framework | str = Framework.JAX,
+    serving_engine: ServingEngine | str = ServingEngine.NONE,
+    run_workload_id: str | None = None,
+    metric_only_run: bool = False,
+    metrics_exporter_config: dict[str, Any] | None = None,
+    accelerator_orchestrator: AcceleratorOrchestrator | str = AcceleratorOrchestrator.NONE,
+    application_framework: ApplicationFramework | str = ApplicationFramework.NONE,
+    rl_orchestrator: RlOrchestrator | str = RlOrchestrator.NONE,
     *,
     store: Any = None,
-    log_system_metrics: bool = False,
-    system_metrics_interval_s: float = 10.0,
+    system_metrics_interval_s: float | None = None,
     exporters: Sequence[Exporter] | ExporterProcess | None = None,
     on_demand_address: str | None = None,
     workload_id: str | None = None,
     process_index: int | None = None,
+    strict: bool | None = None,
 ) -> MLRun:
     """Start (or, after a restart of the same workload, continue) an ML run in this process.
 
-    `gcs_path` is the base directory or fsspec URL for profiles (default
-    `$MLGOODPUT_PROFILE_DIR`, else a local directory). `project`, `region` and
-    `environment` are kept as run metadata. Beyond the seed: `store=`, system metrics,
-    `exporters=` for metric values, and the on-demand profiling address (default a
-    loopback port with a token). See docs/diagnostics.md.
+    The parameters are the SDK's, in its order. `gcs_path` is the base directory or fsspec
+    URL for profiles (default `$MLGOODPUT_PROFILE_DIR`, else a local directory);
+    `metrics_record_interval_sec` is the system-metrics interval; `project`, `region`,
+    `environment`, `framework` and the other enums are run metadata; `run_workload_id`
+    identifies the workload across restarts. `metric_only_run=True` turns profiling off.
+    Keyword-only extras: `store=`, `exporters=` for metric values, the on-demand profiling
+    address (default a loopback port with a token), `workload_id`, `process_index`, and
+    `strict` (None: `$MLGOODPUT_STRICT`): misuse of `metrics.record`/`xprof` raises instead
+    of warning, for tests.
+    See docs/diagnostics.md.
     """
     global _current
-    check_name(name, "name")
-    if not _NAME_RE.match(name):
-        raise ValueError(f"name must be letters, digits, '.', '_' or '-' (at most 128), got {name!r}")
-    for arg, v in (("run_group", run_group), ("project", project), ("region", region)):
-        if v is not None and not isinstance(v, str):
-            raise TypeError(f"{arg} must be a string or None, got {v!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string such as 'training_v1', got {name!r}")
+    if not name.strip():
+        raise MLRunConfigurationError(f"name is required: a non-empty string such as 'training_v1', got {name!r}")
+    if run_group is None:
+        run_group = ""
+    for arg, v in (("run_group", run_group), ("project", project), ("region", region),
+                   ("base_url", base_url), ("cluster_id", cluster_id), ("run_workload_id", run_workload_id)):
+        _check_str(arg, v)
     if not isinstance(environment, str):
         raise TypeError(f"environment must be a string, got {environment!r}")
-    if not isinstance(on_demand_xprof, bool) or not isinstance(log_system_metrics, bool):
-        raise TypeError("on_demand_xprof and log_system_metrics must be bools")
+    for arg, flag in (("on_demand_xprof", on_demand_xprof), ("log_system_metrics", log_system_metrics),
+                      ("metric_only_run", metric_only_run)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{arg} must be a bool, got {flag!r}")
+    interval = metrics_record_interval_sec if system_metrics_interval_s is None else system_metrics_interval_s
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+        raise MLRunConfigurationError(
+            f"metrics_record_interval_sec must be a positive number of seconds, got {interval!r}")
+    if metrics_exporter_config is not None and not isinstance(metrics_exporter_config, dict):
+        raise TypeError(f"metrics_exporter_config must be a dict or None, got {metrics_exporter_config!r}")
+    if strict is not None and not isinstance(strict, bool):
+        raise TypeError(f"strict must be a bool or None, got {strict!r}")
+    options: dict[str, Any] = {
+        "strict": strict,
+        "on_demand_xprof": on_demand_xprof, "log_system_metrics": log_system_metrics,
+        "metric_only_run": metric_only_run, "metrics_exporter_config": metrics_exporter_config,
+        "base_url": base_url, "cluster_id": cluster_id,
+        "framework": _enum_arg(Framework, framework, "framework"),
+        "serving_engine": _enum_arg(ServingEngine, serving_engine, "serving_engine"),
+        "accelerator_orchestrator": _enum_arg(AcceleratorOrchestrator, accelerator_orchestrator,
+                                              "accelerator_orchestrator"),
+        "application_framework": _enum_arg(ApplicationFramework, application_framework, "application_framework"),
+        "rl_orchestrator": _enum_arg(RlOrchestrator, rl_orchestrator, "rl_orchestrator"),
+    }
     if process_index is not None and (isinstance(process_index, bool) or not isinstance(process_index, int) or process_index < 0):
         raise ValueError(f"process_index must be a non-negative int, got {process_index!r}")
+    if base_url or metrics_exporter_config:
+        log.info("mlgoodput: base_url and metrics_exporter_config are kept as run metadata only"
+                 " (there is no control plane; send metric values elsewhere with exporters=)")
     user_configs = load_configs(configs)
-    wid = workload_id if workload_id is not None else workload_id_from_env()
-    full_name = run_name(name, wid)
+    wid = workload_id if workload_id is not None else (run_workload_id or workload_id_from_env())
+    full_name = run_name(stream_name(name), wid)
     st = open_store(store)
     pidx = process_index if process_index is not None else process_index_from_env()
-    profile_dir = resolve_profile_dir(gcs_path, full_name)
+    base_path = _normalize_path(gcs_path)
+    profile_dir = resolve_profile_dir(base_path, full_name)
 
     if on_demand_xprof:
         from mlgoodput.diagnostics._ondemand import parse_address
@@ -260,7 +385,7 @@ def machinelearning_run(
         if log_system_metrics:
             from mlgoodput.diagnostics._system import SystemSampler
 
-            sampler = SystemSampler(full_name, pidx, interval_s=system_metrics_interval_s)  # checks psutil now
+            sampler = SystemSampler(full_name, pidx, interval_s=float(interval))  # checks psutil now
 
         with _current_lock:
             prev = _current
@@ -272,6 +397,7 @@ def machinelearning_run(
             name=full_name, base_name=name, run_group=run_group, project=project, region=region,
             environment=environment, configs=user_configs, store=st, process_index=pidx,
             profile_dir=profile_dir, workload_id=wid,
+            gcs_path=None if base_path is None else os.fspath(base_path), options=options,
         )
         if feed is not None:
             run._feed_put = feed.queue.append
@@ -300,6 +426,8 @@ def machinelearning_run(
                 "configs": user_configs,
                 "software": software_configs(),
                 "system": system_configs(pidx),
+                "framework": run.framework.value,
+                "metric_only_run": metric_only_run,
             },
         )
     except BaseException:
@@ -319,6 +447,9 @@ def machinelearning_run(
     with _current_lock:
         _current = run
     _register_atexit()
+    from mlgoodput.diagnostics import metrics
+
+    metrics._drain_pending(run)  # values recorded before any run was active
     if pidx == 0:
         store_arg = "" if st.url == resolve_store_url(None) else f" --store {st.url}"
         print(
@@ -327,6 +458,15 @@ def machinelearning_run(
             file=sys.stderr,
         )
     return run
+
+
+def _normalize_path(gcs_path: object) -> Any:
+    """The SDK's normalization of a `gs://` path: repeated slashes collapsed, no trailing slash."""
+    if isinstance(gcs_path, str) and "://" in gcs_path:
+        scheme, rest = gcs_path.split("://", 1)
+        rest = re.sub("/+", "/", rest).rstrip("/")
+        return f"{scheme}://{rest}"
+    return gcs_path
 
 
 _atexit_done = False

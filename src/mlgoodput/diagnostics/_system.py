@@ -145,11 +145,15 @@ class SystemSampler(BackgroundWorker):
         psutil = self._psutil
         now = time.time()
         vm = psutil.virtual_memory()
+        cpu = float(psutil.cpu_percent(None))
         values: list[tuple[str, float]] = [
-            ("cpu_percent", float(psutil.cpu_percent(None))),
+            ("cpu_percent", cpu),
             ("memory_percent", float(vm.percent)),
             ("memory_used_bytes", float(vm.total - vm.available)),
             ("memory_total_bytes", float(vm.total)),
+            # the same two under the SDK's MetricType names, which its own sampler records
+            ("host_cpu_utilization", cpu),
+            ("host_memory_utilization", float(vm.percent)),
         ]
         for pidx, proc in self._run_processes():
             try:

@@ -5,11 +5,15 @@ per process named `<hostname>-<process index>.xplane.pb` (and `.trace.json.gz`),
 layout TensorBoard's profile plugin and XProf read. Processes that start with the same
 `session_id` write into the same session directory, which groups several hosts into one
 session. Each session is recorded as PROFILE_START/PROFILE_STOP events of the run.
+For a remote profile directory (any fsspec URL), the files are first filed on local disk
+and uploaded in the background (`_upload`), so a failed upload never loses a trace.
+Nothing here raises into the training loop for the state it meets: it warns once per kind.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import secrets
@@ -20,9 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mlgoodput import _env
+from mlgoodput._misuse import misuse
 from mlgoodput.diagnostics import _run
 from mlgoodput.events import Kind
 from mlgoodput.jax import _profiler
+
+log = logging.getLogger("mlgoodput.diagnostics")
 
 __all__ = ["Capture", "default_session_id", "xprof"]
 
@@ -57,6 +65,7 @@ class Capture:
         self.remote = "://" in run.profile_dir
         self.session_path = f"{run.profile_dir}/plugins/profile/{session}"
         self.files: list[str] = []
+        self.local_path: str | None = None  # a remote run: where the trace waits for its upload
         self._staging: Path | None = None
         self._t0 = 0.0
 
@@ -96,10 +105,13 @@ class Capture:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         run = self.run
-        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs={
+        attrs: dict[str, object] = {
             "session": self.session, "path": self.session_path, "trigger": self.trigger,
             "hostname": run.hostname, "files": [os.path.basename(f) for f in self.files],
-        })
+        }
+        if self.local_path is not None:
+            attrs["local_path"] = self.local_path
+        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs=attrs)
         return self.files
 
     def _file_away(self, produced: Sequence[Path]) -> list[str]:
@@ -110,21 +122,31 @@ class Capture:
             suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), None)
             moves.append((p, f"{host}{suffix}" if suffix else p.name))
         out: list[str] = []
-        if not self.remote:
-            dest = Path(self.session_path)
-            dest.mkdir(parents=True, exist_ok=True)
-            for p, name in moves:
-                shutil.move(str(p), dest / name)
-                out.append(str(dest / name))
-            return out
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.session_path)
-        fs.makedirs(root, exist_ok=True)
+        dest = Path(self.session_path) if not self.remote else self._local_dir()
+        dest.mkdir(parents=True, exist_ok=True)
         for p, name in moves:
-            fs.put_file(str(p), f"{root}/{name}")
-            out.append(f"{self.session_path}/{name}")
-        return out
+            shutil.move(str(p), dest / name)
+            out.append(str(dest / name))
+        if not self.remote:
+            return out
+        # a remote profile directory: the trace is safe on local disk now; upload it in the background
+        from mlgoodput.diagnostics._upload import ProfileUploader, UploadJob
+
+        self.local_path = str(dest)
+        run = self.run
+        up = next((h for h in run._helpers if isinstance(h, ProfileUploader)), None)
+        if up is None:
+            up = ProfileUploader()
+            run._helpers.append(up)
+        up.submit(UploadJob(self.session, dest, tuple(name for _, name in moves), self.session_path))
+        return [f"{self.session_path}/{name}" for _, name in moves]
+
+    def _local_dir(self) -> Path:
+        """Where a remote run's trace waits for its upload (and stays if the upload fails)."""
+        base = os.environ.get(_env.PROFILE_DIR) or str(_env.data_dir() / "profiles")
+        if "://" in base:
+            base = str(_env.data_dir() / "profiles")
+        return Path(base).expanduser().absolute() / self.run.name / "plugins" / "profile" / self.session
 
 
 class xprof:
@@ -132,7 +154,8 @@ class xprof:
 
     `session_id` (here or in `start`) names the session; processes that use the same id
     form one multi-host session. `process_index_list` limits profiling to those process
-    indices; elsewhere start and stop do nothing.
+    indices; elsewhere start and stop do nothing. Never raises into the training loop for
+    the state it meets (see `start`); the constructor checks its arguments.
     """
 
     def __init__(
@@ -154,35 +177,76 @@ class xprof:
         self.process_index_list = None if process_index_list is None else list(process_index_list)
         self.session_id = None if session_id is None else check_session_id(session_id)
         self._capture: Capture | None = None
+        self._quiet_stop = False
         self.files: list[str] = []
 
-    def _the_run(self) -> _run.MLRun:
-        return self._run if self._run is not None else _run.require_run("xprof")
+    def _misuse(self, call: str, argument: str, value: object, message: str, *, kind: str) -> None:
+        run = self._run if self._run is not None else _run.current_run()
+        misuse(call, argument, value, message, kind=kind, strict=None if run is None else run.strict)
+
+    def _the_run(self, call: str) -> _run.MLRun | None:
+        run = self._run if self._run is not None else _run.current_run()
+        if run is None:
+            self._misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
+                         kind="no_run")
+        return run
 
     def start(self, session_id: str | None = None) -> None:
-        """Start capturing. Raises ProfilerBusyError if a profile is already being captured."""
-        run = self._the_run()
+        """Start capturing. Never raises for the state it meets (no run, already started, another
+        profile running, a bad session id): it warns once per kind and does not profile."""
+        if self._capture is not None:
+            self._misuse("xprof.start", "session_id", session_id,
+                         "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
+            return
+        self._quiet_stop = True  # the stop() paired with a start that did not capture says nothing more
+        run = self._the_run("xprof.start")
+        if run is None:
+            return
         if self.process_index_list is not None and run.process_index not in self.process_index_list:
             return
-        if self._capture is not None:
-            raise _profiler.ProfilerBusyError("this xprof is already started; call stop() first")
+        if run.metric_only_run:
+            log.info("mlgoodput: xprof skipped: run %s is a metric_only_run", run.name)
+            return
         sid = session_id if session_id is not None else self.session_id
-        sid = check_session_id(sid) if sid is not None else default_session_id(run.process_index)
+        if sid is not None:
+            try:
+                sid = check_session_id(sid)
+            except (TypeError, ValueError) as e:
+                self._misuse("xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id")
+                sid = None
+        if sid is None:
+            sid = default_session_id(run.process_index)
         cap = Capture(run, sid, "programmatic")
-        cap.begin()
+        try:
+            cap.begin()
+        except _profiler.ProfilerBusyError as e:
+            self._misuse("xprof.start", "session_id", sid, f"{e} (not profiling)", kind="busy")
+            return
+        except (OSError, ValueError, RuntimeError) as e:
+            self._misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
+                         kind="start_failed")
+            return
         self.session_id = sid
         self._capture = cap
+        self._quiet_stop = False
 
     def stop(self) -> list[str]:
-        """Stop capturing; returns the trace files written by this process (empty if skipped)."""
+        """Stop capturing; returns the trace files written by this process (empty when it was not
+        capturing, which warns once, as the SDK does)."""
         cap = self._capture
         if cap is None:
-            run = self._the_run()
-            if self.process_index_list is not None and run.process_index not in self.process_index_list:
-                return []
-            raise _profiler.ProfilerNotActiveError("xprof.stop() called before start()")
+            quiet, self._quiet_stop = self._quiet_stop, False
+            if not quiet:
+                self._misuse("xprof.stop", "self", self,
+                             "no profile is being captured by this xprof (nothing to stop)", kind="not_started")
+            return []
         self._capture = None
-        self.files = cap.end()
+        try:
+            self.files = cap.end()
+        except (OSError, RuntimeError, ValueError) as e:
+            self._misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
+                         kind="stop_failed")
+            self.files = []
         return self.files
 
     @property
@@ -198,8 +262,7 @@ class xprof:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._capture is not None:
-            self.stop()
+        self.stop()
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: every call of `fn` is profiled (a new session each time, unless
@@ -213,7 +276,6 @@ class xprof:
             try:
                 return fn(*args, **kwargs)
             finally:
-                if self._capture is not None:
-                    self.stop()
+                self.stop()
 
         return wrapper  # type: ignore[return-value]

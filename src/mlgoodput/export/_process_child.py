@@ -21,6 +21,8 @@ log = logging.getLogger("mlgoodput")
 class _ExportWorker(BackgroundWorker):
     """Child-side thread for one exporter: keeps the latest sample per series and exports them."""
 
+    close_gives_up_on_failure = True  # on the way out a failing backend is tried once
+
     def __init__(self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float) -> None:
         super().__init__(name, interval_s=interval_s, max_backoff_s=max_backoff_s)
         self.exporter = exporter
@@ -84,12 +86,12 @@ class _Child:
             except Exception as e:
                 log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
 
-    def flush_workers(self, timeout_s: float | None) -> bool:
+    def flush_workers(self, timeout_s: float | None, *, final: bool = False) -> bool:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ok = True
         for w in self.workers:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ok = w.flush(left) and ok
+            ok = (w.final_flush(left) if final else w.flush(left)) and ok
         return ok
 
     def shutdown(self, timeout_s: float) -> bool:
@@ -145,7 +147,7 @@ class _Child:
                     log.warning("%s: source %r failed to open: %s", self.name, msg[1], e)
         elif op == "parent-gone":
             self.collect()
-            self.flush_workers(10.0)
+            self.flush_workers(10.0, final=True)
             self.shutdown(5.0)
             return True
         elif op == "req":
@@ -159,7 +161,7 @@ class _Child:
                 key, final = msg[4], msg[5]
                 if final:
                     self.collect([key])
-                    ok = self.flush_workers(budget)
+                    ok = self.flush_workers(budget, final=True)
                 src = self.sources.pop(key, None)
                 close = getattr(src, "close", None)
                 if callable(close):
@@ -169,7 +171,7 @@ class _Child:
                 t0 = time.monotonic()
                 if final:
                     self.collect()
-                    ok = self.flush_workers(None if budget is None else 0.8 * budget)
+                    ok = self.flush_workers(None if budget is None else 0.8 * budget, final=True)
                 rest = 5.0 if budget is None else max(0.1, budget - (time.monotonic() - t0))
                 ok = self.shutdown(rest) and ok
                 stop = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -10,6 +10,9 @@ from typing import Any
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, family, label_name
 from mlgoodput.export._process import SeriesKey, series_key
+from mlgoodput.export._prometheus_http import ScrapeEndpoint, port_problem, render_registry
+
+log = logging.getLogger("mlgoodput")
 
 
 def _require_prometheus_client() -> Any:
@@ -31,13 +34,11 @@ def prometheus_name(sample_name: str, kind: str = "gauge") -> tuple[str, float]:
 
 
 def check_port_free(addr: str, port: int) -> None:
-    """Raise ValueError naming the port if something already listens on (addr, port)."""
-    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    with socket.socket(fam, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((addr, port))
-        except OSError as e:
-            raise ValueError(f"port {port} on {addr} is not available for PrometheusExporter: {e}") from None
+    """Raise ValueError naming the port if it cannot be bound now (with SO_REUSEADDR, as the
+    exporter binds it: a port in TIME_WAIT after a restart counts as free)."""
+    problem = port_problem(addr, port)
+    if problem is not None:
+        raise ValueError(f"port {port} on {addr} is not available for PrometheusExporter: {problem}")
 
 
 class PrometheusExporter:
@@ -54,13 +55,12 @@ class PrometheusExporter:
         if not isinstance(addr, str) or not addr:
             raise TypeError(f"addr must be a host address string, got {addr!r}")
         if port:
-            check_port_free(addr, port)
+            _warn_if_busy(addr, port)
         self.port = port
         self.addr = addr
         self._values: dict[SeriesKey, Sample] = {}
         self._lock = threading.Lock()
-        self._server: Any = None
-        self._thread: Any = None
+        self._endpoint: ScrapeEndpoint | None = None
 
     def __repr__(self) -> str:
         return f"PrometheusExporter(port={self.port}, addr={self.addr!r})"
@@ -73,18 +73,29 @@ class PrometheusExporter:
         self.port = state["port"]
 
     def start(self) -> None:
-        """Bind the port and serve (idempotent); raises OSError if the port is taken."""
-        if self._server is not None:
+        """Bind the port and serve (idempotent). A port that is busy now is retried in the
+        background (see `status`); this never raises for it."""
+        if self._endpoint is not None:
             return
-        prometheus_client, core = _require_prometheus_client()
+        _, core = _require_prometheus_client()
         registry = core.CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
-        server, thread = prometheus_client.start_http_server(self.port, addr=self.addr, registry=registry)
-        self._server, self._thread = server, thread
-        self.port = server.server_address[1]
+        ep = ScrapeEndpoint(self.addr, self.port, render_registry(registry), f"mlgoodput-prometheus-{self.port}")
+        self._endpoint = ep
+        ep.open()
+        self.port = ep.port
+
+    @property
+    def status(self) -> str:
+        """Where the endpoint serves, or why it does not yet ("waiting for port ...")."""
+        return "not started" if self._endpoint is None else self._endpoint.status
+
+    @property
+    def serving(self) -> bool:
+        return self._endpoint is not None and self._endpoint.server is not None
 
     def export(self, samples: Sequence[Sample]) -> None:
-        if self._server is None:
+        if self._endpoint is None:
             self.start()
         with self._lock:
             for s in samples:
@@ -96,10 +107,17 @@ class PrometheusExporter:
             return list(self._values.values())
 
     def shutdown(self, timeout_s: float | None = None) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        ep, self._endpoint = self._endpoint, None
+        if ep is not None:
+            ep.close(2.0 if timeout_s is None else min(2.0, timeout_s))
+
+
+def _warn_if_busy(addr: str, port: int) -> None:
+    """A busy port is a condition time resolves (a previous process's port): warn, do not raise."""
+    problem = port_problem(addr, port)
+    if problem is not None:
+        log.warning("PrometheusExporter: port %d on %s is not available now (%s); the exporter keeps"
+                    " retrying it in the background once started", port, addr, problem)
 
 
 class _Collector:

@@ -2,6 +2,7 @@
 
     import mlgoodput.jax as jm
     jm.init(job_name="my-training-job")     # listeners on; aggregates exported in the background
+                                            # (jax-monitoring's arguments and order: project_id first)
     ...                                     # jit, train
     jm.shutdown()                           # also runs at exit
     step = jm.track_step_flops(step)        # the compiler's FLOPs of each compiled step, recorded
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mlgoodput.jax import config, gcp_utils, listeners
 from mlgoodput.jax._flops import track_step_flops
-from mlgoodput.jax._init import init, shutdown
+from mlgoodput.jax._init import init, register_listeners, shutdown
 from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
+from mlgoodput.jax.config import set_config
+from mlgoodput.jax.gcp_utils import initialize_client
 
 if TYPE_CHECKING:
     from mlgoodput.jax._orbax import OrbaxLogger
@@ -26,8 +30,14 @@ __all__ = [
     "NAMESPACE",
     "OrbaxLogger",
     "Session",
+    "config",
     "current",
+    "gcp_utils",
     "init",
+    "initialize_client",
+    "listeners",
+    "register_listeners",
+    "set_config",
     "shutdown",
     "track_step_flops",
 ]

@@ -2,7 +2,8 @@
 
 This reuses `CloudMonitoringExporter` (client, batching, the service's 10 s rule, retries)
 and changes only where a sample goes: the metric type is `metric_prefix` + `/` + the
-sample name, and the monitored resource is `global` or, on a GCE VM, `gce_instance` with
+sample name (the latest value of a duration is written under the event's own name, as
+jax-monitoring does), and the monitored resource is `global` or, on a GCE VM, `gce_instance` with
 its instance id and zone (or whatever `monitored_resource_type/labels` say). Histogram
 bucket samples are not sent (one series per bucket would multiply the bill); count, sum,
 min, max and last are.
@@ -78,8 +79,13 @@ class JaxCloudMonitoringExporter(CloudMonitoringExporter):
             return None
         rtype, rlabels = self._resource or ("global", {"project_id": opts.project_id or ""})
         mlabels = {label_name(str(k)): str(v) for k, v in s.labels.items()}
+        name = s.name.strip("/")
+        if name.endswith("/last") and s.unit == "s":
+            # the latest duration goes under the event's own name, the metric type jax-monitoring
+            # writes (`<prefix>/<event>`), so its dashboards and alerts keep working
+            name = name[: -len("/last")]
         spec: dict[str, Any] = {
-            "type": f"{self.metric_prefix}/{s.name.strip('/')}", "labels": mlabels,
+            "type": f"{self.metric_prefix}/{name}", "labels": mlabels,
             "rtype": rtype, "rlabels": dict(rlabels), "vtype": "DOUBLE",
         }
         key = (spec["type"], tuple(sorted(mlabels.items())), rtype, tuple(sorted(rlabels.items())))

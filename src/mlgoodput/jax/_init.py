@@ -1,4 +1,9 @@
-"""The public `init(job_name=...)` and `shutdown()` of `mlgoodput.jax` (seed 000's API)."""
+"""The public `init`, `register_listeners` and `shutdown` of `mlgoodput.jax` (jax-monitoring's API).
+
+`init` takes jax-monitoring's arguments in its order (`project_id` first; `job_name` is the
+fifth, so write `init(job_name=...)`), records them in `mlgoodput.jax.config` and starts
+the session; `register_listeners()` starts it from the config as it stands.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlgoodput._misuse import misuse
 from mlgoodput.events import check_name
-from mlgoodput.jax import _listeners, _session
+from mlgoodput.jax import _listeners, _session, config
 from mlgoodput.jax._aggregate import Aggregator
 
 log = logging.getLogger("mlgoodput.jax")
@@ -29,11 +35,11 @@ def process_index() -> int:
 
 
 def init(
-    job_name: str = "jax_job",
     project_id: str | None = None,
     metric_prefix: str = _session.DEFAULT_METRIC_PREFIX,
     monitored_resource_type: str | None = None,
     monitored_resource_labels: Mapping[str, str] | None = None,
+    job_name: str = "jax_job",
     *,
     store: Any = None,
     exporters: Sequence[Any] | None = None,
@@ -42,6 +48,10 @@ def init(
     histograms: bool = True,
 ) -> _session.Session:
     """Start exporting `jax.monitoring` metrics of this process (safe to call twice).
+
+    The arguments are jax-monitoring's, in its order; they are also stored in
+    `mlgoodput.jax.config` (`get_config()`). `monitored_resource_type=None` picks `global`,
+    or `gce_instance` on a GCE VM. Keyword-only extras:
 
     `exporters`: exporter objects (see `mlgoodput.export`) run by a background process;
     None means Cloud Monitoring when a project is known (`project_id` or the environment),
@@ -70,11 +80,22 @@ def init(
     existing = _session.current()
     if existing is not None:
         if existing.job_name != job_name:
-            log.warning(
-                "mlgoodput.jax.init: already running for job %r; ignoring the call for %r",
-                existing.job_name, job_name,
-            )
+            misuse("mlgoodput.jax.init", "job_name", job_name,
+                   f"already running for job {existing.job_name!r}; this call is ignored"
+                   " (call shutdown() first to start another)", kind="twice")
         return existing
+    from mlgoodput.jax._resource import project_from_env
+
+    config.set_config(
+        project_id=project_id if project_id is not None else project_from_env(),
+        metric_prefix=metric_prefix, monitored_resource_type=monitored_resource_type,
+        monitored_resource_labels=None if monitored_resource_labels is None else dict(monitored_resource_labels),
+        job_name=job_name,
+    )
+    if exporters is None and (project_id or project_from_env()):
+        from mlgoodput.jax import gcp_utils
+
+        gcp_utils.initialize_client()  # as jax-monitoring's init does; never raises
 
     def build() -> _session.Session:
         from mlgoodput.jax import _wiring
@@ -127,3 +148,14 @@ def shutdown(timeout_s: float | None = 10.0) -> bool:
     Returns True when everything was delivered within `timeout_s`.
     """
     return _session.stop(timeout_s)
+
+
+def register_listeners() -> _session.Session:
+    """Start listening and exporting with the settings in `mlgoodput.jax.config` (as jax-monitoring's
+    `register_listeners`); returns the running session, which a second call returns again."""
+    c = config.get_config()
+    return init(
+        project_id=c.project_id, metric_prefix=c.metric_prefix,
+        monitored_resource_type=c.monitored_resource_type,
+        monitored_resource_labels=dict(c.monitored_resource_labels), job_name=c.job_name,
+    )

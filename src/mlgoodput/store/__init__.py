@@ -15,7 +15,14 @@ from mlgoodput import _env
 from mlgoodput.store._cloud_logger import from_cloud_logger
 from mlgoodput.store._columns import Columns
 from mlgoodput.store._memory import MemoryStore
-from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
+from mlgoodput.store._protocol import (
+    JobInfo,
+    ReadResult,
+    Store,
+    StoreError,
+    StoreReplacedError,
+    store_identity,
+)
 from mlgoodput.store._sqlite import SQLiteStore
 
 __all__ = [
@@ -26,9 +33,11 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreError",
+    "StoreReplacedError",
     "from_cloud_logger",
     "open_store",
     "resolve_store_url",
+    "store_identity",
 ]
 
 _memory_stores: dict[str, MemoryStore] = {}

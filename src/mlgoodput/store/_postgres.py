@@ -8,6 +8,7 @@ a slower transaction commits later (a plain sequence would allow that).
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS mlgoodput_chunks (
     PRIMARY KEY (ns, job, seq)
 );
 CREATE TABLE IF NOT EXISTS mlgoodput_writers (writer BIGINT PRIMARY KEY, next_seq BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS mlgoodput_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -81,6 +83,8 @@ class PostgresStore:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
                 conn.execute(_SCHEMA)
+                conn.execute("INSERT INTO mlgoodput_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+                             (secrets.token_hex(8),))
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         self._conn, self._pid = conn, os.getpid()
@@ -151,6 +155,13 @@ class PostgresStore:
             "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
             (batch.first_seq + len(batch.events), batch.writer),
         )
+
+    def identity(self) -> str:
+        """The store id written when the schema was made: a dropped and recreated schema (or
+        another database at the URL) has another one."""
+        row = self._in_transaction("read", lambda conn: conn.execute(
+            "SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone())
+        return "" if row is None else str(row[0])
 
     def _drop_broken(self) -> None:
         if self._conn is not None:

@@ -13,6 +13,19 @@ class StoreError(OSError):
     """A store could not do its work now (locked, full, unreachable); retrying may succeed."""
 
 
+class StoreReplacedError(StoreError):
+    """The store was deleted or replaced by another one (a new file at the path, a recreated
+    schema) while it was in use: what was just written may not be in the store now there."""
+
+
+def store_identity(store: object) -> str | None:
+    """What names the store's storage right now (its store id, for SQLite also the file's
+    device and inode), for stores that have an `identity()`; None for the others. A writer
+    compares it before and after a batch to never take a replaced store's word for it."""
+    f = getattr(store, "identity", None)
+    return None if f is None else str(f())
+
+
 @dataclass(frozen=True, slots=True)
 class JobInfo:
     """One (namespace, job) stream of a store, for listings."""

@@ -8,18 +8,23 @@ per-writer high-water mark kept in the same transaction as the rows.
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import sqlite3
+import stat
 import threading
 import time
 from pathlib import Path
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store._columns import Columns, decode, encode
-from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
 
 SCHEMA_VERSION = 1
 MAX_CHUNK_EVENTS = 65536
+LOCK_WAIT_LOG_S = 1.0  # an append slower than this is logged (SQLite's own wait is silent)
+log = logging.getLogger("mlgoodput")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -54,6 +59,27 @@ CREATE TABLE IF NOT EXISTS streams (
 """
 
 
+def _refuse_non_file(path: str) -> None:
+    """A store path must be a regular file or not exist yet: SQLite on /dev/null or a
+    directory would create `<path>-journal` files beside it, or fail later in odd ways."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"SQLite store {path!r} is not a regular file")
+
+
+def _identify(conn: sqlite3.Connection, path: str) -> tuple[str, tuple[int, int] | None]:
+    """The store id (made once, at creation, kept in the meta table) and the file's identity."""
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)", (secrets.token_hex(8),))
+    sid = str(conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0])
+    if path == ":memory:":
+        return sid, None
+    st = os.stat(path)
+    return sid, (st.st_dev, st.st_ino)
+
+
 class SQLiteStore:
     """A store in one SQLite file; safe across threads, processes and `fork`."""
 
@@ -64,12 +90,16 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+        self._store_id = ""
+        self._file_id: tuple[int, int] | None = None
+        self._wait_logged = 0.0
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         try:
             if self.path != ":memory:":
+                _refuse_non_file(self.path)
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(
                 self.path,
@@ -84,17 +114,54 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+            self._store_id, self._file_id = _identify(conn, self.path)
         except (sqlite3.Error, OSError) as e:
             raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
         self._conn = conn
         self._pid = os.getpid()
         return conn
 
+    def _check_file(self) -> None:
+        """StoreReplacedError (and a fresh connection next time) when the file at the path is
+        gone or is another file than the one this connection writes: a connection to a
+        deleted file would take writes that nobody can ever read."""
+        if self.path == ":memory:":
+            return
+        try:
+            st = os.stat(self.path)
+            now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            now = None
+        if now != self._file_id:
+            self.close()
+            what = "was deleted" if now is None else "was replaced by another file"
+            raise StoreReplacedError(f"the SQLite store {self.path!r} {what} while in use")
+
+    def _connect_current(self) -> sqlite3.Connection:
+        """A connection to the file now at the path (readers follow a replaced store quietly)."""
+        conn = self._connect()
+        try:
+            self._check_file()
+        except StoreReplacedError:
+            conn = self._connect()
+        return conn
+
+    def identity(self) -> str:
+        """This store's id and its file's device:inode, checked against the open connection."""
+        with self._lock:
+            self._connect()
+            self._check_file()
+            return f"{self._store_id}@{self._file_id[0]}:{self._file_id[1]}" if self._file_id else self._store_id
+
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         with self._lock:
             try:
                 conn = self._connect()
+                self._check_file()
+                t0 = time.monotonic()
                 self._append(conn, namespace, job, batch)
+                self._note_wait(time.monotonic() - t0)
+                self._check_file()
             except sqlite3.Error as e:
                 if self._conn is not None and self._conn.in_transaction:
                     try:
@@ -102,6 +169,13 @@ class SQLiteStore:
                     except sqlite3.Error:
                         pass
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
+
+    def _note_wait(self, waited: float) -> None:
+        """Log (at most once a minute) an append that waited long, mostly for another writer's lock."""
+        if waited >= LOCK_WAIT_LOG_S and time.monotonic() - self._wait_logged > 60.0:
+            self._wait_logged = time.monotonic()
+            log.warning("mlgoodput: an append to the SQLite store %s took %.1f s, waiting for its lock"
+                        " (another process is writing or holds a transaction open)", self.path, waited)
 
     def _append(self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -145,7 +219,7 @@ class SQLiteStore:
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:
             try:
-                conn = self._connect()
+                conn = self._connect_current()
                 rows = conn.execute(
                     "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
                     " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq",
@@ -159,7 +233,7 @@ class SQLiteStore:
     def jobs(self) -> list[JobInfo]:
         with self._lock:
             try:
-                rows = self._connect().execute(
+                rows = self._connect_current().execute(
                     "SELECT ns, job, events, first_time, last_time FROM streams ORDER BY ns, job"
                 ).fetchall()
             except sqlite3.Error as e:

@@ -1,0 +1,125 @@
+"""Misuse on the training path: warn once per kind, never raise (unless strict).
+
+A call from a training loop must not crash the job because of the order or the value of
+its events (an end without a start, a duplicate, a step number going back, a time that
+is not a time). Such a call records what it can and reports the problem here: once per
+kind and owner, as an `MlGoodputWarning` and a log line naming the call, the argument and
+the value. Strict mode (`strict=True`, or `MLGOODPUT_STRICT=1` when `strict=None`) raises
+`MlGoodputMisuseError` instead, for users' own tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import warnings
+
+from mlgoodput import _env
+
+__all__ = [
+    "MisuseReporter",
+    "MlGoodputMisuseError",
+    "MlGoodputWarning",
+    "misuse",
+    "reset_warned",
+    "resolve_strict",
+]
+
+log = logging.getLogger("mlgoodput")
+
+
+class MlGoodputWarning(UserWarning):
+    """A call from the training path was misused; mlgoodput recorded what it could."""
+
+
+class MlGoodputMisuseError(ValueError):
+    """Strict mode: a misuse that would otherwise be a warning (a ValueError, so either catches it)."""
+
+
+def resolve_strict(strict: object, arg: str = "strict") -> bool:
+    """`strict` as a bool: None reads $MLGOODPUT_STRICT ("1", "true", "yes" or "on" enable it)."""
+    if strict is None:
+        raw = os.environ.get(_env.STRICT, "").strip().lower()
+        return raw in ("1", "true", "yes", "on")
+    if not isinstance(strict, bool):
+        raise TypeError(f"{arg} must be a bool or None, got {strict!r}")
+    return strict
+
+
+class MisuseReporter:
+    """Reports misuse for one owner (a recorder, a monitor): each kind is warned once;
+    `counts` keeps how often each kind happened."""
+
+    __slots__ = ("_lock", "counts", "owner", "strict")
+
+    def __init__(self, owner: str, strict: bool) -> None:
+        self.owner = owner
+        self.strict = strict
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def report(self, kind: str, call: str, arg: str, value: object, what: str) -> None:
+        """`call(arg=value)`: `what` happened (and what mlgoodput did about it)."""
+        text = f"{self.owner}.{call}({arg}={value!r}): {what}"
+        if self.strict:
+            raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {kind!r}]")
+        with self._lock:
+            n = self.counts.get(kind, 0)
+            self.counts[kind] = n + 1
+        if n:
+            return
+        log.warning("%s (misuse kind %r; warned once per kind)", text, kind)
+        warnings.warn(text, MlGoodputWarning, stacklevel=4)
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def misuse(
+    call: str,
+    argument: str,
+    value: object,
+    message: str,
+    *,
+    strict: bool | None = None,
+    kind: str | None = None,
+) -> None:
+    """Report misuse of `call(argument=value)` by a module-level call (no owner object).
+
+    Warns (an `MlGoodputWarning` and a log line) once per (call, kind), `kind` defaulting to
+    the argument's name. Strict mode (`strict=True`, or `$MLGOODPUT_STRICT` when None)
+    raises `MlGoodputMisuseError`, a ValueError, instead.
+    """
+    text = f"{call}({argument}={value!r}): {message}"
+    k = kind if kind is not None else argument
+    if resolve_strict(strict):
+        raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {k!r}]")
+    key = (call, k)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning("%s (misuse kind %r; warned once per kind)", text, k)
+    warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The `stacklevel` that points a warning at the first caller outside mlgoodput."""
+    level = 1
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def reset_warned() -> None:
+    """Forget which kinds `misuse` has warned about (tests use it to see each warning again)."""
+    with _warned_lock:
+        _warned.clear()
