@@ -182,7 +182,7 @@ def init(
     `recorder` (GoodputRecorder or TorchRecorder): its job receives each compile as program
     startup; None looks for a recorder of `job_name` in this process. `exporters` (see
     `mlgoodput.export`) get the compile aggregates from a background process every
-    `interval_s`; the store gets them in its `mlgoodput.torch` stream.
+    `interval_s`; the store (default: the recorder's) gets them in its `mlgoodput.torch` stream.
     """
     global _session, _atexit
     check_name(job_name, "job_name")
@@ -203,6 +203,8 @@ def init(
         from mlgoodput.jax._session import Shipper
 
         sink_j = _recorder_sink(recorder) if recorder is not None else _wiring.find_goodput_journal(job_name)
+        if store is None and recorder is not None:  # the aggregates go beside the job's events
+            store = getattr(getattr(recorder, "recorder", recorder), "store_url", None)
         host = _wiring.default_host(sink_j)
         agg = Aggregator()
         proc = _wiring.make_sink(list(exporters or []), interval_s=float(interval_s))
