@@ -17,3 +17,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("MLGOODPUT_JOURNAL_DIR", "MLGOODPUT_STORE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                 "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """No test here forks the test process: leave them (and torch's import) out of `make
+    test`'s first pytest run, `-m forks`, which must fork before threaded libraries load."""
+    return True if config.getoption("markexpr") == "forks" else None
