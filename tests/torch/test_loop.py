@@ -76,14 +76,15 @@ def test_plain_loop_compile_flops_and_checkpoints(tmp_path: Path, caplog: pytest
             opt.step()
             time.sleep(STEP_S)
             if step == 2:
-                ckpt.save(state, checkpoint_id=str(tmp_path / "c2"), recorder=gp, step=step)
+                ckpt.save(state, checkpoint_id=str(tmp_path / "c2"), recorder=gp, step=step, no_dist=True)
             if step == 4:
-                fut = ckpt.async_save(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=step)
+                fut = ckpt.async_save(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=step,
+                                     no_dist=True)
                 ckpt.wait(fut, recorder=gp, step=step)
             if step == 6:
                 with gp.custom("eval"):
                     time.sleep(0.1)
-        ckpt.load(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=4)
+        ckpt.load(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=4, no_dist=True)
 
     stats = mt.compile_stats()
     assert stats is not None
