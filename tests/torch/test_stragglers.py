@@ -77,3 +77,18 @@ def test_monitor_exports_stragglers(tmp_path: Path) -> None:
     assert samples[("stragglers/held_back_seconds", "2")] == pytest.approx(2.6)
     assert samples[("stragglers/median_step_seconds", "0")] == pytest.approx(STEP)
     assert ("goodput/goodput_pct", None) in samples
+
+
+def test_ui_job_page_shows_stragglers(tmp_path: Path) -> None:
+    from mlgoodput.store import open_store
+    from mlgoodput.ui._job import JobView
+
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    view = JobView(open_store(store), "j", "goodput", clock=lambda: T0 + 30)
+    view.refresh()
+    d = view.detail()
+    assert d["straggler"] == {"host": 2, "cost_s": pytest.approx(2.6)}
+    rows = {r["host"]: r for r in d["hosts"]}
+    assert rows[2]["held_back_s"] == pytest.approx(2.6) and rows[2]["last_steps"] == 10
+    assert rows[0]["late_s"] == 0.0
