@@ -31,6 +31,20 @@ def _no_session() -> None:
     mt.shutdown()
 
 
+def test_the_pinned_torch_still_has_the_compile_hook() -> None:
+    # no public compile hook in torch 2.13 (torch.compiler has none): mlgoodput.torch uses
+    # Dynamo's callback handler through its own register/remove methods; a new torch that
+    # moves it fails here first
+    assert torch.__version__.startswith("2.13.0")
+    assert not any("callback" in n for n in dir(torch.compiler))
+    from torch._dynamo.callback import CallbackTrigger, callback_handler
+
+    for m in ("register_start_callback", "register_end_callback", "remove_start_callback",
+              "remove_end_callback"):
+        assert callable(getattr(callback_handler, m))
+    assert {"DYNAMO", "LAZY_BACKWARD"} <= {t.name for t in CallbackTrigger}
+
+
 def test_identity_from_torchrun_variables() -> None:
     env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "TORCHELASTIC_RESTART_COUNT": "2",
            "TORCHELASTIC_RUN_ID": "abc"}
