@@ -52,9 +52,11 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def _fit(tmp_path: Path, store: str, epochs: int, ckpt_path: str | None = None) -> GoodputCallback:
-    cb = GoodputCallback(job_name="lit", store=store, peak_flops_per_s=1e10)
+def _fit(tmp_path: Path, store: str, epochs: int, ckpt_path: str | None = None, job: str = "lit",
+         accumulate: int = 1) -> GoodputCallback:
+    cb = GoodputCallback(job_name=job, store=store, peak_flops_per_s=1e10)
     trainer = pl.Trainer(
+        accumulate_grad_batches=accumulate,
         max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=VAL_BATCHES, default_root_dir=tmp_path,
         callbacks=[cb, pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", save_last=True)],
@@ -96,3 +98,14 @@ def test_lightning_callback_buckets(tmp_path: Path) -> None:
     assert r2.disruptions == 1 and r2.last_step == 3 * TRAIN_BATCHES - 1
     assert r2.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) > 0
     assert r2.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION) == 0  # nothing redone
+
+
+@pytest.mark.slow
+def test_lightning_steps_are_optimizer_steps_with_gradient_accumulation(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path}/g.db"
+    _fit(tmp_path, store, epochs=1, job="acc", accumulate=2)
+    r = GoodputCalculator("acc", "goodput", store=store).report()
+    assert r.last_step == TRAIN_BATCHES // 2 - 1 and r.disruptions == 0
+    # each step holds two batches and the wait between them (overlapped, inside the step)
+    assert r.ideal_step_time_s == pytest.approx(2 * STEP_S + DATA_S, abs=0.05)
+    assert set(r.badput_s[B.CUSTOM_BADPUT_EVENTS]) == {"EVAL"}

@@ -7,7 +7,8 @@ What it records, on every rank (rank 0 leads the accounting):
   until the training loop starts;
 - data loading: the wait for each batch (between one batch's end and the next one's start,
   and from the epoch's start to its first batch);
-- steps: one per training batch, numbered by `trainer.global_step`; the FLOPs of the
+- steps: one per optimizer step (with gradient accumulation, from its first batch's start
+  to its last batch's end), numbered by `trainer.global_step`; the FLOPs of the
   second step (FlopCounterMode, once: after any compile) for MFU;
 - validation (the sanity check included) as custom badput `eval_event_type` ("eval");
 - checkpoints: a save from `on_save_checkpoint` (the state being gathered) until the
@@ -91,6 +92,7 @@ class GoodputCallback(pl.Callback):
             peak_flops_per_s=peak_flops_per_s, logging_enabled=logging_enabled,
         )
         self._save_t0: float | None = None
+        self._step: int | None = None  # the optimizer step whose batches are running
 
     @property
     def recorder(self) -> Any:
@@ -101,6 +103,7 @@ class GoodputCallback(pl.Callback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
+        self._step = None
         self._timeline.begin(int(trainer.global_rank), int(trainer.world_size))
         strategy = trainer.strategy
         if not isinstance(strategy.checkpoint_io, _TimedCheckpointIO):
@@ -121,11 +124,15 @@ class GoodputCallback(pl.Callback):
         self._timeline.data_begin()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        self._timeline.step_begin(int(trainer.global_step))
+        if self._step is None:  # a new optimizer step (with gradient accumulation, its first batch)
+            self._step = int(trainer.global_step)
+            self._timeline.step_begin(self._step)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self._timeline.step_end()
-        self._timeline.data_begin()
+        if self._step is not None and int(trainer.global_step) > self._step:  # the optimizer stepped
+            self._step = None
+            self._timeline.step_end()
+            self._timeline.data_begin()
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._timeline.data_end()
