@@ -9,18 +9,21 @@ the same one `mlgoodput report --json` prints; the series here only place it in 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import operator
 import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mlgoodput.accounting import GoodputCalculator, GoodputReport
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import Columns, JobInfo, ReadResult, Store
+from mlgoodput.store._state import PagedStore, StateStore
 from mlgoodput.ui._reduce import Blocks
 
 _STEP = int(Kind.STEP_START)
@@ -51,22 +54,37 @@ Rec = tuple[int, float, int | None, float | None, str | None, dict[str, Any] | N
 
 
 class _Tee:
-    """A store that hands every forward read of one stream to `sink` as it passes through."""
+    """A store that hands every forward read of one stream to `sink` as it passes through.
 
-    def __init__(self, store: Store, namespace: str, job: str, sink: Callable[[ReadResult], None]) -> None:
+    It offers the store's saved accounting state to the calculator (a store that keeps none
+    just has none): when the calculator starts from a saved state, its first forward read
+    begins past the start, and `seed` is called first so the series start from that state."""
+
+    def __init__(self, store: Store, namespace: str, job: str, sink: Callable[[ReadResult], None],
+                 seed: Callable[[], None]) -> None:
         self._store = store
         self._ns = namespace
         self._job = job
         self._sink = sink
+        self._seed = seed
         self._cursor = 0
         self.url = store.url
+
+    def _forward(self, namespace: str, job: str, cursor: int) -> bool:
+        """Whether a read from `cursor` is the calculator's next forward read of the stream."""
+        if namespace != self._ns or job != self._job:
+            return False
+        if self._cursor == 0 and cursor > 0:  # the calculator restored its saved state
+            self._seed()
+            self._cursor = cursor
+        return cursor == self._cursor
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         self._store.append(namespace, job, batch)
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         res = self._store.read(namespace, job, cursor)
-        if namespace == self._ns and job == self._job and cursor == self._cursor:
+        if self._forward(namespace, job, cursor):
             self._sink(res)  # the calculator's forward read; a re-read from 0 (`at=`) is not
             self._cursor = res.cursor
         return res
@@ -76,6 +94,32 @@ class _Tee:
 
     def close(self) -> None:
         pass  # the server owns the store
+
+    # the saved accounting state (store/_state.py), when the store keeps one
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        if isinstance(self._store, StateStore):
+            self._store.save_state(namespace, job, pieces)
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        return self._store.load_state(namespace, job) if isinstance(self._store, StateStore) else None
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        if not isinstance(self._store, StateStore):
+            raise OSError("the store keeps no saved state")
+        return self._store.stream_position(namespace, job, cursor)
+
+
+class _PagedTee(_Tee):
+    """A tee over a store that pages its reads: the calculator reads the job a page at a time."""
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        assert isinstance(self._store, PagedStore)
+        forward = self._forward(namespace, job, cursor)
+        for c, part in self._store.scan(namespace, job, cursor):
+            if forward:
+                self._sink(ReadResult([part], c))
+                self._cursor = c
+            yield c, part
 
 
 class _HostOnly:
@@ -136,7 +180,11 @@ class HostSeries:
     def add_steps(self, times: list[float], nums: list[int]) -> None:
         if not times:
             return
-        if (not self.times or times[0] >= self.times[-1]) and times == sorted(times):
+        strict = all(map(operator.lt, times[:-1], times[1:]))
+        if (not self.times or times[0] > self.times[-1]) and (strict or times == sorted(times)):
+            if not strict and len(set(times)) != len(times):  # a step recorded twice: kept once,
+                pairs = sorted(set(zip(times, nums, strict=True)))  # as the accounting keeps it
+                times, nums = [p[0] for p in pairs], [p[1] for p in pairs]
             self.times.extend(times)
             self.nums.extend(nums)
         else:  # late or out-of-order: merge and rebuild the derived arrays
@@ -200,12 +248,33 @@ class JobView:
         self._plan: tuple[float, float, float, int, float] | None = None
         self._pieces_done: tuple[float, float, float, int, float] | None = None
         self._lead_calc: tuple[int, GoodputCalculator] | None = None
-        self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest), clock=clock)
+        tee = (_PagedTee if isinstance(store, PagedStore) else _Tee)(store, logger, job, self._ingest, self._seed)
+        self.calc = GoodputCalculator(job, logger, store=tee, clock=clock)
 
     # -- ingest (called from inside the calculator's read) ---------------------------------
     def _ingest(self, res: ReadResult) -> None:
         for cols in res.parts:
             self._ingest_cols(cols)
+
+    def _seed(self) -> None:
+        """Start the series from the calculator's restored state (its saved state: the events
+        the store held when it was saved), before the events stored since arrive."""
+        tl = self.calc._engine.timeline
+        self.hosts = {}
+        for h, log in sorted(tl.hosts.items()):
+            hs = self._host(h)
+            hs.times = array("d", log.times)
+            hs.nums = log.nums[0 : len(log.nums)]
+            for r in log.others:
+                rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
+                hs.others.append(rec)
+                if r.kind in _SPECIAL:
+                    hs.special.append(rec)
+            hs.job_starts = list(log.job_starts)
+        self.events = tl.events
+        self.max_time = tl.max_time
+        self._changes.append((self.events, -math.inf))
+        self.gen += 1
 
     def _host(self, h: int) -> HostSeries:
         s = self.hosts.get(h)
