@@ -202,7 +202,7 @@ class HostSeries:
         if k >= n - 1:
             return
         t = self.times
-        new = array("d", map(float.__sub__, t[k + 1 : n], t[k : n - 1]))
+        new = array("d", map(operator.sub, t[k + 1 : n], t[k : n - 1]))
         for js in self.job_starts:  # a restart between two steps is not a step
             i = bisect_left(t, js) - 1
             if k <= i < n - 1:
