@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlgoodput.accounting import GoodputCalculator, GoodputReport
+from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import Columns, JobInfo, ReadResult, Store
 from mlgoodput.store._state import PagedStore, StateStore
@@ -166,7 +167,7 @@ class HostSeries:
     """One host's step starts (time order) and its other events."""
 
     times: array[float] = field(default_factory=lambda: array("d"))
-    nums: array[int] = field(default_factory=lambda: array("q"))
+    nums: StepNums = field(default_factory=StepNums)  # step numbers, packed as runs (as the accounting keeps them)
     durs: array[float] = field(default_factory=lambda: array("d"))  # start[i+1] - start[i]
     others: list[Rec] = field(default_factory=list)
     sorted_others: bool = True
@@ -191,7 +192,7 @@ class HostSeries:
             self.late = True
             pairs = sorted(set(zip(self.times, self.nums, strict=True)) | set(zip(times, nums, strict=True)))
             self.times = array("d", (p[0] for p in pairs))
-            self.nums = array("q", (p[1] for p in pairs))
+            self.nums = StepNums(p[1] for p in pairs)
             self.durs = array("d")
             self.blocks = Blocks()
 
@@ -264,7 +265,7 @@ class JobView:
         for h, log in sorted(tl.hosts.items()):
             hs = self._host(h)
             hs.times = array("d", log.times)
-            hs.nums = log.nums[0 : len(log.nums)]
+            hs.nums = StepNums.from_state(len(log.nums), *log.nums.state())  # a copy (runs, not numbers)
             for r in log.others:
                 rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
                 hs.others.append(rec)
