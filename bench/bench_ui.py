@@ -153,7 +153,7 @@ def main() -> int:
                 before = has_state(path)
                 m = measure_apart(path)
                 expect = state == "present" and events >= SNAPSHOT_EVERY  # a smaller job keeps no state
-                rows.append((n, hosts, events, gen_s, f"{state if before else 'none'}{'' if before == expect else '?'}", m))
+                rows.append((n, hosts, events, gen_s, f"{'none' if state == 'present' and not before else state}{'' if before == expect else '?'}", m))
                 print(f"  {n:,} steps, {hosts} hosts, state {state} (found: {before}): {m}", file=sys.stderr, flush=True)
             os.remove(path)  # the next job's store is built in its place: one big file at a time
     print(f"{'steps':>12} {'hosts':>6} {'events':>12} {'build s':>8} {'saved state':>12} {'cold load s':>12}"
