@@ -31,6 +31,7 @@ _STEP = int(Kind.STEP_START)
 _STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))
 _OTHER_MASK = bytes(0 if i == _STEP else 1 for i in range(256))
 NO_STEP = -(2**63)
+STRAGGLER_MAX_STEPS = 1_000_000  # step starts of all hosts together, above which no straggler analysis
 
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
@@ -576,12 +577,34 @@ class JobView:
              "resumed_step": b["first_step"]}
             for a, b in itertools.pairwise(atts) if a["ended"] == "restarted"
         ]
+        hosts = self._host_rows(r)
+        lag = self._stragglers(r)
+        if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
+            by_rank = {x.rank: x for x in lag.ranks}
+            for row in hosts:
+                x = by_rank.get(row["host"])
+                if x is not None:
+                    row.update(late_s=x.mean_lag_s, held_back_s=x.held_back_s, last_steps=x.last_steps)
         return {
             "job": self.job, "logger": self.logger, "status": self.status(),
             "report": r.to_dict(), "attempts": atts, "disruptions": disruptions,
             "checkpoints": checkpoints[-300:], "checkpoints_total": len(checkpoints), "compiles": compiles, "slices": slices,
-            "hosts": self._host_rows(r), "events": self.events,
+            "hosts": hosts, "events": self.events,
+            "straggler": None if lag is None or lag.straggler is None
+            else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
         }
+
+    def _stragglers(self, r: GoodputReport) -> Any:
+        """The straggler analysis (mlgoodput.torch) of the hosts' step starts this view already
+        holds (no second read of the store). Its analysis is a full pass in Python over every
+        step, redone when the job changes: above STRAGGLER_MAX_STEPS steps in all it is left
+        out, so that a long job's page stays fast (the Hosts table then shows no lateness)."""
+        if len(self.hosts) < 2 or sum(len(hs.times) for hs in self.hosts.values()) > STRAGGLER_MAX_STEPS:
+            return None
+        from mlgoodput.torch._stragglers import analyze
+
+        return analyze({h: list(hs.job_starts) for h, hs in self.hosts.items()},
+                       {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in self.hosts.items()}, r.start, r.end)
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond
