@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: demo test install install-test system-deps lint typecheck unit bench clean
+.PHONY: demo test install install-test system-deps lint typecheck unit bench compat clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ demo: install
 	$(PY) -m mlgoodput demo
 
 lint: install-test
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench scripts
 
 typecheck: install-test
 	$(PY) -m mypy src
@@ -41,6 +41,10 @@ unit: install-test
 	$(PY) -m pytest -q -m "not forks" $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# docs/compatibility.md from the installed peer packages (tests fail when it is stale)
+compat: install-test
+	$(PY) scripts/compatibility.py
 
 bench: install-test
 	$(PY) bench/run_all.py

@@ -71,7 +71,7 @@ class MisuseReporter:
         if n:
             return
         log.warning("%s (misuse kind %r; warned once per kind)", text, kind)
-        warnings.warn(text, MlGoodputWarning, stacklevel=4)
+        warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
 
 
 _warned: set[tuple[str, str]] = set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
+import operator
 import os
 import sys
 import threading
@@ -20,7 +21,8 @@ from typing import Any
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal
-from mlgoodput.events import Kind, check_name, check_step, to_unix
+from mlgoodput._misuse import MisuseReporter, resolve_strict
+from mlgoodput.events import Kind, check_name, check_step
 from mlgoodput.store import Store, resolve_store_url
 
 __all__ = ["GoodputRecorder", "detect_process_index"]
@@ -73,31 +75,57 @@ def detect_process_index() -> int:
 
 class GoodputRecorder:
     """Records a job's goodput events (job, accelerator init, preparation, data loading, steps,
-    checkpoints, custom badput) with near-zero cost on the training loop."""
+    checkpoints, custom badput) with near-zero cost on the training loop.
+
+    A record call never raises into training: misuse (an end without a start, a step number
+    going back, a value that is not a time, a call after `close()`) records what it can and
+    warns once per kind with an `MlGoodputWarning`; `strict=True` (or `MLGOODPUT_STRICT=1`)
+    raises `MlGoodputMisuseError` instead. The constructor checks its arguments and raises.
+    """
 
     def __init__(
         self,
         job_name: str,
         logger_name: str,
         logging_enabled: bool = False,
+        cloud_logger: Any = None,
         *,
+        background_grace_period_s: float = 5.0,
+        background_batch_size: int = 100,
+        background_max_latency_s: float = 2.0,
         store: str | os.PathLike[str] | Store | None = None,
         process_index: int | None = None,
+        strict: bool | None = None,
     ) -> None:
         self.job_name = check_name(job_name, "job_name")
         self.logger_name = check_name(logger_name, "logger_name")
         self.logging_enabled = bool(logging_enabled)
-        if isinstance(store, Store) and not isinstance(store, (str, os.PathLike)):
-            self.store_url = str(store.url)
+        self.strict = resolve_strict(strict)
+        self.background_grace_period_s = _positive_setting(background_grace_period_s, "background_grace_period_s")
+        self.background_batch_size = int(_positive_setting(background_batch_size, "background_batch_size", integer=True))
+        self.background_max_latency_s = _positive_setting(background_max_latency_s, "background_max_latency_s")
+        if cloud_logger is not None and store is not None:
+            raise ValueError(
+                f"pass either cloud_logger or store, not both (got cloud_logger={cloud_logger!r}, store={store!r})"
+            )
+        self.cloud_logger = cloud_logger
+        if cloud_logger is not None and self.logging_enabled:
+            store = store_from_cloud_logger(cloud_logger, self.logger_name)
+        if cloud_logger is not None and not self.logging_enabled:
+            self.store_url = f"cloud_logger:{self.logger_name}"
+        elif isinstance(store, Store) and not isinstance(store, (str, os.PathLike)):
+            self.store_url = str(getattr(store, "url", repr(store)))
         else:
             self.store_url = resolve_store_url(store)
         self._store_arg: Any = store if store is not None else self.store_url
         if process_index is None:
             process_index = detect_process_index()
         self.process_index = check_step(process_index, "process_index")
+        self._misuse = MisuseReporter(type(self).__name__, self.strict)
         self._state_lock = threading.Lock()
         self._open: set[tuple[Kind, Any]] = set()  # activities started and not yet ended
         self._open_step: int | None = None
+        self._last_step = -1
         self._closed = False
         self._journal: Journal | None = None
         if self.logging_enabled:
@@ -108,74 +136,148 @@ class GoodputRecorder:
         else:
             self._append = _discard
 
-    # -- helpers -----------------------------------------------------------------------
-    def _start(self, kind: Kind, t: _dt.datetime | None, arg: str, key: Any = None,
-               step: int | None = None, name: str | None = None) -> None:
-        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
-        if self._closed:
-            self._check_open()
-        self._open.add((kind, key))  # one set operation: atomic under the GIL, no lock needed
-        self._append(kind, ts, step, None, name)
+    @property
+    def misuse_counts(self) -> dict[str, int]:
+        """How often each kind of misuse happened on this recorder (each is warned once)."""
+        return dict(self._misuse.counts)
 
-    def _end(self, start: Kind, end: Kind, t: _dt.datetime | None, arg: str, what: str,
-             key: Any = None, step: int | None = None, name: str | None = None) -> None:
-        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else to_unix(t, arg))
+    # -- helpers -----------------------------------------------------------------------
+    def _time(self, t: object, call: str, arg: str) -> float:
+        """A time argument as UNIX seconds: a datetime, UNIX seconds, or None for now. Anything
+        else is misuse: the event is recorded at the current time."""
+        if t is None:
+            return _now()
+        if isinstance(t, _datetime):
+            return t.timestamp()
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
+            return float(t)
+        self._misuse.report("bad_time", call, arg, t,
+                            "not a datetime (or UNIX seconds); recorded at the current time")
+        return _now()
+
+    def _step(self, step: object, call: str) -> int | None:
+        """A step number as the seed reads it (`int(step)`); None (event dropped) when it is not one."""
+        if type(step) is int and step >= 0:
+            return step
+        n: int | None = None
+        if not isinstance(step, bool):
+            try:
+                n = operator.index(step)  # type: ignore[arg-type]
+            except TypeError:
+                whole_float = isinstance(step, float) and step.is_integer()
+                digits = isinstance(step, str) and step.strip().isdigit()
+                if whole_float or digits:
+                    n = int(step)  # type: ignore[call-overload]
+        if n is not None and n >= 0:
+            return int(n)
+        self._misuse.report("bad_step", call, "step", step,
+                            "not a non-negative whole number; the event was not recorded")
+        return None
+
+    def _name(self, name: object, call: str, arg: str) -> str:
+        """A custom event type; anything else is misuse, recorded under a name we can keep."""
+        if type(name) is str and name.strip():
+            return name
+        fixed = str(name).strip() if isinstance(name, (str, int)) and not isinstance(name, bool) else ""
+        fixed = fixed or "unknown"
+        self._misuse.report("bad_name", call, arg, name, f"not a non-empty string; recorded as {fixed!r}")
+        return fixed
+
+    def _number(self, value: object, call: str, arg: str) -> float | None:
+        """A positive finite number; anything else is misuse and None (nothing is recorded)."""
+        try:
+            return _check_positive(value, arg)
+        except (TypeError, ValueError) as e:
+            self._misuse.report(f"bad_{arg}", call, arg, value, f"{e}; not recorded")
+            return None
+
+    def _unrecordable(self, call: str, value: object, error: Exception) -> None:
+        arg = "step" if isinstance(value, int) else "custom_badput_event_type"
+        text = repr(value)
+        shown = value if len(text) <= 100 else _Shown(f"{text[:60]}... ({len(text)} characters)")
+        self._misuse.report("unrecordable", call, arg, shown, f"cannot be journaled ({error}); not recorded")
+
+    def _dropped_when_closed(self, call: str) -> bool:
         if self._closed:
-            self._check_open()
+            self._misuse.report("closed", call, "job_name", self.job_name, "the recorder is closed; the event was not recorded")
+            return True
+        return False
+
+    def _start(self, kind: Kind, t: object, call: str, key: Any = None,
+               step: int | None = None, name: str | None = None) -> None:
+        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "start_time"))
+        if self._closed and self._dropped_when_closed(call):
+            return
+        k = (kind, key)
+        if k in self._open and kind is not Kind.JOB_START:
+            self._misuse.report("start_twice", call, "start_time", t,
+                                "started again before its end was recorded; recorded (both run to the next end)")
+        self._open.add(k)  # one set operation: atomic under the GIL, no lock needed
+        try:
+            self._append(kind, ts, step, None, name)
+        except ValueError as e:  # a value the journal cannot hold (a huge step or name)
+            self._unrecordable(call, step if name is None else name, e)
+
+    def _end(self, start: Kind, end: Kind, t: object, call: str, key: Any = None,
+             step: int | None = None, name: str | None = None, arg: str = "end_time") -> None:
+        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "end_time"))
+        if self._closed and self._dropped_when_closed(call):
+            return
         try:
             self._open.remove((start, key))  # atomic: two threads cannot both end one start
         except KeyError:
-            raise ValueError(f"{what}: no matching start was recorded by this recorder") from None
-        self._append(end, ts, step, None, name)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"GoodputRecorder(job_name={self.job_name!r}) is closed")
+            self._misuse.report(
+                "end_without_start", call, arg, t if key is None else key,
+                "no matching start was recorded by this recorder (a duplicate end, or its start is"
+                " elsewhere); recorded anyway: the accounting ignores an end without a start",
+            )
+        try:
+            self._append(end, ts, step, None, name)
+        except ValueError as e:
+            self._unrecordable(call, step if name is None else name, e)
 
     # -- job -----------------------------------------------------------------------------
     def record_job_start_time(self, start_time: _dt.datetime | None = None) -> None:
         """The job (this attempt) started."""
         if self.logging_enabled:
-            self._start(Kind.JOB_START, start_time, "start_time")
+            self._last_step = -1
+            self._start(Kind.JOB_START, start_time, "record_job_start_time")
 
     def record_job_end_time(self, end_time: _dt.datetime | None = None) -> None:
         """The job finished; its last step ended by now."""
         if self.logging_enabled:
-            self._end(Kind.JOB_START, Kind.JOB_END, end_time, "end_time",
-                      "record_job_end_time(end_time=...)")
+            self._end(Kind.JOB_START, Kind.JOB_END, end_time, "record_job_end_time")
 
     # -- accelerator initialization --------------------------------------------------
     def record_tpu_init_start_time(self, start_time: _dt.datetime | None = None) -> None:
         """Accelerator (TPU or GPU) initialization started."""
         if self.logging_enabled:
-            self._start(Kind.ACCEL_INIT_START, start_time, "start_time")
+            self._start(Kind.ACCEL_INIT_START, start_time, "record_tpu_init_start_time")
 
     def record_tpu_init_end_time(self, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            self._end(Kind.ACCEL_INIT_START, Kind.ACCEL_INIT_END, end_time, "end_time",
-                      "record_tpu_init_end_time(end_time=...)")
+            self._end(Kind.ACCEL_INIT_START, Kind.ACCEL_INIT_END, end_time, "record_tpu_init_end_time")
 
     # -- training preparation -------------------------------------------------------
     def record_training_preparation_start_time(self, start_time: _dt.datetime | None = None) -> None:
         """Training preparation (model, optimizer, mesh, checkpoint manager) started."""
         if self.logging_enabled:
-            self._start(Kind.TRAINING_PREP_START, start_time, "start_time")
+            self._start(Kind.TRAINING_PREP_START, start_time, "record_training_preparation_start_time")
 
     def record_training_preparation_end_time(self, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            self._end(Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END, end_time, "end_time",
-                      "record_training_preparation_end_time(end_time=...)")
+            self._end(Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END, end_time,
+                      "record_training_preparation_end_time")
 
     # -- data loading ----------------------------------------------------------------------
     def record_data_loading_start_time(self, start_time: _dt.datetime | None = None) -> None:
         """Loading a batch started (inside a step it overlaps device work)."""
         if self.logging_enabled:
-            self._start(Kind.DATA_LOADING_START, start_time, "start_time")
+            self._start(Kind.DATA_LOADING_START, start_time, "record_data_loading_start_time")
 
     def record_data_loading_end_time(self, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            self._end(Kind.DATA_LOADING_START, Kind.DATA_LOADING_END, end_time, "end_time",
-                      "record_data_loading_end_time(end_time=...)")
+            self._end(Kind.DATA_LOADING_START, Kind.DATA_LOADING_END, end_time, "record_data_loading_end_time")
 
     # -- steps: the hot path -----------------------------------------------------------
     def record_step_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
@@ -183,33 +285,56 @@ class GoodputRecorder:
         if not self.logging_enabled:
             return
         if type(step) is not int or step < 0:
-            step = check_step(step, "step")
+            s = self._step(step, "record_step_start_time")
+            if s is None:
+                return
+            step = s
         if start_time is None:
             ts = _now()
         elif type(start_time) is _datetime:
             ts = start_time.timestamp()
         else:
-            ts = to_unix(start_time, "start_time")
-        if self._closed:
-            self._check_open()
+            ts = self._time(start_time, "record_step_start_time", "start_time")
+        if self._closed and self._dropped_when_closed("record_step_start_time"):
+            return
+        if step < self._last_step:
+            self._misuse.report(
+                "step_back", "record_step_start_time", "step", step,
+                f"step number went back (last started: {self._last_step}) without a new"
+                " record_job_start_time; recorded",
+            )
+        try:
+            self._append(_STEP_START, ts, step)
+        except ValueError as e:  # a step beyond 64 bits: costs nothing until it happens
+            self._unrecordable("record_step_start_time", step, e)
+            return
+        self._last_step = step
         self._open_step = step
-        self._append(_STEP_START, ts, step)
 
     def record_step_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
         """Step `step` ended (optional: without it a step ends at the next step start)."""
         if not self.logging_enabled:
             return
-        step = check_step(step, "step")
-        ts = _now() if end_time is None else to_unix(end_time, "end_time")
+        call = "record_step_end_time"
+        s = self._step(step, call)
+        if s is None:
+            return
+        ts = self._time(end_time, call, "end_time")
+        if self._closed and self._dropped_when_closed(call):
+            return
         with self._state_lock:
-            self._check_open()
-            if self._open_step != step:
-                raise ValueError(
-                    f"record_step_end_time(step={step!r}): step {step} is not the running step"
-                    f" (last started: {self._open_step!r})"
-                )
-            self._open_step = None
-        self._append(Kind.STEP_END, ts, step)
+            running = self._open_step
+            self._open_step = None if running == s else running
+        if running != s:
+            self._misuse.report(
+                "end_without_start", call, "step", step,
+                f"step {s} is not the running step (last started: {running!r}); recorded anyway:"
+                " the accounting ignores an end without a start",
+            )
+        try:
+            self._append(Kind.STEP_END, ts, s)
+        except ValueError as e:
+            self._unrecordable(call, s, e)
 
     # -- custom badput -------------------------------------------------------------------
     def record_custom_badput_event_start_time(
@@ -217,63 +342,73 @@ class GoodputRecorder:
     ) -> None:
         """An unproductive activity of your own (evaluation, SDC check, ...) started."""
         if self.logging_enabled:
-            name = custom_badput_event_type
-            if type(name) is not str or not name.strip():
-                name = check_name(name, "custom_badput_event_type")
-            self._start(Kind.CUSTOM_START, start_time, "start_time", key=name, name=name)
+            call = "record_custom_badput_event_start_time"
+            name = self._name(custom_badput_event_type, call, "custom_badput_event_type")
+            self._start(Kind.CUSTOM_START, start_time, call, key=name, name=name)
 
     def record_custom_badput_event_end_time(
         self, end_time: _dt.datetime | None = None, custom_badput_event_type: str = "unknown"
     ) -> None:
         if self.logging_enabled:
-            name = custom_badput_event_type
-            if type(name) is not str or not name.strip():
-                name = check_name(name, "custom_badput_event_type")
-            self._end(Kind.CUSTOM_START, Kind.CUSTOM_END, end_time, "end_time",
-                      f"record_custom_badput_event_end_time(custom_badput_event_type={name!r})",
-                      key=name, name=name)
+            call = "record_custom_badput_event_end_time"
+            name = self._name(custom_badput_event_type, call, "custom_badput_event_type")
+            self._end(Kind.CUSTOM_START, Kind.CUSTOM_END, end_time, call, key=name, name=name,
+                      arg="custom_badput_event_type")
 
     # -- checkpoints (the blocking part) ---------------------------------------------
+    def record_checkpoint_progress(self, step: int, checkpoint_start_time: _dt.datetime | None) -> None:
+        """The seed's hook for "a checkpoint holding progress up to `step` started saving": a
+        no-op there and here (wasted progress comes from restores and repeated steps)."""
+
     def record_checkpoint_save_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
         """The training loop started waiting on a checkpoint save of `step`."""
         if self.logging_enabled:
-            step = check_step(step, "step")
-            self._start(Kind.CKPT_SAVE_START, start_time, "start_time", key=step, step=step)
+            call = "record_checkpoint_save_start_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._start(Kind.CKPT_SAVE_START, start_time, call, key=s, step=s)
 
     def record_checkpoint_save_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            step = check_step(step, "step")
-            self._end(Kind.CKPT_SAVE_START, Kind.CKPT_SAVE_END, end_time, "end_time",
-                      f"record_checkpoint_save_end_time(step={step!r})", key=step, step=step)
+            call = "record_checkpoint_save_end_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._end(Kind.CKPT_SAVE_START, Kind.CKPT_SAVE_END, end_time, call, key=s, step=s, arg="step")
 
     def record_checkpoint_restore_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
         """Restoring the checkpoint of `step` started."""
         if self.logging_enabled:
-            step = check_step(step, "step")
-            self._start(Kind.CKPT_RESTORE_START, start_time, "start_time", key=step, step=step)
+            call = "record_checkpoint_restore_start_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._start(Kind.CKPT_RESTORE_START, start_time, call, key=s, step=s)
 
     def record_checkpoint_restore_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            step = check_step(step, "step")
-            self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, "end_time",
-                      f"record_checkpoint_restore_end_time(step={step!r})", key=step, step=step)
+            call = "record_checkpoint_restore_end_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, call, key=s, step=s,
+                          arg="step")
 
     # -- productivity (docs/accounting.md, "Productivity") ------------------------------------
     def record_step_flops(self, flops: float) -> None:
         """The FLOPs of one training step, summed over the job's devices, from now on (for MFU
         and program goodput). Never raises once recording started: misuse warns once."""
         if self.logging_enabled:
-            v = _check_positive(flops, "flops")
-            self._productivity_event(Kind.STEP_FLOPS, v, None, "record_step_flops")
+            v = self._number(flops, "record_step_flops", "flops")
+            if v is not None:
+                self._productivity_event(Kind.STEP_FLOPS, v, None, "record_step_flops")
 
     def record_peak_flops(self, flops_per_s: float, *, source: str = "recorded") -> None:
         """The peak FLOP/s of the job's devices together (overrides the detected one);
         `source` says where it came from ("recorded", "table:<device kind>", "configured",
         "measured") and is shown in the report."""
         if self.logging_enabled:
-            v = _check_positive(flops_per_s, "flops_per_s")
-            src = check_name(source, "source")
-            self._productivity_event(Kind.PEAK_FLOPS, v, src, "record_peak_flops")
+            v = self._number(flops_per_s, "record_peak_flops", "flops_per_s")
+            src = self._name(source, "record_peak_flops", "source")
+            if v is not None:
+                self._productivity_event(Kind.PEAK_FLOPS, v, src, "record_peak_flops")
 
     def record_job_submit_time(self, submit_time: _dt.datetime | float | None = None) -> None:
         """When the scheduler accepted this job (attempt), for scheduling goodput: a datetime,
@@ -297,7 +432,12 @@ class GoodputRecorder:
         elif isinstance(submit_time, _dt.datetime):
             t, src = submit_time.timestamp(), "recorded"
         else:
-            t, src = _check_time(submit_time, "submit_time"), "recorded"
+            try:
+                t, src = _check_time(submit_time, "submit_time"), "recorded"
+            except (TypeError, ValueError) as e:
+                self._misuse.report("bad_time", "record_job_submit_time", "submit_time", submit_time,
+                                    f"{e}; not recorded")
+                return
         self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
 
     def _productivity_event(self, kind: Kind, value: float, name: str | None, what: str) -> None:
@@ -337,7 +477,8 @@ class GoodputRecorder:
     # -- lifecycle -------------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until everything recorded so far is in the store; False on timeout (the
-        events stay journaled and are shipped later)."""
+        events stay journaled and are shipped later). The seed's `flush()` returns None;
+        a bool is truthy-compatible with code that ignores it."""
         if self._journal is None:
             return True
         return self._journal.flush(timeout_s)
@@ -402,3 +543,37 @@ def _discard(
     attrs: dict[str, Any] | None = None,
 ) -> None:
     """Stands in for the journal when logging is disabled or the recorder is closed."""
+
+
+class _Shown:
+    """A value as a warning shows it (a long one cut short)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _positive_setting(value: object, arg: str, *, integer: bool = False) -> float:
+    """A configuration number that must be positive (a whole number when `integer`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise TypeError(f"{arg} must be {kind}, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{arg} must be positive, got {value!r}")
+    return float(value)
+
+
+def store_from_cloud_logger(cloud_logger: Any, logger_name: str) -> Store:
+    """The store over a seed-style cloud logger object (`mlgoodput.store.from_cloud_logger`)."""
+    import importlib
+
+    mod = importlib.import_module("mlgoodput.store")
+    factory = getattr(mod, "from_cloud_logger", None)
+    if factory is None:
+        raise ImportError(
+            "cloud_logger= needs mlgoodput.store.from_cloud_logger, which this build lacks"
+        )
+    store: Store = factory(cloud_logger, logger_name)
+    return store

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from monitor_helpers import finished_job, write_events
 
-from mlgoodput import monitoring, monitoring_elastic
+from mlgoodput import MlGoodputMisuseError, MlGoodputWarning, monitoring, monitoring_elastic
 from mlgoodput.accounting import BadputType, GoodputCalculator
 from mlgoodput.events import Event, Kind
 from mlgoodput.export import PrometheusExporter
@@ -61,9 +61,12 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     m.start_rolling_window_goodput_uploader(rolling_windows_seconds=[60, 300, 900])
     pid = m.uploader_pid
     assert pid is not None and pid != os.getpid()
-    with pytest.raises(RuntimeError, match="already running"):
-        m.start_goodput_uploader()
+    with pytest.warns(MlGoodputWarning, match="already running"):
+        m.start_goodput_uploader()  # as the seed: a warning, and the running uploader stays
+    assert m.uploader_pid == pid
     assert m.stop_rolling_window_goodput_uploader()
+    with pytest.warns(MlGoodputWarning, match="not running"):
+        assert m.stop_rolling_window_goodput_uploader()
     assert m.uploader_pid == pid  # the cumulative uploader still runs in the same process
     assert m.stop_goodput_uploader()  # final upload
     got = FileExporter.latest(out)
@@ -80,8 +83,11 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     assert {"goodput/goodput_pct", "badput/program_startup_pct", "rolling/60s/goodput_pct", "badput/custom/eval_step_seconds"} <= set(tags)
     last = acc.Scalars("goodput/goodput_pct")[-1]
     assert last.step == 39 and last.value == pytest.approx(expected(db)["goodput/goodput_pct"], rel=1e-6)
-    with pytest.raises(RuntimeError, match="not running"):
-        m.stop_goodput_uploader()
+    assert m.stop_goodput_uploader()  # not running: a no-op (this kind was warned once above)
+    assert m.misuse_counts == {"uploader_started_twice": 1, "uploader_not_running": 2}
+    strict = monitoring.GoodputMonitor(JOB, LOGGER, str(tb), 30, True, store=str(db), strict=True)
+    with pytest.raises(MlGoodputMisuseError, match="not running"):
+        strict.stop_goodput_uploader()
 
 
 def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) -> None:

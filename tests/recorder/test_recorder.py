@@ -133,87 +133,6 @@ def _rec(url: str = "memory://rec-bad") -> goodput.GoodputRecorder:
     return goodput.GoodputRecorder("bad", "goodput_bad", True, store=url, process_index=0)
 
 
-@pytest.mark.parametrize(
-    ("step", "exc"),
-    [(-1, ValueError), (1.5, TypeError), ("3", TypeError), (True, TypeError), (None, TypeError)],
-)
-def test_bad_step_raises_naming_it(step: object, exc: type[Exception]) -> None:
-    r = _rec()
-    for call in (r.record_step_start_time, r.record_checkpoint_save_start_time,
-                 r.record_checkpoint_restore_start_time):
-        with pytest.raises(exc, match=r"step.*" + repr(step).replace("(", r"\(")[:3]):
-            call(step)  # type: ignore[arg-type]
-    r.close()
-
-
-@pytest.mark.parametrize("when", ["now", 1_700_000_000.0, dt.date(2026, 1, 1)])
-def test_time_that_is_not_a_datetime_raises(when: object) -> None:
-    r = _rec()
-    with pytest.raises(TypeError, match="start_time"):
-        r.record_job_start_time(when)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="start_time"):
-        r.record_step_start_time(1, when)  # type: ignore[arg-type]
-    r.close()
-
-
-@pytest.mark.parametrize("name", ["", "   "])
-def test_empty_custom_event_type_raises(name: str) -> None:
-    r = _rec()
-    with pytest.raises(ValueError, match="custom_badput_event_type"):
-        r.record_custom_badput_event_start_time(custom_badput_event_type=name)
-    r.close()
-
-
-def test_ends_without_starts_raise_and_record_nothing() -> None:
-    url = "memory://rec-unmatched"
-    r = _rec(url)
-    ends = [
-        (r.record_job_end_time, (), "record_job_end_time"),
-        (r.record_tpu_init_end_time, (), "record_tpu_init_end_time"),
-        (r.record_training_preparation_end_time, (), "record_training_preparation_end_time"),
-        (r.record_data_loading_end_time, (), "record_data_loading_end_time"),
-        (r.record_step_end_time, (3,), "step=3"),
-        (r.record_checkpoint_save_end_time, (3,), "step=3"),
-        (r.record_checkpoint_restore_end_time, (3,), "step=3"),
-    ]
-    for call, args, text in ends:
-        with pytest.raises(ValueError, match=text):
-            call(*args)  # type: ignore[operator]
-    with pytest.raises(ValueError, match="eval"):
-        r.record_custom_badput_event_end_time(custom_badput_event_type="eval")
-    r.record_custom_badput_event_start_time(custom_badput_event_type="sdc")
-    with pytest.raises(ValueError, match="eval"):
-        r.record_custom_badput_event_end_time(custom_badput_event_type="eval")
-    r.record_checkpoint_save_start_time(5)
-    with pytest.raises(ValueError, match="step=6"):
-        r.record_checkpoint_save_end_time(6)
-    r.record_step_start_time(7)
-    with pytest.raises(ValueError, match="step=6"):
-        r.record_step_end_time(6)
-    r.record_step_end_time(7)
-    with pytest.raises(ValueError, match="step=7"):
-        r.record_step_end_time(7)  # ended already
-    r.close()
-    assert kinds(read(url, "bad")) == ["CUSTOM_START", "CKPT_SAVE_START", "STEP_START", "STEP_END"]
-
-
-def test_elastic_bad_input() -> None:
-    r = ElasticGoodputRecorder("eb", "goodput_eb", True, store="memory://rec-eb", process_index=0)
-    with pytest.raises(ValueError, match="event_type"):
-        r.record_elastic_wait_start_time("scale_sideways")
-    with pytest.raises(ValueError, match="slice_down"):
-        r.record_elastic_wait_end_time("slice_down")
-    with pytest.raises(ValueError, match="record_elastic_reinit_end_time"):
-        r.record_elastic_reinit_end_time()
-    with pytest.raises(ValueError, match="active_slices"):
-        r.record_elastic_slice_counts(5, 4, 4)
-    with pytest.raises(ValueError, match="total_slices"):
-        r.record_elastic_slice_counts(0, 0, 0)
-    with pytest.raises(ValueError, match="available_slices"):
-        r.record_elastic_slice_counts(1, 4, -1)
-    r.close()
-
-
 def test_bad_construction_arguments() -> None:
     with pytest.raises(ValueError, match="nosuch"):
         goodput.GoodputRecorder("j", "l", True, store="nosuch://x")
@@ -221,14 +140,6 @@ def test_bad_construction_arguments() -> None:
         goodput.GoodputRecorder("", "l", True, store="memory://x")
     with pytest.raises(ValueError, match="process_index"):
         goodput.GoodputRecorder("j", "l", True, store="memory://x", process_index=-2)
-
-
-def test_closed_recorder_raises() -> None:
-    r = _rec("memory://rec-closed")
-    r.close()
-    assert r.close()  # twice is fine
-    with pytest.raises(ValueError, match="closed"):
-        r.record_step_start_time(1)
 
 
 @pytest.mark.parametrize(
@@ -380,6 +291,7 @@ def test_forked_child_records_into_its_own_journal(tmp_path: Path) -> None:
     assert steps == list(range(100)) + list(range(1000, 1100))
 
 
+@pytest.mark.filterwarnings("ignore::mlgoodput.MlGoodputWarning")  # random steps go back: warned, kept
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10**9), st.floats(0, 1e6, allow_nan=False)), max_size=50),
        st.lists(st.sampled_from(["eval", "sdc_check", "Ünïcode"]), max_size=5))

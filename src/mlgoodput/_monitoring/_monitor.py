@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput._misuse import MisuseReporter, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
+from mlgoodput.accounting._calculator import retention_period
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
 from mlgoodput.export._process import ExporterProcess
@@ -15,6 +18,11 @@ from mlgoodput.export._tensorboard import TensorBoardExporter
 from mlgoodput.store import resolve_store_url
 
 log = logging.getLogger("mlgoodput")
+
+#: The seed's default bound on the final upload when an uploader stops (seconds).
+FINAL_FLUSH_TIMEOUT_S = 10.0
+#: What `final_flush_timeout_seconds=None` ("wait until it is done") waits at most: a day.
+UNBOUNDED_FLUSH_S = 86400.0
 
 #: TensorBoard scalars go to this subdirectory of `tensorboard_dir`, as in the seed library.
 TENSORBOARD_SUBDIR = "goodput"
@@ -70,20 +78,42 @@ class GoodputMonitor:
         step_deviation_interval_seconds: float = 10,
         gcp_options: GCPOptions | None = None,
         skip_final_flush: bool = False,
+        final_flush_timeout_seconds: float | None = FINAL_FLUSH_TIMEOUT_S,
+        gcs_sync_interval_seconds: int = 3600,
+        cache_dir: str = "/tmp",
+        max_logs_retention_period: datetime.timedelta | None = None,
         *,
         store: Any = None,
         exporters: Sequence[Exporter] = (),
-        stop_timeout_s: float = 30.0,
+        stop_timeout_s: float | None = None,
         include_slice_efficiency: bool = False,
+        strict: bool | None = None,
     ) -> None:
         for arg, v in (("job_name", job_name), ("logger_name", logger_name)):
             if not isinstance(v, str) or not v.strip():
                 raise ValueError(f"{arg} must be a non-empty string, got {v!r}")
         self.job_name = job_name
         self.logger_name = logger_name
+        self.strict = resolve_strict(strict)
+        self._misuse = MisuseReporter(type(self).__name__, self.strict)
         self.upload_interval = _check_seconds(upload_interval, "upload_interval")
         self.step_deviation_interval_seconds = _check_seconds(step_deviation_interval_seconds, "step_deviation_interval_seconds")
-        self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
+        if final_flush_timeout_seconds is None:
+            self.final_flush_timeout_seconds: float | None = None  # the seed's "wait for it"
+        else:
+            self.final_flush_timeout_seconds = _check_seconds(final_flush_timeout_seconds, "final_flush_timeout_seconds")
+        if stop_timeout_s is not None:
+            self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
+        else:
+            self.stop_timeout_s = self.final_flush_timeout_seconds or UNBOUNDED_FLUSH_S
+        self.gcs_sync_interval_seconds = _check_seconds(gcs_sync_interval_seconds, "gcs_sync_interval_seconds")
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"cache_dir must be a path string, got {cache_dir!r}")
+        max_logs_retention_period = retention_period(max_logs_retention_period)
+        # The seed's cache and Cloud Logging retention knobs: our uploader reads the store
+        # incrementally and keeps no cache files, so they are kept for introspection only.
+        self.cache_dir = cache_dir
+        self.max_logs_retention_period = max_logs_retention_period
         if configured_ideal_step_time is not None:
             configured_ideal_step_time = _check_seconds(configured_ideal_step_time, "configured_ideal_step_time")
         if gcp_options is not None and not isinstance(gcp_options, GCPOptions):
@@ -119,6 +149,7 @@ class GoodputMonitor:
         all_exporters.extend(exporters)
         self.exporters = all_exporters
         self._proc: ExporterProcess | None = None
+        self._sources: dict[str, GoodputSource] = {}  # the last source each uploader ran
         if self.monitoring_enabled:
             if not all_exporters:
                 log.warning("GoodputMonitor(%s): no exporters configured; nothing will be uploaded", job_name)
@@ -147,18 +178,34 @@ class GoodputMonitor:
         if proc is None:
             return
         if proc.has_source(key):
-            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is already running")
+            self._misuse.report("uploader_started_twice", f"start_{key}_uploader", "job_name", self.job_name,
+                                f"the {key} goodput uploader of job {self.job_name!r} is already running;"
+                                " the call did nothing")
+            return
         proc.start()  # raises on a bad exporter (a port in use, ...)
         proc.add_source(key, source)
+        self._sources[key] = source
         log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)
 
     def _stop(self, key: str, skip_final_flush: bool | None, timeout_s: float | None) -> bool:
         proc = self._proc
         if proc is None:
             return True
-        if not proc.has_source(key):
-            raise RuntimeError(f"the {key} goodput uploader of job {self.job_name!r} is not running")
         skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
+        if not proc.has_source(key):
+            source = self._sources.get(key) or (self._source(key) if key in (_CUMULATIVE, _STEP_DEVIATION) else None)
+            cold = not skip and source is not None
+            self._misuse.report("uploader_not_running", f"stop_{key}_uploader", "job_name", self.job_name,
+                                f"the {key} goodput uploader of job {self.job_name!r} is not running;"
+                                + (" one final upload, as the seed does" if cold else " the call did nothing"))
+            if not cold:
+                return True
+            try:  # the seed's cold final flush: one query and upload, bounded by the timeout
+                proc.start()
+                proc.add_source(key, source)  # type: ignore[arg-type]
+            except Exception as e:  # a stop never raises into the caller for a backend
+                log.warning("GoodputMonitor(%s): the final %s upload could not start: %s", self.job_name, key, e)
+                return False
         timeout = self.stop_timeout_s if timeout_s is None else timeout_s
         import time
 
@@ -170,6 +217,11 @@ class GoodputMonitor:
         if not ok:
             log.warning("GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout)
         return ok
+
+    @property
+    def misuse_counts(self) -> dict[str, int]:
+        """How often each kind of misuse (start twice, stop when not running) happened."""
+        return dict(self._misuse.counts)
 
     @property
     def uploader_pid(self) -> int | None:

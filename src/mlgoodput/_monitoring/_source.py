@@ -76,6 +76,6 @@ class GoodputSource:
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""
-        devs = calc.get_step_deviation(self.configured_ideal_step_time, last_n=_samples.DEVIATION_STEPS)
+        devs = calc.get_signed_step_deviation(self.configured_ideal_step_time, last_n=_samples.DEVIATION_STEPS)
         self._deviation = _samples.step_deviation_summary(devs)
         return self._deviation

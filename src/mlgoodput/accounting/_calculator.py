@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import logging
 import math
+import os
+import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from mlgoodput._journal import recover_journals
+from mlgoodput._journal import Journal, recover_journals
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
-from mlgoodput.accounting._report import BadputType, GoodputReport
+from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
 
 TimeArg = _dt.datetime | float | int | None
+
+log = logging.getLogger("mlgoodput")
+
+#: How long a query waits for this process's own recorders to ship what they recorded.
+LIVE_FLUSH_TIMEOUT_S = 5.0
 
 
 def _when(value: TimeArg, arg: str) -> float | None:
@@ -42,9 +50,13 @@ class GoodputCalculator:
         self,
         job_name: str,
         logger_name: str,
+        cloud_logger: Any = None,
+        using_pathways: bool = False,
+        max_logs_retention_period: _dt.timedelta | None = None,
+        gcs_path: str | None = None,
+        cache_dir: str = "/tmp",
         *,
         store: Any = None,
-        using_pathways: bool = False,
         stall_factor: float = 3.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -52,9 +64,26 @@ class GoodputCalculator:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
         if not isinstance(logger_name, str) or not logger_name:
             raise ValueError(f"logger_name must be a non-empty string, got {logger_name!r}")
+        max_logs_retention_period = retention_period(max_logs_retention_period)
+        for arg, v in (("gcs_path", gcs_path), ("cache_dir", cache_dir)):
+            if v is not None and not isinstance(v, (str, os.PathLike)):
+                raise TypeError(f"{arg} must be a path string or None, got {v!r}")
+        if cloud_logger is not None and store is not None:
+            raise ValueError(
+                f"pass either cloud_logger or store, not both (got cloud_logger={cloud_logger!r}, store={store!r})"
+            )
         self.job_name = job_name
         self.logger_name = logger_name
         self.using_pathways = using_pathways  # accepted for compatibility; no effect here
+        # The seed keeps a local/GCS cache of its computed state; ours is the store plus an
+        # in-memory cursor, so these are kept for introspection only (docs/compatibility.md).
+        self.max_logs_retention_period = max_logs_retention_period
+        self.gcs_path = gcs_path
+        self.cache_dir = cache_dir
+        if cloud_logger is not None:
+            from mlgoodput._recorder import store_from_cloud_logger
+
+            store = store_from_cloud_logger(cloud_logger, logger_name)
         self._store: Store = open_store(store)
         self._clock = clock
         self._stall_factor = stall_factor
@@ -62,6 +91,7 @@ class GoodputCalculator:
         self._cursor = 0
         self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
+        self._seed_cache: _SeedSteps | None = None
 
     @property
     def store(self) -> Store:
@@ -72,6 +102,10 @@ class GoodputCalculator:
             recover_journals(self._store)  # what killed processes left behind
         except OSError:
             pass  # a journal we cannot read now is read by a later query
+        url = getattr(self._store, "url", None)
+        for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
+            if j.namespace == self.logger_name and j.url == url:
+                j.flush(LIVE_FLUSH_TIMEOUT_S)
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for part in res.parts:
             self._engine.timeline.ingest(part)
@@ -149,15 +183,17 @@ class GoodputCalculator:
     def get_job_goodput(
         self, include_badput_breakdown: bool = False, configured_ideal_step_time: float | None = None
     ) -> tuple[float, dict[BadputType, Any], int]:
-        """(goodput %, badput breakdown in % (empty unless asked), last step)."""
+        """(goodput %, badput breakdown in % (empty unless asked), last productive step), as the seed.
+
+        The latest step started is `report().last_step`."""
         r = self.report(configured_ideal_step_time=configured_ideal_step_time)
         breakdown = _breakdown(r) if include_badput_breakdown else {}
-        return r.goodput_pct, breakdown, r.last_step if r.last_step is not None else 0
+        return r.goodput_pct, breakdown, _productive_step(r)
 
     def get_job_goodput_interval(
         self, interval_start: TimeArg, interval_end: TimeArg
     ) -> tuple[float, dict[BadputType, Any], int, float, int]:
-        """(goodput %, badput breakdown %, last step, total seconds, disruptions) in a window."""
+        """(goodput %, badput breakdown %, last productive step, total seconds, disruptions) in a window."""
         a = _when(interval_start, "interval_start")
         b = _when(interval_end, "interval_end")
         if a is None or b is None:
@@ -169,19 +205,73 @@ class GoodputCalculator:
                 f"interval_end must be after interval_start, got {interval_start!r} .. {interval_end!r}"
             )
         r = self.report(a, b)
-        return (
-            r.goodput_pct,
-            _breakdown(r),
-            r.last_step if r.last_step is not None else 0,
-            r.total_s,
-            r.disruptions,
-        )
+        return (r.goodput_pct, _breakdown(r), _productive_step(r, window=True), r.total_s, r.disruptions)
 
-    def get_step_deviation(
+    def get_job_goodput_with_exclusions(
+        self,
+        exclusion_intervals: Sequence[tuple[TimeArg, TimeArg]],
+        include_badput_breakdown: bool = False,
+        configured_ideal_step_time: float | None = None,
+    ) -> tuple[float, dict[BadputType, Any], int, float]:
+        """(goodput %, badput breakdown %, last productive step, excluded seconds) of the whole job
+        with the time inside `exclusion_intervals` ((start, end) pairs) taken out of every bucket.
+
+        Intervals with end <= start are skipped with a log line; overlapping ones are merged."""
+        ideal = _check_ideal(configured_ideal_step_time)
+        spans = _normalize_intervals(exclusion_intervals)
+        whole = self.report(configured_ideal_step_time=ideal)
+        kept: list[GoodputReport] = []
+        cursor = whole.start
+        excluded = 0.0
+        for s0, s1 in spans:
+            lo, hi = max(s0, whole.start), min(s1, whole.end)
+            if hi <= lo:
+                continue
+            if lo > cursor:
+                kept.append(self.report(cursor, lo, configured_ideal_step_time=ideal))
+            excluded += hi - lo
+            cursor = max(cursor, hi)
+        if not spans or excluded == 0.0:
+            kept = [whole]
+        elif cursor < whole.end:
+            kept.append(self.report(cursor, whole.end, configured_ideal_step_time=ideal))
+        total = sum(r.total_s for r in kept)
+        if total <= 0:
+            return 0.0, {}, _productive_step(whole), excluded
+        productive = sum(r.productive_s for r in kept)
+        breakdown: dict[BadputType, Any] = {}
+        if include_badput_breakdown:
+            for r in kept:
+                for bucket, v in list(r.badput_s.items()) + list(r.overlapped_s.items()):
+                    if isinstance(v, Mapping):
+                        d = breakdown.setdefault(bucket, {})
+                        for name, secs in v.items():
+                            d[name] = d.get(name, 0.0) + 100.0 * secs / total
+                    else:
+                        breakdown[bucket] = breakdown.get(bucket, 0.0) + 100.0 * v / total
+        return 100.0 * productive / total, breakdown, _productive_step(whole), excluded
+
+    def get_step_deviation(self, configured_ideal_step_time: float | None = None) -> dict[int, float]:
+        """The seed's step deviation: step number -> |step time - ideal step time| for every step
+        followed by the next step number, where the ideal is `configured_ideal_step_time` or the
+        seed's trimmed mean (steps of 1 s or more, those above median + 3 MAD left out).
+
+        Raises ValueError when there are no step times (as the seed). Signed deviations of net
+        step times against our median ideal: `get_signed_step_deviation`."""
+        ideal_arg = _check_ideal(configured_ideal_step_time)
+        times = self._seed_step_times()
+        if not times:
+            raise ValueError(f"job {self.job_name!r}: no step times available to compute a step deviation")
+        ideal = ideal_arg if ideal_arg is not None else self._seed_ideal(times)
+        if not ideal:
+            raise ValueError(f"job {self.job_name!r}: no ideal step time available (every step is under 1 s)")
+        return {step: abs(t - ideal) for step, t in times.items()}
+
+    def get_signed_step_deviation(
         self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
     ) -> dict[int, float]:
-        """Step number -> net step time minus the ideal step time, for steps with a known end;
-        `last_n` keeps only the latest steps (and costs only that much)."""
+        """Step number -> net step time minus the ideal step time (spec: Steps), for steps with a
+        known end; `last_n` keeps only the latest steps (and costs only that much)."""
         ideal = _check_ideal(configured_ideal_step_time)
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
@@ -190,6 +280,155 @@ class GoodputCalculator:
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
             return engine.step_deviation(q, ideal, last_n)
+
+    def get_job_goodput_details(self) -> dict[str, Any]:
+        """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,
+        max productive step, elapsed seconds, disruptions, step deviations and ideal step time."""
+        r = self.report()
+        badput: dict[BadputType, Any] = {
+            b: (dict(v) if isinstance(v, Mapping) else v) for b, v in r.badput_s.items()
+        }
+        badput.update(r.overlapped_s)
+        times = self._seed_step_times()
+        ideal = self._seed_ideal(times) if times else None
+        deviation = {step: abs(t - ideal) for step, t in times.items()} if ideal else {}
+        return {
+            "goodput_time": {GoodputType.TOTAL: r.productive_s},
+            "badput_time": badput,
+            "max_productive_step": _productive_step(r),
+            "total_elapsed_time": r.total_s,
+            "disruption_count": r.disruptions,
+            "step_time_deviation": deviation,
+            "ideal_step_time": float(ideal or 0.0),
+            "total_excluded_time": 0.0,
+        }
+
+    def get_interval_metric_details(self, interval_start: TimeArg, interval_end: TimeArg) -> dict[str, Any]:
+        """The seed's IntervalWorkloadMetricDetails: goodput and badput % in the window and its size
+        in whole seconds (empty dicts, with a log line, when the window cannot be computed)."""
+        a = _when(interval_start, "interval_start")
+        b = _when(interval_end, "interval_end")
+        size = int(b - a) if a is not None and b is not None else 0
+        try:
+            goodput, breakdown, *_ = self.get_job_goodput_interval(interval_start, interval_end)
+        except ValueError as e:
+            log.warning("get_interval_metric_details(%r, %r): %s", interval_start, interval_end, e)
+            return {"interval_goodput": {}, "interval_badput": {}, "interval_size": size}
+        return {
+            "interval_goodput": {GoodputType.TOTAL: goodput},
+            "interval_badput": breakdown,
+            "interval_size": size,
+        }
+
+    def sync_to_gcs(self) -> None:
+        """The seed copies its local cache to GCS here; our state lives in the store, so there is
+        nothing to copy (a no-op kept so seed code runs)."""
+
+    def _seed_step_times(self) -> dict[int, float]:
+        """The seed's step times: start of step n+1 minus start of step n, for consecutive step
+        numbers of the lead host in time order (a restart breaks the chain). Kept between
+        calls: steps appended since the last call cost only themselves (read-only result)."""
+        with self._lock:
+            self._refresh()
+            tl = self._engine.timeline
+            lead = tl.lead_host(max(self._clock(), tl.max_time))
+            if lead is None:
+                return {}
+            log_ = tl.hosts[lead]
+            times, nums = log_.times, log_.nums
+            n = len(times)
+            c = self._seed_cache
+            if c is not None and c.lead == lead and 0 < c.n <= n and times[c.n - 1] == c.last_time \
+                    and nums[c.n - 1] == c.last_num:
+                out, start = c.times, c.n
+            else:
+                out, start = {}, 1
+            for i in range(max(start, 1), n):
+                if nums[i] == nums[i - 1] + 1:
+                    out[int(nums[i - 1])] = times[i] - times[i - 1]
+            if n and (c is None or c.times is not out or c.n != n):
+                self._seed_cache = _SeedSteps(lead, n, times[n - 1], nums[n - 1], out)
+            return out
+
+    def _seed_ideal(self, step_times: dict[int, float]) -> float | None:
+        """The seed's ideal step time of `step_times`, computed once per new set of steps."""
+        c = self._seed_cache
+        if c is not None and c.times is step_times and c.ideal_n == c.n:
+            return c.ideal
+        ideal = _seed_ideal(list(step_times.values()))
+        if c is not None and c.times is step_times:
+            c.ideal, c.ideal_n = ideal, c.n
+        return ideal
+
+
+@dataclasses.dataclass(slots=True)
+class _SeedSteps:
+    """What `_seed_step_times` derived so far, and where it stopped."""
+
+    lead: int
+    n: int
+    last_time: float
+    last_num: int
+    times: dict[int, float]
+    ideal: float | None = None
+    ideal_n: int = -1  # the `n` that `ideal` was computed for
+
+
+def _productive_step(r: GoodputReport, window: bool = False) -> int:
+    """The seed's third tuple element: the last productive step (0 when there is none); in a
+    window, no later than the latest step started in it."""
+    m = r.max_productive_step
+    if m is None:
+        return 0
+    if window and r.last_step is not None:
+        return min(int(m), int(r.last_step))
+    return int(m)
+
+
+def _seed_ideal(step_times: list[float]) -> float | None:
+    """The seed's ideal step time: the mean of the step times of 1 s or more that are at most
+    median + 3 * MAD (median absolute deviation), or None when no step takes 1 s."""
+    xs = [t for t in step_times if t >= 1.0]
+    if not xs:
+        return None
+    med = statistics.median(xs)
+    mad = statistics.median(abs(x - med) for x in xs)
+    normal = [x for x in xs if x <= med + 3 * mad]
+    return statistics.fmean(normal) if normal else None
+
+
+def _normalize_intervals(intervals: Sequence[tuple[TimeArg, TimeArg]]) -> list[tuple[float, float]]:
+    """Sorted, merged (start, end) UNIX seconds; pairs with end <= start are skipped (logged)."""
+    if isinstance(intervals, (str, bytes)) or not isinstance(intervals, Sequence):
+        raise TypeError(f"exclusion_intervals must be a list of (start, end) pairs, got {intervals!r}")
+    spans: list[tuple[float, float]] = []
+    for pair in intervals:
+        try:
+            s0, s1 = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"exclusion_intervals must hold (start, end) pairs, got {pair!r}") from None
+        a = _when(s0, "exclusion_intervals start")
+        b = _when(s1, "exclusion_intervals end")
+        if a is None or b is None or b <= a:
+            log.warning("exclusion interval %r .. %r skipped: its end is not after its start", s0, s1)
+            continue
+        spans.append((a, b))
+    spans.sort()
+    merged: list[tuple[float, float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+def retention_period(value: object) -> _dt.timedelta | None:
+    """The seed's `max_logs_retention_period`: a timedelta, or seconds (as its README passes)."""
+    if value is None or isinstance(value, _dt.timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return _dt.timedelta(seconds=value)
+    raise TypeError(f"max_logs_retention_period must be a datetime.timedelta, seconds or None, got {value!r}")
 
 
 def _with_productivity(

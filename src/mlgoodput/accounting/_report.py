@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from mlgoodput.accounting._productivity import Productivity
 
 
+class GoodputType(enum.Enum):
+    """The kinds of productive time; as in ml-goodput-measurement, only the total so far."""
+
+    TOTAL = 1
+
+
 class BadputType(enum.Enum):
     """Where unproductive time went; names and values as in ml-goodput-measurement, plus STALL."""
 
