@@ -3,16 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+UI_VENDOR := src/mlgoodput/ui/static/vendor/.built
 
-.PHONY: demo test install install-test system-deps lint typecheck unit bench compat clean
+.PHONY: demo test install install-test system-deps ui-assets lint typecheck unit bench compat clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml
+$(VENV)/.installed: $(PY) pyproject.toml $(UI_VENDOR)
 	$(PIP) install -q -e '.[all]'
 	touch $@
+
+# The web UI's charting library (uPlot), from npm with the lockfile in js/; never committed.
+$(UI_VENDOR): js/package.json js/package-lock.json scripts/build-ui-assets.sh
+	bash scripts/build-ui-assets.sh
+
+ui-assets: $(UI_VENDOR)
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q -e '.[all,test]'
@@ -50,4 +57,4 @@ bench: install-test
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist js/node_modules src/mlgoodput/ui/static/vendor src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian packages that some tests drive for real (a Prometheus server, tmux).
+# Debian packages that some tests drive for real (a Prometheus server, tmux, PostgreSQL,
+# Chromium with its WebDriver for the web UI's pages).
 # Installs only what is missing; without root or apt it says what is missing and goes on,
 # and the tests that need a missing program skip with that reason.
 set -u
@@ -7,6 +8,8 @@ need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian packages: ${need[*]}"

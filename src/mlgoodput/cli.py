@@ -20,6 +20,7 @@ _COMMANDS: tuple[str, ...] = (
     "profile",
     "monitor",
     "advise",
+    "ui",
 )
 
 

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 import mlgoodput
 from mlgoodput._journal import journal_dirs, recover_journals
@@ -190,6 +191,8 @@ def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
     if "tensorboard_dir" in seen:
         ui.note(f"\nTensorBoard files: {seen['tensorboard_dir']}\n"
                 f"  open them with: tensorboard --logdir {seen['tensorboard_dir']}  (then http://localhost:6006)")
+    ui.note(f"\nIn the browser: mlgoodput ui --store {url}\n"
+            f"  then open http://127.0.0.1:8787/jobs/{quote(cfg.job, safe='')}")
     return rc
 
 

@@ -1,0 +1,135 @@
+"""`mlgoodput ui` on long jobs: time to first byte and to rendered charts in headless Chromium.
+
+For jobs of 1e4, 1e6 and 1e7 steps (the largest also with 256 hosts: the lead host records
+every step, each of the other 255 records its job start and its own steps for the first
+STEPS_OTHER_HOSTS steps), events go straight into a SQLite store in bulk (no recorder). For each
+job: the cold load (the server's first read of the job: the calculator's cold query plus the
+page's series), then the page opened in the browser with the server warm: the page's time to
+first byte, the time until the timeline and step chart are drawn, and the bytes of JSON the
+page fetched. Target (issue 14): the 10-million-step, 256-host job opens in under 2 s.
+
+    python bench/bench_ui.py [--sizes 10000,1000000,10000000] [--hosts 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+
+STEP_S = 0.1
+STEPS_OTHER_HOSTS = 2_000
+CHUNK = 200_000
+
+
+def build(path: str, n_steps: int, hosts: int) -> tuple[int, float]:
+    """Write the job; returns (events, seconds)."""
+    from mlgoodput.events import Event, EventBatch, Kind
+    from mlgoodput.store import SQLiteStore
+
+    t = time.perf_counter()
+    st = SQLiteStore(path)
+    t0 = time.time() - n_steps * STEP_S - 3600
+    head = [Event(Kind.JOB_START, t0), Event(Kind.ACCEL_INIT_START, t0 + 1), Event(Kind.ACCEL_INIT_END, t0 + 11),
+            Event(Kind.TRAINING_PREP_START, t0 + 11), Event(Kind.TRAINING_PREP_END, t0 + 20)]
+    st.append("goodput_big", "big", EventBatch(1, 0, head))
+    seq = len(head)
+    base = t0 + 30
+    events = len(head)
+    for lo in range(0, n_steps, CHUNK):
+        hi = min(n_steps, lo + CHUNK)
+        batch = [Event(Kind.STEP_START, base + k * STEP_S + (5.0 if k else 0.0), 0, k) for k in range(lo, hi)]
+        for k in range(lo, hi):  # a checkpoint every 10,000 steps
+            if k % 10_000 == 9_999:
+                batch.append(Event(Kind.CKPT_SAVE, base + k * STEP_S + 5.05, 0, k, 2.0))
+        batch.sort(key=lambda e: e.time)
+        st.append("goodput_big", "big", EventBatch(1, seq, batch))
+        seq += len(batch)
+        events += len(batch)
+    for h in range(1, hosts):
+        ev = [Event(Kind.JOB_START, t0 + 0.01 * h, h)]
+        slow = 1.0 + (0.3 if h == 7 else 0.0)  # host 7 straggles
+        ev += [Event(Kind.STEP_START, base + k * STEP_S * slow + 5.0 + 0.001 * h, h, k) for k in range(min(n_steps, STEPS_OTHER_HOSTS))]
+        st.append("goodput_big", "big", EventBatch(1 + h, 0, ev))
+        events += len(ev)
+    end = [Event(Kind.JOB_END, base + n_steps * STEP_S + 60)]
+    st.append("goodput_big", "big", EventBatch(1, seq, end))
+    st.close()
+    return events + 1, time.perf_counter() - t
+
+
+def measure(path: str) -> dict[str, float]:
+    from mlgoodput.store import SQLiteStore
+    from mlgoodput.ui import UIServer
+    from mlgoodput.ui._browser import Browser
+
+    st = SQLiteStore(path)
+    srv = UIServer(st, "127.0.0.1", 0)
+    srv.start()
+    base = srv.url.rstrip("/")
+    out: dict[str, float] = {}
+    try:
+        t = time.perf_counter()
+        with urllib.request.urlopen(base + "/api/jobs/big", timeout=600) as r:
+            r.read()
+        out["cold_s"] = time.perf_counter() - t
+        b = Browser(1440, 1000)
+        try:
+            b.driver.get(base + "/")  # the browser itself warm (first launch is not the page's cost)
+            runs = []
+            for _ in range(3):
+                b.driver.get(base + "/jobs/big")
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and not b.driver.execute_script("return window.__jobReadyAt"):
+                    time.sleep(0.02)
+                nav = b.driver.execute_script(
+                    "const n = performance.getEntriesByType('navigation')[0];"
+                    "const api = performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/'));"
+                    "return [n.responseStart - n.startTime, window.__jobReadyAt,"
+                    " api.reduce((s, e) => s + (e.transferSize || e.encodedBodySize || 0), 0)]")
+                runs.append(nav)
+            runs.sort(key=lambda r: r[1])
+            ttfb, ready, size = runs[len(runs) // 2]
+            out.update(ttfb_ms=ttfb, ready_ms=ready, json_kb=size / 1024)
+        finally:
+            b.close()
+    finally:
+        srv.stop()
+        st.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000,1000000,10000000")
+    ap.add_argument("--hosts", type=int, default=256, help="hosts of the largest job")
+    a = ap.parse_args()
+    from mlgoodput.ui._browser import browser_missing
+
+    why = browser_missing()
+    if why:
+        print(f"bench_ui: {why}", file=sys.stderr)
+        return 2
+    sizes = [int(x) for x in a.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, n in enumerate(sizes):
+            hosts = a.hosts if i == len(sizes) - 1 else 1
+            path = os.path.join(d, f"job{n}.db")
+            events, gen_s = build(path, n, hosts)
+            m = measure(path)
+            rows.append((n, hosts, events, gen_s, m))
+            print(f"  {n:,} steps, {hosts} hosts: {m}", file=sys.stderr, flush=True)
+    print(f"{'steps':>12} {'hosts':>6} {'events':>12} {'build s':>8} {'cold load s':>12} {'page TTFB ms':>13} {'charts drawn ms':>16} {'JSON KB':>8}")
+    for n, hosts, events, gen_s, m in rows:
+        print(f"{n:>12,} {hosts:>6} {events:>12,} {gen_s:>8.1f} {m['cold_s']:>12.2f} {m['ttfb_ms']:>13.1f} {m['ready_ms']:>16.0f} {m['json_kb']:>8.0f}")
+    print("\ncold load: the server's first request for the job (the calculator reads every event once);"
+          "\npage: opened in headless Chromium with the server warm (median of 3); target: under 2000 ms.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

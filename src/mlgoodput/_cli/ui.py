@@ -1,0 +1,42 @@
+"""`mlgoodput ui`: serve the web pages and JSON API over a store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+DEFAULT_PORT = 8787
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "ui",
+        help="serve a web app over a store: jobs, timelines, runs, console, compare",
+        description="Serves the pages and the JSON API (/api/...) on HOST:PORT until interrupted. "
+        "Binds to loopback by default; any other address requires the token printed in the URL.",
+    )
+    p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--stale-after", type=float, default=120.0, metavar="SECONDS",
+                   help="a job without job_end silent this long is stale (ten times this: crashed)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mlgoodput.store import open_store, resolve_store_url
+
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be 0..65535, got {args.port}")
+    if not args.stale_after > 0:
+        raise ValueError(f"--stale-after must be a positive number of seconds, got {args.stale_after}")
+    url = resolve_store_url(args.store, "--store")
+    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://"):]):
+        raise LookupError(f"--store: no store at {url[len('sqlite://'):]} (record a job first, or run `make demo`)")
+    from mlgoodput.ui import serve
+
+    try:
+        return serve(open_store(url, "--store"), args.host, args.port, stale_after_s=args.stale_after)
+    except OSError as e:
+        raise LookupError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None

@@ -1,0 +1,290 @@
+"""The JSON API behind the pages: one object per store that keeps a view per job (its
+calculator and series) and answers `/api/...` paths with plain dicts."""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mlgoodput.store import Store
+from mlgoodput.ui import _charts
+from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
+from mlgoodput.ui._console import ConsoleView
+from mlgoodput.ui._job import JobView
+from mlgoodput.ui._reduce import minmax_points
+
+RESERVED_PREFIX = "mlgoodput."
+RUNS_NS = "mlgoodput.run"
+
+#: report keys -> the label the pages show (the `report` command's wording)
+BUCKET_LABELS = {
+    "tpu_initialization": "accelerator initialization",
+    "training_prep": "training preparation",
+    "program_startup": "program startup (compilation)",
+    "data_loading_sync": "data loading (blocking)",
+    "unproductive_checkpoint_save_time": "checkpoint save",
+    "unproductive_checkpoint_restore_time": "checkpoint restore",
+    "wasted_progress_from_disruption": "wasted progress (disruption)",
+    "infrastructure_recovery_from_disruption": "infrastructure recovery (disruption)",
+    "custom_badput_events": "custom",
+    "elastic_slice_down": "elastic: waiting, slice down",
+    "elastic_scale_up": "elastic: waiting, scale up",
+    "elastic_reinitialization": "elastic: re-initialization",
+    "stall": "stall (hang, straggler)",
+    "other": "other (idle, teardown, gaps)",
+}
+
+
+class ApiError(Exception):
+    """A request the API refuses: an HTTP status and one line saying why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _int(q: Mapping[str, list[str]], name: str, default: int, lo: int, hi: int) -> int:
+    raw = q.get(name, [None])[0]
+    if raw is None or raw == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
+    return min(hi, max(lo, v))
+
+
+def _float(q: Mapping[str, list[str]], name: str) -> float | None:
+    raw = q.get(name, [None])[0]
+    if raw is None or raw == "":
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ApiError(400, f"{name} must be a positive number, got {raw!r}")
+    return v
+
+
+class Api:
+    """Views of one store's jobs, runs and console streams, kept across requests."""
+
+    def __init__(self, store: Store, *, stale_after_s: float = 120.0, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.stale_after_s = stale_after_s
+        self.clock = clock
+        self._views: dict[tuple[str, str], JobView] = {}
+        self._ready: set[tuple[str, str]] = set()
+        self._consoles: dict[str, ConsoleView] = {}
+        self._lock = threading.Lock()
+        self._warm: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._warmer = threading.Thread(target=self._warm_loop, name="mlgoodput-ui-warm", daemon=True)
+        self._warmer.start()
+
+    def close(self) -> None:
+        self._warm.put(None)
+
+    def warm_all(self) -> None:
+        """Read every job of the store in the background now (a long job's first read is its
+        slowest), so that pages open on warm views."""
+        try:
+            self.jobs()
+        except Exception:  # a store that fails now: the pages retry
+            pass
+
+    # -- views -----------------------------------------------------------------------------
+    def _view(self, logger: str, job: str) -> JobView:
+        key = (logger, job)
+        with self._lock:
+            v = self._views.get(key)
+            if v is None:
+                v = self._views[key] = JobView(self.store, job, logger, stale_after_s=self.stale_after_s,
+                                               clock=self.clock)
+        return v
+
+    def _warm_loop(self) -> None:
+        while True:
+            key = self._warm.get()
+            if key is None:
+                return
+            try:
+                self._view(*key).refresh()
+            except Exception:  # a store that fails now is retried by the next request
+                pass
+            self._ready.add(key)
+
+    def _streams(self) -> list[Any]:
+        return [j for j in self.store.jobs() if not j.namespace.startswith(RESERVED_PREFIX)]
+
+    def view(self, job: str, logger: str | None) -> JobView:
+        """The view of a job (by name; `logger` when the store holds it under several)."""
+        names = [j.namespace for j in self._streams() if j.job == job]
+        if logger:
+            if logger not in names:
+                raise ApiError(404, f"no job {job!r} under logger {logger!r}")
+        elif len(names) == 1:
+            logger = names[0]
+        elif not names:
+            raise ApiError(404, f"no job named {job!r} in this store")
+        else:
+            raise ApiError(409, f"job {job!r} is recorded under several loggers {sorted(names)}: add ?logger=")
+        v = self._view(logger, job)
+        v.report()
+        self._ready.add((logger, job))
+        return v
+
+    # -- endpoints -------------------------------------------------------------------------
+    def jobs(self) -> dict[str, Any]:
+        rows = []
+        loading = 0
+        for info in self._streams():
+            key = (info.namespace, info.job)
+            if key in self._ready:
+                rows.append(self._view(*key).summary())
+            else:
+                if key not in self._views:
+                    self._view(*key)
+                    self._warm.put(key)
+                loading += 1
+                rows.append({"job": info.job, "logger": info.namespace, "status": "loading",
+                             "start": info.first_time, "end": info.last_time, "wall_s": None,
+                             "goodput_pct": None, "last_step": None, "attempts": None, "hosts": None,
+                             "events": info.events, "disruptions": None, "last_event": info.last_time})
+        rows.sort(key=lambda r: -(r["start"] or 0))
+        return {"jobs": rows, "loading": loading, "store": self.store.url, "now": self.clock(),
+                "labels": BUCKET_LABELS}
+
+    def job(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        v = self.view(job, q.get("logger", [None])[0])
+        d = dict(v.detail())
+        d["labels"] = BUCKET_LABELS
+        d["now"] = self.clock()
+        return d
+
+    def timeline(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        v = self.view(job, q.get("logger", [None])[0])
+        return _charts.timeline(v, _int(q, "width", 1200, 50, 4000))
+
+    def steps(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        v = self.view(job, q.get("logger", [None])[0])
+        host = q.get("host", [None])[0]
+        h = None if host in (None, "") else _int(q, "host", 0, 0, 1 << 30)
+        return _charts.steps(v, _int(q, "width", 1200, 50, 4000), h)
+
+    def goodput(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        v = self.view(job, q.get("logger", [None])[0])
+        return _charts.goodput_series(v, _int(q, "points", 200, 4, 2000), _float(q, "window"))
+
+    def compare(self, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        names = [n for n in q.get("job", []) if n]
+        if len(names) > 12:
+            raise ApiError(400, f"compare at most 12 jobs, got {len(names)}")
+        out = []
+        for name in names:
+            logger = None
+            if "@" in name:  # JOB@LOGGER picks one of several loggers
+                name, logger = name.rsplit("@", 1)
+            v = self.view(name, logger)
+            r = v.report()
+            st = _charts.steps(v, 300)
+            row = v.summary()
+            row["report"] = r.to_dict()
+            row["step"] = {"x": st["x"], "mean": st["mean"], "ideal_s": st["ideal_s"]}
+            out.append(row)
+        return {"jobs": out, "labels": BUCKET_LABELS}
+
+    # -- runs ------------------------------------------------------------------------------
+    def runs(self) -> dict[str, Any]:
+        from mlgoodput.diagnostics import list_runs
+
+        return {"runs": list_runs(self.store)}
+
+    def run(self, name: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        from mlgoodput.diagnostics import load_run
+
+        try:
+            run = load_run(name, store=self.store)
+        except LookupError as e:
+            raise ApiError(404, str(e)) from None
+        width = _int(q, "width", 1000, 50, 4000)
+
+        def series(pts: list[tuple[int | None, float, float]]) -> dict[str, Any]:
+            by_step = [p for p in pts if p[0] is not None]
+            xs_t, ys_t = minmax_points([p[2] for p in pts], [p[1] for p in pts], width)
+            out: dict[str, Any] = {"count": len(pts), "time": {"x": xs_t, "y": ys_t}}
+            if by_step:
+                by_step.sort(key=lambda p: (p[0], p[2]))
+                xs, ys = minmax_points([float(p[0] or 0) for p in by_step], [p[1] for p in by_step], width)
+                out["step"] = {"x": xs, "y": ys}
+            vals = [p[1] for p in pts if not math.isnan(p[1])]
+            out["last"] = pts[-1][1] if pts else None
+            out["min"] = min(vals) if vals else None
+            out["max"] = max(vals) if vals else None
+            return out
+
+        d = run.to_dict()
+        d["metrics"] = {k: series(v) for k, v in sorted(run.metrics.items())}
+        d["system_metrics"] = {k: series(v) for k, v in sorted(run.system_metrics.items())}
+        for i, p in enumerate(d["profiles"]):
+            p["index"] = i
+        return d
+
+    def profile_file(self, name: str, session: int, index: int) -> str:
+        """The path of a profile file the store lists for a run (nothing else is served)."""
+        from mlgoodput.diagnostics import load_run
+
+        try:
+            run = load_run(name, store=self.store)
+            files = run.profiles[session]["files"]
+            return str(files[index])
+        except (LookupError, IndexError, KeyError, TypeError):
+            raise ApiError(404, f"no profile file {session}/{index} in run {name!r}") from None
+
+    # -- console ---------------------------------------------------------------------------
+    def consoles(self) -> dict[str, Any]:
+        return {"consoles": [
+            {"job": j.job, "events": j.events, "first_time": j.first_time, "last_time": j.last_time}
+            for j in self.store.jobs() if j.namespace == CONSOLE_NS
+        ]}
+
+    def _console(self, job: str) -> ConsoleView:
+        if not any(j.namespace == CONSOLE_NS and j.job == job for j in self.store.jobs()):
+            raise ApiError(404, f"no console job named {job!r} in this store")
+        with self._lock:
+            c = self._consoles.get(job)
+            if c is None:
+                c = self._consoles[job] = ConsoleView(self.store, job)
+        return c
+
+    def logs(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        c = self._console(job)
+        proc = q.get("process", [""])[0]
+        return c.logs(
+            after=_int(q, "after", -1, -1, 1 << 62),
+            process=None if proc in ("", None) else _int(q, "process", 0, 0, 1 << 30),
+            min_level=_int(q, "level", 0, 0, 100),
+            text=(q.get("q", [""])[0] or "")[:200],
+            limit=_int(q, "limit", 500, 1, 5000),
+        )
+
+    def usage(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        c = self._console(job)
+        c.refresh()
+        width = _int(q, "width", 1000, 50, 4000)
+        per: dict[int, tuple[list[float], list[float], list[float]]] = {}
+        for t, p, cpu, rss in c.usage:
+            xs, cs, rs = per.setdefault(p, ([], [], []))
+            xs.append(t)
+            cs.append(cpu)
+            rs.append(rss)
+        procs = []
+        for p, (xs, cs, rs) in sorted(per.items()):
+            cx, cy = minmax_points(xs, cs, width)
+            mx, my = minmax_points(xs, rs, width)
+            procs.append({"process": p, "cpu": {"x": cx, "y": cy}, "rss": {"x": mx, "y": my}})
+        return {"processes": procs, "checkpoints": c.marks[-500:]}

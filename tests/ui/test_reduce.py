@@ -1,0 +1,54 @@
+"""Reduction to screen resolution: block summaries grown step by step equal one pass, and
+every bucket keeps its true min, max and mean."""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlgoodput.ui._reduce import BLOCK, Blocks, minmax_points
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.001, 100.0) | st.just(math.nan), min_size=1, max_size=3 * BLOCK + 7),
+       st.lists(st.integers(1, 400), max_size=6), st.integers(1, 50))
+def test_blocks_grown_in_pieces_equal_one_pass(ys: list[float], cuts: list[int], width: int) -> None:
+    xs = [float(i) for i in range(len(ys))]
+    one = Blocks()
+    one.extend(xs, array("d", ys))
+    grown = Blocks()
+    n = 0
+    for c in cuts:
+        n = min(len(ys), n + c)
+        grown.extend(xs[:n], array("d", ys[:n]))
+    grown.extend(xs, array("d", ys))
+    assert grown.reduce(width) == one.reduce(width)
+    bx, mean, lo, hi = one.reduce(width)
+    assert len(bx) <= max(width, 1) + 1
+    vals = [v for v in ys if not math.isnan(v)]
+    if vals:
+        assert min(v for v in lo if v is not None) == min(vals)
+        assert max(v for v in hi if v is not None) == max(vals)
+        total = sum(m * c for m, c in zip(mean, _counts(one, width), strict=True) if m is not None)
+        assert math.isclose(total, sum(vals), rel_tol=1e-9)
+
+
+def _counts(b: Blocks, width: int) -> list[int]:
+    per = max(1, math.ceil(len(b.x) / width))
+    return [sum(b.n[k : k + per]) for k in range(0, len(b.x), per)]
+
+
+def test_minmax_points_keep_every_spike() -> None:
+    rng = random.Random(1)
+    ys = [rng.random() for _ in range(100_000)]
+    ys[31_337] = 50.0
+    ys[77_000] = -3.0
+    xs = [float(i) for i in range(len(ys))]
+    ox, oy = minmax_points(xs, ys, 500)
+    assert len(ox) <= 1000
+    assert 50.0 in oy and -3.0 in oy
+    assert ox == sorted(ox)
