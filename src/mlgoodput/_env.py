@@ -27,6 +27,9 @@ PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
 PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
 #: Private per-user directory for on-demand profiling endpoints and sampler locks.
 RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
+#: Saved accounting state: "0" (or "off") never saves nor uses one; "always" saves after every
+#: query that read something new; unset: saves when the job grew by 100,000 events and 10 %.
+SNAPSHOT = "MLGOODPUT_SNAPSHOT"
 #: Launcher variables that carry a process's index (rank), in the order they are consulted
 #: when `process_index=None` and no JAX runtime is initialized.
 PROCESS_INDEX_VARS: tuple[str, ...] = (

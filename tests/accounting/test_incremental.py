@@ -60,3 +60,47 @@ def test_late_event_in_the_past_is_still_counted() -> None:
     assert r.badput_s[BadputType.CUSTOM_BADPUT_EVENTS] == {"EVAL": pytest.approx(0.5)}
     fresh = GoodputCalculator("j", "l", store=st, clock=lambda: T0 + 200).report()
     assert r.productive_s == pytest.approx(fresh.productive_s)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [Event(Kind.CKPT_SAVE, T0 + 13.5, step=2, value=5.0)],  # a duration beyond the query time
+        [Event(Kind.CUSTOM_START, T0 + 13.5, name="eval")],  # an activity with no end yet
+        [Event(Kind.DATA_LOADING_START, T0 + 13.5)],
+        [Event(Kind.CUSTOM_START, T0 + 13.0, name="eval"), Event(Kind.CUSTOM_END, T0 + 13.2, name="eval")],
+    ],
+)
+def test_a_query_with_nothing_new_follows_the_clock(tail: list[Event]) -> None:
+    """What a query with nothing new reuses must still move with a running attempt's end."""
+    from mlgoodput.accounting import Engine
+    from mlgoodput.store._columns import Columns
+
+    events = [Event(Kind.JOB_START, T0), *steps(0, 4), *tail]
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    for q in (T0 + 14, T0 + 16, T0 + 21, T0 + 30):
+        for end in (None, q - 6.6, q - 16.9):  # windows that end before the clock, too
+            fresh = Engine()
+            fresh.timeline.ingest(Columns.from_events(events))
+            assert e.report("j", "l", q, end=end) == fresh.report("j", "l", q, end=end)
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_a_query_with_nothing_new_derives_nothing_again(ended: bool) -> None:
+    """Finished or running, a job asked again with nothing new reuses its activities and
+    partition (what makes such a query cost the same at any length)."""
+    from mlgoodput.accounting import Engine
+    from mlgoodput.store._columns import Columns
+
+    events = [Event(Kind.JOB_START, T0), *steps(0, 50)]
+    events += [Event(Kind.CUSTOM_START, T0 + 20.5, name="eval"), Event(Kind.CUSTOM_END, T0 + 20.7, name="eval")]
+    if ended:
+        events.append(Event(Kind.JOB_END, T0 + 61))
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    first = e.report("j", "l", T0 + 70)
+    acts, part = e._acts_cache, e._part_cache
+    again = e.report("j", "l", T0 + 80)
+    assert e._acts_cache is acts and e._part_cache is part
+    assert (again == first) is ended  # a running job's report still moves with the clock

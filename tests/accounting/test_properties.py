@@ -176,3 +176,20 @@ def test_incremental_queries_match_one_shot(job: tuple[list[Event], float], part
         e.timeline.ingest(Columns.from_events(ordered[i : i + n]))
         e.report("j", "l", max(ev.time for ev in ordered[: i + n]))
     assert_same(e.report("j", "l", q), report(events, q))
+
+
+@SETTINGS
+@given(jobs(), st.lists(st.integers(0, 80), min_size=1, max_size=5), st.booleans())
+def test_asking_again_with_nothing_new_matches_one_shot(
+    job: tuple[list[Event], float], deltas: list[int], window: bool
+) -> None:
+    """A query that finds nothing new reuses what the last one derived: it must equal a fresh
+    engine's answer at every later query time (a running attempt's end moves with the clock)."""
+    events, _ = job
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    q = max(ev.time for ev in events)
+    for d in deltas:
+        q += d / 4.0
+        kw: dict[str, object] = {"start": q - 30.0} if window else {}
+        assert_same(e.report("j", "l", q, **kw), report(events, q, **kw))  # type: ignore[arg-type]

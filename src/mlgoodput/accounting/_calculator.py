@@ -13,15 +13,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from mlgoodput import _env
 from mlgoodput._journal import Journal, recover_journals
+from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.store import Store, open_store
 from mlgoodput.store._columns import Columns
+from mlgoodput.store._state import PagedStore
 
 TimeArg = _dt.datetime | float | int | None
+SNAPSHOT_EVERY = 100_000  # events of growth between two saves of the accounting state
 
 log = logging.getLogger("mlgoodput")
 
@@ -43,7 +47,10 @@ class GoodputCalculator:
     """Computes Goodput and the Badput breakdown of one job from its recorded events.
 
     A calculator keeps what it has read: asking again reads only the events stored since
-    (its own cursor), and the engine extends its derived state for them.
+    (its own cursor), and the engine extends its derived state for them. With `snapshot`
+    (default: on unless $MLGOODPUT_SNAPSHOT=0) it also saves that state into the store as the
+    job grows, and a new calculator starts from it, reading only the events stored after it;
+    a saved state that fails a check (format, store, cursor, digest) is ignored.
     """
 
     def __init__(
@@ -59,6 +66,7 @@ class GoodputCalculator:
         store: Any = None,
         stall_factor: float = 3.0,
         clock: Callable[[], float] = time.time,
+        snapshot: bool | None = None,
     ) -> None:
         if not isinstance(job_name, str) or not job_name:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
@@ -92,6 +100,11 @@ class GoodputCalculator:
         self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
         self._seed_cache: _SeedSteps | None = None
+        # saved state (accounting/_snapshot.py): None = off, else the growth in events that
+        # triggers a save; `_saved` = the events the saved state covers
+        self._save_every = _snapshot_policy(snapshot)
+        self._saved = 0
+        self._restored = False
 
     @property
     def store(self) -> Store:
@@ -106,10 +119,34 @@ class GoodputCalculator:
         for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
             if j.namespace == self.logger_name and j.url == url:
                 j.flush(LIVE_FLUSH_TIMEOUT_S)
+        if not self._restored:
+            self._restored = True
+            if self._save_every is not None and self._cursor == 0:
+                got = _snapshot.restore(
+                    self._store, self.logger_name, self.job_name, stall_factor=self._stall_factor
+                )
+                if got is not None:
+                    self._engine, self._cursor = got
+                    self._saved = self._engine.timeline.events
+        if isinstance(self._store, PagedStore):  # a page at a time: never the whole job at once
+            for cursor, part in self._store.scan(self.logger_name, self.job_name, self._cursor):
+                self._engine.timeline.ingest(part)
+                self._cursor = cursor
+            return
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for part in res.parts:
             self._engine.timeline.ingest(part)
         self._cursor = res.cursor
+
+    def _keep(self) -> None:
+        """Save the engine's state when the job grew enough since the last save (after a query,
+        so what it derived is saved too)."""
+        every = self._save_every
+        n = self._engine.timeline.events
+        if every is None or n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+            return
+        _snapshot.save(self._store, self._engine, self.logger_name, self.job_name, self._cursor)
+        self._saved = n  # also after a failed save: try again only once the job grew again
 
     # -- ours ----------------------------------------------------------------------------
     def report(
@@ -137,10 +174,13 @@ class GoodputCalculator:
             else:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
-            return _with_productivity(
+            r = _with_productivity(
                 engine, engine.report(self.job_name, self.logger_name, q, a, b, ideal), q, a,
                 self._facts if engine is self._engine else None,
             )
+            if engine is self._engine:
+                self._keep()
+            return r
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
@@ -171,13 +211,16 @@ class GoodputCalculator:
             self._refresh()
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
-            return {
+            out = {
                 int(w): _with_productivity(
                     engine, engine.report(self.job_name, self.logger_name, q, q - w, q, ideal), q, q - w,
                     self._facts if engine is self._engine else None,
                 )
                 for w in ws
             }
+            if engine is self._engine:
+                self._keep()
+            return out
 
     # -- seed API ------------------------------------------------------------------------
     def get_job_goodput(
@@ -279,7 +322,9 @@ class GoodputCalculator:
             self._refresh()
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
-            return engine.step_deviation(q, ideal, last_n)
+            out = engine.step_deviation(q, ideal, last_n)
+            self._keep()
+            return out
 
     def get_job_goodput_details(self) -> dict[str, Any]:
         """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,
@@ -439,6 +484,16 @@ def _with_productivity(
     if facts.empty:
         return r
     return dataclasses.replace(r, productivity=productivity(facts, r, start))
+
+
+def _snapshot_policy(snapshot: bool | None) -> int | None:
+    """None (no saved state) or the growth in events that triggers a save (see _env.SNAPSHOT)."""
+    if snapshot is not None and not isinstance(snapshot, bool):
+        raise TypeError(f"snapshot must be True, False or None, got {snapshot!r}")
+    env = os.environ.get(_env.SNAPSHOT, "").strip().lower()
+    if snapshot is False or (snapshot is None and env in ("0", "off", "false", "no")):
+        return None
+    return 1 if env == "always" else SNAPSHOT_EVERY
 
 
 def _check_ideal(v: float | None) -> float | None:

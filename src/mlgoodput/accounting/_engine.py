@@ -14,6 +14,7 @@ import operator
 from array import array
 from bisect import bisect_left, bisect_right
 
+from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -36,7 +37,6 @@ from mlgoodput.accounting._model import (
     B,
     Derived,
     Touched,
-    median,
 )
 from mlgoodput.accounting._query import Query
 from mlgoodput.accounting._report import (
@@ -49,6 +49,8 @@ from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._timeline import HostLog, Rec, Timeline
 from mlgoodput.events import Kind
 
+_CHUNK = 1 << 20
+
 
 class Engine:
     """Holds one job's timeline and answers reports at a query time."""
@@ -60,11 +62,26 @@ class Engine:
         self.timeline = Timeline()
         self._derived: Derived | None = None
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
+        self._hosts: dict[int, HostSteps] = {}
+        # what the last query derived from the other (non-step) events, for a query that finds
+        # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
+        self._je_cache: tuple[HostLog, int, list[float]] | None = None
+        self._acts_cache: tuple[object, float, Activities] | None = None
+        self._part_cache: (
+            tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
+        ) = None
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
         js = sorted({t for t in log.job_starts if t <= q})
-        je = sorted({r.time for r in log.others if r.kind == Kind.JOB_END and r.time <= q})
+        c = self._je_cache
+        if c is None or c[0] is not log or c[1] != len(log.others):
+            c = self._je_cache = (
+                log,
+                len(log.others),
+                sorted({r.time for r in log.others if r.kind == Kind.JOB_END}),
+            )
+        je = c[2][: bisect_right(c[2], q)]
         out: list[Attempt] = []
         times = log.times
         for k, s in enumerate(js):
@@ -82,6 +99,31 @@ class Engine:
         return out
 
     def activities(self, log: HostLog, atts: list[Attempt]) -> Activities:
+        """The activity intervals of the lead host; reused while nothing new came in and the
+        running attempt's moving end reaches nothing (no open activity, nothing clipped)."""
+        last = atts[-1]
+        running = last.ended_by == "running"
+        key = (
+            id(log),
+            len(log.others),
+            tuple((a.start, a.end, a.ended_by) for a in atts[:-1]),
+            (last.start, last.ended_by, None if running else last.end),
+        )
+        c = self._acts_cache
+        if c is not None and c[0] == key and (not running or last.end > c[1]):
+            return c[2]  # an ended attempt's end is in the key; a running one's must pass the horizon
+        acts = self._activities(log, atts)
+        # the latest time the result depends on; inf when the running end cuts something
+        horizon = log.others[-1].time if log.others else -INF
+        for spans in acts.buckets.values():
+            if spans:
+                horizon = max(horizon, spans[-1][1])
+        if running and (horizon >= last.end or any(t >= last.start for t in acts.open_starts)):
+            horizon = INF
+        self._acts_cache = (key, horizon, acts)
+        return acts
+
+    def _activities(self, log: HostLog, atts: list[Attempt]) -> Activities:
         acts = Activities()
         raw: dict[object, list[tuple[float, float]]] = {}
         starts_at = [a.start for a in atts]
@@ -211,12 +253,10 @@ class Engine:
             or tl.earliest_change < d.frontier
             or d.open_before
         ):
-            d = Derived(log.host, 0, -INF, array("d"), {}, SortedFloats(), 0.0, False)
+            d = Derived(log.host, 0, -INF, {}, {}, SortedFloats(), 0.0, False)
         start = max(0, d.n - 1)
-        if len(d.eff) < n:
-            d.eff.extend([math.nan] * (n - len(d.eff)))
         times = log.times
-        new_vals: list[float] = []
+        new_vals = array("d")
         touched: Touched | None = None
         for a in atts:
             lo, hi = max(a.i0 + 1, start), a.i1 - 1  # interior steps of this attempt
@@ -224,17 +264,18 @@ class Engine:
                 continue
             if touched is None:
                 touched = self._touched(log, acts)
-            # most steps: net time is simply the gap to the next start (C-level map)
-            raw = list(map(operator.sub, times[lo + 1 : hi + 1], times[lo:hi]))
-            for i in touched.range(lo, hi):
-                end = self._step_end(log, i, times[i + 1]) or times[i + 1]
-                net, comp = self._net(acts, times[i], end)
-                raw[i - lo] = net - comp
-                if comp:
-                    d.compile[i] = comp
-                    d.compile_total += comp
-            d.eff[lo:hi] = array("d", raw)
-            new_vals.extend(raw)
+            for c0 in range(lo, hi, _CHUNK):  # in slices, so no job-sized list of floats
+                c1 = min(hi, c0 + _CHUNK)
+                # most steps: net time is simply the gap to the next start (C-level map)
+                raw = list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
+                for i in touched.range(c0, c1):
+                    end = self._step_end(log, i, times[i + 1]) or times[i + 1]
+                    net, comp = self._net(acts, times[i], end)
+                    raw[i - c0] = d.exc[i] = net - comp
+                    if comp:
+                        d.compile[i] = comp
+                        d.compile_total += comp
+                new_vals.extend(raw)
         d.ordered.extend(new_vals)
         d.n = n
         d.frontier = times[n - 1] if n else -INF
@@ -272,28 +313,7 @@ class Engine:
         ctx = Query(self, log, atts, acts, d, q, configured_ideal)
         ctx.compute_ideal(None if b >= w1 else b)
         ctx.compute_infra()
-        res: dict[object, float] = {}
-        covered: Intervals = []
-
-        def take(key: object, xs: Intervals) -> None:
-            nonlocal covered
-            u = subtract(clip(xs, a, b), covered)
-            res[key] = res.get(key, 0.0) + measure(u)
-            if u:
-                covered = union(covered + u)
-
-        take(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION, ctx.infra)
-        for high in HIGH:
-            take(high, acts.buckets.get(high, []))
-        customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
-        for ckey in customs:
-            take(ckey, acts.buckets[ckey])
-        steps_union = ctx.steps_union()
-        dl = acts.buckets.get("dl", [])
-        take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
-        for low in LOW:
-            take(low, acts.buckets.get(low, []))
-        overlapped = measure(intersect(clip(dl, a, b), steps_union))
+        res, overlapped = self._partition(acts, ctx, a, b)
         parts = ctx.aggregate() if whole else ctx.layout(a, b)
         total = b - a
         productive = parts["productive"]
@@ -331,6 +351,46 @@ class Engine:
             hosts=self.host_stats(q) if len(tl.hosts) > 1 else (),
         )
 
+    def _partition(self, acts: Activities, ctx: Query, a: float, b: float) -> tuple[dict[object, float], float]:
+        """Seconds of each claimed bucket in [a, b] by priority, and overlapped data loading.
+
+        Reused while the activities, the infrastructure gaps and the steps are the same and
+        the window's moving end lies beyond every interval (a query that finds nothing new).
+        """
+        steps_union = ctx.steps_union()
+        su_end = steps_union[-1][1] if steps_union else -INF
+        key = (a, tuple(ctx.infra), tuple(steps_union[:-1]), steps_union[-1][0] if steps_union else None)
+        c = self._part_cache
+        if c is not None and c[4] is acts and c[0] == key   and min(b, su_end) > c[1]:
+            return c[2], c[3]
+        res: dict[object, float] = {}
+        covered: Intervals = []
+
+        def take(bucket: object, xs: Intervals) -> None:
+            nonlocal covered
+            u = subtract(clip(xs, a, b), covered)
+            res[bucket] = res.get(bucket, 0.0) + measure(u)
+            if u:
+                covered = union(covered + u)
+
+        take(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION, ctx.infra)
+        for high in HIGH:
+            take(high, acts.buckets.get(high, []))
+        customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
+        for ckey in customs:
+            take(ckey, acts.buckets[ckey])
+        dl = acts.buckets.get("dl", [])
+        take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
+        for low in LOW:
+            take(low, acts.buckets.get(low, []))
+        overlapped = measure(intersect(clip(dl, a, b), steps_union))
+        horizon = max((spans[-1][1] for spans in acts.buckets.values() if spans), default=-INF)
+        if ctx.infra:
+            horizon = max(horizon, ctx.infra[-1][1])
+        horizon = horizon if min(b, su_end) > horizon else INF
+        self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
+        return res, overlapped
+
     def step_deviation(
         self, q: float, configured_ideal: float | None, last_n: int | None = None
     ) -> dict[int, float]:
@@ -358,44 +418,31 @@ class Engine:
             for i in range(max(att.i0 + 1, att.i1 - 1) - 1, att.i0, -1):
                 if len(regular) >= limit:
                     break
-                if not math.isnan(d.eff[i]):
-                    regular.append(i)
+                regular.append(i)
         for i in reversed(regular):
             if i in ctx.extra:
                 eff, comp = ctx.extra[i]
                 out[int(nums[i])] = eff + comp - ideal
             else:
-                out[int(nums[i])] = d.eff[i] + d.compile.get(i, 0.0) - ideal
+                out[int(nums[i])] = d.eff(log.times, i) + d.compile.get(i, 0.0) - ideal
         return out
 
     def host_stats(self, q: float) -> tuple[HostStepStats, ...]:
+        """Step statistics of every host with two steps or more (incremental per host)."""
         out = []
         for h, log in sorted(self.timeline.hosts.items()):
-            times = log.times
-            if len(times) < 2:
+            if len(log.times) < 2:
                 continue
-            js = log.job_starts
-            diffs = []
-            for i in range(1, len(times)):
-                if times[i] > q:
-                    break
-                if bisect_right(js, times[i]) != bisect_right(js, times[i - 1]):
-                    continue  # a restart lies between
-                diffs.append(times[i] - times[i - 1])
-            if not diffs:
-                continue
-            diffs.sort()
-            out.append(
-                HostStepStats(
-                    host=h,
-                    steps=len(diffs) + 1,
-                    median_s=median(diffs),
-                    p90_s=diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))],
-                    max_s=diffs[-1],
-                )
-            )
+            if q < log.times[-1]:
+                st = stats_as_of(log, q)
+            else:
+                hs = self._hosts.get(h)
+                if hs is None:
+                    hs = self._hosts[h] = HostSteps()
+                st = hs.update(log)
+            if st is not None:
+                out.append(st)
         return tuple(out)
-
 
 
 def _slices(

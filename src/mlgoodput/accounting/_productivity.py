@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -165,7 +166,8 @@ def _sorted(nums: Sequence[int], lo: int, hi: int) -> bool:
     key = (id(nums), lo, hi, float(nums[hi - 1]))
     hit = _SORTED_CACHE.get(key)
     if hit is None:
-        hit = all(nums[i] <= nums[i + 1] for i in range(lo, hi - 1))
+        part = nums[lo:hi]  # one slice (step numbers may be runs, not an array): a C-level pass
+        hit = all(map(operator.le, part[:-1], part[1:]))
         if len(_SORTED_CACHE) > 4096:
             _SORTED_CACHE.clear()
         _SORTED_CACHE[key] = hit

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, bisect_right
 from typing import TYPE_CHECKING
 
@@ -87,10 +86,10 @@ class Query:
         else:
             times = self.log.times
             vals = [
-                d.eff[i]
+                d.eff(times, i)
                 for att in self.atts
                 for i in range(att.i0 + 1, max(att.i0 + 1, att.i1 - 1))
-                if times[i] < upto and not math.isnan(d.eff[i])
+                if times[i] < upto
             ]
             vals += [v for i, (v, _) in self.extra.items() if times[i] < upto]
             if vals:
@@ -184,7 +183,7 @@ class Query:
             assert known is not None
             e = known
         else:
-            eff = self.d.eff[i]
+            eff = self.d.eff(times, i)
             comp = self.d.compile.get(i, 0.0)
             e = self.e._step_end(self.log, i, times[i + 1]) or times[i + 1]
         if eff > self.e.stall_factor * ideal:

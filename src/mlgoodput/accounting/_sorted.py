@@ -1,29 +1,33 @@
 """A sorted multiset of floats with sums: the running set of step times behind the ideal step time.
 
-Bucketed (a list of sorted lists), so inserting, removing, the k-th value and the sum of values
-above a threshold cost about the square root of the size instead of a full sort per query.
+Bucketed (a list of sorted typed arrays of doubles, 8 bytes a value), so inserting, removing,
+the k-th value and the sum of values above a threshold cost about the square root of the size
+instead of a full sort per query.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable
+from itertools import accumulate
 
-_LOAD = 1000
+_LOAD = 2048
 
 
 class SortedFloats:
     __slots__ = ("_buckets", "_maxes", "_n", "_sums")
 
-    def __init__(self, values: list[float] | None = None) -> None:
-        self._buckets: list[list[float]] = []
+    def __init__(self, values: Iterable[float] | None = None) -> None:
+        self._buckets: list[array[float]] = []
         self._maxes: list[float] = []
         self._sums: list[float] = []
         self._n = 0
         if values:
             self._build(sorted(values))
 
-    def _build(self, ordered: list[float]) -> None:
-        self._buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]
+    def _build(self, ordered: list[float] | array[float]) -> None:
+        self._buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
         self._maxes = [b[-1] for b in self._buckets]
         self._sums = [sum(b) for b in self._buckets]
         self._n = len(ordered)
@@ -33,7 +37,7 @@ class SortedFloats:
 
     def add(self, x: float) -> None:
         if not self._buckets:
-            self._buckets, self._maxes, self._sums, self._n = [[x]], [x], [x], 1
+            self._buckets, self._maxes, self._sums, self._n = [array("d", (x,))], [x], [x], 1
             return
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
@@ -44,6 +48,11 @@ class SortedFloats:
         self._sums[i] += x
         self._n += 1
         if len(b) > 2 * _LOAD:
+            self._split(i)
+
+    def _split(self, i: int) -> None:
+        b = self._buckets[i]
+        while len(b) > 2 * _LOAD:
             half = b[_LOAD:]
             del b[_LOAD:]
             self._buckets.insert(i + 1, half)
@@ -51,16 +60,37 @@ class SortedFloats:
             self._maxes.insert(i + 1, half[-1])
             self._sums[i] = sum(b)
             self._sums.insert(i + 1, sum(half))
+            i += 1
+            b = half
 
-    def extend(self, xs: list[float]) -> None:
+    def extend(self, xs: list[float] | array[float]) -> None:
         if len(xs) > self._n // 4 + 16:
-            merged = [v for b in self._buckets for v in b]
+            merged = array("d")
+            for b in self._buckets:
+                merged.extend(b)
+            self._buckets = []
             merged.extend(xs)
-            merged.sort()
-            self._build(merged)
-        else:
+            self._build(sorted(merged))
+        elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)
+        else:  # a few new values: grouped by the bucket they fall in, bookkeeping once a bucket
+            ys = sorted(xs)
+            i, last = 0, len(self._buckets) - 1
+            while i < len(ys):
+                k = min(bisect_left(self._maxes, ys[i]), last)
+                j = len(ys) if k == last else bisect_right(ys, self._maxes[k], i)
+                group = ys[i:j]
+                b = self._buckets[k]
+                for x in group:  # C-level search and move; the bookkeeping once per bucket
+                    insort(b, x)
+                self._maxes[k] = b[-1]
+                self._sums[k] += sum(group)
+                self._n += len(group)
+                i = j
+                if len(b) > 2 * _LOAD:
+                    self._split(k)
+                    last = len(self._buckets) - 1
 
     def remove(self, x: float) -> None:
         i = bisect_left(self._maxes, x)
@@ -78,15 +108,47 @@ class SortedFloats:
             self._maxes[i] = b[-1]
             self._sums[i] -= x
 
+    def values(self) -> array[float]:
+        """All values in order, as one packed array."""
+        out = array("d")
+        for b in self._buckets:
+            out.extend(b)
+        return out
+
+    def bucket_sizes(self) -> tuple[array[int], array[float]]:
+        """(values per bucket, sum per bucket): with `values`, enough to rebuild without summing."""
+        return array("q", map(len, self._buckets)), array("d", self._sums)
+
+    @classmethod
+    def from_sorted(
+        cls, ordered: array[float], sizes: array[int] | None = None, sums: array[float] | None = None
+    ) -> SortedFloats:
+        """From values already in order (a snapshot), without sorting (nor summing) again."""
+        s = cls()
+        if sizes is None or sums is None or len(sizes) != len(sums) or sum(sizes) != len(ordered):
+            s._build(ordered)
+            return s
+        pos = 0
+        for k in sizes:
+            if k <= 0:
+                raise ValueError("empty bucket in saved sorted values")
+            s._buckets.append(ordered[pos : pos + k])
+            pos += k
+        s._maxes = [b[-1] for b in s._buckets]
+        s._sums = list(sums)
+        s._n = len(ordered)
+        return s
+
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self._buckets) * 8
+
     def kth(self, k: int) -> float:
-        """The k-th smallest value, 0-based."""
+        """The k-th smallest value, 0-based (finding the bucket is one C-level pass)."""
         if not 0 <= k < self._n:
             raise IndexError(k)
-        for b in self._buckets:
-            if k < len(b):
-                return b[k]
-            k -= len(b)
-        raise IndexError(k)  # pragma: no cover
+        ends = list(accumulate(map(len, self._buckets)))
+        i = bisect_right(ends, k)
+        return self._buckets[i][k - (ends[i - 1] if i else 0)]
 
     def median(self) -> float:
         n = self._n

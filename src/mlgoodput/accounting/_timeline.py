@@ -10,10 +10,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 from array import array
 from bisect import insort
 from dataclasses import dataclass, field
 
+from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store._columns import NO_STEP, Columns
 
@@ -40,37 +42,44 @@ class HostLog:
 
     host: int
     times: array[float] = field(default_factory=lambda: array("d"))  # step starts, by time
-    nums: array[int] = field(default_factory=lambda: array("q"))
+    nums: StepNums = field(default_factory=StepNums)  # step numbers, as runs
     monotonic: bool = True  # step numbers never decrease along time
     others: list[Rec] = field(default_factory=list)  # sorted by time
     _seen: set[Rec] = field(default_factory=set)
     job_starts: list[float] = field(default_factory=list)
+    version: int = 0  # bumped when a change reaches back before the last step (not an append)
 
     def add_steps(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
         """Append step starts; returns the earliest time that changed (inf if none)."""
         if not times:
             return math.inf
-        ordered = list(times) == sorted(times)  # sorting sorted data is one linear pass in C
+        # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
+        strict = all(map(operator.lt, times[:-1], times[1:]))
+        ordered = strict or list(times) == sorted(times)
         if ordered and (not self.times or times[0] > self.times[-1]):
-            if self.monotonic:
-                last = self.nums[-1] if self.nums else None
-                if (last is not None and nums[0] < last) or list(nums) != sorted(nums):
-                    self.monotonic = False
+            last = self.nums[-1] if self.nums else None
             # exact duplicates inside one batch are possible only at equal times
-            if len(set(times)) != len(times):  # rare: equal times inside one batch
+            if not strict and len(set(times)) != len(times):  # rare: equal times inside one batch
                 pairs = sorted(set(zip(times, nums, strict=True)))
                 times = [p[0] for p in pairs]
                 nums = [p[1] for p in pairs]
             self.times.extend(times)
-            self.nums.extend(nums)
+            counted = self.nums.extend(nums)  # True when the batch counts up by one
+            if self.monotonic and (
+                (last is not None and nums[0] < last)
+                or not (counted or all(map(operator.le, nums[:-1], nums[1:])))
+            ):
+                self.monotonic = False
             return times[0]
         # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
+        self.version += 1
         both = set(zip(self.times, self.nums, strict=True))
         both.update(zip(times, nums, strict=True))
         merged = sorted(both)
         self.times = array("d", (p[0] for p in merged))
-        self.nums = array("q", (p[1] for p in merged))
-        self.monotonic = all(map(int.__le__, self.nums[:-1], self.nums[1:]))
+        nums_list = [p[1] for p in merged]
+        self.nums = StepNums(nums_list)
+        self.monotonic = all(map(int.__le__, nums_list[:-1], nums_list[1:]))
         return min(times)
 
     def add_other(self, rec: Rec) -> float:
@@ -83,6 +92,8 @@ class HostLog:
             insort(self.others, rec, key=lambda r: r.time)
         if rec.kind == Kind.JOB_START:
             insort(self.job_starts, rec.time)
+            if self.times and rec.time <= self.times[-1]:
+                self.version += 1  # a restart between steps already seen
         return rec.time
 
 
@@ -117,8 +128,8 @@ class Timeline:
             earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
         elif single_host:
             log = self.host(hosts[0])
-            st = list(itertools.compress(cols.times, step_mask))
-            sn = list(itertools.compress(cols.steps, step_mask))
+            st = array("d", itertools.compress(cols.times, step_mask))
+            sn = array("q", itertools.compress(cols.steps, step_mask))
             earliest = min(earliest, log.add_steps(st, sn))
         else:
             per: dict[int, tuple[list[float], list[int]]] = {}

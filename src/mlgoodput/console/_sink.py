@@ -64,8 +64,11 @@ class StoreSink(BackgroundWorker):
                     continue
             open_by_writer[it.writer] = len(groups)
             groups.append((it.writer, it.first_seq, list(it.events), [it]))
+        many = getattr(self.store, "append_many", None)
+        if many is not None:  # every client's run in one transaction: one commit per round
+            many(NAMESPACE, self.job, [EventBatch(w, first, evs) for w, first, evs, _ in groups if evs])
         for writer, first, evs, its in groups:
-            if evs:
+            if evs and many is None:
                 self.store.append(NAMESPACE, self.job, EventBatch(writer, first, evs))
             with self._lock:
                 for it in its:

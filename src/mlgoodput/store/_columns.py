@@ -143,6 +143,11 @@ def encode(cols: Columns) -> Chunk:
     )
 
 
+def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
+    """Events as stored chunks of at most `max_events` each (done before a store takes its lock)."""
+    return [encode(Columns.from_events(events[i : i + max_events])) for i in range(0, len(events), max_events)]
+
+
 def decode(
     kinds: bytes,
     times: bytes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store._columns import Columns
@@ -18,22 +19,23 @@ class MemoryStore:
         self._chunks: list[tuple[str, str, Columns]] = []  # index + 1 is the cursor
         self._next_seq: dict[int, int] = {}
         self._jobs: dict[tuple[str, str], list[float]] = {}
+        self._states: dict[tuple[str, str], list[bytes]] = {}
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        writer, first_seq, cols = batch.writer, batch.first_seq, Columns.from_events(batch.events)
         with self._lock:
-            expected = self._next_seq.get(batch.writer, 0)
-            skip = max(0, expected - batch.first_seq)
-            events = batch.events[skip:]
-            if not events:
+            expected = self._next_seq.get(writer, 0)
+            skip = max(0, expected - first_seq)
+            if skip >= len(cols):
                 return
-            cols = Columns.from_events(events)
-            self._chunks.append((namespace, job, cols))
-            self._next_seq[batch.writer] = batch.first_seq + len(batch.events)
-            info = self._jobs.setdefault((namespace, job), [0, min(cols.times), max(cols.times)])
-            info[0] += len(cols)
-            info[1] = min(info[1], min(cols.times))
-            info[2] = max(info[2], max(cols.times))
+            kept = cols.slice(skip) if skip else cols
+            self._chunks.append((namespace, job, kept))
+            self._next_seq[writer] = first_seq + len(cols)
+            info = self._jobs.setdefault((namespace, job), [0, min(kept.times), max(kept.times)])
+            info[0] += len(kept)
+            info[1] = min(info[1], min(kept.times))
+            info[2] = max(info[2], max(kept.times))
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:
@@ -41,6 +43,22 @@ class MemoryStore:
             end = len(self._chunks)
         parts = [c for ns, j, c in chunks if ns == namespace and j == job]
         return ReadResult(parts, end)
+
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        saved = [bytes(p) for p in pieces]
+        with self._lock:
+            self._states[(namespace, job)] = saved
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        with self._lock:
+            saved = self._states.get((namespace, job))
+        return None if saved is None else iter(saved)
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        with self._lock:
+            head = len(self._chunks)  # cursors here count chunks of every stream
+            mine = [(i + 1, len(c)) for i, (ns, j, c) in enumerate(self._chunks) if ns == namespace and j == job]
+        return head, sum(n for pos, n in mine if pos <= cursor)
 
     def jobs(self) -> list[JobInfo]:
         with self._lock:

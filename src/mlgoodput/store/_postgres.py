@@ -8,15 +8,18 @@ a slower transaction commits later (a plain sequence would allow that).
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, decode, encode
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._state import PAGE_ROWS
 
 MAX_CHUNK_EVENTS = 65536
 T = TypeVar("T")
@@ -111,40 +114,53 @@ class PostgresStore:
                 raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {e}") from e
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        self._in_transaction("append to", lambda conn: self._append(conn, namespace, job, batch))
+        chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before any row lock is taken
+        rest: Callable[[int], list[Chunk]] = lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)  # noqa: E731
+        self._in_transaction("append to", lambda conn: self._append(
+            conn, namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks, rest))
 
-    def _append(self, conn: Any, ns: str, job: str, batch: EventBatch) -> None:
+    def _append(
+        self, conn: Any, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        rest: Callable[[int], list[Chunk]],
+    ) -> None:
         conn.execute(
             "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
-            (batch.writer,),
+            (writer,),
         )
         expected = conn.execute(
-            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (batch.writer,)
+            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,)
         ).fetchone()[0]
-        skip = max(0, expected - batch.first_seq)
-        events = batch.events[skip:]
-        if not events:
+        skip = max(0, expected - first_seq)
+        if skip >= n:
             return
+        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = rest(skip)
+        # the rows go in first under placeholder (negative) cursors, before the job's stream
+        # row is locked, so the lock covers a few small updates and the commit, not the upload
+        tmp = -random.getrandbits(62) - 1
+        lo, hi, total = float("inf"), float("-inf"), 0
+        first = first_seq + skip
+        now = time.time()
+        with conn.cursor().copy(
+            "COPY mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds, times, hosts,"
+            " steps, vals, names, attrs) FROM STDIN (FORMAT BINARY)"
+        ) as cp:
+            cp.set_types(_CHUNK_TYPES)
+            for k, ch in enumerate(chunks):
+                cp.write_row((ns, job, tmp - k, writer, first + total, ch.n, now, ch.kinds, ch.times,
+                              ch.hosts, ch.steps, ch.values, ch.names, ch.attrs))
+                lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
         conn.execute(
             "INSERT INTO mlgoodput_streams (ns, job) VALUES (%s, %s) ON CONFLICT DO NOTHING", (ns, job)
         )
         seq = conn.execute(
             "SELECT next_seq FROM mlgoodput_streams WHERE ns = %s AND job = %s FOR UPDATE", (ns, job)
         ).fetchone()[0]
-        now = time.time()
-        lo, hi, total = float("inf"), float("-inf"), 0
-        first = batch.first_seq + skip
-        for start in range(0, len(events), MAX_CHUNK_EVENTS):
-            ch = encode(Columns.from_events(events[start : start + MAX_CHUNK_EVENTS]))
-            conn.execute(
-                "INSERT INTO mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds,"
-                " times, hosts, steps, vals, names, attrs)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (ns, job, seq, batch.writer, first + start, ch.n, now, ch.kinds, ch.times,
-                 ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
-            )
-            seq += 1
-            lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
+        conn.execute(  # placeholder tmp - k becomes seq + k
+            "UPDATE mlgoodput_chunks SET seq = %s + (%s - seq) WHERE ns = %s AND job = %s AND seq <= %s AND seq > %s",
+            (seq, tmp, ns, job, tmp, tmp - len(chunks)),
+        )
+        seq += len(chunks)
         conn.execute(
             "UPDATE mlgoodput_streams SET next_seq = %s, events = events + %s,"
             " first_time = LEAST(COALESCE(first_time, %s), %s),"
@@ -153,7 +169,7 @@ class PostgresStore:
         )
         conn.execute(
             "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
-            (batch.first_seq + len(batch.events), batch.writer),
+            (first_seq + n, writer),
         )
 
     def identity(self) -> str:
@@ -192,3 +208,123 @@ class PostgresStore:
             if self._conn is not None and self._pid == os.getpid():
                 self._drop_broken()
             self._conn = None
+
+    # -- optional abilities (store/_state.py): saved accounting state, paged reads ----------
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        while True:
+            rows = self._in_transaction("read", partial(_page, namespace, job, cursor))
+            for r in rows:
+                cursor = int(r[0])
+                yield cursor, decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7])
+            if len(rows) < PAGE_ROWS:
+                return
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        def work(conn: Any) -> tuple[int, int]:
+            head = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM mlgoodput_chunks WHERE ns = %s AND job = %s", (namespace, job)
+            ).fetchone()[0]
+            upto = conn.execute(
+                "SELECT coalesce(sum(n), 0) FROM mlgoodput_chunks WHERE ns = %s AND job = %s AND seq <= %s",
+                (namespace, job, cursor),
+            ).fetchone()[0]
+            return int(head), int(upto)
+
+        return self._in_transaction("read", work)
+
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        """Pieces under a new generation in short transactions, then one short transaction
+        makes it current and drops the others."""
+        gen = time.time_ns() ^ (os.getpid() << 20)
+        self._in_transaction("save state in", _state_schema)
+        n = 0
+        for piece in pieces:
+            self._in_transaction("save state in", partial(_put_piece, namespace, job, gen, n, piece))
+            n += 1
+
+        def flip(conn: Any) -> None:
+            have = conn.execute(
+                "SELECT count(*) FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s",
+                (namespace, job, gen),
+            ).fetchone()[0]
+            if have != n:  # a concurrent save dropped ours: keep theirs
+                return
+            conn.execute(
+                "INSERT INTO mlgoodput_states (ns, job, gen, pieces, saved_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
+                " saved_at = excluded.saved_at",
+                (namespace, job, gen, n, time.time()),
+            )
+            conn.execute(
+                "DELETE FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen <> %s", (namespace, job, gen)
+            )
+
+        self._in_transaction("save state in", flip)
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        def head(conn: Any) -> tuple[int, int] | None:
+            exists = conn.execute("SELECT to_regclass('mlgoodput_states')").fetchone()[0]
+            if exists is None:
+                return None
+            row = conn.execute(
+                "SELECT gen, pieces FROM mlgoodput_states WHERE ns = %s AND job = %s", (namespace, job)
+            ).fetchone()
+            return None if row is None else (int(row[0]), int(row[1]))
+
+        found = self._in_transaction("read", head)
+        if found is None:
+            return None
+        gen, n = found
+
+        def pieces() -> Iterator[bytes]:
+            for i in range(n):  # one piece a query: a dropped generation shows as a missing piece
+                row = self._in_transaction("read", partial(_get_piece, namespace, job, gen, i))
+                if row is None:
+                    return
+                yield bytes(row[0])
+
+        return pieces()
+
+
+_CHUNK_TYPES = ["text", "text", "int8", "int8", "int8", "int4", "float8",
+                "bytea", "bytea", "bytea", "bytea", "bytea", "text", "text"]
+
+
+def _state_schema(conn: Any) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
+    conn.execute(_STATE_SCHEMA)
+
+
+def _page(ns: str, job: str, cursor: int, conn: Any) -> list[Any]:
+    rows: list[Any] = conn.execute(
+        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+        " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (ns, job, cursor, PAGE_ROWS),
+    ).fetchall()
+    return rows
+
+
+def _put_piece(ns: str, job: str, gen: int, i: int, data: bytes, conn: Any) -> None:
+    conn.execute(
+        "INSERT INTO mlgoodput_state_pieces (ns, job, gen, i, data) VALUES (%s, %s, %s, %s, %s)",
+        (ns, job, gen, i, data),
+    )
+
+
+def _get_piece(ns: str, job: str, gen: int, i: int, conn: Any) -> Any:
+    return conn.execute(
+        "SELECT data FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s AND i = %s",
+        (ns, job, gen, i),
+    ).fetchone()
+
+
+_STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS mlgoodput_states (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen BIGINT NOT NULL, pieces INTEGER NOT NULL,
+    saved_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (ns, job)
+);
+CREATE TABLE IF NOT EXISTS mlgoodput_state_pieces (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen BIGINT NOT NULL, i INTEGER NOT NULL,
+    data BYTEA NOT NULL, PRIMARY KEY (ns, job, gen, i)
+);
+"""

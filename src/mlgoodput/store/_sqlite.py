@@ -15,11 +15,17 @@ import sqlite3
 import stat
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
-from mlgoodput.events import EventBatch
-from mlgoodput.store._columns import Columns, decode, encode
+from mlgoodput.events import Event, EventBatch
+from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
+from mlgoodput.store._state import PAGE_ROWS
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 MAX_CHUNK_EVENTS = 65536
@@ -154,13 +160,37 @@ class SQLiteStore:
             return f"{self._store_id}@{self._file_id[0]}:{self._file_id[1]}" if self._file_id else self._store_id
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
+        chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before the lock: writers only wait for inserts
+        self._append_chunks(namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks,
+                            lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS))
+
+    def append_many(self, namespace: str, job: str, batches: list[EventBatch]) -> None:
+        """`append` for several writers' batches in one transaction: one lock, one commit, so
+        a server taking in many clients' records writes once per round, not once per client."""
+        work: list[_Work] = [
+            (b.writer, b.first_seq, len(b.events), encode_batch(b.events, MAX_CHUNK_EVENTS),
+             partial(_encode_from, b.events))
+            for b in batches if b.events
+        ]
+        self._append_all(namespace, job, work)
+
+    def _append_chunks(
+        self, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        rest: Callable[[int], list[Chunk]],
+    ) -> None:
+        self._append_all(ns, job, [(writer, first_seq, n, chunks, rest)])
+
+    def _append_all(self, ns: str, job: str, work: list[_Work]) -> None:
         with self._lock:
             try:
                 conn = self._connect()
                 self._check_file()
                 t0 = time.monotonic()
-                self._append(conn, namespace, job, batch)
+                conn.execute("BEGIN IMMEDIATE")
                 self._note_wait(time.monotonic() - t0)
+                for item in work:
+                    self._append(conn, ns, job, *item)
+                conn.execute("COMMIT")
                 self._check_file()
             except sqlite3.Error as e:
                 if self._conn is not None and self._conn.in_transaction:
@@ -177,35 +207,34 @@ class SQLiteStore:
             log.warning("mlgoodput: an append to the SQLite store %s took %.1f s, waiting for its lock"
                         " (another process is writing or holds a transaction open)", self.path, waited)
 
-    def _append(self, conn: sqlite3.Connection, ns: str, job: str, batch: EventBatch) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        row = conn.execute(
-            "SELECT next_seq FROM writers WHERE writer = ?", (batch.writer,)
-        ).fetchone()
+    def _append(
+        self, conn: sqlite3.Connection, ns: str, job: str, writer: int, first_seq: int, n: int,
+        chunks: list[Chunk], rest: Callable[[int], list[Chunk]],
+    ) -> None:
+        """One writer's run, inside the caller's transaction; what the store has is skipped."""
+        row = conn.execute("SELECT next_seq FROM writers WHERE writer = ?", (writer,)).fetchone()
         expected = row[0] if row else 0
-        skip = max(0, expected - batch.first_seq)
-        events = batch.events[skip:]
-        if not events:
-            conn.execute("COMMIT")
+        skip = max(0, expected - first_seq)
+        if skip >= n:
             return
-        first = batch.first_seq + skip
+        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = rest(skip)
+        first = first_seq + skip
         now = time.time()
         t_lo, t_hi, total = float("inf"), float("-inf"), 0
-        for start in range(0, len(events), MAX_CHUNK_EVENTS):
-            part = events[start : start + MAX_CHUNK_EVENTS]
-            ch = encode(Columns.from_events(part))
+        for ch in chunks:
             conn.execute(
                 "INSERT INTO chunks (ns, job, writer, first_seq, n, t_min, t_max, stored_at,"
                 " kinds, times, hosts, steps, vals, names, attrs)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, job, batch.writer, first + start, ch.n, ch.t_min, ch.t_max, now,
+                (ns, job, writer, first + total, ch.n, ch.t_min, ch.t_max, now,
                  ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
             )
             t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
         conn.execute(
             "INSERT INTO writers(writer, next_seq) VALUES (?, ?)"
             " ON CONFLICT(writer) DO UPDATE SET next_seq = excluded.next_seq",
-            (batch.writer, batch.first_seq + len(batch.events)),
+            (writer, first_seq + n),
         )
         conn.execute(
             "INSERT INTO streams(ns, job, events, first_time, last_time) VALUES (?, ?, ?, ?, ?)"
@@ -214,7 +243,6 @@ class SQLiteStore:
             " last_time = max(last_time, excluded.last_time)",
             (ns, job, total, t_lo, t_hi),
         )
-        conn.execute("COMMIT")
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:
@@ -248,3 +276,140 @@ class SQLiteStore:
                 except sqlite3.Error:
                     pass
             self._conn = None
+
+    # -- optional abilities (store/_state.py): saved accounting state, paged reads ----------
+    def _run(self, what: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return work(self._connect_current())
+            except sqlite3.Error as e:
+                if self._conn is not None and self._conn.in_transaction:
+                    try:
+                        self._conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise StoreError(f"cannot {what} SQLite store {self.path!r}: {e}") from e
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        while True:
+            rows = self._run("read", partial(_page, namespace, job, cursor))
+            for r in rows:
+                cursor = r[0]
+                yield cursor, decode(*r[1:])
+            if len(rows) < PAGE_ROWS:
+                return
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            head = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM chunks WHERE ns = ? AND job = ?", (namespace, job)
+            ).fetchone()[0]
+            upto = conn.execute(
+                "SELECT coalesce(sum(n), 0) FROM chunks WHERE ns = ? AND job = ? AND seq <= ?",
+                (namespace, job, cursor),
+            ).fetchone()[0]
+            return int(head), int(upto)
+
+        return self._run("read", work)
+
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        """Pieces go in under a new generation in short transactions; one last short
+        transaction makes it current and drops the others, so writers never wait long."""
+        gen = time.time_ns() ^ (os.getpid() << 20)
+
+        def put(conn: sqlite3.Connection, batch: list[bytes], first: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO state_pieces (ns, job, gen, i, data) VALUES (?, ?, ?, ?, ?)",
+                [(namespace, job, gen, first + k, b) for k, b in enumerate(batch)],
+            )
+            conn.execute("COMMIT")
+
+        def flip(conn: sqlite3.Connection, n: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            have = conn.execute(
+                "SELECT count(*) FROM state_pieces WHERE ns = ? AND job = ? AND gen = ?",
+                (namespace, job, gen),
+            ).fetchone()[0]
+            if have == n:  # else a concurrent save dropped ours: keep theirs
+                conn.execute(
+                    "INSERT INTO states (ns, job, gen, pieces, saved_at) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT(ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
+                    " saved_at = excluded.saved_at",
+                    (namespace, job, gen, n, time.time()),
+                )
+                conn.execute(
+                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen)
+                )
+            conn.execute("COMMIT")
+
+        self._run("save state in", lambda conn: conn.executescript(_STATE_SCHEMA))
+        n, size = 0, 0
+        batch: list[bytes] = []
+        for piece in pieces:
+            batch.append(piece)
+            size += len(piece)
+            if size >= 16 << 20:
+                self._run("save state in", partial(put, batch=batch, first=n))
+                n, batch, size = n + len(batch), [], 0
+        if batch:
+            self._run("save state in", partial(put, batch=batch, first=n))
+            n += len(batch)
+        self._run("save state in", lambda conn: flip(conn, n))
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        def head(conn: sqlite3.Connection) -> tuple[int, int] | None:
+            try:
+                row = conn.execute(
+                    "SELECT gen, pieces FROM states WHERE ns = ? AND job = ?", (namespace, job)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no state table: nothing was ever saved
+                return None
+            return None if row is None else (int(row[0]), int(row[1]))
+
+        found = self._run("read", head)
+        if found is None:
+            return None
+        gen, n = found
+
+        def pieces() -> Iterator[bytes]:
+            for i in range(n):  # one piece a query: a deleted generation shows as a missing piece
+                row = self._run("read", partial(_piece, namespace, job, gen, i))
+                if row is None:
+                    return
+                yield bytes(row[0])
+
+        return pieces()
+
+
+_Work = tuple[int, int, int, list[Chunk], Callable[[int], list[Chunk]]]
+
+
+def _encode_from(events: Sequence[Event], skip: int) -> list[Chunk]:
+    return encode_batch(events[skip:], MAX_CHUNK_EVENTS)
+
+
+def _page(ns: str, job: str, cursor: int, conn: sqlite3.Connection) -> list[Any]:
+    return conn.execute(
+        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
+        " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (ns, job, cursor, PAGE_ROWS),
+    ).fetchall()
+
+
+def _piece(ns: str, job: str, gen: int, i: int, conn: sqlite3.Connection) -> Any:
+    return conn.execute(
+        "SELECT data FROM state_pieces WHERE ns = ? AND job = ? AND gen = ? AND i = ?", (ns, job, gen, i)
+    ).fetchone()
+
+
+_STATE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS states (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen INTEGER NOT NULL, pieces INTEGER NOT NULL,
+    saved_at REAL NOT NULL, PRIMARY KEY (ns, job)
+);
+CREATE TABLE IF NOT EXISTS state_pieces (
+    ns TEXT NOT NULL, job TEXT NOT NULL, gen INTEGER NOT NULL, i INTEGER NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (ns, job, gen, i)
+);
+"""

@@ -1,0 +1,184 @@
+"""Accounting at scale (issue 12): a query with nothing new, `mlgoodput report` cold and after
+the first (from the saved state), memory per step, on a long job and on many hosts.
+
+Targets: a query with nothing new under 1 ms at 1e7 steps and at 256 hosts x 1e5 steps;
+`mlgoodput report` after the first under 0.3 s and 300 MB at 1e7 steps; cold (no saved
+state) under 2 s at 1e7 steps; at most 16 bytes of engine state per step event.
+
+    PYTHONPATH=src python bench/bench_scale.py [--steps 10000000] [--hosts 1]
+    PYTHONPATH=src python bench/bench_scale.py --steps 100000 --hosts 256
+
+Each measurement runs in a fresh process (its peak RSS is its own); `mlgoodput report` is run
+through the command line's own entry point, so interpreter start and imports are included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+STEP_S = 0.1
+CUSTOM_EVERY = 1000
+LOGGER, JOB = "goodput_bench", "bench"
+
+
+def _hwm_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def write_job(path: str, steps: int, hosts: int, t0: float) -> int:
+    """A job of `steps` steps on each of `hosts` hosts (an eval every 1000 steps on host 0),
+    appended in shipper-sized batches, one writer per host."""
+    from mlgoodput.events import Event, EventBatch, Kind
+    from mlgoodput.store import open_store
+
+    st = open_store(path)
+    total = 0
+    for h in range(hosts):
+        seq = 0
+        head = [Event(Kind.JOB_START, t0 + 0.01 * h, host=h), Event(Kind.ACCEL_INIT_START, t0 + 1, host=h),
+                Event(Kind.ACCEL_INIT_END, t0 + 11, host=h)]
+        st.append(LOGGER, JOB, EventBatch(h + 1, seq, head))
+        seq += len(head)
+        for first in range(0, steps, 50_000):
+            ev = []
+            for k in range(first, min(steps, first + 50_000)):
+                t = t0 + 30 + k * STEP_S + h * 0.001
+                ev.append(Event(Kind.STEP_START, t, host=h, step=k))
+                if h == 0 and k % CUSTOM_EVERY == 500:
+                    ev.append(Event(Kind.CUSTOM_START, t + 0.02, host=h, name="eval"))
+                    ev.append(Event(Kind.CUSTOM_END, t + 0.07, host=h, name="eval"))
+            for i in range(0, len(ev), 10_000):
+                st.append(LOGGER, JOB, EventBatch(h + 1, seq + i, ev[i : i + 10_000]))
+            seq += len(ev)
+        end = [Event(Kind.JOB_END, t0 + 30 + steps * STEP_S + 1, host=h)]  # a finished job: one answer
+        st.append(LOGGER, JOB, EventBatch(h + 1, seq, end))
+        total += seq + 1
+    st.close()
+    return total
+
+
+def engine_bytes(calc: Any) -> int:
+    """Bytes of the engine's per-step state: step times, step numbers, sorted step times, gaps."""
+    e = calc._engine
+    n = 0
+    for log in e.timeline.hosts.values():
+        n += log.times.itemsize * len(log.times) + log.nums.nbytes()
+    if e._derived is not None:
+        n += e._derived.ordered.nbytes() + 16 * (len(e._derived.exc) + len(e._derived.compile))
+    for hs in e._hosts.values():
+        n += hs.diffs.nbytes()
+    return n
+
+
+def child(mode: str, path: str) -> None:
+    """One measurement in this fresh process; prints one JSON line."""
+    out: dict[str, Any] = {"mode": mode}
+    if mode == "cli":
+        from mlgoodput.cli import main as cli_main
+
+        t = time.perf_counter()
+        with open(os.devnull, "w") as sink:
+            real, sys.stdout = sys.stdout, sink
+            try:
+                rc = cli_main(["report", "--job", JOB, "--logger", LOGGER, "--store", path, "--json"])
+            finally:
+                sys.stdout = real
+        out.update(wall_s=time.perf_counter() - t, rc=rc, peak_mb=_hwm_mb())
+        print(json.dumps(out))
+        return
+    from mlgoodput.accounting import GoodputCalculator
+
+    calc = GoodputCalculator(JOB, LOGGER, store=path)
+    t = time.perf_counter()
+    r = calc.report()
+    out["report_s"] = time.perf_counter() - t
+    out["peak_mb"] = _hwm_mb()
+    times = []
+    for _ in range(20):
+        t = time.perf_counter()
+        calc.report()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    out["idle_ms"] = 1000 * times[len(times) // 2]
+    events = calc._engine.timeline.events
+    out["bytes_per_event"] = engine_bytes(calc) / max(1, events)
+    out["events"] = events
+    out["goodput"] = r.goodput_pct
+    out["hosts"] = len(r.hosts)
+    print(json.dumps(out))
+
+
+def run_child(mode: str, path: str, snapshot: str) -> dict[str, Any]:
+    env = dict(os.environ, MLGOODPUT_SNAPSHOT=snapshot)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    t = time.perf_counter()
+    res = subprocess.run([sys.executable, __file__, "--child", mode, path], env=env,
+                         capture_output=True, text=True, check=True)
+    got: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    got["process_s"] = time.perf_counter() - t
+    return got
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10_000_000, help="steps per host")
+    ap.add_argument("--hosts", type=int, default=1)
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return 0
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.db")
+        t0 = time.time() - args.steps * STEP_S - 120
+        t = time.perf_counter()
+        n = write_job(path, args.steps, args.hosts, t0)
+        write_s = time.perf_counter() - t
+        cold = run_child("calc", path, "0")  # no saved state: reads and derives everything
+        first = run_child("calc", path, "1")  # the same, and saves the state
+        after = run_child("calc", path, "1")  # a new process: starts from the saved state
+        cli_cold = run_child("cli", path, "0")
+        cli_after = run_child("cli", path, "1")
+        size = os.path.getsize(path)
+    print(f"\nAccounting at scale: {args.hosts} host(s) x {args.steps:,} steps = {n:,} events"
+          f" (store written in {write_s:.0f} s, {size / 1e6:.0f} MB)\n")
+    rows = [
+        ("calculator, cold (no saved state): first report", f"{cold['report_s']:.2f} s", ""),
+        ("  peak RSS", f"{cold['peak_mb']:.0f} MB", ""),
+        ("calculator, first report that also saves the state", f"{first['report_s']:.2f} s", ""),
+        ("calculator, new process from the saved state", f"{after['report_s'] * 1000:.0f} ms", ""),
+        ("  peak RSS", f"{after['peak_mb']:.0f} MB", ""),
+        ("query with nothing new (median of 20)", f"{after['idle_ms']:.3f} ms", "< 1 ms"),
+        ("engine state per event", f"{after['bytes_per_event']:.1f} B", "<= 16 B"),
+        ("`mlgoodput report`, cold: whole process", f"{cli_cold['process_s']:.2f} s", "< 2 s"),
+        ("  in-process (after interpreter start)", f"{cli_cold['wall_s']:.2f} s", ""),
+        ("  peak RSS", f"{cli_cold['peak_mb']:.0f} MB", ""),
+        ("`mlgoodput report` after the first: whole process", f"{cli_after['process_s']:.2f} s", "< 0.3 s"),
+        ("  in-process (after interpreter start)", f"{cli_after['wall_s']:.2f} s", ""),
+        ("  peak RSS", f"{cli_after['peak_mb']:.0f} MB", "< 300 MB"),
+    ]
+    w = max(len(r[0]) for r in rows)
+    print(f"| {'':{w}} | {'measured':>10} | {'target':>9} |")
+    print(f"|{'-' * (w + 2)}|{'-' * 12}|{'-' * 11}|")
+    for name, v, tgt in rows:
+        print(f"| {name:{w}} | {v:>10} | {tgt:>9} |")
+    same = {cold["goodput"], first["goodput"], after["goodput"]}
+    print(f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1});"
+          f" hosts with statistics: {after['hosts']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""Per-host step statistics (median, p90, max step time), kept incrementally per host.
+
+Each host's step-to-step gaps live in a sorted structure that a query extends with the steps
+recorded since the last one, so a query costs the new steps, whatever the number of hosts or
+the length of the job. A change that reaches back in time (a late restart, out-of-order
+steps) rebuilds that host only.
+"""
+
+from __future__ import annotations
+
+import operator
+from bisect import bisect_left, bisect_right
+
+from mlgoodput.accounting._model import median
+from mlgoodput.accounting._report import HostStepStats
+from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting._timeline import HostLog
+
+
+class HostSteps:
+    """One host's gaps between consecutive steps of one attempt, extended with new steps only."""
+
+    __slots__ = ("diffs", "n", "stats", "version")
+
+    def __init__(self) -> None:
+        self.n = 0  # steps consumed
+        self.version = -1  # the HostLog.version they were consumed at
+        self.diffs = SortedFloats()
+        self.stats: HostStepStats | None = None
+
+    def update(self, log: HostLog) -> HostStepStats | None:
+        times = log.times
+        n = len(times)
+        if log.version != self.version or n < self.n:
+            self.n, self.version, self.diffs, self.stats = 0, log.version, SortedFloats(), None
+        if n > self.n:
+            lo = max(1, self.n)
+            if n > lo:
+                new = list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
+                js = log.job_starts
+                # a restart at js falls between steps i-1 and i where i is the first step at or after js
+                cut = sorted(
+                    {bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]},
+                    reverse=True,
+                )
+                for i in cut:
+                    if lo <= i < n:
+                        del new[i - lo]
+                self.diffs.extend(new)
+            self.n = n
+            self.stats = None
+        if self.stats is None and len(self.diffs):
+            d = self.diffs
+            k = len(d)
+            self.stats = HostStepStats(
+                host=log.host,
+                steps=k + 1,
+                median_s=d.median(),
+                p90_s=d.kth(min(k - 1, int(0.9 * k))),
+                max_s=d.kth(k - 1),
+            )
+        return self.stats
+
+
+def stats_as_of(log: HostLog, q: float) -> HostStepStats | None:
+    """The statistics of the steps started by q (a look into the past; a full pass)."""
+    times = log.times
+    js = log.job_starts
+    diffs = []
+    for i in range(1, len(times)):
+        if times[i] > q:
+            break
+        if bisect_right(js, times[i]) != bisect_right(js, times[i - 1]):
+            continue  # a restart lies between
+        diffs.append(times[i] - times[i - 1])
+    if not diffs:
+        return None
+    diffs.sort()
+    return HostStepStats(
+        host=log.host,
+        steps=len(diffs) + 1,
+        median_s=median(diffs),
+        p90_s=diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))],
+        max_s=diffs[-1],
+    )

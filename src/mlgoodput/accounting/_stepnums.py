@@ -1,0 +1,176 @@
+"""One host's step numbers, stored as runs: nearly free for the usual 0, 1, 2, ... of a job.
+
+Step numbers usually count up by one between restarts, so a run of them is two integers (the
+index of its first step and its first number) instead of 8 bytes a step. Numbers that do not
+count up by one are kept as they are, in packed segments. Reads are by index (and slices),
+so the engine uses this like the array it replaces.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import overload
+
+_MIN_SPLIT = 64  # below this, a batch that does not count up by one is kept as it is
+_IOTA = array("q")
+_TEMPLATES: dict[int, tuple[int, int]] = {}  # m -> (1, 1, ..., 1) and (0, 1, ..., m-1), packed
+
+
+def _templates(m: int) -> tuple[int, int]:
+    """m ones and 0 .. m-1, each as 8 bytes of one big Python int (batches repeat their sizes)."""
+    global _IOTA
+    got = _TEMPLATES.get(m)
+    if got is None:
+        if len(_IOTA) < m:
+            _IOTA = array("q", range(max(m, 2 * len(_IOTA), 1 << 16)))
+        ones = int.from_bytes((b"\x01" + bytes(7)) * m, sys.byteorder)
+        got = (ones, int.from_bytes(memoryview(_IOTA)[:m], sys.byteorder))
+        if len(_TEMPLATES) >= 16:
+            _TEMPLATES.clear()
+        _TEMPLATES[m] = got
+    return got
+
+
+def counts_up(a: array[int]) -> bool:
+    """Whether a[i] == a[0] + i for every i: one comparison of big integers, no Python loop."""
+    m = len(a)
+    if m == 0:
+        return True
+    x0 = a[0]
+    if x0 < 0 or a[-1] - x0 != m - 1:
+        return False
+    ones, iota = _templates(m)
+    return int.from_bytes(memoryview(a), sys.byteorder) == x0 * ones + iota
+
+
+class StepNums(Sequence[int]):
+    """Step numbers by step index, as runs (`start index -> first number`) and packed segments."""
+
+    __slots__ = ("_base", "_n", "_packed", "_starts")
+
+    def __init__(self, values: Iterable[int] = ()) -> None:
+        self._starts = array("q")  # index of each segment's first step
+        self._base = array("q")  # a run's first number (unused for a packed segment)
+        self._packed: dict[int, array[int]] = {}  # segment number -> its numbers, when packed
+        self._n = 0
+        self.extend(values)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def nbytes(self) -> int:
+        return 16 * len(self._starts) + 8 * sum(len(p) for p in self._packed.values())
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> array[int]: ...
+    def __getitem__(self, i: int | slice) -> int | array[int]:
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self._n)
+            if step != 1:
+                return array("q", (self[j] for j in range(lo, hi, step)))
+            return self._range(lo, hi)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("step index out of range")
+        k = bisect_right(self._starts, i) - 1
+        p = self._packed.get(k)
+        off = i - self._starts[k]
+        return p[off] if p is not None else self._base[k] + off
+
+    def _segment(self, k: int) -> Iterable[int]:
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self._n
+        p = self._packed.get(k)
+        return p if p is not None else range(self._base[k], self._base[k] + end - self._starts[k])
+
+    def _range(self, lo: int, hi: int) -> array[int]:
+        out = array("q")
+        if hi <= lo:
+            return out
+        starts = self._starts
+        for k in range(bisect_right(starts, lo) - 1, len(starts)):
+            s = starts[k]
+            if s >= hi:
+                break
+            end = starts[k + 1] if k + 1 < len(starts) else self._n
+            a, b = max(lo, s) - s, min(hi, end) - s
+            p = self._packed.get(k)
+            out.extend(p[a:b] if p is not None else array("q", range(self._base[k] + a, self._base[k] + b)))
+        return out
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(self._segment(k) for k in range(len(self._starts)))
+
+    def tolist(self) -> list[int]:
+        return list(self)
+
+    def extend(self, values: Iterable[int]) -> bool:
+        """Append numbers; True when they count up by one (0, 1, 2, ...)."""
+        a = values if isinstance(values, array) and values.typecode == "q" else array("q", values)
+        return self._add(a)
+
+    def _add(self, a: array[int]) -> bool:
+        m = len(a)
+        if m == 0:
+            return True
+        if counts_up(a):
+            k = len(self._starts) - 1
+            if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == a[0]:
+                self._n += m  # it continues the last run
+                return True
+            self._starts.append(self._n)
+            self._base.append(a[0])
+            self._n += m
+            return True
+        if m >= _MIN_SPLIT:  # a restart or a skip inside: the runs on either side stay runs
+            h = m // 2
+            self._add(a[:h])
+            self._add(a[h:])
+            return False
+        k = len(self._starts) - 1
+        if k >= 0 and k in self._packed:
+            self._packed[k].extend(a)
+        else:
+            self._starts.append(self._n)
+            self._base.append(0)
+            self._packed[len(self._starts) - 1] = array("q", a)
+        self._n += m
+        return False
+
+    def to_array(self) -> array[int]:
+        return self._range(0, self._n)
+
+    def state(self) -> tuple[array[int], array[int], array[int], array[int]]:
+        """(segment starts, run bases, packed segment numbers, their numbers end to end)."""
+        keys = array("q", sorted(self._packed))
+        packed = array("q")
+        for k in keys:
+            packed.extend(self._packed[k])
+        return self._starts, self._base, keys, packed
+
+    @classmethod
+    def from_state(
+        cls, n: int, starts: array[int], base: array[int], keys: array[int], packed: array[int]
+    ) -> StepNums:
+        """The inverse of `state` (checked: a mismatch raises ValueError)."""
+        s = cls()
+        if len(starts) != len(base) or list(starts) != sorted(set(starts)) or (starts and starts[0] != 0):
+            raise ValueError("step number segments out of order")
+        s._starts, s._base, s._n = array("q", starts), array("q", base), n
+        pos = 0
+        for k in keys:
+            if not 0 <= k < len(starts):
+                raise ValueError("packed segment out of range")
+            end = starts[k + 1] if k + 1 < len(starts) else n
+            length = end - starts[k]
+            s._packed[k] = packed[pos : pos + length]
+            pos += length
+        if pos != len(packed) or (n and not starts):
+            raise ValueError("packed step numbers do not match their segments")
+        return s

@@ -1,0 +1,167 @@
+"""Saved accounting state: a new calculator starts from it and reads only newer events; a state
+that fails a check is never used."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+
+from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, _snapshot
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import MemoryStore, SQLiteStore
+from mlgoodput.store._columns import Columns
+from tests.accounting.test_properties import SETTINGS, assert_same, jobs
+
+T0 = 1_700_000_000.0
+NOW = T0 + 5000.0
+
+
+class CountingSQLite(SQLiteStore):
+    """Counts the events each paged read returns."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.read_events = 0
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        for cur, cols in super().scan(namespace, job, cursor):
+            self.read_events += len(cols)
+            yield cur, cols
+
+
+def _job(first: int, n: int, hosts: int = 3) -> list[Event]:
+    ev = [Event(Kind.JOB_START, T0 + h * 0.1, host=h) for h in range(hosts)] if first == 0 else []
+    for k in range(first, first + n):
+        for h in range(hosts):
+            ev.append(Event(Kind.STEP_START, T0 + 10 + k * (1.0 + 0.01 * h) + (k % 7) * 0.03, host=h, step=k))
+        if k % 50 == 25:
+            ev += [Event(Kind.CUSTOM_START, T0 + 10.2 + k, name="eval"), Event(Kind.CUSTOM_END, T0 + 10.5 + k, name="eval")]
+    return ev
+
+
+def _calc(store: object, snapshot: bool = True) -> GoodputCalculator:
+    return GoodputCalculator("j", "l", store=store, clock=lambda: NOW, snapshot=snapshot)
+
+
+def _report(calc: GoodputCalculator) -> GoodputReport:
+    return calc.report()
+
+
+@pytest.fixture(autouse=True)
+def _save_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+
+
+def _fill(store: SQLiteStore | MemoryStore, first: int, n: int, writer: int) -> int:
+    ev = _job(first, n)
+    store.append("l", "j", EventBatch(writer, 0, ev))
+    return len(ev)
+
+
+def test_a_new_calculator_starts_from_the_saved_state(tmp_path: Path) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    n1 = _fill(st, 0, 400, writer=1)
+    first = _report(_calc(st))
+    assert st.read_events == n1
+    n2 = _fill(st, 400, 30, writer=2)
+    st.read_events = 0
+    again = _calc(st)
+    r = _report(again)
+    assert st.read_events == n2  # only what came after the saved state
+    fresh = _report(_calc(st, snapshot=False))
+    assert r == fresh and r != first
+    assert len(r.hosts) == 3 and r.hosts == fresh.hosts
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i = 1",  # bytes
+        "DELETE FROM state_pieces WHERE i = 2",  # a missing piece
+        "UPDATE state_pieces SET data = CAST('{\"magic\":\"x\"}' AS BLOB) WHERE i = 0",  # not ours
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"format\":', '\"format\":9') AS BLOB) WHERE i = 0",
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"cursor\":', '\"cursor\":9') AS BLOB) WHERE i = 0",
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"events\":', '\"events\":1') AS BLOB) WHERE i = 0",
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"job\":\"j\"', '\"job\":\"k\"') AS BLOB) WHERE i = 0",
+    ],
+)
+def test_a_damaged_or_stale_state_is_rebuilt_not_trusted(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "s.db"
+    st = CountingSQLite(path)
+    n1 = _fill(st, 0, 200, writer=1)
+    _report(_calc(st))
+    n2 = _fill(st, 200, 20, writer=2)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(damage).rowcount == 1
+    st.read_events = 0
+    r = _report(_calc(st))
+    assert st.read_events == n1 + n2  # the whole job again
+    assert r == _report(_calc(st, snapshot=False))
+
+
+def test_a_state_from_another_store_or_ahead_of_the_store_is_not_used() -> None:
+    a, b = MemoryStore("memory://snap"), MemoryStore("memory://snap")
+    for st in (a, b):
+        _fill(st, 0, 100, writer=1)
+    _fill(a, 100, 100, writer=2)
+    _report(_calc(a))
+    b._states = dict(a._states)  # the same URL, but b holds fewer chunks than a's cursor
+    calc = _calc(b)
+    assert _report(calc) == _report(_calc(b, snapshot=False))
+    assert calc._engine.timeline.events == sum(len(c) for _, _, c in b._chunks)
+    c = MemoryStore("memory://snap")
+    _fill(c, 0, 101, writer=1)  # as many chunks, other events: the counts differ
+    _fill(c, 101, 99, writer=2)
+    c._states = dict(a._states)
+    assert _report(_calc(c)) == _report(_calc(c, snapshot=False))
+
+
+def test_off_means_nothing_saved_and_nothing_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "0")
+    st = CountingSQLite(tmp_path / "s.db")
+    _fill(st, 0, 50, writer=1)
+    _report(_calc(st, snapshot=None))
+    assert st.load_state("l", "j") is None
+    with pytest.raises(TypeError, match="snapshot"):
+        GoodputCalculator("j", "l", store=st, snapshot="yes")  # type: ignore[arg-type]
+
+
+def test_a_store_that_cannot_save_still_answers(tmp_path: Path) -> None:
+    class ReadOnly(SQLiteStore):
+        def save_state(self, namespace: str, job: str, pieces: object) -> None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                conn.execute("CREATE TABLE x (y)")
+            except sqlite3.Error as e:
+                from mlgoodput.store import StoreError
+
+                raise StoreError(str(e)) from e
+            finally:
+                conn.close()
+
+    st = ReadOnly(tmp_path / "s.db")
+    _fill(st, 0, 50, writer=1)
+    r = _report(_calc(st))
+    assert r.last_step == 49 and st.load_state("l", "j") is None
+
+
+@SETTINGS
+@given(jobs())
+def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], float]) -> None:
+    events, q = job
+    half = len(events) // 2
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events[:half]))
+    e.report("j", "l", q)
+    e.host_stats(q)
+    pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=7)))
+    head = _snapshot.header(next(pieces))
+    assert head["cursor"] == 7
+    r = _snapshot.load(head, pieces, stall_factor=3.0)
+    for eng in (e, r):
+        eng.timeline.ingest(Columns.from_events(events[half:]))
+    assert_same(r.report("j", "l", q), e.report("j", "l", q))

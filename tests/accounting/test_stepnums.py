@@ -1,0 +1,71 @@
+"""Step numbers kept as runs read exactly like the plain array they replace."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from bisect import bisect_left
+
+import pytest
+
+from mlgoodput.accounting._stepnums import StepNums, counts_up
+
+
+def _numbers(rnd: random.Random, n: int) -> list[int]:
+    out: list[int] = []
+    k = rnd.randint(0, 10**9) if rnd.random() < 0.2 else 0
+    while len(out) < n:
+        r = rnd.random()
+        if r < 0.05:
+            k = max(0, k - rnd.randint(0, 50))  # a restart
+        elif r < 0.08:
+            k += rnd.randint(2, 9)  # a skip
+        elif r < 0.1:
+            pass  # a repeat
+        out.append(k)
+        if r >= 0.1:
+            k += 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_runs_read_like_an_array(seed: int) -> None:
+    rnd = random.Random(seed)
+    want: list[int] = []
+    got = StepNums()
+    for _ in range(rnd.randint(1, 12)):
+        batch = _numbers(rnd, rnd.choice((1, 5, 63, 64, 65, 300, 2000)))
+        if rnd.random() < 0.5 and want:
+            batch = [want[-1] + 1 + i for i in range(len(batch))]  # continues the last run
+        want += batch
+        got.extend(array("q", batch) if rnd.random() < 0.5 else batch)
+        assert len(got) == len(want)
+    assert list(got) == want and got.to_array().tolist() == want
+    for _ in range(200):
+        i = rnd.randrange(len(want))
+        j = rnd.randint(i, len(want))
+        assert got[i] == want[i] and got[i - len(want)] == want[i]
+        assert got[i:j].tolist() == want[i:j]
+    if want == sorted(want):
+        for x in rnd.sample(want, min(20, len(want))):
+            assert bisect_left(got, x, 0, len(got)) == bisect_left(want, x)
+    again = StepNums.from_state(len(got), *got.state())
+    assert list(again) == want
+    with pytest.raises(IndexError):
+        got[len(want)]
+
+
+def test_a_counting_job_costs_no_bytes_per_step() -> None:
+    s = StepNums()
+    for k in range(0, 1_000_000, 65536):
+        s.extend(array("q", range(k, min(k + 65536, 1_000_000))))
+    s.extend(range(500, 600))  # a restart: one more run
+    assert len(s) == 1_000_100 and s.nbytes() == 32
+    assert s[999_999] == 999_999 and s[1_000_000] == 500
+
+
+def test_counts_up() -> None:
+    assert counts_up(array("q", [5, 6, 7])) and counts_up(array("q"))
+    assert not counts_up(array("q", [5, 7, 7])) and not counts_up(array("q", [0, 0, 3, 3][:3]))
+    assert not counts_up(array("q", [-1, 0, 1]))
+    assert counts_up(array("q", range(2**40, 2**40 + 70000)))
