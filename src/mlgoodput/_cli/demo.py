@@ -18,6 +18,8 @@ def register(sub: Any) -> None:
     p.add_argument("--store", default=None, help="store URL (default: a fresh demo-output/demo.db)")
     p.add_argument("--output-dir", type=Path, default=Path("demo-output"), help="where the demo writes")
     p.add_argument("--job", default="demo", help="job name (default: demo)")
+    p.add_argument("--framework", choices=("jax", "torch"), default=None,
+                   help="torch: two CPU ranks under torchrun, one killed; jax: the JAX workload (default: JAX when installed, else a simulated one)")
     p.add_argument("--workload", default=None, help="workload module (default: mlgoodput._demo.workload_jax when JAX is installed, else workload_sim)")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--kill-at-step", type=int, default=None)
@@ -26,13 +28,17 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mlgoodput._demo.supervisor import DemoConfig, default_workload, run_demo
+    if args.framework == "torch":
+        from mlgoodput.torch._demo import run_torch_demo
+
+        return run_torch_demo(args.output_dir, args.store, args.job, args.steps, args.kill_at_step)
+    from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo
 
     cfg = DemoConfig(
         output_dir=args.output_dir,
         store=args.store,
         job=args.job,
-        workload=args.workload or default_workload(),
+        workload=args.workload or (JAX_WORKLOAD if args.framework == "jax" else default_workload()),
         steps=args.steps,
         kill_at_step=args.kill_at_step,
         time_scale=args.time_scale,

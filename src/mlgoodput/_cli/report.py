@@ -92,15 +92,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
     lost = journal_losses(store).get((logger, args.job), 0)
+    lag = _stragglers(store, args.job, logger, r)
     if args.json:
         d = r.to_dict()
         if lost:
             d["journal_lost_events"] = lost
+        if lag:
+            d["stragglers"] = lag.to_dict()
         print(json.dumps(d, indent=2))
     else:
         print_report(r, sys.stdout)
+        for line in lag.lines() if lag else []:
+            print(line)
         print_losses({(logger, args.job): lost} if lost else {}, sys.stdout)
     return 0
+
+
+def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
+    """Per-rank step times and the rank holding collectives back, for jobs of several hosts."""
+    if len(r.hosts) < 2:
+        return None
+    from mlgoodput.torch._stragglers import StragglerAnalysis
+
+    return StragglerAnalysis(job, logger, store=store).report(r.start, r.end)
 
 
 def journal_losses(store: Store) -> dict[tuple[str, str], int]:

@@ -46,6 +46,7 @@ class GoodputSource:
     clock: Any = None  # None: time.time; a picklable callable for tests
     reports: int = 0
     _deviation: float | None = None
+    _lag: Any = None  # the StragglerAnalysis, built in the uploader process
 
     def _calc(self) -> Any:
         return shared_calculator(self.store_url, self.logger_name, self.job_name)
@@ -68,11 +69,21 @@ class GoodputSource:
                 include_badput_breakdown=self.include_badput_breakdown,
                 include_slice_efficiency=self.include_slice_efficiency,
             )
+            if len(report.hosts) > 1:  # every rank's step starts: who holds the collectives back
+                out += self._straggler_samples(report)
         if self.include_step_deviation or self.mode == "step_deviation":
             value = self._step_deviation(calc, final)
             if value is not None:
                 out.append(_samples.step_deviation_sample(report, value))
         return out
+
+    def _straggler_samples(self, report: Any) -> list[Sample]:
+        from mlgoodput._monitoring._straggler_samples import straggler_samples
+        from mlgoodput.torch._stragglers import StragglerAnalysis
+
+        if self._lag is None:
+            self._lag = StragglerAnalysis(self.job_name, self.logger_name, store=self.store_url)
+        return straggler_samples(report, self._lag.report(report.start, report.end))
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

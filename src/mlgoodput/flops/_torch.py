@@ -8,12 +8,14 @@ from typing import Any
 
 def torch_step_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
     """FLOPs counted while `fn(*args, **kwargs)` runs once (forward, and backward when `fn`
-    calls it): PyTorch counts matrix products and convolutions, not elementwise ops."""
+    calls it): PyTorch counts matrix products, convolutions and attention, not elementwise ops."""
     try:
-        from torch.utils.flop_counter import FlopCounterMode
+        import torch  # noqa: F401
     except ImportError as e:
         raise ImportError("torch_step_flops needs PyTorch: pip install 'mlgoodput[torch]'") from e
-    counter = FlopCounterMode(display=False)
+    from mlgoodput.torch._flops import flop_counter
+
+    counter = flop_counter()  # FlopCounterMode, counting CPU attention too
     with counter:
         fn(*args, **kwargs)
     return float(counter.get_total_flops())

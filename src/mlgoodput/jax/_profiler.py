@@ -13,12 +13,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
+    "ProfilerBackend",
     "ProfilerBusyError",
     "ProfilerNotActiveError",
     "TraceInfo",
     "active_trace",
+    "set_backend",
     "start_trace",
     "stop_trace",
 ]
@@ -41,8 +44,29 @@ class TraceInfo:
     started: float
 
 
+class ProfilerBackend(Protocol):
+    """What captures a trace: `jax.profiler` by default; `mlgoodput.torch.use_torch_profiler()`
+    puts torch.profiler here. `start_trace` writes under `log_dir/plugins/profile/<dir>/`."""
+
+    def start_trace(self, log_dir: str) -> None: ...
+
+    def stop_trace(self) -> None: ...
+
+
 _lock = threading.Lock()
 _active: TraceInfo | None = None
+_backend: ProfilerBackend | None = None
+
+
+def set_backend(backend: ProfilerBackend | None) -> ProfilerBackend | None:
+    """Capture traces with `backend` (None: JAX) from now on; returns the previous one.
+    Raises ProfilerBusyError while a trace is running."""
+    global _backend
+    with _lock:
+        if _active is not None:
+            raise ProfilerBusyError("cannot change the profiler while a profile is being captured")
+        old, _backend = _backend, backend
+        return old
 
 
 def _jax_profiler() -> object:
@@ -77,7 +101,7 @@ def start_trace(log_dir: str | os.PathLike[str], *, owner: str = "programmatic")
             )
         d = Path(log_dir)
         d.mkdir(parents=True, exist_ok=True)
-        prof = _jax_profiler()
+        prof = _backend if _backend is not None else _jax_profiler()
         try:
             prof.start_trace(str(d))  # type: ignore[attr-defined]
         except RuntimeError as e:
@@ -100,7 +124,7 @@ def stop_trace() -> list[Path]:
             raise ProfilerNotActiveError("no profile is being captured; call start first")
         before = _files(info.log_dir)
         try:
-            _jax_profiler().stop_trace()  # type: ignore[attr-defined]
+            (_backend if _backend is not None else _jax_profiler()).stop_trace()  # type: ignore[attr-defined]
         finally:
             _active = None
         return sorted(set(_files(info.log_dir)) - set(before))

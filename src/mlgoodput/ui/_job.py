@@ -200,6 +200,7 @@ class JobView:
         self._plan: tuple[float, float, float, int, float] | None = None
         self._pieces_done: tuple[float, float, float, int, float] | None = None
         self._lead_calc: tuple[int, GoodputCalculator] | None = None
+        self._lag: Any = None  # StragglerAnalysis (incremental), for jobs of several hosts
         self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest), clock=clock)
 
     # -- ingest (called from inside the calculator's read) ---------------------------------
@@ -506,12 +507,31 @@ class JobView:
              "resumed_step": b["first_step"]}
             for a, b in itertools.pairwise(atts) if a["ended"] == "restarted"
         ]
+        hosts = self._host_rows(r)
+        lag = self._stragglers(r)
+        if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
+            by_rank = {x.rank: x for x in lag.ranks}
+            for row in hosts:
+                x = by_rank.get(row["host"])
+                if x is not None:
+                    row.update(late_s=x.mean_lag_s, held_back_s=x.held_back_s, last_steps=x.last_steps)
         return {
             "job": self.job, "logger": self.logger, "status": self.status(),
             "report": r.to_dict(), "attempts": atts, "disruptions": disruptions,
             "checkpoints": checkpoints[-300:], "checkpoints_total": len(checkpoints), "compiles": compiles, "slices": slices,
-            "hosts": self._host_rows(r), "events": self.events,
+            "hosts": hosts, "events": self.events,
+            "straggler": None if lag is None or lag.straggler is None
+            else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
         }
+
+    def _stragglers(self, r: GoodputReport) -> Any:
+        if len(self.hosts) < 2:
+            return None
+        if self._lag is None:
+            from mlgoodput.torch._stragglers import StragglerAnalysis
+
+            self._lag = StragglerAnalysis(self.job, self.logger, store=self._store)
+        return self._lag.report(r.start, r.end)
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond

@@ -415,14 +415,15 @@ async function jobPage(job) {
           ["attempt", (r) => r.attempt, 1], ["last event", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
           ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
       el("div", { class: "row" },
-        card("Hosts", "Step statistics per host (the accounting's), and the seconds each spent beyond the ideal step time: stragglers first.", table("hosts", [
+        card("Hosts", "Step statistics per host (the accounting's), the seconds each spent beyond the ideal step time (stragglers first), how late it started steps on average and the seconds it held the others back" + (d.straggler ? " (straggler: host " + d.straggler.host + ", " + secs(d.straggler.cost_s) + ")." : "."), table("hosts", [
           ["host", (r) => r.host, 1], ["steps", (r) => num(r.steps, 0), 1], ["median", (r) => secs(r.median_s), 1], ["p90", (r) => secs(r.p90_s), 1],
-          ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1]], hosts, "No steps yet.")),
+          ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1],
+          ["late by", (r) => secs(r.late_s), 1], ["held others back", (r) => secs(r.held_back_s), 1]], hosts, "No steps yet.")),
         card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
           ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
       productivityCard(d.report.productivity),
       el("div", { class: "row" },
-        card("JAX compilations", "Compile events recorded by the JAX listeners.", table("compiles", [
+        card("Compilations", "Compile events recorded by the JAX listeners or mlgoodput.torch.", table("compiles", [
           ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["seconds", (r) => secs(r.seconds), 1]], d.compiles, "No compile events.")),
         card("Elastic slices", null, table("slices", [
           ["time", (r) => when(r.time)], ["active", (r) => num(r.active, 0), 1], ["available", (r) => num(r.available, 0), 1], ["total", (r) => num(r.total, 0), 1]], d.slices, "Not an elastic job."))));

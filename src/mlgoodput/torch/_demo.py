@@ -1,0 +1,77 @@
+"""`mlgoodput demo --framework torch`: two CPU ranks under a real torchrun, one killed midway.
+
+torchrun (gloo on 127.0.0.1) runs `mlgoodput.torch._workload` with two ranks; rank 1
+SIGKILLs itself at `kill_at_step`, torchrun restarts both, they restore the newest
+torch.distributed.checkpoint and finish. Then the job's report, with the straggler lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_torch_demo(output_dir: Path, store: str | None, job: str, steps: int = 40,
+                   kill_at_step: int | None = None, out: IO[str] | None = None) -> int:
+    """Run the demo; returns the report's exit code (non-zero when torchrun failed)."""
+    out = out or sys.stdout
+    if steps < 4:
+        raise ValueError(f"--steps must be at least 4 for the torch demo, got {steps!r}")
+    kill = steps // 2 + 1 if kill_at_step is None else kill_at_step
+    if not 0 < kill < steps:
+        raise ValueError(f"--kill-at-step must be between 1 and {steps - 1}, got {kill!r}")
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise ImportError("the torch demo needs PyTorch: pip install 'mlgoodput[torch]'") from e
+    output_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = output_dir / "torch-checkpoints"
+    shutil.rmtree(ckpt, ignore_errors=True)
+    ckpt.mkdir()
+    if store is None:
+        db = output_dir / "demo-torch.db"
+        for p in output_dir.glob("demo-torch.db*"):
+            p.unlink()
+        store = "sqlite://" + str(db.resolve())
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+           "--max-restarts=1", "--monitor-interval=0.1", "--rdzv-backend=c10d",
+           f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "-m", "mlgoodput.torch._workload",
+           "--store", store, "--job", job, "--ckpt-dir", str(ckpt), "--steps", str(steps),
+           "--ckpt-every", str(max(2, steps // 5)), "--kill-at-step", str(kill), "--kill-rank", "1",
+           "--step-s", "0.1"]
+    print(f"$ torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload ... "
+          f"(rank 1 is killed at step {kill})", file=out, flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        phase = msg.get("phase")
+        if phase in ("job_start", "restore", "checkpoint", "done") or (
+            phase == "step" and (msg.get("step", 0) % 5 == 0 or msg.get("step") == kill)
+        ):
+            extra = f" step {msg['step']}" if "step" in msg else ""
+            print(f"  attempt {msg.get('attempt')}: {phase}{extra}", file=out, flush=True)
+    rc = proc.wait()
+    if rc != 0:
+        print(f"mlgoodput: error: torchrun exited with {rc}", file=sys.stderr)
+        return 1
+    from mlgoodput import cli
+
+    print(f"\n$ mlgoodput report --job {job} --store {store}", file=out, flush=True)
+    return cli.main(["report", "--job", job, "--store", store])

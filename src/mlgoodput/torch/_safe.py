@@ -1,0 +1,34 @@
+"""Calls into the recorder from a training loop that never raise: misuse warns once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("mlgoodput.torch")
+
+
+class Safe:
+    """Runs recorder calls for an integration; a failure is logged once per call site and
+    counted, never raised into training (the promise "never throw into training")."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.errors = 0
+        self._warned: set[str] = set()
+
+    def __call__(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            self.errors += 1
+            if what not in self._warned:
+                self._warned.add(what)
+                log.warning("%s: %s failed (recorded what it could): %s", self.owner, what, e)
+            return None
+
+    def warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning("%s: %s", self.owner, message)

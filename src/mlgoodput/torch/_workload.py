@@ -1,0 +1,132 @@
+"""A small data-parallel training job for torchrun (gloo, CPU): the torch demo and its tests.
+
+Every rank records with `TorchRecorder`; rank 0 leads. Checkpoints go through
+`mlgoodput.torch.checkpoint` (torch.distributed.checkpoint) every `--ckpt-every` steps; a
+restarted attempt restores the newest one. With `--kill-at-step N`, rank `--kill-rank`
+SIGKILLs itself when it reaches step N in the first attempt, and torchrun restarts the
+worker group. Rank 0 prints one JSON line per phase on stdout (and appends them to
+`--truth` when given): what the job really did, to check the report against.
+
+    torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload --store URL ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="mlgoodput.torch._workload")
+    p.add_argument("--store", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--ckpt-dir", type=Path, required=True)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--ckpt-every", type=int, default=5)
+    p.add_argument("--kill-at-step", type=int, default=None)
+    p.add_argument("--kill-rank", type=int, default=1)
+    p.add_argument("--step-s", type=float, default=0.1, help="extra seconds of work per step")
+    p.add_argument("--slow-rank", type=int, default=None, help="this rank loads each batch late")
+    p.add_argument("--slow-s", type=float, default=0.0)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (aot_eager)")
+    p.add_argument("--truth", type=Path, default=None)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    t_process = time.time()
+    a = _args(argv)
+    import torch
+    import torch.distributed as _dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import mlgoodput.torch as mt
+    from mlgoodput.torch import checkpoint as ckpt
+
+    dist: Any = _dist  # the c10d store classes are not in its stubs' exports
+    ident = mt.torchrun_identity()
+    gp = mt.TorchRecorder(job_name=a.job, store=a.store, peak_flops_per_s=1e11)
+
+    def say(**kw: Any) -> None:
+        if ident.rank != 0:
+            return
+        kw.setdefault("t", time.time())
+        line = json.dumps({"attempt": ident.attempt, **kw})
+        print(line, flush=True)
+        if a.truth is not None:
+            with a.truth.open("a") as f:
+                f.write(line + "\n")
+
+    say(phase="start", t=t_process, world_size=ident.world_size)
+    if a.compile:
+        mt.init(job_name=a.job, recorder=gp, store=a.store, interval_s=0.5)
+    with gp.job():
+        say(phase="job_start")
+        with gp.accelerator_init():
+            # The agent's store outlives a restart: keys under this attempt's own prefix keep
+            # a restarted rank from meeting the dead attempt's addresses.
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  ident.world_size, is_master=False)
+            dist.init_process_group("gloo", store=dist.PrefixStore(f"attempt-{ident.attempt}", store),
+                                    rank=ident.rank, world_size=ident.world_size)
+        with gp.training_preparation():
+            torch.manual_seed(0)
+            model: nn.Module = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            step_fn = torch.compile(model, backend="aot_eager") if a.compile else model
+        first = 0
+        done = sorted(int(p.name.split("_")[1]) for p in a.ckpt_dir.glob("step_*") if (p / ".done").exists())
+        if done:
+            restored = done[-1]
+            state = {"model": model.state_dict(), "opt": opt.state_dict()}
+            ckpt.load(state, checkpoint_id=str(a.ckpt_dir / f"step_{restored}"), recorder=gp, step=restored)
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            first = restored + 1
+            say(phase="restore", step=restored)
+
+        def batches() -> Iterator[tuple[Any, Any]]:
+            g = torch.Generator().manual_seed(ident.rank)
+            for _ in range(first, a.steps):
+                if a.slow_rank == ident.rank:
+                    time.sleep(a.slow_s)
+                yield torch.randn(16, 32, generator=g), torch.randn(16, 1, generator=g)
+
+        for step, (x, y) in gp.steps(batches(), start=first):
+            say(phase="step", step=step)
+            if a.kill_at_step == step and ident.attempt == 0 and ident.rank == a.kill_rank:
+                os.kill(os.getpid(), signal.SIGKILL)
+            opt.zero_grad()
+            loss: Any = nn.functional.mse_loss(step_fn(x), y)
+            loss.backward()
+            opt.step()
+            time.sleep(a.step_s)
+            say(phase="step_end", step=step, loss=float(loss.detach()))
+            if (step + 1) % a.ckpt_every == 0:
+                path = a.ckpt_dir / f"step_{step}"
+                ckpt.save({"model": model.state_dict(), "opt": opt.state_dict()},
+                          checkpoint_id=str(path), recorder=gp, step=step)
+                dist.barrier()
+                if ident.rank == 0:
+                    (path / ".done").touch()
+                say(phase="checkpoint", step=step)
+        dist.barrier()
+        dist.destroy_process_group()
+    if a.compile:
+        st = mt.compile_stats()
+        say(phase="compile", compiles=st.compiles if st else 0, recompiles=st.recompiles if st else 0)
+        mt.shutdown()
+    say(phase="done", step_flops=gp.step_flops)
+    gp.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""`mlgoodput demo --framework torch`: two CPU ranks under torchrun, one killed, the report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "mlgoodput", "demo", "--framework", "torch", "--output-dir",
+         str(tmp_path), "--steps", "8", "--kill-at-step", "5"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    out = p.stdout
+    assert "rank 1 is killed at step 5" in out
+    assert "attempt 1: restore step" in out and "attempt 1: done" in out
+    assert any(line.split() == ["disruptions", "1"] for line in out.splitlines())
+    assert "rank 0:" in out and "rank 1:" in out  # per-rank step times
+
+
+def test_torch_demo_rejects_bad_arguments(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "mlgoodput", "demo", "--framework", "torch", "--output-dir",
+         str(tmp_path), "--steps", "8", "--kill-at-step", "9"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert p.returncode == 2 and "--kill-at-step must be between 1 and 7" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,94 @@
+"""Straggler analysis on a known timeline of three ranks, and its lines in `mlgoodput report`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+import mlgoodput.torch as mt
+from mlgoodput import cli
+from mlgoodput._recorder import GoodputRecorder
+
+T0 = 1_800_000_000.0
+STEP = 1.0
+LATE = {0: 0.0, 1: 0.04, 2: 0.3}  # rank -> how late it starts every step
+
+
+def at(t: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC)
+
+
+def record(store: str) -> None:
+    for rank, late in LATE.items():
+        r = GoodputRecorder("j", "goodput", True, store=store, process_index=rank)
+        r.record_job_start_time(at(T0))
+        for n in range(10):
+            r.record_step_start_time(n, at(T0 + 1 + n * STEP + late))
+        # a restart: attempt 2 redoes steps 8 and 9, rank 2 no longer late
+        r.record_job_start_time(at(T0 + 20))
+        for n in (8, 9):
+            r.record_step_start_time(n, at(T0 + 21 + (n - 8) * STEP + (late if rank < 2 else 0.0)))
+        r.record_job_end_time(at(T0 + 23))
+        r.close()
+
+
+def test_the_late_rank_and_what_it_cost(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    s = mt.stragglers("j", store=store)
+    assert s.steps_compared == 12  # steps are matched by attempt and number
+    assert s.straggler == 2
+    assert s.straggler_cost_s == pytest.approx(10 * (0.3 - 0.04))
+    by = {r.rank: r for r in s.ranks}
+    assert by[2].last_steps == 10 and by[1].last_steps == 2  # rank 1 is last after the restart
+    assert by[1].held_back_s == pytest.approx(2 * 0.04)
+    assert by[2].mean_lag_s == pytest.approx((10 * 0.3) / 12)
+    assert by[0].median_step_s == pytest.approx(STEP)
+    assert s.max_spread_s == pytest.approx(0.3)
+    # a window of the second attempt only: rank 1 leads by 0.04 s of 1 s steps, under 5 % of a step: noise
+    late = mt.stragglers("j", store=store, start=T0 + 20)
+    assert late.steps_compared == 2 and late.straggler is None
+    assert late.lines()[0].startswith("stragglers: none")
+
+
+def test_report_shows_stragglers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    assert cli.main(["report", "--job", "j", "--store", store]) == 0
+    text = capsys.readouterr().out
+    assert "straggler: rank 2 held the others back 2.600 s over 12 steps" in text
+    assert cli.main(["report", "--job", "j", "--store", store, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["stragglers"]["straggler"] == 2 and len(d["stragglers"]["ranks"]) == 3
+
+
+def test_monitor_exports_stragglers(tmp_path: Path) -> None:
+    from mlgoodput._monitoring._source import GoodputSource
+
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    src = GoodputSource("j", "goodput", store)
+    samples = {(x.name, x.labels.get("rank")): x.value for x in src.collect(T0 + 30)}
+    assert samples[("stragglers/straggler_rank", None)] == 2
+    assert samples[("stragglers/straggler_cost_seconds", None)] == pytest.approx(2.6)
+    assert samples[("stragglers/held_back_seconds", "2")] == pytest.approx(2.6)
+    assert samples[("stragglers/median_step_seconds", "0")] == pytest.approx(STEP)
+    assert ("goodput/goodput_pct", None) in samples
+
+
+def test_ui_job_page_shows_stragglers(tmp_path: Path) -> None:
+    from mlgoodput.store import open_store
+    from mlgoodput.ui._job import JobView
+
+    store = f"sqlite://{tmp_path}/s.db"
+    record(store)
+    view = JobView(open_store(store), "j", "goodput", clock=lambda: T0 + 30)
+    view.refresh()
+    d = view.detail()
+    assert d["straggler"] == {"host": 2, "cost_s": pytest.approx(2.6)}
+    rows = {r["host"]: r for r in d["hosts"]}
+    assert rows[2]["held_back_s"] == pytest.approx(2.6) and rows[2]["last_steps"] == 10
+    assert rows[0]["late_s"] == 0.0

@@ -1,0 +1,66 @@
+"""A real two-rank torchrun job (gloo on 127.0.0.1): one rank SIGKILLs itself, torchrun restarts
+the group, and the report shows one disruption, the lost progress and the recovery time as
+docs/accounting.md defines them, within one step's time of what the job really did. The same
+run has a rank that loads every batch late: the straggler analysis names it and its cost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from torch_helpers import torchrun
+
+import mlgoodput.torch as mt
+from mlgoodput.accounting import BadputType, GoodputCalculator
+
+B = BadputType
+STEPS, KILL_AT, EVERY, SLOW_S = 16, 8, 5, 0.15
+
+
+@pytest.mark.slow
+def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
+    store = f"sqlite://{tmp_path}/goodput.db"
+    (tmp_path / "ck").mkdir()
+    truth = tmp_path / "truth.jsonl"
+    p = torchrun(["--store", store, "--job", "ddp", "--ckpt-dir", str(tmp_path / "ck"),
+                  "--steps", str(STEPS), "--kill-at-step", str(KILL_AT), "--ckpt-every", str(EVERY),
+                  "--slow-rank", "1", "--slow-s", str(SLOW_S), "--truth", str(truth)])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = [json.loads(line) for line in truth.read_text().splitlines()]
+    start = {(r["attempt"], r["step"]): r["t"] for r in rows if r["phase"] == "step"}
+    end = {(r["attempt"], r["step"]): r["t"] for r in rows if r["phase"] == "step_end"}
+    job_start = {r["attempt"]: r["t"] for r in rows if r["phase"] == "job_start"}
+    restored = next(r["step"] for r in rows if r["phase"] == "restore")
+    assert restored == EVERY - 1 and {a for a, _ in start} == {0, 1}
+
+    r = GoodputCalculator("ddp", "goodput", store=store).report()
+    ideal = r.ideal_step_time_s
+    assert r.disruptions == 1
+    assert r.last_step == STEPS - 1 and r.max_productive_step == STEPS - 1
+    # lost progress: the steps after the restored one that the first attempt finished, plus
+    # the part of the step that was running when the rank died (at most one step)
+    done_then_lost = sum(end[(0, n)] - start[(0, n)] for n in range(restored + 1, KILL_AT))
+    wasted = r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
+    assert done_then_lost - ideal <= wasted <= done_then_lost + ideal, (wasted, done_then_lost, ideal)
+    # recovery: from the end of the dead attempt's work to the restarted attempt's job start
+    gap = job_start[1] - start[(0, KILL_AT)]
+    recovery = r.badput_total_s(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION)
+    assert gap - ideal <= recovery <= gap + 0.02, (recovery, gap, ideal)
+    # checkpoints went through torch.distributed.checkpoint, timed by the wrapper
+    assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) > 0
+    assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) > 0
+    parts = r.productive_s + sum(r.badput_total_s(b) for b in B if b is not B.DATA_LOADING_ASYNC)
+    assert parts == pytest.approx(r.total_s, abs=1e-6)
+    # every rank fed per-host step statistics; the lead recorded FLOPs and the peak: MFU
+    assert [h.host for h in r.hosts] == [0, 1]
+    assert r.productivity is not None and r.to_dict()["mfu"] is not None
+    assert rows[-1]["phase"] == "done" and rows[-1]["step_flops"] > 0
+
+    s = mt.stragglers("ddp", store=store)
+    assert s.straggler == 1
+    assert s.steps_compared == STEPS + (KILL_AT - restored)  # attempt 0: 0..8, attempt 1: 5..15
+    per_step = s.straggler_cost_s / s.ranks[1].last_steps
+    assert SLOW_S * 0.7 <= per_step <= SLOW_S * 2, s
+    assert s.ranks[1].last_steps >= s.steps_compared - 2
+    assert any("straggler: rank 1" in line for line in s.lines())
