@@ -20,6 +20,7 @@ Names the peer merely imports from other packages (numpy, typing, ...) are liste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -31,6 +32,7 @@ import sys
 import tomllib
 import types
 import typing
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,12 +91,21 @@ def resolve(path: str) -> Any:
     """A module or attribute by dotted path: imports the root, then attributes (importing
     submodules that are not attributes yet)."""
     parts = path.split(".")
-    obj: Any = importlib.import_module(parts[0])
+    obj: Any = _quiet_import(parts[0])
     for i, p in enumerate(parts[1:], 1):
         if not hasattr(obj, p):
-            importlib.import_module(".".join(parts[: i + 1]))
+            _quiet_import(".".join(parts[: i + 1]))
         obj = getattr(obj, p)
     return obj
+
+
+def _quiet_import(name: str) -> Any:
+    """Import a module with its warnings ignored and its prints sent to stderr: what a peer
+    (or a package it pulls in, such as torch's pynvml FutureWarning) says at import must not
+    change or pollute the page, nor the check's one line."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+        warnings.simplefilter("ignore")
+        return importlib.import_module(name)
 
 
 # ------------------------------------------------------------------------------ comparing

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlgoodput.accounting import BadputType
+import pytest
+
+from mlgoodput.accounting import BadputType, GoodputReport
 from mlgoodput.events import Event, Kind
 
 DATA = Path(__file__).parent / "data" / "timelines"
@@ -102,3 +104,23 @@ def load(path: Path) -> Timeline:
 
 def all_timelines() -> list[Path]:
     return sorted(DATA.glob("*.jsonl"))
+
+
+def assert_matches_truth(r: GoodputReport, truth: dict[str, Any], tol: float) -> None:
+    """A report agrees with a timeline's truth: totals and buckets within `tol` (restart buckets
+    within one ideal step per crash more: the spec estimates how far a crashed step got)."""
+    crash_tol = tol + r.ideal_step_time_s * truth["disruptions"]
+    assert r.total_s == pytest.approx(truth["total_s"], abs=tol)
+    assert r.productive_s == pytest.approx(truth["productive_s"], abs=tol)
+    for key, bucket in TRUTH_KEYS.items():
+        t = crash_tol if key in ("wasted_progress", "infra_recovery") else tol
+        assert r.badput_total_s(bucket) == pytest.approx(truth["badput_s"][key], abs=t), key
+    custom = r.badput_s[BadputType.CUSTOM_BADPUT_EVENTS]
+    assert set(custom) == set(truth["badput_s"]["custom"])
+    for name, secs in truth["badput_s"]["custom"].items():
+        assert custom[name] == pytest.approx(secs, abs=tol)
+    assert r.overlapped_s[BadputType.DATA_LOADING_ASYNC] == pytest.approx(
+        truth["overlapped_s"].get("data_loading_async", 0.0), abs=tol)
+    assert r.disruptions == truth["disruptions"]
+    assert r.last_step == truth["last_step"]
+    assert r.max_productive_step == truth["max_productive_step"]

@@ -25,6 +25,7 @@ __all__ = [
     "misuse",
     "reset_warned",
     "resolve_strict",
+    "shown",
 ]
 
 log = logging.getLogger("mlgoodput")
@@ -36,6 +37,16 @@ class MlGoodputWarning(UserWarning):
 
 class MlGoodputMisuseError(ValueError):
     """Strict mode: a misuse that would otherwise be a warning (a ValueError, so either catches it)."""
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for a warning: a long one cut short, and never raising (a repr that
+    fails, or an int too long to print, is named by its type instead)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__} that cannot be shown>"
+    return text if len(text) <= 100 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def resolve_strict(strict: object, arg: str = "strict") -> bool:
@@ -62,7 +73,7 @@ class MisuseReporter:
 
     def report(self, kind: str, call: str, arg: str, value: object, what: str) -> None:
         """`call(arg=value)`: `what` happened (and what mlgoodput did about it)."""
-        text = f"{self.owner}.{call}({arg}={value!r}): {what}"
+        text = f"{self.owner}.{call}({arg}={shown(value)}): {what}"
         if self.strict:
             raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {kind!r}]")
         with self._lock:
@@ -93,7 +104,7 @@ def misuse(
     the argument's name. Strict mode (`strict=True`, or `$MLGOODPUT_STRICT` when None)
     raises `MlGoodputMisuseError`, a ValueError, instead.
     """
-    text = f"{call}({argument}={value!r}): {message}"
+    text = f"{call}({argument}={shown(value)}): {message}"
     k = kind if kind is not None else argument
     if resolve_strict(strict):
         raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {k!r}]")

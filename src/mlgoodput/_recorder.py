@@ -122,6 +122,7 @@ class GoodputRecorder:
             process_index = detect_process_index()
         self.process_index = check_step(process_index, "process_index")
         self._misuse = MisuseReporter(type(self).__name__, self.strict)
+        self._env_warned: set[str] = set()
         self._state_lock = threading.Lock()
         self._open: set[tuple[Kind, Any]] = set()  # activities started and not yet ended
         self._open_step: int | None = None
@@ -147,12 +148,18 @@ class GoodputRecorder:
         else is misuse: the event is recorded at the current time."""
         if t is None:
             return _now()
-        if isinstance(t, _datetime):
-            return t.timestamp()
-        if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
-            return float(t)
+        try:
+            if isinstance(t, _datetime):
+                return t.timestamp()
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
+                return float(t)
+        except (OverflowError, OSError, ValueError):  # a time no float or platform clock can hold
+            pass
+        return self._bad_time(t, call, arg)
+
+    def _bad_time(self, t: object, call: str, arg: str) -> float:
         self._misuse.report("bad_time", call, arg, t,
-                            "not a datetime (or UNIX seconds); recorded at the current time")
+                            "not a datetime (or UNIX seconds) a clock can hold; recorded at the current time")
         return _now()
 
     def _step(self, step: object, call: str) -> int | None:
@@ -191,11 +198,10 @@ class GoodputRecorder:
             self._misuse.report(f"bad_{arg}", call, arg, value, f"{e}; not recorded")
             return None
 
-    def _unrecordable(self, call: str, value: object, error: Exception) -> None:
-        arg = "step" if isinstance(value, int) else "custom_badput_event_type"
-        text = repr(value)
-        shown = value if len(text) <= 100 else _Shown(f"{text[:60]}... ({len(text)} characters)")
-        self._misuse.report("unrecordable", call, arg, shown, f"cannot be journaled ({error}); not recorded")
+    def _unrecordable(self, call: str, value: object, error: Exception, arg: str | None = None) -> None:
+        if arg is None:
+            arg = "step" if isinstance(value, int) else "custom_badput_event_type"
+        self._misuse.report("unrecordable", call, arg, value, f"cannot be journaled ({error}); not recorded")
 
     def _dropped_when_closed(self, call: str) -> bool:
         if self._closed:
@@ -205,7 +211,10 @@ class GoodputRecorder:
 
     def _start(self, kind: Kind, t: object, call: str, key: Any = None,
                step: int | None = None, name: str | None = None) -> None:
-        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "start_time"))
+        try:
+            ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "start_time"))
+        except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
+            ts = self._bad_time(t, call, "start_time")
         if self._closed and self._dropped_when_closed(call):
             return
         k = (kind, key)
@@ -220,7 +229,10 @@ class GoodputRecorder:
 
     def _end(self, start: Kind, end: Kind, t: object, call: str, key: Any = None,
              step: int | None = None, name: str | None = None, arg: str = "end_time") -> None:
-        ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "end_time"))
+        try:
+            ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "end_time"))
+        except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
+            ts = self._bad_time(t, call, "end_time")
         if self._closed and self._dropped_when_closed(call):
             return
         try:
@@ -292,7 +304,10 @@ class GoodputRecorder:
         if start_time is None:
             ts = _now()
         elif type(start_time) is _datetime:
-            ts = start_time.timestamp()
+            try:
+                ts = start_time.timestamp()
+            except (OverflowError, OSError, ValueError):
+                ts = self._bad_time(start_time, "record_step_start_time", "start_time")
         else:
             ts = self._time(start_time, "record_step_start_time", "start_time")
         if self._closed and self._dropped_when_closed("record_step_start_time"):
@@ -413,7 +428,7 @@ class GoodputRecorder:
     def record_job_submit_time(self, submit_time: _dt.datetime | float | None = None) -> None:
         """When the scheduler accepted this job (attempt), for scheduling goodput: a datetime,
         UNIX seconds, or None to read what the scheduler left ($MLGOODPUT_JOB_SUBMIT_TIME,
-        Slurm); when nothing is found it warns once and records nothing."""
+        this Kubernetes pod's creation time, Slurm); when nothing is found it warns once and records nothing."""
         if not self.logging_enabled:
             return
         if submit_time is None:
@@ -426,31 +441,31 @@ class GoodputRecorder:
                 return
             if found is None:
                 self._warn_once("submit", "record_job_submit_time(): no submit time found in the"
-                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, Slurm); nothing recorded")
+                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, the Kubernetes pod, Slurm); nothing recorded")
                 return
             t, src = found
-        elif isinstance(submit_time, _dt.datetime):
-            t, src = submit_time.timestamp(), "recorded"
         else:
             try:
-                t, src = _check_time(submit_time, "submit_time"), "recorded"
-            except (TypeError, ValueError) as e:
+                t = submit_time.timestamp() if isinstance(submit_time, _dt.datetime) else _check_time(
+                    submit_time, "submit_time")
+                src = "recorded"
+            except (TypeError, ValueError, OverflowError, OSError) as e:
                 self._misuse.report("bad_time", "record_job_submit_time", "submit_time", submit_time,
                                     f"{e}; not recorded")
                 return
         self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
 
     def _productivity_event(self, kind: Kind, value: float, name: str | None, what: str) -> None:
-        if self._closed:
-            self._warn_once(what, f"{what}(): the recorder is closed; nothing recorded")
+        if self._closed and self._dropped_when_closed(what):
             return
         try:
             self._append(kind, _now(), None, value, name)
-        except Exception as e:  # never into the training loop
-            self._warn_once(what, f"{what}(): could not record: {e}")
+        except ValueError as e:  # a value the journal cannot hold (a huge source name)
+            self._unrecordable(what, name, e, arg="source")
 
     def _warn_once(self, key: str, message: str) -> None:
-        warned: set[str] = self.__dict__.setdefault("_warned", set())
+        """A log line once per key, for what is not misuse (the environment lacks a submit time)."""
+        warned = self._env_warned
         if key not in warned:
             warned.add(key)
             _log.warning("mlgoodput: %s", message)
@@ -518,6 +533,8 @@ def _check_positive(value: object, arg: str) -> float:
         raise TypeError(f"{arg} must be a positive number, got {value!r}")
     try:
         v = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        raise ValueError(f"{arg} must be a finite positive number, got one too large for a float") from None
     except (TypeError, ValueError):
         raise TypeError(f"{arg} must be a positive number, got {value!r}") from None
     if not (math.isfinite(v) and v > 0):
@@ -528,7 +545,10 @@ def _check_positive(value: object, arg: str) -> float:
 def _check_time(value: object, arg: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{arg} must be a datetime.datetime, UNIX seconds or None, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ValueError(f"{arg} must be finite, got one too large for a float") from None
     if not math.isfinite(v):
         raise ValueError(f"{arg} must be finite, got {value!r}")
     return v
@@ -543,16 +563,6 @@ def _discard(
     attrs: dict[str, Any] | None = None,
 ) -> None:
     """Stands in for the journal when logging is disabled or the recorder is closed."""
-
-
-class _Shown:
-    """A value as a warning shows it (a long one cut short)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
 
 
 def _positive_setting(value: object, arg: str, *, integer: bool = False) -> float:

@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from ckptsim import exponential, lognormal, simulate, weibull
 from mlgoodput.accounting._advisor import (
     advise,
     daly_interval,
@@ -17,7 +18,6 @@ from mlgoodput.accounting._advisor import (
     optimal_interval,
     young_interval,
 )
-from mlgoodput.accounting._ckptsim import exponential, lognormal, simulate, weibull
 from mlgoodput.accounting._productivity import CostStats, Productivity
 
 M, SAVE, REC = 3600.0, 60.0, 300.0

@@ -64,6 +64,11 @@ def test_nan_is_kept() -> None:
         (("loss", object()), "must be a number", None),
         (("loss", 1.0, -1), "step=-1", (None, 1.0)),  # kept on the time axis
         (("loss", 1.0, 1.5), "step=1.5", (None, 1.0)),
+        (("loss", 10**400), "too large for a float", None),
+        (("loss", [1.0, 10**400]), "numbers only", None),
+        (("loss", 1.0, 2**70), "cannot be journaled", None),  # a step beyond 64 bits
+        (("loss", "text", 2**70), "cannot be journaled", None),
+        (("x" * 70_000, 1.0), "cannot be journaled", None),  # a name beyond the journal's limit
     ],
 )
 def test_bad_input_warns_once_and_records_what_it_can(
@@ -104,6 +109,16 @@ def test_values_held_before_a_run_are_bounded() -> None:
     run.end()
     got = load_run(run.name).metrics["loss"]
     assert len(got) == metrics.PENDING_MAX and got[0][:2] == (1, 1.0) and got[-1][1] == -1.0
+
+
+def test_a_held_value_the_journal_cannot_hold_is_skipped_when_the_run_starts() -> None:
+    with pytest.warns(MlGoodputWarning, match="no active run"):
+        metrics.record("loss", 1.0, step=2**70)
+        metrics.record("loss", 2.0, step=3)
+    with pytest.warns(MlGoodputWarning, match="cannot be journaled"):
+        run = machinelearning_run(name="heldhuge")
+    run.end()
+    assert [p[:2] for p in load_run(run.name).metrics["loss"]] == [(3, 2.0)]
 
 
 def test_bools_are_numbers_as_in_the_sdk() -> None:

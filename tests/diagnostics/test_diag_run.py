@@ -197,3 +197,23 @@ def test_configs_dict_changes_are_stored_and_never_raise() -> None:
     got = load_run(run.name).configs
     assert (got["lr"], got["epochs"], got["batch_size"], got["optimizer"]) == (0.1, 3, 64, None)
     assert got["callback"].startswith("<object object")
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_configs_nothing_can_print_or_journal_never_raise() -> None:
+    """A value whose repr fails is stored by its type; one the journal cannot hold is reported."""
+    from mlgoodput._misuse import MlGoodputWarning
+
+    run = machinelearning_run(name="cfgodd")
+    with pytest.warns(MlGoodputWarning, match="stored as text"):
+        run.configs["odd"] = _Unprintable()
+    with pytest.warns(MlGoodputWarning, match="cannot be journaled"):
+        run.configs["huge"] = 10**5000  # an int too long to print as JSON
+    run.configs["after"] = 1
+    run.end()
+    got = load_run(run.name).configs
+    assert got["odd"] == "<_Unprintable>" and got["after"] == 1 and "huge" not in got

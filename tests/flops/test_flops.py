@@ -131,7 +131,7 @@ def test_recorder_methods_feed_the_report(caplog: pytest.LogCaptureFixture) -> N
         rec.record_step_start_time(i)
     rec.record_job_end_time()
     rec.close()
-    with caplog.at_level(logging.WARNING, logger="mlgoodput"):
+    with caplog.at_level(logging.WARNING, logger="mlgoodput"), pytest.warns(MlGoodputWarning, match="closed"):
         rec.record_step_flops(1.0)  # after close: warns once, never raises
         rec.record_step_flops(1.0)
     assert sum("closed" in m for m in caplog.messages) == 1

@@ -204,6 +204,53 @@ def test_a_value_the_journal_cannot_hold_is_dropped() -> None:
     assert [(e.kind, e.step) for e in _events(r.store_url, r.job_name)] == [(Kind.STEP_START, 4)]
 
 
+def test_numbers_beyond_a_float_and_times_beyond_the_clock_never_raise() -> None:
+    """Huge ints (no float holds them) and datetimes the platform clock cannot convert are
+    misuse like any bad value: warned once per kind, recorded at the current time or dropped."""
+    r = _recorder(f"memory://huge-{next(_ids)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.record_job_start_time(dt.datetime(1, 1, 1))  # naive year 1: timestamp() fails in local time
+        r.record_step_start_time(1, 10**400)  # type: ignore[arg-type]
+        r.record_step_end_time(1, dt.datetime(1, 1, 1))
+        r.record_step_flops(10**400)
+        r.record_peak_flops(10**400)
+        r.record_job_submit_time(10**400)
+        r.record_peak_flops(1e12, source="s" * 200_000)
+    counts = r.misuse_counts
+    assert counts == {"bad_time": 4, "bad_flops": 1, "bad_flops_per_s": 1, "unrecordable": 1}, counts
+    assert all(issubclass(w.category, mlgoodput.MlGoodputWarning) for w in caught)
+    r.close()
+    assert [e.kind for e in _events(r.store_url, r.job_name)] == [Kind.JOB_START, Kind.STEP_START, Kind.STEP_END]
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_value_that_cannot_be_shown_is_still_only_warned() -> None:
+    """The warning's own text never raises: a failing __repr__, an int too long to print."""
+    r = _recorder(f"memory://unshown-{next(_ids)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.record_step_start_time(_Unprintable())  # type: ignore[arg-type]
+        r.record_job_start_time(10**5000)  # type: ignore[arg-type]
+    texts = [str(w.message) for w in caught]
+    assert "step=<_Unprintable that cannot be shown>" in texts[0]
+    assert "start_time=<int that cannot be shown>" in texts[1]
+    assert r.misuse_counts == {"bad_step": 1, "bad_time": 1}
+    r.close()
+
+
+def test_a_productivity_call_after_close_is_misuse() -> None:
+    r = _recorder(f"memory://closed-flops-{next(_ids)}")
+    r.close()
+    with pytest.warns(mlgoodput.MlGoodputWarning, match=r"record_step_flops.*closed"):
+        r.record_step_flops(1e9)
+    assert r.misuse_counts == {"closed": 1}
+
+
 def test_unix_seconds_are_a_time() -> None:
     r = _recorder("memory://unix-seconds")
     r.record_job_start_time(1_700_000_000.0)  # type: ignore[arg-type]
@@ -270,6 +317,7 @@ STRICT_CASES: list[tuple[str, Misuse]] = [
     ("step_end", lambda r: r.record_step_end_time(3)),
     ("bad_flops", lambda r: r.record_step_flops("many")),  # type: ignore[arg-type]
     ("bad_submit_time", lambda r: r.record_job_submit_time("yesterday")),  # type: ignore[arg-type]
+    ("huge_flops", lambda r: r.record_step_flops(10**400)),
 ]
 
 

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 import mlgoodput
 from mlgoodput import goodput
-from mlgoodput.accounting import BadputType
-from timelines import DATA, ORIGIN, TRUTH_KEYS
+from timelines import DATA, ORIGIN, assert_matches_truth
 
 PUBLIC = ["s1_clean_run", "s2_custom_and_async_data", "s3_checkpoint_save_restore", "s4_disruption_restart"]
 TOL = 0.05
@@ -85,22 +84,7 @@ def _check(header: dict[str, Any], calls: list[Call]) -> None:
     q = ORIGIN + float(header["queries"][-1])
     calc = goodput.GoodputCalculator(job, f"goodput_{job}", store=url, clock=lambda: q)
     r = calc.report()
-    truth = header["truth"]
-    crash_tol = TOL + r.ideal_step_time_s * truth["disruptions"]
-    assert r.total_s == pytest.approx(truth["total_s"], abs=TOL)
-    assert r.productive_s == pytest.approx(truth["productive_s"], abs=TOL)
-    for key, bucket in TRUTH_KEYS.items():
-        tol = crash_tol if key in ("wasted_progress", "infra_recovery") else TOL
-        assert r.badput_total_s(bucket) == pytest.approx(truth["badput_s"][key], abs=tol), key
-    custom = r.badput_s[BadputType.CUSTOM_BADPUT_EVENTS]
-    assert set(custom) == set(truth["badput_s"]["custom"])
-    for cname, secs in truth["badput_s"]["custom"].items():
-        assert custom[cname] == pytest.approx(secs, abs=TOL)
-    assert r.overlapped_s[BadputType.DATA_LOADING_ASYNC] == pytest.approx(
-        truth["overlapped_s"].get("data_loading_async", 0.0), abs=TOL)
-    assert r.disruptions == truth["disruptions"]
-    assert r.last_step == truth["last_step"]
-    assert r.max_productive_step == truth["max_productive_step"]
+    assert_matches_truth(r, header["truth"], TOL)
 
 
 @pytest.mark.parametrize("name", PUBLIC)

@@ -34,7 +34,8 @@ class NoActiveRunError(Exception):
 
 
 class ProfilingError(Exception):
-    """A profile could not be captured (strict mode only; by default a warning)."""
+    """Declared for compatibility: mlgoodput's `xprof` warns instead of raising it (strict
+    mode raises `MlGoodputMisuseError`, a ValueError)."""
 
 
 class ControlPlaneClientNotInitializedError(Exception):

@@ -210,14 +210,20 @@ class MLRun:
 
     # -- recording -------------------------------------------------------------------
     def _configs_changed(self, data: dict[str, Any]) -> None:
+        """Store changed configs (set from the training loop: never raises, unless strict)."""
+        from mlgoodput._misuse import misuse, shown
+
         try:
             stored = load_configs(data)
-        except (TypeError, ValueError) as e:  # a value JSON cannot hold: keep its text, say so once
-            from mlgoodput._misuse import misuse
-
-            misuse("MLRun.configs", "configs", data, f"{e}; stored as text", kind="config_value", strict=self.strict)
-            stored = {str(k): repr(v) for k, v in data.items()}
-        self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
+        except Exception as e:  # a value JSON cannot hold (or one whose repr fails): its text, said once
+            misuse("MLRun.configs", "configs", data, f"{shown(e)}; stored as text", kind="config_value",
+                   strict=self.strict)
+            stored = {_text(k): _text(v) for k, v in data.items()}
+        try:
+            self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
+        except ValueError as e:  # what the journal cannot hold (an int too long to print)
+            misuse("MLRun.configs", "configs", data, f"cannot be journaled ({e}); not stored",
+                   kind="config_unrecordable", strict=self.strict)
 
     def update_configs(self, configs: object) -> None:
         """Add or change user configs (a dict or a YAML/JSON path or URL); stored as a RUN_CONFIG event."""
@@ -483,3 +489,11 @@ def _end_at_exit() -> None:
     run = _current
     if run is not None:
         run.end(timeout_s=5.0)
+
+
+def _text(value: object) -> str:
+    """A config key or value as text, for one JSON cannot hold; never raises."""
+    try:
+        return value if isinstance(value, str) else repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"

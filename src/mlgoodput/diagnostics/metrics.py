@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import threading
 import time as _time
 from collections.abc import Mapping, Sequence
@@ -63,7 +64,11 @@ def record(
             return
     t = type(value)
     if t is float or t is int:
-        v = float(value)  # type: ignore[arg-type]
+        try:
+            v = float(value)  # type: ignore[arg-type]
+        except OverflowError:  # an int no float holds
+            _to_number(name, value)  # reports it
+            return
     else:
         num = _to_number(name, value)
         if num is None:
@@ -83,7 +88,11 @@ def record(
         return
     if run.process_index != 0 and not record_on_all_hosts:
         return  # the SDK's default: one copy of each value, from process 0
-    run._append(_METRIC, now, step, v, name, None if labels is None else {"labels": labels})
+    try:
+        run._append(_METRIC, now, step, v, name, None if labels is None else {"labels": labels})
+    except ValueError as e:  # what the journal cannot hold: a step beyond 64 bits, a huge name
+        _unrecordable(name, step, e)
+        return
     put = run._feed_put
     if put is not None:
         put(("metrics", name, v, step, now) if labels is None else ("metrics", name, v, step, now, labels))
@@ -143,8 +152,6 @@ def _check_step(name: str, step: object) -> int | None:
     """A step as a non-negative int; anything else is reported and the value goes on the time axis."""
     if not isinstance(step, bool):
         try:
-            import operator
-
             n = operator.index(step)  # type: ignore[arg-type]
             if n >= 0:
                 return int(n)
@@ -175,6 +182,10 @@ def _to_number(name: str, value: object) -> float | None:
     if hasattr(type(value), "__float__"):  # numpy/JAX scalars: straight to float, no ABC check
         try:
             return float(value)  # type: ignore[arg-type]
+        except OverflowError:
+            _report(_CALL, "value", value, f"too large for a float; the {name!r} value is skipped",
+                    kind="value_type")
+            return None
         except (TypeError, ValueError):
             pass  # an array of several values: averaged below
     if isinstance(value, (list, tuple, Sequence)) and not isinstance(value, (bytes, bytearray)):
@@ -206,7 +217,7 @@ def _mean(name: str, items: list[object], original: object) -> float | None:
             if isinstance(x, (str, bytes)) or x is None:
                 raise TypeError
             out.append(float(x))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             _report(_CALL, "value", original,
                     f"a list must hold numbers only; the {name!r} value is skipped", kind="value_type")
             return None
@@ -242,7 +253,16 @@ def _record_entry(run: _run.MLRun | None, name: str, body: object, step: object,
     st = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
     attrs = {"logger": "mlgoodput.metrics", "level": "INFO", "namespace": name, "body": payload,
              "step": st, "labels": lab or {}, "unit": METRIC_UNITS.get(name, "1")}
-    run._append(Kind.LOG, _time.time(), st, None, name, attrs)
+    try:
+        run._append(Kind.LOG, _time.time(), st, None, name, attrs)
+    except ValueError as e:
+        _unrecordable(name, st, e)
+
+
+def _unrecordable(name: str, step: object, error: Exception) -> None:
+    """A value the run's journal refused (a step beyond 64 bits, a name too long): reported, skipped."""
+    _report(_CALL, "metric_name", name, f"cannot be journaled at step={step!r} ({error}); value skipped",
+            kind="unrecordable")
 
 
 # -- before the first run -----------------------------------------------------------------
@@ -271,7 +291,11 @@ def _drain_pending(run: _run.MLRun) -> int:
         if run.process_index != 0 and not all_hosts:
             continue
         if isinstance(value, float):
-            run._append(_METRIC, t, step, value, name, None if labels is None else {"labels": labels})
+            try:
+                run._append(_METRIC, t, step, value, name, None if labels is None else {"labels": labels})
+            except ValueError as e:
+                _unrecordable(name, step, e)
+                continue
             if run._feed_put is not None:
                 run._feed_put(("metrics", name, value, step, t) if labels is None
                               else ("metrics", name, value, step, t, labels))

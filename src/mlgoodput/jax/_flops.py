@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mlgoodput._misuse import MlGoodputMisuseError
 from mlgoodput.events import Kind
 from mlgoodput.flops import jax_step_flops
 from mlgoodput.jax._session import current
@@ -50,6 +51,8 @@ def track_step_flops(fn: Callable[..., Any], recorder: Any = None) -> Callable[.
             seen[0] = n
             try:
                 _record(args, kwargs)
+            except MlGoodputMisuseError:
+                raise  # strict mode asked for misuse to raise (users' own tests)
             except Exception as e:
                 if not warned[0]:
                     warned[0] = True

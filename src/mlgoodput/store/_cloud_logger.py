@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import threading
 import urllib.parse
 from typing import Any
@@ -142,8 +143,10 @@ class CloudLoggerStore:
         if callable(flush):
             try:
                 flush()
-            except Exception:
-                pass
+            except Exception as e:  # said, not raised: close() runs on the way out of training
+                logging.getLogger("mlgoodput").warning(
+                    "mlgoodput: %s: the cloud_logger's flush() failed at close (%s: %s); entries it still"
+                    " held may not be written", self.url, type(e).__name__, e)
 
 
 def from_cloud_logger(cloud_logger: Any, logger_name: str) -> Store:

@@ -193,12 +193,16 @@ class SQLiteStore:
                 conn.execute("COMMIT")
                 self._check_file()
             except sqlite3.Error as e:
-                if self._conn is not None and self._conn.in_transaction:
-                    try:
-                        self._conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
+                self._rollback()
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
+
+    def _rollback(self) -> None:
+        """End a failed transaction, if one is open (a failure to do so changes nothing)."""
+        if self._conn is not None and self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def _note_wait(self, waited: float) -> None:
         """Log (at most once a minute) an append that waited long, mostly for another writer's lock."""
@@ -283,11 +287,7 @@ class SQLiteStore:
             try:
                 return work(self._connect_current())
             except sqlite3.Error as e:
-                if self._conn is not None and self._conn.in_transaction:
-                    try:
-                        self._conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
+                self._rollback()
                 raise StoreError(f"cannot {what} SQLite store {self.path!r}: {e}") from e
 
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
