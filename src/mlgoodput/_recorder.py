@@ -407,13 +407,14 @@ class GoodputRecorder:
                           arg="step")
 
     # -- productivity (docs/accounting.md, "Productivity") ------------------------------------
-    def record_step_flops(self, flops: float) -> None:
+    def record_step_flops(self, flops: float, *, effective_time: float | None = None) -> None:
         """The FLOPs of one training step, summed over the job's devices, from now on (for MFU
-        and program goodput). Never raises once recording started: misuse warns once."""
+        and program goodput); `effective_time` (UNIX seconds) dates it earlier, e.g. to the
+        start of the call that compiled the step. Never raises: misuse warns once."""
         if self.logging_enabled:
             v = self._number(flops, "record_step_flops", "flops")
             if v is not None:
-                self._productivity_event(Kind.STEP_FLOPS, v, None, "record_step_flops")
+                self._productivity_event(Kind.STEP_FLOPS, v, None, "record_step_flops", effective_time)
 
     def record_peak_flops(self, flops_per_s: float, *, source: str = "recorded") -> None:
         """The peak FLOP/s of the job's devices together (overrides the detected one);
@@ -455,11 +456,16 @@ class GoodputRecorder:
                 return
         self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
 
-    def _productivity_event(self, kind: Kind, value: float, name: str | None, what: str) -> None:
+    def _productivity_event(
+        self, kind: Kind, value: float, name: str | None, what: str, t: float | None = None
+    ) -> None:
         if self._closed and self._dropped_when_closed(what):
             return
+        if t is not None and not (isinstance(t, float | int) and math.isfinite(t)):
+            self._misuse.report("bad_time", what, "effective_time", t, "not finite UNIX seconds; recorded now")
+            t = None
         try:
-            self._append(kind, _now(), None, value, name)
+            self._append(kind, _now() if t is None else float(t), None, value, name)
         except ValueError as e:  # a value the journal cannot hold (a huge source name)
             self._unrecordable(what, name, e, arg="source")
 

@@ -48,8 +48,14 @@ def test_jax_demo_is_killed_restarted_and_reported(
     compiles = [e for e in events if e.kind is Kind.COMPILE]
     assert any(e.time < starts[1] for e in compiles) and any(e.time > starts[1] for e in compiles)
     assert any(e.name == "jit(train_step)" for e in compiles)
+    # the batch grows at step 30: train_step really compiles again inside that step
+    s30 = next(e.time for e in events if e.kind is Kind.STEP_START and e.step == 30)
+    s31 = next(e.time for e in events if e.kind is Kind.STEP_START and e.step == 31)
+    recompile = [e.value or 0.0 for e in compiles if e.name == "jit(train_step)" and s30 <= e.time < s31]
+    assert recompile, "no compile of train_step inside the step where the batch grows"
 
     r = GoodputCalculator("demo", "goodput_demo", store=st).report()
+    assert r.badput_total_s(BadputType.PROGRAM_STARTUP) >= max(recompile)
     assert r.disruptions == 1
     assert r.last_step == 39
     for bucket in (BadputType.WASTED_PROGRESS_FROM_DISRUPTION, BadputType.PROGRAM_STARTUP,

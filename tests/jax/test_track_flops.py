@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -49,9 +50,14 @@ def test_each_compile_records_step_flops(tmp_path: Path, via: str) -> None:
     want = {rows: flops.jax_step_flops(_train_step, w, jnp.ones((rows, 64))) for rows in (8, 32, 128)}
     rec.record_job_start_time()
     rows_by_step = [8] * 4 + [32] * 3 + [8] * 2 + [128]
+    starts: dict[int, float] = {}
+    ends: dict[int, float] = {}
     for i, rows in enumerate(rows_by_step):
         rec.record_step_start_time(i)
-        w = step(w, jnp.ones((rows, 64)))  # w is donated: the wrapper must not need it again
+        x = jnp.ones((rows, 64))
+        starts[i] = time.time()
+        w = step(w, x)  # w is donated: the wrapper must not need it again
+        ends[i] = time.time()
     w.block_until_ready()
     rec.record_job_end_time()
     jm.shutdown()
@@ -60,6 +66,11 @@ def test_each_compile_records_step_flops(tmp_path: Path, via: str) -> None:
     got = [e.value for e in events if e.kind == Kind.STEP_FLOPS]
     # a record per new compile (8, 32, 128 rows), none when an old shape comes back
     assert got == [want[8], want[32], want[128]]
+    # each count holds from the start of the call that compiled it, not from after it
+    # (the spec takes the FLOPs in effect at a step's start)
+    when = [e.time for e in events if e.kind == Kind.STEP_FLOPS]
+    for t, i in zip(when, (0, 4, 9), strict=True):
+        assert starts[i] <= t < starts[i] + (ends[i] - starts[i]) / 2  # before the compile, not after
     assert want[32] is not None and want[8] is not None and want[32] > want[8]
     p = GoodputCalculator("tf", "logs", store=open_store(store)).report().productivity
     assert p is not None and p.flops_per_step == want[128]

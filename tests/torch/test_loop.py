@@ -196,3 +196,20 @@ def test_misuse_never_raises_into_training(caplog: pytest.LogCaptureFixture) -> 
         mt.TorchRecorder(job_name="j", store="memory://m", peak_flops_per_s=-1.0)
     with pytest.raises(ValueError, match="step is required"):
         ckpt.save({}, recorder=gp, checkpoint_id="/nonexistent")
+
+
+def test_strict_mode_misuse_reaches_the_caller_through_the_integration_guard() -> None:
+    # strict mode is for users' own tests: the torch guard must not swallow it
+    from mlgoodput._misuse import MlGoodputMisuseError
+    from mlgoodput.torch._safe import Safe
+
+    def misuse() -> None:
+        raise MlGoodputMisuseError("strict")
+
+    def broken() -> None:
+        raise OSError("disk")
+
+    safe = Safe("test")
+    with pytest.raises(MlGoodputMisuseError):
+        safe("record", misuse)
+    assert safe("record", broken) is None and safe.errors == 1

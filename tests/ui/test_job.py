@@ -43,3 +43,58 @@ def test_incremental_view_equals_one_read(name: str, batch: int, tmp_path: Path)
     assert d1 == d2
     whole.close()
     grown.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_view_from_saved_state_equals_one_read(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started again on a store holding the accounting's saved state starts from it
+    (reading only the events stored since) and shows what a view read from the start shows."""
+    tl = scenario(name)
+    q = tl.query
+    half = len(tl.events) // 2
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", tl.job_name, EventBatch(1, 0, tl.events[:half]))
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+    first = JobView(st, tl.job_name, "g", clock=lambda: q)
+    first.refresh()
+    assert st.load_state("g", tl.job_name) is not None  # the UI's read saved the state
+    st.append("g", tl.job_name, EventBatch(1, half, tl.events[half:]))
+    again = JobView(st, tl.job_name, "g", clock=lambda: q)
+    again.refresh()
+    assert again.calc._engine.timeline.events == len(tl.events)
+    seeded = again.events
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "0")
+    once = JobView(st, tl.job_name, "g", clock=lambda: q)
+    once.refresh()
+    assert seeded == once.events == len(tl.events)
+    assert again.report().to_dict() == once.report().to_dict()
+    assert sorted(again.hosts) == sorted(once.hosts)
+    for h in once.hosts:
+        assert list(again.hosts[h].times) == list(once.hosts[h].times)
+        assert list(again.hosts[h].nums) == list(once.hosts[h].nums)
+        assert again._pairs(again.hosts[h]) == once._pairs(once.hosts[h])
+    assert again.attempts() == once.attempts()
+    assert _charts.timeline(again, 800) == _charts.timeline(once, 800)
+    assert _charts.steps(again, 300) == _charts.steps(once, 300)
+    assert again.detail() == once.detail()
+    st.close()
+
+
+def test_straggler_analysis_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job page's straggler analysis comes from the view's own series; a job with more steps
+    than STRAGGLER_MAX_STEPS in all is shown without it (the page stays fast)."""
+    from mlgoodput.ui import _job
+
+    tl = scenario("s8_multihost_duplicates")
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", tl.job_name, EventBatch(1, 0, tl.events))
+    v = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
+    v.refresh()
+    rows = v.detail()["hosts"]
+    assert all("held_back_s" in r for r in rows) and len(rows) == 3
+    monkeypatch.setattr(_job, "STRAGGLER_MAX_STEPS", sum(len(h.times) for h in v.hosts.values()) - 1)
+    v2 = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
+    v2.refresh()
+    d = v2.detail()
+    assert d["straggler"] is None and not any("held_back_s" in r for r in d["hosts"])
+    st.close()

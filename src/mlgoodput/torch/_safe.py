@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from mlgoodput._misuse import MlGoodputMisuseError
+
 log = logging.getLogger("mlgoodput.torch")
 
 
@@ -21,6 +23,8 @@ class Safe:
     def __call__(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except MlGoodputMisuseError:
+            raise  # strict mode asked for misuse to raise (users' own tests)
         except Exception as e:
             self.errors += 1
             if what not in self._warned:

@@ -9,24 +9,29 @@ the same one `mlgoodput report --json` prints; the series here only place it in 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import operator
 import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mlgoodput.accounting import GoodputCalculator, GoodputReport
+from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import Columns, JobInfo, ReadResult, Store
+from mlgoodput.store._state import PagedStore, StateStore
 from mlgoodput.ui._reduce import Blocks
 
 _STEP = int(Kind.STEP_START)
 _STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))
 _OTHER_MASK = bytes(0 if i == _STEP else 1 for i in range(256))
 NO_STEP = -(2**63)
+STRAGGLER_MAX_STEPS = 1_000_000  # step starts of all hosts together, above which no straggler analysis
 
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
@@ -51,22 +56,37 @@ Rec = tuple[int, float, int | None, float | None, str | None, dict[str, Any] | N
 
 
 class _Tee:
-    """A store that hands every forward read of one stream to `sink` as it passes through."""
+    """A store that hands every forward read of one stream to `sink` as it passes through.
 
-    def __init__(self, store: Store, namespace: str, job: str, sink: Callable[[ReadResult], None]) -> None:
+    It offers the store's saved accounting state to the calculator (a store that keeps none
+    just has none): when the calculator starts from a saved state, its first forward read
+    begins past the start, and `seed` is called first so the series start from that state."""
+
+    def __init__(self, store: Store, namespace: str, job: str, sink: Callable[[ReadResult], None],
+                 seed: Callable[[], None]) -> None:
         self._store = store
         self._ns = namespace
         self._job = job
         self._sink = sink
+        self._seed = seed
         self._cursor = 0
         self.url = store.url
+
+    def _forward(self, namespace: str, job: str, cursor: int) -> bool:
+        """Whether a read from `cursor` is the calculator's next forward read of the stream."""
+        if namespace != self._ns or job != self._job:
+            return False
+        if self._cursor == 0 and cursor > 0:  # the calculator restored its saved state
+            self._seed()
+            self._cursor = cursor
+        return cursor == self._cursor
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         self._store.append(namespace, job, batch)
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         res = self._store.read(namespace, job, cursor)
-        if namespace == self._ns and job == self._job and cursor == self._cursor:
+        if self._forward(namespace, job, cursor):
             self._sink(res)  # the calculator's forward read; a re-read from 0 (`at=`) is not
             self._cursor = res.cursor
         return res
@@ -76,6 +96,32 @@ class _Tee:
 
     def close(self) -> None:
         pass  # the server owns the store
+
+    # the saved accounting state (store/_state.py), when the store keeps one
+    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        if isinstance(self._store, StateStore):
+            self._store.save_state(namespace, job, pieces)
+
+    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
+        return self._store.load_state(namespace, job) if isinstance(self._store, StateStore) else None
+
+    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
+        if not isinstance(self._store, StateStore):
+            raise OSError("the store keeps no saved state")
+        return self._store.stream_position(namespace, job, cursor)
+
+
+class _PagedTee(_Tee):
+    """A tee over a store that pages its reads: the calculator reads the job a page at a time."""
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        assert isinstance(self._store, PagedStore)
+        forward = self._forward(namespace, job, cursor)
+        for c, part in self._store.scan(namespace, job, cursor):
+            if forward:
+                self._sink(ReadResult([part], c))
+                self._cursor = c
+            yield c, part
 
 
 class _HostOnly:
@@ -122,7 +168,7 @@ class HostSeries:
     """One host's step starts (time order) and its other events."""
 
     times: array[float] = field(default_factory=lambda: array("d"))
-    nums: array[int] = field(default_factory=lambda: array("q"))
+    nums: StepNums = field(default_factory=StepNums)  # step numbers, packed as runs (as the accounting keeps them)
     durs: array[float] = field(default_factory=lambda: array("d"))  # start[i+1] - start[i]
     others: list[Rec] = field(default_factory=list)
     sorted_others: bool = True
@@ -136,14 +182,18 @@ class HostSeries:
     def add_steps(self, times: list[float], nums: list[int]) -> None:
         if not times:
             return
-        if (not self.times or times[0] >= self.times[-1]) and times == sorted(times):
+        strict = all(map(operator.lt, times[:-1], times[1:]))
+        if (not self.times or times[0] > self.times[-1]) and (strict or times == sorted(times)):
+            if not strict and len(set(times)) != len(times):  # a step recorded twice: kept once,
+                pairs = sorted(set(zip(times, nums, strict=True)))  # as the accounting keeps it
+                times, nums = [p[0] for p in pairs], [p[1] for p in pairs]
             self.times.extend(times)
             self.nums.extend(nums)
         else:  # late or out-of-order: merge and rebuild the derived arrays
             self.late = True
             pairs = sorted(set(zip(self.times, self.nums, strict=True)) | set(zip(times, nums, strict=True)))
             self.times = array("d", (p[0] for p in pairs))
-            self.nums = array("q", (p[1] for p in pairs))
+            self.nums = StepNums(p[1] for p in pairs)
             self.durs = array("d")
             self.blocks = Blocks()
 
@@ -154,7 +204,7 @@ class HostSeries:
         if k >= n - 1:
             return
         t = self.times
-        new = array("d", map(float.__sub__, t[k + 1 : n], t[k : n - 1]))
+        new = array("d", map(operator.sub, t[k + 1 : n], t[k : n - 1]))
         for js in self.job_starts:  # a restart between two steps is not a step
             i = bisect_left(t, js) - 1
             if k <= i < n - 1:
@@ -200,13 +250,33 @@ class JobView:
         self._plan: tuple[float, float, float, int, float] | None = None
         self._pieces_done: tuple[float, float, float, int, float] | None = None
         self._lead_calc: tuple[int, GoodputCalculator] | None = None
-        self._lag: Any = None  # StragglerAnalysis (incremental), for jobs of several hosts
-        self.calc = GoodputCalculator(job, logger, store=_Tee(store, logger, job, self._ingest), clock=clock)
+        tee = (_PagedTee if isinstance(store, PagedStore) else _Tee)(store, logger, job, self._ingest, self._seed)
+        self.calc = GoodputCalculator(job, logger, store=tee, clock=clock)
 
     # -- ingest (called from inside the calculator's read) ---------------------------------
     def _ingest(self, res: ReadResult) -> None:
         for cols in res.parts:
             self._ingest_cols(cols)
+
+    def _seed(self) -> None:
+        """Start the series from the calculator's restored state (its saved state: the events
+        the store held when it was saved), before the events stored since arrive."""
+        tl = self.calc._engine.timeline
+        self.hosts = {}
+        for h, log in sorted(tl.hosts.items()):
+            hs = self._host(h)
+            hs.times = array("d", log.times)
+            hs.nums = StepNums.from_state(len(log.nums), *log.nums.state())  # a copy (runs, not numbers)
+            for r in log.others:
+                rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
+                hs.others.append(rec)
+                if r.kind in _SPECIAL:
+                    hs.special.append(rec)
+            hs.job_starts = list(log.job_starts)
+        self.events = tl.events
+        self.max_time = tl.max_time
+        self._changes.append((self.events, -math.inf))
+        self.gen += 1
 
     def _host(self, h: int) -> HostSeries:
         s = self.hosts.get(h)
@@ -525,13 +595,16 @@ class JobView:
         }
 
     def _stragglers(self, r: GoodputReport) -> Any:
-        if len(self.hosts) < 2:
+        """The straggler analysis (mlgoodput.torch) of the hosts' step starts this view already
+        holds (no second read of the store). Its analysis is a full pass in Python over every
+        step, redone when the job changes: above STRAGGLER_MAX_STEPS steps in all it is left
+        out, so that a long job's page stays fast (the Hosts table then shows no lateness)."""
+        if len(self.hosts) < 2 or sum(len(hs.times) for hs in self.hosts.values()) > STRAGGLER_MAX_STEPS:
             return None
-        if self._lag is None:
-            from mlgoodput.torch._stragglers import StragglerAnalysis
+        from mlgoodput.torch._stragglers import analyze
 
-            self._lag = StragglerAnalysis(self.job, self.logger, store=self._store)
-        return self._lag.report(r.start, r.end)
+        return analyze({h: list(hs.job_starts) for h, hs in self.hosts.items()},
+                       {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in self.hosts.items()}, r.start, r.end)
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond
