@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -228,3 +229,10 @@ def test_elastic_monitor_reads_positional_arguments_in_the_seeds_order() -> None
         7.0, False, True, True, True, 2.5, 11.0, True, 4.0, 120.0, "/tmp/e")
     assert m.pathway_enabled  # as the seed's elastic monitor
     assert not math.isnan(m.stop_timeout_s)
+
+
+def test_get_job_goodput_of_an_unknown_job_raises_like_the_seed(tmp_path: Path) -> None:
+    # the seed raises ValueError("Total job time is zero ...") rather than reporting 0 %
+    calc = goodput.GoodputCalculator(job_name="nope", logger_name="goodput_nope", store=f"sqlite://{tmp_path}/x.db")
+    with pytest.raises(ValueError, match="no recorded time for job 'nope'"):
+        calc.get_job_goodput()

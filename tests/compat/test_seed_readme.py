@@ -33,13 +33,20 @@ SHARED_SEEDS = next((d / "shared" / "seeds" for d in Path(__file__).resolve().pa
 
 #: Blocks that fail with the seed itself, by a line they contain -> (exception, text in it, why).
 FAILS_WITH_THE_SEED = {
+    "total_goodput, _, _ = goodput_calculator.get_job_goodput()\n": (
+        ValueError, "no recorded time",
+        "the block asks for the goodput before the README's program has recorded anything: the seed"
+        " raises ValueError('Total job time is zero ...') there too",
+    ),
     "goodput, badput_breakdown, last_step = goodput_calculator.get_job_goodput(": (
-        AttributeError, "'float' object has no attribute 'BadputType'",
-        "the block rebinds `goodput` (the module) to the goodput float, then reads goodput.BadputType",
+        ValueError, "no recorded time",
+        "asked before anything was recorded, as above (the seed raises ValueError too); afterwards the"
+        " block would rebind `goodput` (the module) to a float and read goodput.BadputType",
     ),
     "total_goodput = goodput_calculator.get_job_goodput()\n": (
-        TypeError, "tuple",
-        "an older README: get_job_goodput returns a tuple since 0.0.x, so formatting it fails",
+        ValueError, "no recorded time",
+        "asked before anything was recorded (the seed raises ValueError too); an older README besides:"
+        " get_job_goodput returns a tuple since 0.0.x, so formatting it would fail",
     ),
     "goodput_monitor = goodput.GoodputMonitor(": (
         AttributeError, "GoodputMonitor",

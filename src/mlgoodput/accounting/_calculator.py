@@ -228,8 +228,14 @@ class GoodputCalculator:
     ) -> tuple[float, dict[BadputType, Any], int]:
         """(goodput %, badput breakdown in % (empty unless asked), last productive step), as the seed.
 
-        The latest step started is `report().last_step`."""
+        The latest step started is `report().last_step`. Like the seed, a job with no recorded
+        time (an unknown job, a wrong logger name) raises `ValueError` instead of reading 0 %."""
         r = self.report(configured_ideal_step_time=configured_ideal_step_time)
+        if r.total_s <= 0.0:  # as the seed: no job time is an error, never a silent 0 %
+            raise ValueError(
+                f"no recorded time for job {r.job_name!r} (logger {r.logger_name!r}): goodput cannot be"
+                " calculated; check job_name, logger_name and the store"
+            )
         breakdown = _breakdown(r) if include_badput_breakdown else {}
         return r.goodput_pct, breakdown, _productive_step(r)
 
