@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,8 @@ import pytest
 import mlgoodput.console as C
 from mlgoodput.console import ConsoleServer, Progress
 
-from .conftest import SRC, child_env, wait_for
+from .conftest import child_env, wait_for
+from .tmux_console import console_in_tmux
 
 CLIENT = r"""
 import logging, os, sys, time
@@ -37,28 +37,12 @@ C.disconnect(timeout_s=10)
 """
 
 
-def _tmux(sock: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", sock, *args], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)")
 def test_interrupted_bar_usage_and_no_internal_lines_on_screen(sockdir: str) -> None:
-    sock = f"mlgd-{os.getpid()}"
-    address, store, flag = f"unix:{sockdir}/t.sock", f"{sockdir}/store.db", f"{sockdir}/go"
-    _tmux(sock, "new-session", "-d", "-s", "console", "-x", "150", "-y", "40")
-    client: subprocess.Popen[bytes] | None = None
-    try:
-        cmd = (f"PYTHONPATH={os.path.abspath(SRC)} {sys.executable} -m mlgoodput console serve"
-               f" --address {address} --job live --store {store}")
-        _tmux(sock, "send-keys", "-t", "console", cmd, "Enter")
-        wait_for(lambda: os.path.exists(address[5:]), what="the server socket")
-        client = subprocess.Popen([sys.executable, "-c", CLIENT, address, flag], env=child_env())
-
-        def screen() -> str:
-            return _tmux(sock, "capture-pane", "-p", "-t", "console")
-
-        text = wait_for(lambda: (s := screen()) and "interrupted" in s and "cpu" in s and s,
+    with console_in_tmux(sockdir, name="mlgd", job="live", width=150, module="mlgoodput console") as t:
+        client = t.start_client(CLIENT)
+        text = wait_for(lambda: (s := t.screen()) and "interrupted" in s and "cpu" in s and s,
                         what="the interrupted bar and a usage row")
         bar_line = next(line for line in text.splitlines() if "epoch 7" in line and "42/100" in line)
         assert "interrupted" in bar_line and "done" not in bar_line
@@ -66,16 +50,10 @@ def test_interrupted_bar_usage_and_no_internal_lines_on_screen(sockdir: str) -> 
         usage_line = next(line for line in text.splitlines() if line.startswith("usage"))
         assert "rss" in usage_line and "[#0]" in usage_line
         assert "user line" in text and "recovered 12 journaled events" not in text
-        open(flag, "w").close()
+        open(t.flag, "w").close()
         client.wait(30)
         assert client.returncode == 0
-        _tmux(sock, "send-keys", "-t", "console", "C-c", "")
-        wait_for(lambda: not os.path.exists(address[5:]), what="the server to stop on Ctrl-C")
-    finally:
-        if client is not None and client.poll() is None:
-            client.kill()
-            client.wait(10)
-        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        t.interrupt_server()
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
