@@ -76,6 +76,12 @@ def _refuse_non_file(path: str) -> None:
         raise StoreError(f"SQLite store {path!r} is not a regular file")
 
 
+def _is_locked(e: sqlite3.OperationalError) -> bool:
+    """True for SQLite's transient "database is locked" / "busy" answers."""
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
 def _identify(conn: sqlite3.Connection, path: str) -> tuple[str, tuple[int, int] | None]:
     """The store id (made once, at creation, kept in the meta table) and the file's identity."""
     conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)", (secrets.token_hex(8),))
@@ -103,17 +109,42 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        # Opening is retried on "locked" within the busy timeout: switching a fresh file to
+        # WAL needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
+        # when several processes open one new file together.
+        deadline = time.monotonic() + self._busy_timeout_s
+        pause = 0.005
+        while True:
+            try:
+                conn = self._open()
+                break
+            except sqlite3.OperationalError as e:
+                if not _is_locked(e) or time.monotonic() + pause > deadline:
+                    raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+            except (sqlite3.Error, OSError) as e:
+                raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+        self._conn = conn
+        self._pid = os.getpid()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        """One attempt at a connection with WAL, the schema and the store's identity."""
+        if self.path != ":memory:":
+            _refuse_non_file(self.path)
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
         try:
-            if self.path != ":memory:":
-                _refuse_non_file(self.path)
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self._busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
+            # WAL persists in the file: only the first opener needs the exclusive lock.
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
             conn.execute(
@@ -121,10 +152,9 @@ class SQLiteStore:
                 (str(SCHEMA_VERSION),),
             )
             self._store_id, self._file_id = _identify(conn, self.path)
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
-        self._conn = conn
-        self._pid = os.getpid()
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _check_file(self) -> None:
