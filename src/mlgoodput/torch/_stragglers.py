@@ -13,11 +13,14 @@ events stored since the first.
 from __future__ import annotations
 
 import bisect
+import math
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
 
@@ -85,7 +88,11 @@ class StragglerReport:
 
 
 class StragglerAnalysis:
-    """Keeps every rank's step starts of one job; `report()` reads only what is new."""
+    """Keeps every rank's step starts of one job; `report()` reads only what is new.
+
+    The analysis of the whole job is kept up to date too (`_Live`): while each rank's new
+    step starts come after its earlier ones, a report costs the new steps, not the job; a
+    window or anything out of order falls back to the full pass (`analyze`)."""
 
     def __init__(self, job_name: str, logger_name: str = "goodput", *, store: Any = None) -> None:
         self.job_name = job_name
@@ -93,7 +100,10 @@ class StragglerAnalysis:
         self._store = open_store(store)
         self._cursor = 0
         self._job_starts: dict[int, list[float]] = defaultdict(list)
-        self._steps: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        self._times: dict[int, array[float]] = {}  # rank -> step start times, in stored order
+        self._nums: dict[int, array[int]] = {}  # rank -> their step numbers
+        self._span = (math.inf, -math.inf)  # the earliest and latest step start of any rank
+        self._live: _Live | None = None
 
     def _refresh(self) -> None:
         from mlgoodput._journal import recover_journals
@@ -103,20 +113,207 @@ class StragglerAnalysis:
         except OSError:
             pass
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
+        new_steps: dict[int, list[tuple[float, int]]] = {}
+        new_js: list[tuple[int, float]] = []
         for c in res.parts:
             kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
+            if _STEP not in kinds and _JOB not in kinds:
+                continue
             for i in range(len(kinds)):
                 k = kinds[i]
                 if k == _STEP:
-                    self._steps[hosts[i]].append((times[i], steps[i]))
+                    h = hosts[i]
+                    got = new_steps.get(h)
+                    if got is None:
+                        got = new_steps[h] = []
+                    got.append((times[i], steps[i]))
                 elif k == _JOB:
-                    bisect.insort(self._job_starts[hosts[i]], times[i])
+                    new_js.append((hosts[i], times[i]))
         self._cursor = res.cursor
+        live = self._live
+        for h, t in new_js:
+            if live is not None and not live.job_start(h, t):
+                live = None
+            bisect.insort(self._job_starts[h], t)
+        for h, seq in new_steps.items():
+            if h not in self._times:
+                self._times[h], self._nums[h] = array("d"), array("q")
+                live = None  # a new rank: its keys are ordered last; start over
+            self._times[h].extend(t for t, _ in seq)
+            self._nums[h].extend(n for _, n in seq)
+            lo, hi = min(seq)[0], max(seq)[0]
+            self._span = (min(lo, self._span[0]), max(hi, self._span[1]))
+        if live is not None and not live.add(new_steps):
+            live = None
+        self._live = live
+
+    def _steps(self) -> dict[int, list[tuple[float, int]]]:
+        return {h: list(zip(self._times[h], self._nums[h], strict=True)) for h in self._times}
 
     def report(self, start: float | None = None, end: float | None = None) -> StragglerReport:
         """The analysis of the steps that started in [start, end] (default: all)."""
         self._refresh()
-        return analyze(self._job_starts, self._steps, start, end)
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        if self._times and lo <= self._span[0] and self._span[1] <= hi:
+            live = self._live
+            if live is None:
+                live = _Live(self._job_starts, list(self._times))
+                ok = live.add(self._steps())
+                assert ok, "a fresh live analysis takes any steps"
+                self._live = live
+            return live.report()
+        return analyze(self._job_starts, self._steps(), start, end)
+
+
+class _Live:
+    """`analyze` of the whole job, extended with each rank's new step starts.
+
+    It gives exactly what `analyze` gives (same sums in the same order): the steps are keyed
+    by (attempt, step number) in the order `analyze` meets them (rank by rank in first-seen
+    order, each rank's steps in time order), and the per-step totals are summed once for the
+    prefix of steps every rank has reported (`_frozen`), again each report for the rest.
+    `add` refuses (returns False; the caller starts over) anything that would reorder or
+    change what was already summed."""
+
+    TAIL = 4096  # steps beyond which a step some rank never reported is summed anyway
+
+    def __init__(self, job_starts: dict[int, list[float]], ranks: list[int]) -> None:
+        self.js = {r: list(v) for r, v in job_starts.items()}
+        self.ranks = list(ranks)
+        self.index = {r: i for i, r in enumerate(self.ranks)}
+        self.last: dict[int, tuple[float, int]] = {}  # rank -> its latest (time, step)
+        self.count = dict.fromkeys(self.ranks, 0)  # rank -> step starts stored (duplicates too)
+        self.gaps = {r: SortedFloats() for r in self.ranks}
+        self.intro: dict[tuple[int, int], int] = {}  # key -> index of the first rank that has it
+        self.starts: dict[tuple[int, int], dict[int, float]] = {}  # key -> rank -> time (not frozen)
+        self.segs: list[list[tuple[int, int]]] = [[] for _ in self.ranks]  # keys by introducing rank
+        self.frozen = 0  # keys of segs[0] summed into the totals below
+        self.compared = 0
+        self.max_spread = 0.0
+        self.lag = {r: 0.0 for r in self.ranks}
+        self.lag_n = dict.fromkeys(self.ranks, 0)
+        self.last_steps = dict.fromkeys(self.ranks, 0)
+        self.held = {r: 0.0 for r in self.ranks}
+
+    def job_start(self, rank: int, t: float) -> bool:
+        """A new job start: fine while it changes no stored step's attempt."""
+        last = self.last.get(rank)
+        if last is not None and t <= last[0]:
+            return False
+        bisect.insort(self.js.setdefault(rank, []), t)
+        return True
+
+    def add(self, new: dict[int, list[tuple[float, int]]]) -> bool:
+        for r in self.ranks:  # rank order, as `analyze` meets them
+            seq = new.get(r)
+            if not seq:
+                continue
+            i = self.index[r]
+            seq = sorted(set(seq))
+            prev = self.last.get(r)
+            if prev is not None:
+                if seq[0] < prev:
+                    return False
+                self.count[r] += len(new[r])
+                if seq[0] == prev:
+                    seq = seq[1:]
+            else:
+                self.count[r] += len(new[r])
+            js = self.js.get(r, [])
+            diffs = []
+            prev_att = -1 if prev is None else bisect.bisect_right(js, prev[0])
+            intro, starts, segs = self.intro, self.starts, self.segs
+            for t, n in seq:
+                att = bisect.bisect_right(js, t)
+                if prev is not None and att == prev_att:
+                    diffs.append(t - prev[0])
+                prev, prev_att = (t, n), att
+                key = (att, n)
+                k = intro.get(key)
+                if k is None:
+                    intro[key] = i
+                    starts[key] = {r: t}
+                    segs[i].append(key)
+                    continue
+                st = starts.get(key)
+                if st is None:
+                    return False  # a step already summed
+                if r not in st:
+                    st[r] = t
+                    if i < k:  # this rank meets the step first now: it moves up
+                        segs[k].remove(key)
+                        segs[i].append(key)
+                        intro[key] = i
+            if prev is not None:
+                self.last[r] = prev
+            if diffs:
+                self.gaps[r].extend(diffs)
+        self._freeze()
+        return True
+
+    def _freeze(self) -> None:
+        seg, starts = self.segs[0], self.starts
+        full = len(self.ranks)
+        stop = self.frozen
+        while stop < len(seg) and (len(starts[seg[stop]]) == full or len(seg) - stop > self.TAIL):
+            stop += 1
+        if stop == self.frozen:
+            return
+        keys = seg[self.frozen : stop]
+        self.compared, self.max_spread = _sum_steps(
+            keys, starts, self.compared, self.max_spread, self.lag, self.lag_n, self.last_steps, self.held
+        )
+        for key in keys:
+            del starts[key]
+        self.frozen = stop
+
+    def report(self) -> StragglerReport:
+        lag, lag_n, last, held = dict(self.lag), dict(self.lag_n), dict(self.last_steps), dict(self.held)
+        compared, max_spread = self.compared, self.max_spread
+        for j, seg in enumerate(self.segs):
+            keys = seg[self.frozen :] if j == 0 else seg
+            compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+        ranks = []
+        for r in sorted(self.ranks):
+            d = self.gaps[r]
+            k = len(d)
+            ranks.append(RankStepStats(
+                rank=r, steps=k + 1 if k else self.count[r],
+                median_step_s=d.median() if k else 0.0,
+                p90_step_s=d.kth(min(k - 1, int(0.9 * k))) if k else 0.0,
+                max_step_s=d.kth(k - 1) if k else 0.0,
+                mean_lag_s=lag[r] / lag_n[r] if lag_n[r] else 0.0,
+                last_steps=last[r], held_back_s=held[r],
+            ))
+        return _verdict(ranks, compared, max_spread)
+
+
+def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[int, float]], compared: int,
+               max_spread: float, lag: dict[int, float], lag_n: dict[int, int], last: dict[int, int],
+               held: dict[int, float]) -> tuple[int, float]:
+    """The per-step part of `analyze` over `keys` in order, added into the totals given."""
+    for key in keys:
+        st = starts[key]
+        if len(st) < 2:
+            continue
+        compared += 1
+        order = sorted(st.items(), key=_by_time_rank)
+        first_t = order[0][1]
+        for r, t in order:
+            lag[r] += t - first_t
+            lag_n[r] += 1
+        spread = order[-1][1] - first_t
+        if spread > max_spread:
+            max_spread = spread
+        late_rank, late_t = order[-1]
+        last[late_rank] += 1
+        held[late_rank] += late_t - order[-2][1]
+    return compared, max_spread
+
+
+def _by_time_rank(kv: tuple[int, float]) -> tuple[float, int]:
+    return kv[1], kv[0]
 
 
 def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[float, int]]],
@@ -172,6 +369,10 @@ def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[floa
             mean_lag_s=sum(lag[r]) / len(lag[r]) if lag[r] else 0.0,
             last_steps=last[r], held_back_s=held[r],
         ))
+    return _verdict(ranks, compared, max_spread)
+
+
+def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> StragglerReport:
     worst = max(ranks, key=lambda s: (s.held_back_s, -s.rank), default=None)
     # noise is not a straggler: its mean lead must exceed 5 ms and 5 % of a step
     typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
