@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass
@@ -113,20 +114,29 @@ class StragglerAnalysis:
         except OSError:
             pass
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
-        new_steps: dict[int, list[tuple[float, int]]] = {}
+        new_t: dict[int, list[float]] = {}  # rank -> new step start times
+        new_n: dict[int, list[int]] = {}  # rank -> their step numbers
         new_js: list[tuple[int, float]] = []
         for c in res.parts:
             kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
             if _STEP not in kinds and _JOB not in kinds:
                 continue
-            for i in range(len(kinds)):
+            n = len(kinds)
+            if n and kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's steps
+                h = hosts[0]
+                if h not in new_t:
+                    new_t[h], new_n[h] = [], []
+                new_t[h].extend(times)
+                new_n[h].extend(steps)
+                continue
+            for i in range(n):
                 k = kinds[i]
                 if k == _STEP:
                     h = hosts[i]
-                    got = new_steps.get(h)
-                    if got is None:
-                        got = new_steps[h] = []
-                    got.append((times[i], steps[i]))
+                    if h not in new_t:
+                        new_t[h], new_n[h] = [], []
+                    new_t[h].append(times[i])
+                    new_n[h].append(steps[i])
                 elif k == _JOB:
                     new_js.append((hosts[i], times[i]))
         self._cursor = res.cursor
@@ -135,15 +145,16 @@ class StragglerAnalysis:
             if live is not None and not live.job_start(h, t):
                 live = None
             bisect.insort(self._job_starts[h], t)
-        for h, seq in new_steps.items():
+        lo, hi = self._span
+        for h, ts in new_t.items():
             if h not in self._times:
                 self._times[h], self._nums[h] = array("d"), array("q")
                 live = None  # a new rank: its keys are ordered last; start over
-            self._times[h].extend(t for t, _ in seq)
-            self._nums[h].extend(n for _, n in seq)
-            lo, hi = min(seq)[0], max(seq)[0]
-            self._span = (min(lo, self._span[0]), max(hi, self._span[1]))
-        if live is not None and not live.add(new_steps):
+            self._times[h].extend(ts)
+            self._nums[h].extend(new_n[h])
+            lo, hi = min(lo, min(ts)), max(hi, max(ts))
+        self._span = (lo, hi)
+        if live is not None and not live.add({h: list(zip(ts, new_n[h], strict=True)) for h, ts in new_t.items()}):
             live = None
         self._live = live
 
@@ -189,6 +200,7 @@ class _Live:
         self.starts: dict[tuple[int, int], dict[int, float]] = {}  # key -> rank -> time (not frozen)
         self.segs: list[list[tuple[int, int]]] = [[] for _ in self.ranks]  # keys by introducing rank
         self.frozen = 0  # keys of segs[0] summed into the totals below
+        self.moved = 0  # keys in segs[1:]
         self.compared = 0
         self.max_spread = 0.0
         self.lag = {r: 0.0 for r in self.ranks}
@@ -220,37 +232,73 @@ class _Live:
                     seq = seq[1:]
             else:
                 self.count[r] += len(new[r])
+            if not seq:
+                continue
             js = self.js.get(r, [])
-            diffs = []
-            prev_att = -1 if prev is None else bisect.bisect_right(js, prev[0])
             intro, starts, segs = self.intro, self.starts, self.segs
-            for t, n in seq:
-                att = bisect.bisect_right(js, t)
-                if prev is not None and att == prev_att:
-                    diffs.append(t - prev[0])
-                prev, prev_att = (t, n), att
-                key = (att, n)
-                k = intro.get(key)
-                if k is None:
+            if not js or js[-1] <= seq[0][0]:  # one attempt for all of them (the usual case)
+                att = len(js)
+                ts = [t for t, _ in seq]
+                if prev is not None and (not js or js[-1] <= prev[0]):
+                    ts.insert(0, prev[0])
+                diffs = list(map(operator.sub, ts[1:], ts[:-1]))
+                moves = self.moved > 0
+                for t, n in seq:
+                    key = (att, n)
+                    st = starts.get(key)
+                    if st is not None:
+                        if r not in st:
+                            st[r] = t
+                            if moves or i:
+                                k = intro[key]
+                                if i < k:  # this rank meets the step first now: it moves up
+                                    self._move(key, k, i)
+                        continue
+                    if key in intro:
+                        return False  # a step already summed
                     intro[key] = i
                     starts[key] = {r: t}
                     segs[i].append(key)
-                    continue
-                st = starts.get(key)
-                if st is None:
-                    return False  # a step already summed
-                if r not in st:
-                    st[r] = t
-                    if i < k:  # this rank meets the step first now: it moves up
-                        segs[k].remove(key)
-                        segs[i].append(key)
+                    if i:
+                        moves = True
+                        self.moved += 1
+                prev = seq[-1]
+            else:
+                diffs = []
+                prev_att = -1 if prev is None else bisect.bisect_right(js, prev[0])
+                for t, n in seq:
+                    att = bisect.bisect_right(js, t)
+                    if prev is not None and att == prev_att:
+                        diffs.append(t - prev[0])
+                    prev, prev_att = (t, n), att
+                    key = (att, n)
+                    got = intro.get(key)
+                    if got is None:
                         intro[key] = i
+                        starts[key] = {r: t}
+                        segs[i].append(key)
+                        self.moved += i > 0
+                        continue
+                    st = starts.get(key)
+                    if st is None:
+                        return False  # a step already summed
+                    if r not in st:
+                        st[r] = t
+                        if i < got:
+                            self._move(key, got, i)
             if prev is not None:
                 self.last[r] = prev
             if diffs:
                 self.gaps[r].extend(diffs)
         self._freeze()
         return True
+
+    def _move(self, key: tuple[int, int], k: int, i: int) -> None:
+        """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
+        self.segs[k].remove(key)
+        self.segs[i].append(key)
+        self.intro[key] = i
+        self.moved -= i == 0
 
     def _freeze(self) -> None:
         seg, starts = self.segs[0], self.starts
@@ -298,7 +346,7 @@ def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[i
         if len(st) < 2:
             continue
         compared += 1
-        order = sorted(st.items(), key=_by_time_rank)
+        order = sorted(st.items(), key=_BY_TIME_RANK)
         first_t = order[0][1]
         for r, t in order:
             lag[r] += t - first_t
@@ -312,8 +360,7 @@ def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[i
     return compared, max_spread
 
 
-def _by_time_rank(kv: tuple[int, float]) -> tuple[float, int]:
-    return kv[1], kv[0]
+_BY_TIME_RANK = operator.itemgetter(1, 0)  # (rank, time) -> (time, rank)
 
 
 def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[float, int]]],
