@@ -65,3 +65,33 @@ def test_live_analysis_equals_the_full_pass(tmp_path: Path, seed: int) -> None:
         assert got == want  # every float bit for bit
     assert live_used or seed % 3 == 0
     st.close()
+
+
+def test_saved_analysis_is_used_only_while_nothing_new_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.torch import _stragglers as mod
+
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    rng = random.Random(5)
+    events = timeline(rng, 3, 50, shuffle=False)
+    st.append("goodput", "j", EventBatch(1, 0, events))
+    first = mod.saved_stragglers("j", "goodput", store=store)
+    assert first == mod.stragglers("j", store=store) and first.steps_compared > 0
+    calls = []
+    real = StragglerAnalysis.report
+
+    def counting(self: StragglerAnalysis, start: float | None = None, end: float | None = None) -> object:
+        calls.append((start, end))
+        return real(self, start, end)
+
+    monkeypatch.setattr(StragglerAnalysis, "report", counting)
+    assert mod.saved_stragglers("j", "goodput", store=store) == first and not calls  # from the saved analysis
+    assert mod.saved_stragglers("j", "goodput", store=store, start=0.0, end=1e12) == first and not calls
+    late = max(e.time for e in events) + 1
+    st.append("goodput", "j", EventBatch(2, 0, [Event(Kind.STEP_START, late, 0, step=999)]))
+    again = mod.saved_stragglers("j", "goodput", store=store)
+    assert len(calls) == 1 and again == mod.stragglers("j", store=store) != first
+    # a corrupt saved analysis is recomputed, never used
+    st.save_state(mod.STATE_NAMESPACE, '["goodput", "j"]', [b'{"magic": "mlgoodput-stragglers", "cursor": "x"'])
+    assert mod.saved_stragglers("j", "goodput", store=store) == again and len(calls) == 3  # (stragglers() made one)
+    st.close()

@@ -13,6 +13,8 @@ events stored since the first.
 from __future__ import annotations
 
 import bisect
+import json
+import logging
 import math
 import operator
 from array import array
@@ -24,6 +26,8 @@ from typing import Any
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
+
+log = logging.getLogger("mlgoodput")
 
 __all__ = ["RankStepStats", "StragglerAnalysis", "StragglerReport", "stragglers"]
 
@@ -429,6 +433,55 @@ def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> St
         straggler = worst.rank
     return StragglerReport(tuple(ranks), compared, straggler,
                            worst.held_back_s if straggler is not None and worst else 0.0, max_spread)
+
+
+STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
+_MAGIC = "mlgoodput-stragglers"
+
+
+def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: float | None = None,
+                     end: float | None = None) -> StragglerReport:
+    """`stragglers(...)`, answered from the analysis saved in the store when no event was stored
+    since it and its window covered the same steps; otherwise analysed (and saved, where the
+    store keeps state). A saved analysis that fails any check is recomputed, never used."""
+    from mlgoodput.store._state import StateStore
+
+    st = open_store(store)
+    key = json.dumps([logger_name, job_name])
+    lo = -math.inf if start is None else start
+    hi = math.inf if end is None else end
+    if isinstance(st, StateStore):
+        try:
+            pieces = st.load_state(STATE_NAMESPACE, key)
+            saved = json.loads(b"".join(pieces)) if pieces is not None else None
+            if isinstance(saved, dict) and saved.get("magic") == _MAGIC and saved.get("url") == getattr(st, "url", None):
+                cursor, events = int(saved["cursor"]), int(saved["events"])
+                span_lo, span_hi = float(saved["span"][0]), float(saved["span"][1])
+                same = saved["window"] == [start, end] or (saved["whole"] and lo <= span_lo and span_hi <= hi)
+                if same and tuple(st.stream_position(logger_name, job_name, cursor)) == (cursor, events):
+                    return _from_dict(saved["report"])
+        except (OSError, KeyError, TypeError, ValueError, IndexError) as e:
+            log.info("mlgoodput: not using the saved straggler analysis of %s/%s (%s)", logger_name, job_name, e)
+    a = StragglerAnalysis(job_name, logger_name, store=st)
+    rep = a.report(start, end)
+    if isinstance(st, StateStore) and a._times:
+        try:
+            head, upto = st.stream_position(logger_name, job_name, a._cursor)
+            if head == a._cursor:  # nothing stored while it read: the analysis is of `upto` events
+                doc = {"magic": _MAGIC, "url": getattr(st, "url", None), "cursor": a._cursor, "events": upto,
+                       "span": list(a._span), "window": [start, end],
+                       "whole": lo <= a._span[0] and a._span[1] <= hi, "report": rep.to_dict()}
+                st.save_state(STATE_NAMESPACE, key, [json.dumps(doc).encode()])
+        except OSError as e:
+            log.info("mlgoodput: cannot save the straggler analysis of %s/%s (%s)", logger_name, job_name, e)
+    return rep
+
+
+def _from_dict(d: dict[str, Any]) -> StragglerReport:
+    ranks = tuple(RankStepStats(**r) for r in d["ranks"])
+    straggler = d["straggler"]
+    return StragglerReport(ranks, int(d["steps_compared"]), None if straggler is None else int(straggler),
+                           float(d["straggler_cost_s"]), float(d["max_spread_s"]))
 
 
 def stragglers(job_name: str, logger_name: str = "goodput", *, store: Any = None,
