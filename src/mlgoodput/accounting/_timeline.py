@@ -105,6 +105,7 @@ class Timeline:
         self.earliest_change = math.inf
         self.max_time = -math.inf
         self.events = 0
+        self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
 
     def host(self, h: int) -> HostLog:
         log = self.hosts.get(h)
@@ -159,10 +160,20 @@ class Timeline:
         self.earliest_change = min(self.earliest_change, earliest)
 
     def lead_host(self, q: float) -> int | None:
-        """The lowest process index that recorded a job_start at or before q."""
+        """The lowest process index that recorded a job_start at or before q (kept while no event
+        comes in and q is past every host's first job_start: a query that finds nothing new)."""
+        c = self._lead
+        if c is not None and c[0] == self.events and q >= c[1]:
+            return c[2]
         best = None
+        latest_first = -math.inf
         for h, log in self.hosts.items():
-            if log.job_starts and log.job_starts[0] <= q and (best is None or h < best):
-                best = h
+            if log.job_starts:
+                first = log.job_starts[0]
+                latest_first = max(latest_first, first)
+                if first <= q and (best is None or h < best):
+                    best = h
+        if q >= latest_first:
+            self._lead = (self.events, latest_first, best)
         return best
 
