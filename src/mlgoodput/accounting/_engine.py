@@ -14,6 +14,7 @@ import operator
 from array import array
 from bisect import bisect_left, bisect_right
 
+from mlgoodput.accounting import _fast
 from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
 from mlgoodput.accounting._intervals import (
     Coverage,
@@ -268,7 +269,7 @@ class Engine:
             for c0 in range(lo, hi, _CHUNK):  # in slices, so no job-sized list of floats
                 c1 = min(hi, c0 + _CHUNK)
                 # most steps: net time is simply the gap to the next start (C-level map)
-                raw = list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
+                raw = _fast.gaps(times, c0, c1) or list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
                 for i in touched.range(c0, c1):
                     end = self._step_end(log, i, times[i + 1]) or times[i + 1]
                     net, comp = self._net(acts, times[i], end)

@@ -12,6 +12,8 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
 from itertools import accumulate
 
+from mlgoodput.accounting import _fast
+
 _LOAD = 2048
 
 
@@ -75,7 +77,7 @@ class SortedFloats:
                 merged.extend(b)
             self._buckets = []
             merged.extend(xs)
-            self._build(sorted(merged))
+            self._build(_fast.sort(merged) or sorted(merged))
         elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)

@@ -15,6 +15,7 @@ from array import array
 from bisect import insort
 from dataclasses import dataclass, field
 
+from mlgoodput.accounting import _fast
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store._columns import NO_STEP, Columns
@@ -129,8 +130,8 @@ class Timeline:
             earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
         elif single_host:
             log = self.host(hosts[0])
-            st = array("d", itertools.compress(cols.times, step_mask))
-            sn = array("q", itertools.compress(cols.steps, step_mask))
+            st = _fast.select(cols.times, step_mask) or array("d", itertools.compress(cols.times, step_mask))
+            sn = _fast.select(cols.steps, step_mask) or array("q", itertools.compress(cols.steps, step_mask))
             earliest = min(earliest, log.add_steps(st, sn))
         else:
             per: dict[int, tuple[list[float], list[int]]] = {}
