@@ -87,15 +87,27 @@ _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
-def _warn_bad(err: BadValue, source: str) -> None:
-    key = (source, str(err))
+def _warn_bad(err: BadValue, consequence: str) -> None:
+    key = str(err)
     with _warned_lock:
         if key in _warned:
             return
         _warned.add(key)
-    text = f"mlgoodput: {err}; the process index comes from the next source (after {source!r})"
+    text = f"mlgoodput: {err}; {consequence}"
     log.warning("%s", text)
     warnings.warn(text, MlGoodputWarning, stacklevel=3)
+
+
+def _extra(env: Mapping[str, str], name: str, strict: bool) -> int | None:
+    """An optional detail of a source (local rank, restart count): strict raises BadValue,
+    else a bad value is ignored with one warning."""
+    try:
+        return env_int(env, name)
+    except BadValue as e:
+        if strict:
+            raise
+        _warn_bad(e, "ignored")
+        return None
 
 
 def env_int(env: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
@@ -164,14 +176,15 @@ def _from_torch() -> _Found | None:
     return None if pg is None else _Found(pg[0], pg[1])
 
 
-def from_torchrun(env: Mapping[str, str]) -> _Found | None:
-    """torchrun's (the elastic agent's) variables; None without $RANK; BadValue when unusable."""
+def from_torchrun(env: Mapping[str, str], strict: bool = True) -> _Found | None:
+    """torchrun's (the elastic agent's) variables; None without $RANK; BadValue when unusable
+    (a bad $LOCAL_RANK or restart count too, if `strict`)."""
     rank = env_int(env, "RANK")
     if rank is None:
         return None
     world = env_int(env, "WORLD_SIZE", 1)
     _ranked(rank, world, "RANK", "WORLD_SIZE")
-    return _Found(rank, world, env_int(env, "LOCAL_RANK"), env_int(env, "TORCHELASTIC_RESTART_COUNT"))
+    return _Found(rank, world, _extra(env, "LOCAL_RANK", strict), _extra(env, "TORCHELASTIC_RESTART_COUNT", strict))
 
 
 def _from_slurm(env: Mapping[str, str]) -> _Found | None:
@@ -180,7 +193,7 @@ def _from_slurm(env: Mapping[str, str]) -> _Found | None:
         return None
     n = env_int(env, "SLURM_NTASKS", 1)
     _ranked(rank, n, "SLURM_PROCID", "SLURM_NTASKS")
-    return _Found(rank, n, env_int(env, "SLURM_LOCALID"), env_int(env, "SLURM_RESTART_COUNT"))
+    return _Found(rank, n, _extra(env, "SLURM_LOCALID", False), _extra(env, "SLURM_RESTART_COUNT", False))
 
 
 _MPI = (
@@ -191,7 +204,6 @@ _MPI = (
 
 
 def _from_mpi(env: Mapping[str, str]) -> _Found | None:
-    bad: BadValue | None = None
     for rank_var, size_var, local_var in _MPI:
         try:
             rank = env_int(env, rank_var)
@@ -199,27 +211,23 @@ def _from_mpi(env: Mapping[str, str]) -> _Found | None:
                 continue
             n = env_int(env, size_var, 1)
             _ranked(rank, n, rank_var, size_var)
-            return _Found(rank, n, env_int(env, local_var))
         except BadValue as e:  # another MPI's variable may still be good
-            bad = bad or e
-    if bad is not None:
-        raise bad
+            _warn_bad(e, "skipped: the process index comes from the next variable or source")
+            continue
+        return _Found(rank, n, _extra(env, local_var, False))
     return None
 
 
 def _from_tpu(env: Mapping[str, str]) -> _Found | None:
-    bad: BadValue | None = None
     for var in ("TPU_WORKER_ID", "CLOUD_TPU_TASK_ID"):
         try:
             idx = env_int(env, var)
         except BadValue as e:
-            bad = bad or e
+            _warn_bad(e, "skipped: the process index comes from the next variable or source")
             continue
         if idx is not None:
             hosts = [h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
             return _Found(idx, len(hosts) if len(hosts) > idx else None)
-    if bad is not None:
-        raise bad
     return None
 
 
@@ -233,13 +241,9 @@ def _from_mlgoodput(env: Mapping[str, str]) -> _Found | None:
     return None if idx is None else _Found(idx)
 
 
-def _lenient(env: Mapping[str, str], names: tuple[str, ...], source: str) -> int | None:
+def _lenient(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
     for name in names:
-        try:
-            v = env_int(env, name)
-        except BadValue as e:
-            _warn_bad(e, source)
-            continue
+        v = _extra(env, name, False)
         if v is not None:
             return v
     return None
@@ -280,7 +284,7 @@ def detect_identity(
         ("jax", _from_jax if use_runtimes else lambda: None),
         ("torch.distributed", _from_torch if use_runtimes else lambda: None),
         ("JAX_PROCESS_ID", lambda: _from_jax_env(e)),
-        ("torchrun", lambda: from_torchrun(e)),
+        ("torchrun", lambda: from_torchrun(e, strict=False)),
         ("slurm", lambda: _from_slurm(e)),
         ("mpi", lambda: _from_mpi(e)),
         ("tpu", lambda: _from_tpu(e)),
@@ -290,17 +294,17 @@ def detect_identity(
         try:
             got = find()
         except BadValue as err:
-            _warn_bad(err, name)
+            _warn_bad(err, f"skipped: the process index comes from the source after {name!r}")
             continue
         if got is not None:
             source, found = name, got
             break
     local = found.local_rank
     if local is None:
-        local = _lenient(e, ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"), "local rank") or 0
+        local = _lenient(e, ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")) or 0
     attempt = found.attempt
     if attempt is None:
-        attempt = _lenient(e, ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"), "attempt") or 0
+        attempt = _lenient(e, ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")) or 0
     return ProcessIdentity(
         process_index=found.index,
         process_count=found.count,
