@@ -83,7 +83,7 @@ class BadValue(ValueError):
     """A launcher variable that is not usable (not an integer, negative, a rank past the size)."""
 
 
-_warned: set[tuple[str, str]] = set()
+_warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
