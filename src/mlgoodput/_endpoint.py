@@ -102,10 +102,10 @@ def parse_address(address: object, arg: str = "address", *, default_host: str = 
         host, sep, port = a.rpartition(":")
         if not sep:
             raise ValueError(f"{arg} must be {_FORMS}, got {address!r}")
-        if ":" in host:
-            raise ValueError(f"{arg}: write an IPv6 address in brackets, '[{host}]:{port}', got {address!r}")
     if not (port.isascii() and port.isdigit()):
         raise ValueError(f"{arg}: the port must be a number 0..65535, got {address!r}")
+    if ":" in host and not host.startswith("["):
+        raise ValueError(f"{arg}: write an IPv6 address in brackets, '[{host}]:{port}', got {address!r}")
     try:
         h = check_host(host, arg) if host else default_host
         return HostPort(h, check_port(port, arg))

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlgoodput import _env
-from mlgoodput._misuse import MlGoodputWarning
+from mlgoodput._misuse import MlGoodputWarning, _user_stacklevel
 
 __all__ = ["SOURCES", "ProcessIdentity", "detect_identity"]
 
@@ -95,7 +95,7 @@ def _warn_bad(err: BadValue, consequence: str) -> None:
         _warned.add(key)
     text = f"mlgoodput: {err}; {consequence}"
     log.warning("%s", text)
-    warnings.warn(text, MlGoodputWarning, stacklevel=3)
+    warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
 
 
 def _extra(env: Mapping[str, str], name: str, strict: bool) -> int | None:
