@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mlgoodput._endpoint import check_host, check_port
+    from mlgoodput._endpoint import HostPort, check_host, check_port
     from mlgoodput.store import resolve_store_url
 
     args.host = check_host(args.host, "--host")
@@ -42,4 +42,4 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return serve(store, args.host, args.port, stale_after_s=args.stale_after)
     except OSError as e:
-        raise LookupError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
+        raise LookupError(f"cannot serve on {HostPort(args.host, args.port)}: {e.strerror or e}") from None
