@@ -236,8 +236,9 @@ class ExporterProcess:
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
         paths = [os.path.abspath(p) for p in sys.path if p]
-        # SIGINT ignored: Ctrl-C in a terminal reaches the whole process group, and the parent
-        # must still be able to make its final upload through this process after it.
+        # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
+        # foreground group (even while this child is still starting), and the parent must still
+        # be able to make its final upload through this process after it.
         code = (
             "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
             f"import sys; sys.path[:0] = {paths!r}; "
@@ -246,7 +247,8 @@ class ExporterProcess:
         env = dict(os.environ)
         try:
             popen = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL
+                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL,
+                process_group=0,
             )
         finally:
             child_sock.close()
