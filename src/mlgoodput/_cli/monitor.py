@@ -146,15 +146,16 @@ def _default_logger(store: str | None, job: str, given: str | None = None) -> st
 
     from mlgoodput._cli._common import CLIError, open_read_store
     from mlgoodput._cli.report import loggers_for, resolve_logger
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput.store import resolve_store_url, store_file
 
     url = resolve_store_url(store, "--store")
-    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://") :]):
+    path = store_file(url)
+    if path is not None and not os.path.exists(path):
         # started before the job: fine, it waits for the job's first events; but a folder
         # that does not exist is a typo, not a job to come
-        folder = os.path.dirname(url[len("sqlite://") :])
+        folder = os.path.dirname(path)
         if not os.path.isdir(folder):
-            raise CLIError(f"no store at {url[len('sqlite://'):]} and no folder {folder} for it"
+            raise CLIError(f"no store at {path} and no folder {folder} for it"
                            " (check --store or MLGOODPUT_STORE)")
         return given or f"goodput_{job}"
     st = open_read_store(store, "--store", recover=False)

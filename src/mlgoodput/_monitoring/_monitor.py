@@ -15,7 +15,7 @@ from mlgoodput.export._base import Exporter
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
 from mlgoodput.export._process import ExporterProcess
 from mlgoodput.export._tensorboard import TensorBoardExporter
-from mlgoodput.store import resolve_store_url
+from mlgoodput.store import is_process_local, resolve_store_url
 
 log = logging.getLogger("mlgoodput")
 
@@ -132,7 +132,7 @@ class GoodputMonitor:
                 raise TypeError(f"store must be a URL, a path or a store with a .url, got {store!r}")
             store = url
         self.store_url = resolve_store_url(store)
-        if self.store_url.startswith("memory://"):
+        if is_process_local(self.store_url):
             raise ValueError(f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file")
         all_exporters: list[Exporter] = []
         if tensorboard_dir is not None and os.fspath(tensorboard_dir):
