@@ -228,6 +228,9 @@ class SQLiteStore:
             except sqlite3.Error as e:
                 self._rollback()
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
+            except BaseException:  # an interrupt mid-write: store none of it, as a crash would
+                self._rollback()
+                raise
 
     def _rollback(self) -> None:
         """End a failed transaction, if one is open (a failure to do so changes nothing)."""
