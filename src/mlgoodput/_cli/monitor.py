@@ -57,22 +57,17 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mlgoodput.accounting import GoodputCalculator
-    from mlgoodput.export import (
-        CloudMonitoringExporter,
-        GCPOptions,
-        OTLPExporter,
-        PrometheusExporter,
-    )
+    from mlgoodput.export import GCPOptions, make_exporter
     from mlgoodput.monitoring import GoodputMonitor
 
     logger_name = _default_logger(args.store, args.job, args.logger_name)
     exporters: list[Any] = []
     if args.prometheus_port is not None:
-        exporters.append(PrometheusExporter(port=args.prometheus_port, addr=args.prometheus_addr))
+        exporters.append(make_exporter("prometheus", port=args.prometheus_port, addr=args.prometheus_addr))
     if args.otlp_endpoint:
-        exporters.append(OTLPExporter(endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
+        exporters.append(make_exporter("otlp", endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
     if args.gcp_project:
-        exporters.append(CloudMonitoringExporter(GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
+        exporters.append(make_exporter("gcp", gcp_options=GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
     if not exporters and not args.tensorboard_dir:
         raise ValueError("nothing to upload to: give --tensorboard-dir, --prometheus-port, --otlp-endpoint or --gcp-project")
     monitor = GoodputMonitor(
