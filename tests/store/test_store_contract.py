@@ -203,3 +203,28 @@ def test_crash_between_write_and_mark(store_url: str, monkeypatch: pytest.Monkey
     again.append("ns", job, EventBatch(w, 0, evs))  # and once more
     again.close()
     assert _stored(store_url, job) == [(0, i) for i in range(8)]
+
+
+def _die_before_mark(url: str, job: str, writer: int) -> None:
+    """A writer process killed between writing a part and recording its mark."""
+    import os
+
+    def die(part: _exactly_once.NewPart) -> None:
+        os._exit(3)
+
+    _exactly_once.before_mark = die  # type: ignore[assignment]
+    open_store(url).append("ns", job, EventBatch(writer, 0, steps(0, 8)))
+    os._exit(0)  # not reached
+
+
+@pytest.mark.slow
+def test_writer_process_killed_between_write_and_mark(shared_store_url: str) -> None:
+    job, w = uuid.uuid4().hex, uuid.uuid4().int >> 65
+    p = mp.get_context("spawn").Process(target=_die_before_mark, args=(shared_store_url, job, w))
+    p.start()
+    p.join(120)
+    assert p.exitcode == 3
+    st = open_store(shared_store_url)  # the next process replays the dead one's journal
+    st.append("ns", job, EventBatch(w, 0, steps(0, 8)))
+    st.close()
+    assert _stored(shared_store_url, job) == [(0, i) for i in range(8)]
