@@ -409,7 +409,6 @@ class CloudLoggingStore:
                 pass
 
 
-
 def _canonical(url: str, arg: str) -> str:
     parse_url(url, arg)  # a malformed URL fails here, with the argument's name
     return url

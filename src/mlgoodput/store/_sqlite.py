@@ -451,7 +451,6 @@ CREATE TABLE IF NOT EXISTS state_pieces (
 """
 
 
-
 def _canonical(url: str, arg: str) -> str:
     path = url[len("sqlite://") :]
     if not path or path == "/:memory:":
