@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._contract import check_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -97,15 +98,7 @@ class ExporterProcess:
             raise ValueError(f"export_interval_s must be > 0 or None, got {export_interval_s!r}")
         if not max_backoff_s > 0:
             raise ValueError(f"max_backoff_s must be > 0, got {max_backoff_s!r}")
-        exporters = list(exporters)
-        for e in exporters:
-            if not isinstance(e, Exporter):
-                raise TypeError(f"exporters must follow the Exporter protocol (export, shutdown), got {e!r}")
-            try:
-                pickle.dumps(e)
-            except Exception as err:
-                raise TypeError(f"exporter {e!r} cannot be sent to the exporter process: {err}") from err
-        self.exporters = exporters
+        self.exporters = [check_exporter(e) for e in exporters]  # the contract: _contract.py
         self.interval_s = float(interval_s)
         self.export_interval_s = export_interval_s
         self.max_backoff_s = float(max_backoff_s)
