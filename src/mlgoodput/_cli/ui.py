@@ -26,15 +26,16 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from mlgoodput._endpoint import HostPort, check_host, check_port
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput.store import resolve_store_url, store_file
 
     args.host = check_host(args.host, "--host")
     check_port(args.port, "--port")
     if not args.stale_after > 0:
         raise ValueError(f"--stale-after must be a positive number of seconds, got {args.stale_after}")
     url = resolve_store_url(args.store, "--store")
-    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://"):]):
-        raise LookupError(f"--store: no store at {url[len('sqlite://'):]} (record a job first, or run `make demo`)")
+    path = store_file(url)
+    if path is not None and not os.path.exists(path):
+        raise LookupError(f"--store: no store at {path} (record a job first, or run `make demo`)")
     from mlgoodput._cli._common import open_read_store
     from mlgoodput.ui import serve
 

@@ -123,9 +123,10 @@ class StoreProcess(BackgroundWorker):
         self._proc = start_python(
             ["-c", "import sys; from mlgoodput.console._storeproc import child_main;"
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
-            # SIGINT ignored: a terminal's Ctrl-C reaches the whole group, and the server stops
-            # this child itself once it has stored everything
-            ignore_sigint=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            # Out of the terminal's process group, and SIGINT ignored: a terminal's Ctrl-C reaches
+            # the whole foreground group (even while this child is still starting), and the server
+            # stops this child itself once it has stored everything
+            ignore_sigint=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, process_group=0,
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)
