@@ -21,7 +21,8 @@ CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
 CONSOLE_USAGE = "MLGOODPUT_CONSOLE_USAGE"
 #: Identity of one workload across its restarts: a run keeps its name while this stays the same.
 WORKLOAD_ID = "MLGOODPUT_WORKLOAD_ID"
-#: This process's index among the workload's processes (else jax.process_index(), else 0).
+#: This process's index among the workload's processes; it wins over every runtime and launcher
+#: (the precedence: mlgoodput.identity).
 PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
 #: Base directory (or fsspec URL) for run profiles when `gcs_path=None`.
 PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
@@ -33,8 +34,8 @@ SNAPSHOT = "MLGOODPUT_SNAPSHOT"
 #: "0" (or "off") keeps the accounting on its pure-Python passes even where numpy (the `fast`
 #: extra) is installed; unset: long column passes use numpy when it is there (same results).
 NUMPY = "MLGOODPUT_NUMPY"
-#: Launcher variables that carry a process's index (rank), in the order they are consulted
-#: when `process_index=None` and no JAX runtime is initialized.
+#: Launcher variables that carry a process's index (rank); mlgoodput.identity reads them (with
+#: their sizes, local ranks and restart counts) in its documented order.
 PROCESS_INDEX_VARS: tuple[str, ...] = (
     "JAX_PROCESS_ID",
     "RANK",
