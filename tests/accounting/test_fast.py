@@ -46,6 +46,10 @@ def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
     srt = _fast.sort(vals)
     assert srt is not None and srt.tobytes() == array("d", sorted(vals)).tobytes()  # -0.0 and 0.0 in place
     assert _fast.sort(array("d", [float("nan")] * n)) is None and _fast.gaps(times, 0, 10) is None
+    assert _fast.strictly_increasing(times) is all(map(operator.lt, times[:-1], times[1:]))
+    up = array("d", (k * 0.1 for k in range(n)))
+    assert _fast.strictly_increasing(up) is True and _fast.maximum(vals) == max(vals)
+    assert _fast.maximum(array("d", [float("nan")] * n)) is None
 
 
 def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,3 +80,28 @@ def sort(values: array[float]) -> array[float] | None:
     if np.isnan(a).any():
         return None  # sorted() and numpy place NaN differently
     return _out(np.sort(a, kind="stable"), "d")
+
+
+def strictly_increasing(values: array[float] | list[float]) -> bool | None:
+    """Whether values[i] < values[i + 1] everywhere, as `all(map(operator.lt, ...))` says."""
+    if not isinstance(values, array) or values.typecode != "d" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    return bool(np.all(a[:-1] < a[1:]))
+
+
+def maximum(values: array[float]) -> float | None:
+    """max(values) for doubles without NaN (None otherwise: `max` and numpy disagree on NaN)."""
+    if values.typecode != "d" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    m = a.max()
+    if np.isnan(m):
+        return None
+    return float(m)

@@ -55,7 +55,9 @@ class HostLog:
         if not times:
             return math.inf
         # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
-        strict = all(map(operator.lt, times[:-1], times[1:]))
+        strict = _fast.strictly_increasing(times)
+        if strict is None:
+            strict = all(map(operator.lt, times[:-1], times[1:]))
         ordered = strict or list(times) == sorted(times)
         if ordered and (not self.times or times[0] > self.times[-1]):
             last = self.nums[-1] if self.nums else None
@@ -119,7 +121,8 @@ class Timeline:
         if n == 0:
             return
         self.events += n
-        self.max_time = max(self.max_time, max(cols.times))
+        top = _fast.maximum(cols.times)
+        self.max_time = max(self.max_time, max(cols.times) if top is None else top)
         kinds = bytes(cols.kinds)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
