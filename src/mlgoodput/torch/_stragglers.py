@@ -19,13 +19,16 @@ import math
 import operator
 from array import array
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
+from typing import Any, cast
 
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
+from mlgoodput.store._columns import Columns
+from mlgoodput.store._state import PagedStore
 
 log = logging.getLogger("mlgoodput")
 
@@ -109,6 +112,7 @@ class StragglerAnalysis:
         self._nums: dict[int, array[int]] = {}  # rank -> their step numbers
         self._span = (math.inf, -math.inf)  # the earliest and latest step start of any rank
         self._live: _Live | None = None
+        self._paged = isinstance(self._store, PagedStore)
 
     def _refresh(self) -> None:
         from mlgoodput._journal import recover_journals
@@ -117,48 +121,55 @@ class StragglerAnalysis:
             recover_journals(self._store)  # what killed ranks left behind
         except OSError:
             pass
-        res = self._store.read(self.logger_name, self.job_name, self._cursor)
-        new_t: dict[int, list[float]] = {}  # rank -> new step start times
-        new_n: dict[int, list[int]] = {}  # rank -> their step numbers
+        parts: Iterable[tuple[int, Columns]]
+        if self._paged:  # a page at a time: never the whole job in memory at once
+            parts = cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor)
+        else:
+            res = self._store.read(self.logger_name, self.job_name, self._cursor)
+            parts = [(res.cursor, c) for c in res.parts] or [(res.cursor, Columns.empty())]
+        before = {h: len(v) for h, v in self._times.items()}
+        all_t, all_n = self._times, self._nums
+        new_rank = False
         new_js: list[tuple[int, float]] = []
-        for c in res.parts:
+        for cursor, c in parts:
+            self._cursor = cursor
             kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
             if _STEP not in kinds and _JOB not in kinds:
                 continue
             n = len(kinds)
-            if n and kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's steps
+            if kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's step starts
                 h = hosts[0]
-                if h not in new_t:
-                    new_t[h], new_n[h] = [], []
-                new_t[h].extend(times)
-                new_n[h].extend(steps)
+                if h not in all_t:
+                    all_t[h], all_n[h], new_rank = array("d"), array("q"), True
+                all_t[h].extend(times)
+                all_n[h].extend(steps)
                 continue
             for i in range(n):
                 k = kinds[i]
                 if k == _STEP:
                     h = hosts[i]
-                    if h not in new_t:
-                        new_t[h], new_n[h] = [], []
-                    new_t[h].append(times[i])
-                    new_n[h].append(steps[i])
+                    if h not in all_t:
+                        all_t[h], all_n[h], new_rank = array("d"), array("q"), True
+                    all_t[h].append(times[i])
+                    all_n[h].append(steps[i])
                 elif k == _JOB:
                     new_js.append((hosts[i], times[i]))
-        self._cursor = res.cursor
-        live = self._live
+        live = None if new_rank else self._live  # a new rank's steps are ordered last: start over
         for h, t in new_js:
             if live is not None and not live.job_start(h, t):
                 live = None
             bisect.insort(self._job_starts[h], t)
         lo, hi = self._span
-        for h, ts in new_t.items():
-            if h not in self._times:
-                self._times[h], self._nums[h] = array("d"), array("q")
-                live = None  # a new rank: its keys are ordered last; start over
-            self._times[h].extend(ts)
-            self._nums[h].extend(new_n[h])
-            lo, hi = min(lo, min(ts)), max(hi, max(ts))
+        new: dict[int, list[tuple[float, int]]] = {}
+        for h, ts in all_t.items():
+            k = before.get(h, 0)
+            if len(ts) > k:
+                part = ts[k:]
+                lo, hi = min(lo, min(part)), max(hi, max(part))
+                if live is not None:
+                    new[h] = list(zip(part, all_n[h][k:], strict=True))
         self._span = (lo, hi)
-        if live is not None and not live.add({h: list(zip(ts, new_n[h], strict=True)) for h, ts in new_t.items()}):
+        if live is not None and not live.add(new):
             live = None
         self._live = live
 
@@ -174,8 +185,10 @@ class StragglerAnalysis:
             live = self._live
             if live is None:
                 live = _Live(self._job_starts, list(self._times))
-                ok = live.add(self._steps())
-                assert ok, "a fresh live analysis takes any steps"
+                for h, ts in self._times.items():  # rank by rank, as one add of all would
+                    ok = live.add({h: list(zip(ts, self._nums[h], strict=True))}, freeze=False)
+                    assert ok, "a fresh live analysis takes any steps"
+                live.freeze()
                 self._live = live
             return live.report()
         return analyze(self._job_starts, self._steps(), start, end)
@@ -220,7 +233,7 @@ class _Live:
         bisect.insort(self.js.setdefault(rank, []), t)
         return True
 
-    def add(self, new: dict[int, list[tuple[float, int]]]) -> bool:
+    def add(self, new: dict[int, list[tuple[float, int]]], *, freeze: bool = True) -> bool:
         for r in self.ranks:  # rank order, as `analyze` meets them
             seq = new.get(r)
             if not seq:
@@ -294,7 +307,8 @@ class _Live:
                 self.last[r] = prev
             if diffs:
                 self.gaps[r].extend(diffs)
-        self._freeze()
+        if freeze:
+            self.freeze()
         return True
 
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
@@ -304,7 +318,8 @@ class _Live:
         self.intro[key] = i
         self.moved -= i == 0
 
-    def _freeze(self) -> None:
+    def freeze(self) -> None:
+        """Sum the steps every rank has reported (or that lie far behind) into the totals."""
         seg, starts = self.segs[0], self.starts
         full = len(self.ranks)
         stop = self.frozen
