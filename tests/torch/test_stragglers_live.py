@@ -70,6 +70,7 @@ def test_live_analysis_equals_the_full_pass(tmp_path: Path, seed: int) -> None:
 def test_saved_analysis_is_used_only_while_nothing_new_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlgoodput.torch import _stragglers as mod
 
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")  # saved whatever the job's size
     store = f"sqlite://{tmp_path}/s.db"
     st = open_store(store)
     rng = random.Random(5)
@@ -94,4 +95,17 @@ def test_saved_analysis_is_used_only_while_nothing_new_is_stored(tmp_path: Path,
     # a corrupt saved analysis is recomputed, never used
     st.save_state(mod.STATE_NAMESPACE, '["goodput", "j"]', [b'{"magic": "mlgoodput-stragglers", "cursor": "x"'])
     assert mod.saved_stragglers("j", "goodput", store=store) == again and len(calls) == 3  # (stragglers() made one)
+    st.close()
+
+
+def test_small_jobs_and_snapshot_off_save_no_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.torch import _stragglers as mod
+
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    st.append("goodput", "j", EventBatch(1, 0, timeline(random.Random(3), 3, 30, shuffle=False)))
+    for env in ("", "0"):
+        monkeypatch.setenv("MLGOODPUT_SNAPSHOT", env)
+        assert mod.saved_stragglers("j", "goodput", store=store) == mod.stragglers("j", store=store)
+        assert st.load_state(mod.STATE_NAMESPACE, '["goodput", "j"]') is None  # type: ignore[attr-defined]
     st.close()

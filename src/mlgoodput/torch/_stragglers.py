@@ -452,6 +452,7 @@ def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> St
 
 STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
 _MAGIC = "mlgoodput-stragglers"
+_SAVE_FROM = 100_000  # step starts from which an analysis is worth saving (unless $MLGOODPUT_SNAPSHOT=always)
 
 
 def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: float | None = None,
@@ -459,9 +460,13 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
     """`stragglers(...)`, answered from the analysis saved in the store when no event was stored
     since it and its window covered the same steps; otherwise analysed (and saved, where the
     store keeps state). A saved analysis that fails any check is recomputed, never used."""
+    from mlgoodput.accounting._calculator import _snapshot_policy
     from mlgoodput.store._state import StateStore
 
     st = open_store(store)
+    every = _snapshot_policy(None)  # $MLGOODPUT_SNAPSHOT, as for the accounting state
+    if every is None:
+        return StragglerAnalysis(job_name, logger_name, store=st).report(start, end)
     key = json.dumps([logger_name, job_name])
     lo = -math.inf if start is None else start
     hi = math.inf if end is None else end
@@ -479,7 +484,8 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
             log.info("mlgoodput: not using the saved straggler analysis of %s/%s (%s)", logger_name, job_name, e)
     a = StragglerAnalysis(job_name, logger_name, store=st)
     rep = a.report(start, end)
-    if isinstance(st, StateStore) and a._times:
+    steps = sum(len(v) for v in a._times.values())
+    if isinstance(st, StateStore) and steps and steps >= min(every, _SAVE_FROM):  # small jobs: cheap again
         try:
             head, upto = st.stream_position(logger_name, job_name, a._cursor)
             if head == a._cursor:  # nothing stored while it read: the analysis is of `upto` events
