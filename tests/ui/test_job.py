@@ -78,23 +78,3 @@ def test_view_from_saved_state_equals_one_read(name: str, tmp_path: Path, monkey
     assert _charts.steps(again, 300) == _charts.steps(once, 300)
     assert again.detail() == once.detail()
     st.close()
-
-
-def test_straggler_analysis_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The job page's straggler analysis comes from the view's own series; a job with more steps
-    than STRAGGLER_MAX_STEPS in all is shown without it (the page stays fast)."""
-    from mlgoodput.ui import _job
-
-    tl = scenario("s8_multihost_duplicates")
-    st = SQLiteStore(tmp_path / "s.db")
-    st.append("g", tl.job_name, EventBatch(1, 0, tl.events))
-    v = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
-    v.refresh()
-    rows = v.detail()["hosts"]
-    assert all("held_back_s" in r for r in rows) and len(rows) == 3
-    monkeypatch.setattr(_job, "STRAGGLER_MAX_STEPS", sum(len(h.times) for h in v.hosts.values()) - 1)
-    v2 = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
-    v2.refresh()
-    d = v2.detail()
-    assert d["straggler"] is None and not any("held_back_s" in r for r in d["hosts"])
-    st.close()

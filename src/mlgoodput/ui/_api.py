@@ -112,8 +112,12 @@ class Api:
             key = self._warm.get()
             if key is None:
                 return
+            keep_only = key in self._ready
             try:
-                self._view(*key).refresh()
+                v = self._view(*key)
+                if not keep_only:
+                    v.refresh()
+                v.keep()  # the UI's series saved for the next server start, when they grew enough
             except Exception:  # a store that fails now is retried by the next request
                 pass
             self._ready.add(key)
@@ -135,6 +139,8 @@ class Api:
             raise ApiError(409, f"job {job!r} is recorded under several loggers {sorted(names)}: add ?logger=")
         v = self._view(logger, job)
         v.report()
+        if v.keep_due():
+            self._warm.put((logger, job))  # saved off the request's path
         self._ready.add((logger, job))
         return v
 

@@ -1,0 +1,117 @@
+"""The UI's reduced series of a job, saved in the store beside the accounting's own state.
+
+Summarizing the step durations of a long job into blocks (ui/_reduce.py) is the UI's largest
+cost after the accounting's read. The accounting saves its state so that a new process reads
+only the events stored since (accounting/_snapshot.py); the UI saves its block summaries the
+same way, in the store's state namespace `mlgoodput.ui`, so that a server started again opens
+a ten-million-step job from them. A saved series is used only where it still fits the host's
+step starts (their count, first and last time covered, and their sum, and the restarts among
+them); anything else is summarized again from the steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mlgoodput.accounting._timeline import HostLog
+from mlgoodput.store import Store
+from mlgoodput.store._state import StateStore
+from mlgoodput.ui._reduce import Blocks
+
+if TYPE_CHECKING:
+    from mlgoodput.ui._job import HostSeries
+
+NAMESPACE = "mlgoodput.ui"
+FORMAT = 1
+MIN_STEPS = 200_000  # below this many summarized steps, summarizing again is cheaper than a save
+
+
+def key(logger: str, job: str) -> str:
+    """The saved series' name in the state namespace (a logger and a job, unambiguously)."""
+    return json.dumps([logger, job])
+
+
+@dataclass(slots=True)
+class SavedHost:
+    """One host's saved block summaries and what they were computed from."""
+
+    blocks: Blocks
+    steps: int  # step starts covered (durations summarized + 1)
+    first: float  # the first and last covered step start, and the sum of all covered
+    last: float
+    total: float
+    restarts: list[float]  # job starts up to the last covered step start
+
+    def fits(self, log: HostLog) -> bool:
+        """Whether the host's step starts begin with those the summaries were computed from."""
+        t = log.times
+        n = self.steps
+        if n < 2 or len(t) < n or t[0] != self.first or t[n - 1] != self.last:
+            return False
+        if [js for js in log.job_starts if bisect_left(t, js) - 1 < n - 1] != self.restarts:
+            return False
+        return math.fsum(t[:n]) == self.total
+
+
+def pack(hosts: Mapping[int, HostSeries]) -> list[bytes]:
+    """A header piece, then one piece per host with its blocks' arrays end to end."""
+    head: list[dict[str, object]] = []
+    pieces: list[bytes] = []
+    for h, hs in sorted(hosts.items()):
+        b = hs.blocks
+        if b.done < 1:
+            continue
+        t = hs.times
+        n = b.done + 1
+        head.append({"host": h, "steps": n, "first": t[0], "last": t[n - 1], "total": math.fsum(t[:n]),
+                     "restarts": [js for js in hs.job_starts if bisect_left(t, js) - 1 < n - 1],
+                     "blocks": len(b.x), "tail": b.tail})
+        pieces.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
+    return [json.dumps({"format": FORMAT, "hosts": head}).encode(), *pieces]
+
+
+def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
+    """Write the pieces (a store that keeps no state keeps nothing); True when written."""
+    if not isinstance(store, StateStore):
+        return False
+    try:
+        store.save_state(NAMESPACE, key(logger, job), pieces)
+    except Exception:  # a store that fails now: the next growth tries again
+        return False
+    return True
+
+
+def load(store: Store, logger: str, job: str) -> dict[int, SavedHost] | None:
+    """The saved series by host, or None (none saved, or one that fails a check)."""
+    if not isinstance(store, StateStore):
+        return None
+    try:
+        got = store.load_state(NAMESPACE, key(logger, job))
+        if got is None:
+            return None
+        it = iter(got)
+        head = json.loads(next(it))
+        if head.get("format") != FORMAT:
+            return None
+        out: dict[int, SavedHost] = {}
+        for row in head["hosts"]:
+            data = next(it)
+            nb = int(row["blocks"])
+            if len(data) != 5 * 8 * nb:
+                return None
+            b = Blocks(done=int(row["steps"]) - 1, tail=int(row["tail"]))
+            b.x.frombytes(data[: 8 * nb])
+            b.n.frombytes(data[8 * nb : 16 * nb])
+            b.sum.frombytes(data[16 * nb : 24 * nb])
+            b.lo.frombytes(data[24 * nb : 32 * nb])
+            b.hi.frombytes(data[32 * nb :])
+            out[int(row["host"])] = SavedHost(b, int(row["steps"]), float(row["first"]), float(row["last"]),
+                                              float(row["total"]), [float(x) for x in row["restarts"]])
+        return out
+    except (StopIteration, ValueError, KeyError, TypeError, OSError):
+        return None

@@ -1,0 +1,116 @@
+"""The UI's saved series (state namespace `mlgoodput.ui`): a server started again opens a job
+from them and shows what a view summarizing every step shows; a saved series that no longer
+fits the job's steps is not used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ui_helpers import scenario
+
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import MemoryStore, SQLiteStore
+from mlgoodput.ui import _charts, _saved
+from mlgoodput.ui._job import JobView
+
+
+def _big(n: int, restart_at: int | None = None) -> list[Event]:
+    ev = [Event(Kind.JOB_START, 0.0)]
+    t = 1.0
+    for k in range(n):
+        if k == restart_at:
+            ev.append(Event(Kind.JOB_START, t + 0.5))
+            t += 3.0
+        ev.append(Event(Kind.STEP_START, t, 0, k))
+        t += 0.1 + (0.9 if k % 997 == 0 else 0.0)  # a stall now and then
+        if k % 500 == 499:
+            ev.append(Event(Kind.CKPT_SAVE, t - 0.05, 0, k, 0.02))
+    return ev
+
+
+def _same(a: JobView, b: JobView) -> None:
+    assert a.report().to_dict() == b.report().to_dict()
+    assert _charts.steps(a, 300) == _charts.steps(b, 300)
+    assert _charts.timeline(a, 800) == _charts.timeline(b, 800)
+    assert a.detail() == b.detail()
+    for h in b.hosts:
+        assert a.hosts[h].blocks.reduce(50) == b.hosts[h].blocks.reduce(50)
+
+
+@pytest.mark.parametrize("restart_at", [None, 3_000])
+def test_reopen_uses_saved_series(restart_at: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    ev = _big(6_000, restart_at)
+    half = len(ev) // 2
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, ev[:half]))
+    first = JobView(st, "big", "g", clock=lambda: 1e6)
+    first.refresh()
+    assert first.keep_due() and first.keep()
+    assert not first.keep()  # nothing new: no second save
+    assert _saved.load(st, "g", "big") is not None
+    st.append("g", "big", EventBatch(1, half, ev[half:]))
+    again = JobView(st, "big", "g", clock=lambda: 1e6)
+    again.refresh()
+    assert again._saved_steps > 0  # the saved series were used
+    fresh = SQLiteStore(tmp_path / "fresh.db")
+    fresh.append("g", "big", EventBatch(1, 0, ev))
+    once = JobView(fresh, "big", "g", clock=lambda: 1e6)
+    once.refresh()
+    assert once._saved_steps == 0
+    _same(again, once)
+    st.close()
+    fresh.close()
+
+
+def test_saved_series_that_no_longer_fit_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A late step stored among the summarized ones (another writer, a retried batch): the
+    saved summaries are not used; the page equals one summarized from the steps."""
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "0")  # the accounting reads everything: only the UI's state counts here
+    ev = _big(4_000)
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, ev))
+    first = JobView(st, "big", "g", clock=lambda: 1e6)
+    first.refresh()
+    assert first.keep()
+    late = [Event(Kind.STEP_START, 100.05, 0, 10_000)]  # between two summarized steps
+    st.append("g", "big", EventBatch(2, 0, late))
+    again = JobView(st, "big", "g", clock=lambda: 1e6)
+    again.refresh()
+    assert again._saved_steps == 0
+    fresh = SQLiteStore(tmp_path / "fresh.db")
+    fresh.append("g", "big", EventBatch(1, 0, ev))
+    fresh.append("g", "big", EventBatch(2, 0, late))
+    once = JobView(fresh, "big", "g", clock=lambda: 1e6)
+    once.refresh()
+    _same(again, once)
+    st.close()
+    fresh.close()
+
+
+def test_reopen_on_a_memory_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_saved, "MIN_STEPS", 10)
+    sc = scenario("s4_disruption_restart")
+    st = MemoryStore()
+    st.append("g", sc.job_name, EventBatch(1, 0, sc.events))
+    v = JobView(st, sc.job_name, "g", clock=lambda: sc.query)
+    v.refresh()
+    v.keep()
+    again = JobView(st, sc.job_name, "g", clock=lambda: sc.query)
+    again.refresh()
+    assert again.detail() == v.detail()
+
+
+def test_damaged_saved_series_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, _big(3_000)))
+    st.save_state(_saved.NAMESPACE, _saved.key("g", "big"), [b'{"format": 1, "hosts": [{"host": 0}]}'])
+    assert _saved.load(st, "g", "big") is None
+    st.save_state(_saved.NAMESPACE, _saved.key("g", "big"), [b"not json"])
+    v = JobView(st, "big", "g", clock=lambda: 1e6)
+    v.refresh()
+    assert v._saved_steps == 0 and _charts.steps(v, 300)["points"] == 2_999
+    st.close()
