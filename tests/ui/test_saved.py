@@ -114,3 +114,31 @@ def test_damaged_saved_series_are_ignored(tmp_path: Path, monkeypatch: pytest.Mo
     v.refresh()
     assert v._saved_steps == 0 and _charts.steps(v, 300)["points"] == 2_999
     st.close()
+
+
+def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.ui import _job
+
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    ev = _big(5_000)
+    for h in (1, 2, 3):
+        ev.append(Event(Kind.JOB_START, 0.01 * h, h))
+        ev += [Event(Kind.STEP_START, e.time + (0.05 if h == 2 else 0.001 * h), h, e.step)
+               for e in ev[:900] if e.kind == Kind.STEP_START and e.host == 0]
+    ev.append(Event(Kind.JOB_END, max(e.time for e in ev) + 1.0))
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, sorted(ev, key=lambda e: e.time)))
+    first = JobView(st, "big", "g", clock=lambda: 1e6)
+    d1 = first.detail()
+    assert d1["straggler"] is not None and d1["straggler"]["host"] == 2
+    assert first.keep()
+    got = _saved.load(st, "g", "big")
+    assert got is not None and got[1] is not None
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(_job, "lateness", boom)
+    again = JobView(st, "big", "g", clock=lambda: 1e6)
+    assert again.detail() == d1
+    st.close()

@@ -89,6 +89,19 @@ class Api:
     def close(self) -> None:
         self._warm.put(None)
 
+    def keep_all(self) -> int:
+        """Save every view's series that grew enough since their last save (ui/_saved.py) now,
+        instead of waiting for the background thread; returns how many were saved."""
+        with self._lock:
+            views = list(self._views.values())
+        saved = 0
+        for v in views:
+            try:
+                saved += v.keep()
+            except Exception:  # a store that fails now: the next growth tries again
+                pass
+        return saved
+
     def warm_all(self) -> None:
         """Read every job of the store in the background now (a long job's first read is its
         slowest), so that pages open on warm views."""

@@ -198,6 +198,8 @@ class JobView:
         self._pieces_done: tuple[float, float, float, int, float] | None = None
         self._timeline: Timeline | None = None
         self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
+        self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
+        self._lag_saved: object = None  # the key of the analysis last saved
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
         self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
@@ -214,7 +216,11 @@ class JobView:
             self.hosts = {}
             redo = True
             if self._saved is None:
-                self._saved = _saved.load(self._store, self.logger, self.job) or {}
+                got = _saved.load(self._store, self.logger, self.job)
+                self._saved = {} if got is None else got[0]
+                if got is not None and got[1] is not None:
+                    self._lag = got[1]
+                    self._lag_saved = got[1][0]
         earliest = math.inf
         for h, log in tl.hosts.items():
             hs = self.hosts.get(h)
@@ -246,15 +252,21 @@ class JobView:
             if not self.keep_due():
                 return False
             done = sum(hs.blocks.done for hs in self.hosts.values())
-            data = _saved.pack(self.hosts)
+            data = _saved.pack(self.hosts, self._lag)
             self._saved_steps = done
+            self._lag_saved = None if self._lag is None else self._lag[0]
         with self._saving:
             return _saved.save(self._store, self.logger, self.job, data)
 
     def keep_due(self) -> bool:
         """Whether the series grew enough since they were last saved (or found saved)."""
         done = sum(hs.blocks.done for hs in self.hosts.values())
-        return done >= _saved.MIN_STEPS and done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10)
+        if done < _saved.MIN_STEPS:
+            return False
+        if done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10):
+            return True
+        # a finished job's straggler analysis, not saved yet (a live job's changes with every step)
+        return self._finished and self._lag is not None and self._lag[0] != self._lag_saved
 
     # -- goodput over time: pieces computed in the background --------------------------------
     def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
@@ -499,8 +511,13 @@ class JobView:
         that two hosts or more started, so a long job's page stays fast."""
         if len(self.hosts) < 2:
             return None
+        key = [_saved.fingerprint(self.hosts), r.start, r.end]
+        if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
+            return self._lag[1]
         medians = {h.host: h.median_s for h in r.hosts}
-        return lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
+        lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
+        self._lag = (key, lag)
+        return lag
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond

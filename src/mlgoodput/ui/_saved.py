@@ -12,15 +12,15 @@ them); anything else is summarized again from the steps.
 from __future__ import annotations
 
 import json
-import math
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlgoodput.accounting._timeline import HostLog
 from mlgoodput.store import Store
 from mlgoodput.store._state import StateStore
+from mlgoodput.ui._lag import HostLag, Lateness
 from mlgoodput.ui._reduce import Blocks
 
 if TYPE_CHECKING:
@@ -42,24 +42,33 @@ class SavedHost:
 
     blocks: Blocks
     steps: int  # step starts covered (durations summarized + 1)
-    first: float  # the first and last covered step start, and the sum of all covered
-    last: float
-    total: float
+    samples: list[float]  # covered step starts at SAMPLES even strides, the last one included
     restarts: list[float]  # job starts up to the last covered step start
 
     def fits(self, log: HostLog) -> bool:
-        """Whether the host's step starts begin with those the summaries were computed from."""
+        """Whether the host's step starts begin with those the summaries were computed from
+        (a step stored late among them moves every later one: the last covered start too)."""
         t = log.times
         n = self.steps
-        if n < 2 or len(t) < n or t[0] != self.first or t[n - 1] != self.last:
-            return False
-        if [js for js in log.job_starts if bisect_left(t, js) - 1 < n - 1] != self.restarts:
-            return False
-        return math.fsum(t[:n]) == self.total
+        return (n >= 2 and len(t) >= n and _samples(t, n) == self.samples
+                and [js for js in log.job_starts if bisect_left(t, js) - 1 < n - 1] == self.restarts)
 
 
-def pack(hosts: Mapping[int, HostSeries]) -> list[bytes]:
-    """A header piece, then one piece per host with its blocks' arrays end to end."""
+SAMPLES = 64
+
+
+def _samples(t: Sequence[float], n: int) -> list[float]:
+    return [t[(n - 1) * k // SAMPLES] for k in range(SAMPLES + 1)]
+
+
+def fingerprint(hosts: Mapping[int, HostSeries]) -> list[list[float]]:
+    """What the straggler analysis was computed from: each host's step count and last start."""
+    return [[h, len(hs.times), hs.times[-1] if len(hs.times) else 0.0] for h, hs in sorted(hosts.items())]
+
+
+def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None) -> list[bytes]:
+    """A header piece, then one piece per host with its blocks' arrays end to end. `lag`: the
+    straggler analysis with what it was computed from (key, result), kept when it is current."""
     head: list[dict[str, object]] = []
     pieces: list[bytes] = []
     for h, hs in sorted(hosts.items()):
@@ -68,11 +77,17 @@ def pack(hosts: Mapping[int, HostSeries]) -> list[bytes]:
             continue
         t = hs.times
         n = b.done + 1
-        head.append({"host": h, "steps": n, "first": t[0], "last": t[n - 1], "total": math.fsum(t[:n]),
+        head.append({"host": h, "steps": n, "samples": _samples(t, n),
                      "restarts": [js for js in hs.job_starts if bisect_left(t, js) - 1 < n - 1],
                      "blocks": len(b.x), "tail": b.tail})
         pieces.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
-    return [json.dumps({"format": FORMAT, "hosts": head}).encode(), *pieces]
+    extra: dict[str, object] = {}
+    if lag is not None:
+        key_, res = lag
+        extra["lag"] = {"key": key_, "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
+                        "compared": res.steps_compared, "straggler": res.straggler, "cost_s": res.straggler_cost_s,
+                        "spread_s": res.max_spread_s}
+    return [json.dumps({"format": FORMAT, "hosts": head, **extra}).encode(), *pieces]
 
 
 def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
@@ -86,8 +101,9 @@ def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
     return True
 
 
-def load(store: Store, logger: str, job: str) -> dict[int, SavedHost] | None:
-    """The saved series by host, or None (none saved, or one that fails a check)."""
+def load(store: Store, logger: str, job: str) -> tuple[dict[int, SavedHost], tuple[object, Lateness] | None] | None:
+    """The saved series by host and the saved straggler analysis (its key and result), or None
+    (none saved, or one that fails a check)."""
     if not isinstance(store, StateStore):
         return None
     try:
@@ -110,8 +126,14 @@ def load(store: Store, logger: str, job: str) -> dict[int, SavedHost] | None:
             b.sum.frombytes(data[16 * nb : 24 * nb])
             b.lo.frombytes(data[24 * nb : 32 * nb])
             b.hi.frombytes(data[32 * nb :])
-            out[int(row["host"])] = SavedHost(b, int(row["steps"]), float(row["first"]), float(row["last"]),
-                                              float(row["total"]), [float(x) for x in row["restarts"]])
-        return out
+            out[int(row["host"])] = SavedHost(b, int(row["steps"]), [float(x) for x in row["samples"]],
+                                              [float(x) for x in row["restarts"]])
+        lag = None
+        g = head.get("lag")
+        if g is not None:
+            rows = {int(h): HostLag(int(h), float(m), int(n), float(x)) for h, m, n, x in g["hosts"]}
+            lag = (g["key"], Lateness(rows, int(g["compared"]), None if g["straggler"] is None else int(g["straggler"]),
+                                      float(g["cost_s"]), float(g["spread_s"])))
+        return out, lag
     except (StopIteration, ValueError, KeyError, TypeError, OSError):
         return None
