@@ -30,6 +30,11 @@ from mlgoodput.ui import _saved
 from mlgoodput.ui._lag import Lateness, lateness
 from mlgoodput.ui._reduce import Blocks
 
+# a running job with more step starts than this (all hosts) redoes its straggler analysis at
+# most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
+LAG_EVERY_STEPS = 200_000
+LAG_EVERY_S = 10.0
+
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
     Kind.ACCEL_INIT_START: (Kind.ACCEL_INIT_END, "init"),
@@ -200,6 +205,7 @@ class JobView:
         self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
         self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
         self._lag_saved: object = None  # the key of the analysis last saved
+        self._lag_at = -math.inf  # when it was computed (time.monotonic)
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
         self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
@@ -514,9 +520,14 @@ class JobView:
         key = [_saved.fingerprint(self.hosts), r.start, r.end]
         if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
             return self._lag[1]
+        steps = sum(len(hs.times) for hs in self.hosts.values())
+        if (self._lag is not None and steps > LAG_EVERY_STEPS and not self._finished
+                and time.monotonic() - self._lag_at < LAG_EVERY_S):
+            return self._lag[1]  # a long live job: the analysis of a few seconds ago
         medians = {h.host: h.median_s for h in r.hosts}
         lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
         self._lag = (key, lag)
+        self._lag_at = time.monotonic()
         return lag
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
