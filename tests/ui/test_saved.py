@@ -133,7 +133,7 @@ def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(tmp_path: P
     assert d1["straggler"] is not None and d1["straggler"]["host"] == 2
     assert first.keep()
     got = _saved.load(st, "g", "big")
-    assert got is not None and got[1] is not None
+    assert got is not None and got.lag is not None
 
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("computed again")
@@ -141,4 +141,39 @@ def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(tmp_path: P
     monkeypatch.setattr(_job, "lateness", boom)
     again = JobView(st, "big", "g", clock=lambda: 1e6)
     assert again.detail() == d1
+    st.close()
+
+
+def _goodput(v: JobView) -> dict[str, object]:
+    while True:  # the pieces come from a background thread: ask until complete
+        g = _charts.goodput_series(v, 40, 60.0, wait_s=5.0)
+        if g["complete"]:
+            return g
+
+
+def test_reopen_starts_from_the_saved_goodput_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    ev = _big(4_000, 2_000)
+    ev.append(Event(Kind.JOB_END, ev[-1].time + 1.0))
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, ev))
+    first = JobView(st, "big", "g", clock=lambda: 1e6)
+    first.refresh()
+    g1 = _goodput(first)
+    first.keep()
+    got = _saved.load(st, "g", "big")
+    assert got is not None and got.pieces is not None and len(got.pieces.rows) >= 20
+    again = JobView(st, "big", "g", clock=lambda: 1e6)
+    calls = []
+    real = again.calc.report
+
+    def counted(*a: object, **k: object) -> object:
+        if a or k:
+            calls.append(a)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(again.calc, "report", counted)
+    again.refresh()
+    assert _goodput(again) == g1
+    assert len(calls) <= 2  # the pieces not settled when saved (the last one) only
     st.close()

@@ -206,6 +206,9 @@ class JobView:
         self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
         self._lag_saved: object = None  # the key of the analysis last saved
         self._lag_at = -math.inf  # when it was computed (time.monotonic)
+        self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
+        self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
+        self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
         self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
@@ -223,10 +226,11 @@ class JobView:
             redo = True
             if self._saved is None:
                 got = _saved.load(self._store, self.logger, self.job)
-                self._saved = {} if got is None else got[0]
-                if got is not None and got[1] is not None:
-                    self._lag = got[1]
-                    self._lag_saved = got[1][0]
+                self._saved = {} if got is None else got.hosts
+                if got is not None and got.lag is not None:
+                    self._lag = got.lag
+                    self._lag_saved = got.lag[0]
+                self._saved_pieces = None if got is None else got.pieces
         earliest = math.inf
         for h, log in tl.hosts.items():
             hs = self.hosts.get(h)
@@ -236,12 +240,16 @@ class JobView:
                 if saved is not None and saved.fits(log):
                     hs.blocks = saved.blocks
                     self._saved_steps += saved.blocks.done
+                    self._fit_steps[h] = saved.steps
                 redo = True
             r, e = hs.sync()
             redo = redo or r
             earliest = min(earliest, e)
         if redo:
             self.gen += 1
+        if self._saved_pieces is not None:
+            self._adopt_pieces(self._saved_pieces, tl.events)
+            self._saved_pieces = None
         if tl.events != self.events or redo:
             self._changes.append((tl.events, -math.inf if redo else earliest))
             if len(self._changes) > 1000:
@@ -253,16 +261,48 @@ class JobView:
     def keep(self) -> bool:
         """Save the series' block summaries into the store (state namespace `mlgoodput.ui`)
         when they grew enough since the last save, so that a server started again opens the
-        job from them. True when saved."""
-        with self.lock:
-            if not self.keep_due():
-                return False
-            done = sum(hs.blocks.done for hs in self.hosts.values())
-            data = _saved.pack(self.hosts, self._lag)
-            self._saved_steps = done
-            self._lag_saved = None if self._lag is None else self._lag[0]
+        job from them. True when saved. One save at a time: a call returns after the save in
+        progress (so that what was due is in the store when it returns)."""
         with self._saving:
+            with self.lock:
+                if not self.keep_due():
+                    return False
+                done = sum(hs.blocks.done for hs in self.hosts.values())
+                pieces = self._pieces_to_save()
+                data = _saved.pack(self.hosts, self._lag, pieces)
+                self._pieces_saved = self._pieces_done if pieces is not None else None
+                self._saved_steps = done
+                self._lag_saved = None if self._lag is None else self._lag[0]
             return _saved.save(self._store, self.logger, self.job, data)
+
+    def _adopt_pieces(self, pc: _saved.Pieces, events: int) -> None:
+        """Saved goodput pieces, where the lead host's steps and other events before their end
+        are those they were computed from."""
+        hs = self.hosts.get(pc.lead)
+        if hs is None or pc.lead != self.lead() or not pc.rows:
+            return
+        last = max(b for b, *_ in pc.rows.values())
+        covered = self._fit_steps.get(pc.lead, 0)  # steps the saved summaries were found to fit
+        if covered < 2 or hs.times[min(covered, len(hs.times)) - 1] < last:
+            return  # pieces reach beyond the steps known unchanged
+        if _saved.others_before(hs.log, last) != pc.others:
+            return
+        got = self.pieces.setdefault((pc.start, pc.width), {})
+        for k, (b, ideal, prod, total) in pc.rows.items():
+            got.setdefault(k, (b, ideal, events, prod, total, True, self.gen))
+
+    def _pieces_to_save(self) -> _saved.Pieces | None:
+        plan = self._pieces_done or self._plan
+        lead = self.lead()
+        if plan is None or lead is None:
+            return None
+        t0, _, width, _, _ = plan
+        rows = {k: (p[0], p[1], p[3], p[4]) for k, p in self.pieces.get((t0, width), {}).items()
+                if p[5] and self.settled(p[0], p[2], p[6])}
+        if not rows:
+            return None
+        last = max(b for b, *_ in rows.values())
+        return _saved.Pieces(t0, width, lead, _saved.others_before(self.hosts[lead].log, last), rows)
 
     def keep_due(self) -> bool:
         """Whether the series grew enough since they were last saved (or found saved)."""
@@ -271,8 +311,10 @@ class JobView:
             return False
         if done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10):
             return True
-        # a finished job's straggler analysis, not saved yet (a live job's changes with every step)
-        return self._finished and self._lag is not None and self._lag[0] != self._lag_saved
+        # a finished job's straggler analysis or goodput pieces, not saved yet (a live job's
+        # analysis changes with every step, and its pieces are saved with its series' growth)
+        return self._finished and ((self._lag is not None and self._lag[0] != self._lag_saved)
+                                   or (self._pieces_done is not None and self._pieces_saved != self._pieces_done))
 
     # -- goodput over time: pieces computed in the background --------------------------------
     def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
@@ -324,9 +366,15 @@ class JobView:
             else:
                 with self._piece_lock:
                     self._pieces_done = plan
-                    if self._plan == plan:
+                    last = self._plan == plan
+                    if last:
                         self._piece_thread = None
-                        return
+                if last:
+                    try:
+                        self.keep()  # a finished job's pieces, saved for the next server start
+                    except Exception:  # the store failed now: a later growth saves again
+                        pass
+                    return
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been

@@ -66,11 +66,37 @@ def fingerprint(hosts: Mapping[int, HostSeries]) -> list[list[float]]:
     return [[h, len(hs.times), hs.times[-1] if len(hs.times) else 0.0] for h, hs in sorted(hosts.items())]
 
 
-def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None) -> list[bytes]:
+@dataclass(slots=True)
+class Pieces:
+    """Settled goodput-over-time pieces of one plan (ui/_charts.py: goodput_series): piece k
+    -> (its end, the ideal step time used, productive seconds, total seconds). They hold while
+    the lead host's non-step events up to the last piece's end are the same (`others`) and
+    its saved step summaries fit."""
+
+    start: float
+    width: float
+    lead: int
+    others: int
+    rows: dict[int, tuple[float, float, float, float]]
+
+
+@dataclass(slots=True)
+class Saved:
+    hosts: dict[int, SavedHost]
+    lag: tuple[object, Lateness] | None
+    pieces: Pieces | None
+
+
+def others_before(log: HostLog, t: float) -> int:
+    return bisect_left([r.time for r in log.others], t) if log.others and log.others[-1].time >= t else len(log.others)
+
+
+def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, pieces: Pieces | None = None) -> list[bytes]:
     """A header piece, then one piece per host with its blocks' arrays end to end. `lag`: the
-    straggler analysis with what it was computed from (key, result), kept when it is current."""
+    straggler analysis with what it was computed from (key, result), kept when it is current;
+    `pieces`: settled goodput-over-time pieces."""
     head: list[dict[str, object]] = []
-    pieces: list[bytes] = []
+    parts: list[bytes] = []
     for h, hs in sorted(hosts.items()):
         b = hs.blocks
         if b.done < 1:
@@ -80,14 +106,17 @@ def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None) -
         head.append({"host": h, "steps": n, "samples": _samples(t, n),
                      "restarts": [js for js in hs.job_starts if bisect_left(t, js) - 1 < n - 1],
                      "blocks": len(b.x), "tail": b.tail})
-        pieces.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
+        parts.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
     extra: dict[str, object] = {}
     if lag is not None:
         key_, res = lag
         extra["lag"] = {"key": key_, "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
                         "compared": res.steps_compared, "straggler": res.straggler, "cost_s": res.straggler_cost_s,
                         "spread_s": res.max_spread_s}
-    return [json.dumps({"format": FORMAT, "hosts": head, **extra}).encode(), *pieces]
+    if pieces is not None:
+        extra["pieces"] = {"start": pieces.start, "width": pieces.width, "lead": pieces.lead, "others": pieces.others,
+                           "rows": [[k, *v] for k, v in sorted(pieces.rows.items())]}
+    return [json.dumps({"format": FORMAT, "hosts": head, **extra}).encode(), *parts]
 
 
 def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
@@ -101,9 +130,9 @@ def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
     return True
 
 
-def load(store: Store, logger: str, job: str) -> tuple[dict[int, SavedHost], tuple[object, Lateness] | None] | None:
-    """The saved series by host and the saved straggler analysis (its key and result), or None
-    (none saved, or one that fails a check)."""
+def load(store: Store, logger: str, job: str) -> Saved | None:
+    """The saved series by host, the saved straggler analysis (its key and result) and the
+    goodput pieces, or None (none saved, or one that fails a check)."""
     if not isinstance(store, StateStore):
         return None
     try:
@@ -134,6 +163,11 @@ def load(store: Store, logger: str, job: str) -> tuple[dict[int, SavedHost], tup
             rows = {int(h): HostLag(int(h), float(m), int(n), float(x)) for h, m, n, x in g["hosts"]}
             lag = (g["key"], Lateness(rows, int(g["compared"]), None if g["straggler"] is None else int(g["straggler"]),
                                       float(g["cost_s"]), float(g["spread_s"])))
-        return out, lag
+        pc = None
+        g = head.get("pieces")
+        if g is not None:
+            pc = Pieces(float(g["start"]), float(g["width"]), int(g["lead"]), int(g["others"]),
+                        {int(k): (float(b), float(i), float(p), float(t)) for k, b, i, p, t in g["rows"]})
+        return Saved(out, lag, pc)
     except (StopIteration, ValueError, KeyError, TypeError, OSError):
         return None
