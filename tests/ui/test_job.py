@@ -78,3 +78,37 @@ def test_view_from_saved_state_equals_one_read(name: str, tmp_path: Path, monkey
     assert _charts.steps(again, 300) == _charts.steps(once, 300)
     assert again.detail() == once.detail()
     st.close()
+
+
+def test_block_summaries_grown_with_restarts_equal_one_pass(tmp_path: Path) -> None:
+    """The step-duration blocks kept while a job grows (restarts arriving after their steps,
+    one stored late among steps already summarized) equal those of one read."""
+    from mlgoodput.events import Event, Kind
+
+    ev = [Event(Kind.JOB_START, 0.0)]
+    t = 1.0
+    for k in range(3_000):
+        if k in (700, 1_900):
+            ev.append(Event(Kind.JOB_START, t + 0.2))
+            t += 2.0
+        ev.append(Event(Kind.STEP_START, t, 0, k))
+        t += 0.1 + (0.05 if k % 13 == 0 else 0.0)
+    late = Event(Kind.JOB_START, 50.05)  # between two steps summarized long before it is stored
+    grown = SQLiteStore(tmp_path / "grown.db")
+    live = JobView(grown, "j", "g", clock=lambda: 1e6)
+    for i in range(0, len(ev), 250):
+        grown.append("g", "j", EventBatch(1, i, ev[i : i + 250]))
+        live.refresh()
+    grown.append("g", "j", EventBatch(2, 0, [late]))
+    live.refresh()
+    whole = SQLiteStore(tmp_path / "whole.db")
+    whole.append("g", "j", EventBatch(1, 0, sorted([*ev, late], key=lambda e: e.time)))
+    once = JobView(whole, "j", "g", clock=lambda: 1e6)
+    once.refresh()
+    a, b = live.hosts[0].blocks, once.hosts[0].blocks
+    assert list(a.x) == list(b.x) and list(a.n) == list(b.n) and a.done == b.done
+    for mine, want in ((a.sum, b.sum), (a.lo, b.lo), (a.hi, b.hi)):
+        assert list(mine) == pytest.approx(list(want), nan_ok=True)
+    assert _charts.steps(live, 60) == _charts.steps(once, 60)
+    grown.close()
+    whole.close()
