@@ -68,7 +68,6 @@ def test_saved_series_that_no_longer_fit_are_not_used(tmp_path: Path, monkeypatc
     """A late step stored among the summarized ones (another writer, a retried batch): the
     saved summaries are not used; the page equals one summarized from the steps."""
     monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
-    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "0")  # the accounting reads everything: only the UI's state counts here
     ev = _big(4_000)
     st = SQLiteStore(tmp_path / "s.db")
     st.append("g", "big", EventBatch(1, 0, ev))
@@ -176,4 +175,19 @@ def test_reopen_starts_from_the_saved_goodput_pieces(tmp_path: Path, monkeypatch
     again.refresh()
     assert _goodput(again) == g1
     assert len(calls) <= 2  # the pieces not settled when saved (the last one) only
+    st.close()
+
+
+def test_snapshot_off_saves_and_reads_no_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "big", EventBatch(1, 0, _big(3_000)))
+    v = JobView(st, "big", "g", clock=lambda: 1e6)
+    v.refresh()
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "0")
+    assert not v.keep() and st.load_state(_saved.NAMESPACE, _saved.key("g", "big")) is None
+    monkeypatch.delenv("MLGOODPUT_SNAPSHOT")
+    assert v.keep()
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "off")
+    assert _saved.load(st, "g", "big") is None
     st.close()

@@ -307,7 +307,7 @@ class JobView:
     def keep_due(self) -> bool:
         """Whether the series grew enough since they were last saved (or found saved)."""
         done = sum(hs.blocks.done for hs in self.hosts.values())
-        if done < _saved.MIN_STEPS:
+        if done < _saved.MIN_STEPS or not _saved.enabled():
             return False
         if done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10):
             return True

@@ -12,11 +12,13 @@ them); anything else is summarized again from the steps.
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mlgoodput import _env
 from mlgoodput.accounting._timeline import HostLog
 from mlgoodput.store import Store
 from mlgoodput.store._state import StateStore
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
 NAMESPACE = "mlgoodput.ui"
 FORMAT = 1
 MIN_STEPS = 200_000  # below this many summarized steps, summarizing again is cheaper than a save
+
+
+def enabled() -> bool:
+    """Off where the accounting's saved state is off ($MLGOODPUT_SNAPSHOT=0): the UI's series
+    are saved and read under the same switch."""
+    return os.environ.get(_env.SNAPSHOT, "").strip().lower() not in ("0", "off", "false", "no")
 
 
 def key(logger: str, job: str) -> str:
@@ -121,7 +129,7 @@ def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, p
 
 def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
     """Write the pieces (a store that keeps no state keeps nothing); True when written."""
-    if not isinstance(store, StateStore):
+    if not isinstance(store, StateStore) or not enabled():
         return False
     try:
         store.save_state(NAMESPACE, key(logger, job), pieces)
@@ -133,7 +141,7 @@ def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
 def load(store: Store, logger: str, job: str) -> Saved | None:
     """The saved series by host, the saved straggler analysis (its key and result) and the
     goodput pieces, or None (none saved, or one that fails a check)."""
-    if not isinstance(store, StateStore):
+    if not isinstance(store, StateStore) or not enabled():
         return None
     try:
         got = store.load_state(NAMESPACE, key(logger, job))
