@@ -286,6 +286,7 @@ function productivityCard(p) {
     if (typeof v !== "number") return String(v);
     if (FRACTIONS.has(k)) return (100 * v).toFixed(2) + " %";
     if (/flops/.test(k)) return v.toExponential(3);  // before "_s": flops per second are no duration
+    if (/_time$/.test(k) && v > 1e9) return when(v);  // a UNIX time (the job's submit time)
     if (/_s$/.test(k)) return secs(v);
     return num(v, 3);
   };
