@@ -28,6 +28,7 @@ from typing import Any
 
 from mlgoodput import _env
 from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
+from mlgoodput._worker import at_fork_in_child
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
 from mlgoodput.jax import _profiler
@@ -126,7 +127,7 @@ class OnDemandServer:
             if me is not None:
                 me._closed = True  # a forked child must not answer for the parent, nor remove its files
 
-        os.register_at_fork(after_in_child=_child)
+        at_fork_in_child(_child)
 
     def start(self) -> None:
         if not self._closed:
