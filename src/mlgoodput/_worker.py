@@ -507,8 +507,11 @@ def _print_debug_report() -> None:
     if not _debug_report:
         return
     try:
-        for s in worker_statuses():
+        statuses = worker_statuses()
+        for s in statuses:
             print(f"mlgoodput: worker {s.line()}", file=sys.stderr)
+        if not statuses:
+            print("mlgoodput: no background workers in this process", file=sys.stderr)
     except Exception:  # at exit, never raise
         pass
 

@@ -305,3 +305,25 @@ def test_fork_while_a_round_hangs_does_not_inherit_the_hang() -> None:
     assert _in_child(child) == 0
     w.release.set()
     assert w.close(5)
+
+
+def test_debug_prints_one_line_per_worker_at_exit(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"), MLGOODPUT_DEBUG="1",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env.pop("MLGOODPUT_JOURNAL_DIR", None)
+    script = ("from mlgoodput import goodput\n"
+              f"rec = goodput.GoodputRecorder(job_name='j', logger_name='ns', logging_enabled=True,"
+              f" store='sqlite://{tmp_path}/d.db')\n"
+              "rec.record_job_start_time()\n")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("mlgoodput: worker ")]
+    assert len(lines) == 1 and "(Journal): closed pending=0" in lines[0], r.stderr
+    env.pop("MLGOODPUT_DEBUG")
+    r = subprocess.run([sys.executable, "-m", "mlgoodput", "--debug", "jobs", "--store", f"{tmp_path}/d.db"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "mlgoodput: no background workers in this process" in r.stderr
