@@ -245,6 +245,11 @@ class BackgroundWorker:
     # -- the contract ----------------------------------------------------------------
     def start(self) -> None:
         """Start the thread (idempotent; nothing after close)."""
+        self._start_thread()
+
+    def _start_thread(self) -> None:
+        """What `start` does here; submit and close call this one, so that a subclass's
+        `start` (which may open a backend) runs only when its owner asks for it."""
         if self._thread is not None or self._closed:
             return
         t = threading.Thread(target=self._loop, name=self.name, daemon=True)
@@ -279,7 +284,7 @@ class BackgroundWorker:
             return False
         ok = self._queue.put(item)
         if self._thread is None:
-            self.start()
+            self._start_thread()
         self._wake.set()
         return ok
 
@@ -305,7 +310,7 @@ class BackgroundWorker:
         if self._closed:
             return True
         deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
-        self.start()  # the last round runs on the worker thread, never on the caller's
+        self._start_thread()  # the last round runs on the worker thread, never on the caller's
         ok = True
         if self._thread is not None:
             ok = self._flush(deadline - self._clock(), give_up_on_failure=self.close_gives_up_on_failure)
@@ -466,7 +471,7 @@ class BackgroundWorker:
             self._closed = True
         self._on_fork_in_child()
         if self.after_fork == "restart" and was_running and not self._closed:
-            self.start()
+            self._start_thread()
 
 
 # -- fork and exit: one hook each for all workers ------------------------------------------

@@ -164,3 +164,39 @@ for i in range({steps}, 2 * {steps}):
     assert took < EXIT_DEADLINE_S + SLACK_S, errs
     assert "not available" in errs
     assert steps_in_store(db) == 2 * STEPS
+
+
+def test_jax_shipper_close_keeps_its_deadline_with_the_store_locked(db: str, env: dict[str, str]) -> None:
+    """The known bug: Shipper.close(1.0) took 10 s and more (its journal closed with no
+    deadline) while another connection held the SQLite store locked."""
+    from mlgoodput._journal import Journal
+    from mlgoodput.events import Kind
+    from mlgoodput.jax._aggregate import Aggregator
+    from mlgoodput.jax._session import Shipper
+
+    lock = sqlite3.connect(db, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        j = Journal.for_stream(f"sqlite://{db}", "mlgoodput.jax", "job", 0)
+        s = Shipper(Aggregator(), {}, None, j, lambda: 0, interval_s=0.05)
+        s.start()
+        for i in range(STEPS):
+            j.append(Kind.STEP_START, time.time(), step=i)
+        t = time.monotonic()
+        ok = s.close(1.0)
+        took = time.monotonic() - t
+    finally:
+        lock.rollback()
+        lock.close()
+    assert took < 1.0 + 0.5
+    assert ok is False  # its journal could not ship: said, not hidden
+    assert j.closed and j.abandoned == 1
+    st = open_store(f"sqlite://{db}")
+    try:
+        from mlgoodput._journal import recover_journals
+
+        recover_journals(st)  # the journal files kept them; the next process ships them
+        kinds = st.read("mlgoodput.jax", "job").columns.kinds
+        assert sum(1 for k in kinds if k == _step_kind()) == STEPS
+    finally:
+        st.close()
