@@ -240,7 +240,7 @@ class BackgroundWorker:
         self._requested = 0  # flush generation asked for
         self._done = 0  # flush generation completed with nothing pending
         self._failed = 0  # latest flush generation whose round raised
-        self._busy = False  # a round is running
+        self._close_lock = threading.Lock()
 
     # -- the contract ----------------------------------------------------------------
     def start(self) -> None:
@@ -310,6 +310,18 @@ class BackgroundWorker:
         if self._closed:
             return True
         deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
+        # one closer at a time (the program's and the at-exit one): the second waits its turn
+        # within its own deadline, then finds the worker closed
+        if not self._close_lock.acquire(timeout=max(0.0, deadline - self._clock())):
+            return False
+        try:
+            if self._closed:
+                return True
+            return self._close_locked(deadline)
+        finally:
+            self._close_lock.release()
+
+    def _close_locked(self, deadline: float) -> bool:
         self._start_thread()  # the last round runs on the worker thread, never on the caller's
         ok = True
         if self._thread is not None:
@@ -417,14 +429,11 @@ class BackgroundWorker:
         return True
 
     def _work_safely(self) -> bool:
-        self._busy = True
         try:
             done = bool(self._work())
         except Exception as e:
             self._report_error(e)
             done = False
-        finally:
-            self._busy = False
         self._clean = done
         return done
 

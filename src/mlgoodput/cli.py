@@ -3,7 +3,8 @@
 Each module there has `register(subparsers)`, which adds its parser and sets `func`
 (args -> exit code). Those modules import their implementation inside `func`, so building
 the parser (and `--help`) stays as cheap as starting Python. Every failure is one line on
-stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback, and a status line per background worker at exit.
+stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback, and
+one status line per background worker at exit.
 Nothing imports this module.
 """
 

@@ -22,6 +22,8 @@ from mlgoodput.store import open_store
 
 #: Process start-up and interpreter teardown on a loaded machine, beyond the deadline.
 SLACK_S = 3.0
+
+pytestmark = pytest.mark.slow  # real processes, and a deadline of 5 s to wait out
 STEPS = 200
 
 

@@ -327,3 +327,23 @@ def test_debug_prints_one_line_per_worker_at_exit(tmp_path: Any) -> None:
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "mlgoodput: no background workers in this process" in r.stderr
+
+
+def test_two_closers_at_once_release_resources_once() -> None:
+    calls: list[float] = []
+
+    class Counted(Collector):
+        def _on_close(self, timeout_s: float) -> None:
+            calls.append(timeout_s)
+
+    w = Counted()
+    w.submit(1)
+    results: list[bool] = []
+    ts = [threading.Thread(target=lambda: results.append(w.close(5))) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(10)
+    assert results == [True] * 4
+    assert len(calls) == 1
+    assert w.got == [1]
