@@ -457,6 +457,8 @@ class BackgroundWorker:
             else:
                 backoff = min(self.max_backoff_s, max(0.05, backoff * 2 or 0.1))
             if self._closing or self._closed:
+                if self._closing and done and len(self._queue):
+                    self._work_safely()  # handed over while this round ran: delivered too
                 return
             wait = backoff if backoff else self.interval_s
             self._wake.wait(wait)
