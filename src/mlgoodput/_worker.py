@@ -23,6 +23,7 @@ A failing round is retried with exponential backoff; it never kills the thread.
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
 import os
 import sys
@@ -486,21 +487,31 @@ class BackgroundWorker:
 
 
 # -- fork and exit: one hook each for all workers ------------------------------------------
-_fork_resets: list[Callable[[], None]] = []
+_fork_resets: list[Callable[[], Callable[[], None] | None]] = []
 
 
 def at_fork_in_child(fn: Callable[[], None]) -> None:
-    """Run `fn` in a forked child before the workers are reset: for module-level state of a
-    worker module (a class-level lock), so that fork handling stays in this one hook."""
-    _fork_resets.append(fn)
+    """Run `fn` in a forked child before the workers are reset (state that is not a worker's:
+    a class-level lock, a server's flag), so that fork handling stays in this one hook. A
+    bound method is held weakly: it stops running when its object is gone."""
+    if inspect.ismethod(fn):
+        _fork_resets.append(weakref.WeakMethod(fn))
+    else:
+        _fork_resets.append(lambda: fn)
 
 
 def _after_fork_in_child() -> None:
-    for fn in _fork_resets:
+    live = []
+    for ref in _fork_resets:
+        fn = ref()
+        if fn is None:
+            continue
+        live.append(ref)
         try:
             fn()
         except Exception as e:
             log.debug("mlgoodput: reset after fork failed: %s", e)
+    _fork_resets[:] = live
     for w in list(_workers):
         try:
             w._reset_in_child()

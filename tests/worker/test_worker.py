@@ -347,3 +347,31 @@ def test_two_closers_at_once_release_resources_once() -> None:
     assert results == [True] * 4
     assert len(calls) == 1
     assert w.got == [1]
+
+
+@pytest.mark.forks
+def test_at_fork_in_child_runs_callbacks_and_holds_methods_weakly() -> None:
+    import gc
+
+    from mlgoodput import _worker
+
+    class Holder:
+        def __init__(self) -> None:
+            self.reset = False
+
+        def on_fork(self) -> None:
+            self.reset = True
+
+    kept, gone = Holder(), Holder()
+    _worker.at_fork_in_child(kept.on_fork)
+    _worker.at_fork_in_child(gone.on_fork)
+    n = len(_worker._fork_resets)
+    del gone
+    gc.collect()
+
+    def child() -> None:
+        assert kept.reset
+        assert len(_worker._fork_resets) == n - 1  # the dead object's entry is dropped
+
+    assert _in_child(child) == 0
+    assert not kept.reset  # only in the child

@@ -22,7 +22,6 @@ import os
 import secrets
 import socket
 import threading
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +119,10 @@ class OnDemandServer:
             json.dump({"run": run.name, "host": run.process_index, "pid": os.getpid(),
                        "hostname": run.hostname, "address": self.address, "token": self.token}, f)
         self._pid = os.getpid()
-        ref = weakref.ref(self)
+        at_fork_in_child(self._stop_in_child)
 
-        def _child() -> None:
-            me = ref()
-            if me is not None:
-                me._closed = True  # a forked child must not answer for the parent, nor remove its files
-
-        at_fork_in_child(_child)
+    def _stop_in_child(self) -> None:
+        self._closed = True  # a forked child must not answer for the parent, nor remove its files
 
     def start(self) -> None:
         if not self._closed:
