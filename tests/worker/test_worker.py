@@ -221,6 +221,17 @@ def test_exit_deadline_is_one_shared_constant() -> None:
 
     assert EXIT_DEADLINE_S == 5.0
     assert not hasattr(journal, "EXIT_TIMEOUT_S")
+    # the first at-exit closer fixes the deadline; the next ones get what is left of it
+    # (in a child: fixing it here would leave this process's own closers no time)
+    import subprocess
+    import sys
+
+    code = ("import time; from mlgoodput._worker import exit_time_left as left\n"
+            "a = left(); time.sleep(0.3); b = left(); print(a, b)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    a, b = map(float, r.stdout.split())
+    assert 4.9 <= a <= 5.0 and b <= a - 0.3
 
 
 def _in_child(fn: Any) -> int:
