@@ -12,7 +12,7 @@ import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from mlgoodput.events import Event, Kind
 
@@ -39,6 +39,8 @@ class Columns:
 
     @classmethod
     def from_events(cls, events: Iterable[Event]) -> Columns:
+        if isinstance(events, ColumnEvents):  # already columns (a journal's batch): copy them
+            return events.columns.slice(0)
         c = cls.empty()
         names: list[str | None] = []
         attrs: list[dict[str, Any] | None] = []
@@ -143,9 +145,53 @@ def encode(cols: Columns) -> Chunk:
     )
 
 
+class ColumnEvents(Sequence[Event]):
+    """Events held as columns: a `Sequence[Event]` that makes each `Event` only when asked.
+
+    A journal ships its records this way (decoded straight into columns), so a store that
+    keeps columns (`Columns.from_events`, `encode_batch`) never builds a Python object per
+    event, and any other consumer still sees plain events.
+    """
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: Columns) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> ColumnEvents: ...
+
+    def __getitem__(self, i: int | slice) -> Event | ColumnEvents:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step == 1:
+                return ColumnEvents(self.columns.slice(start, max(start, stop)))
+            return ColumnEvents(Columns.from_events(self.columns.event(k) for k in range(start, stop, step)))
+        n = len(self)
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError("ColumnEvents index out of range")
+        return self.columns.event(k)
+
+    def __iter__(self) -> Iterator[Event]:
+        return self.columns.events()
+
+    def __repr__(self) -> str:
+        return f"ColumnEvents({len(self)} events)"
+
+
 def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
     """Events as stored chunks of at most `max_events` each (done before a store takes its lock)."""
-    return [encode(Columns.from_events(events[i : i + max_events])) for i in range(0, len(events), max_events)]
+    cols = Columns.from_events(events)
+    if len(cols) <= max_events:
+        return [encode(cols)] if len(cols) else []
+    return [encode(cols.slice(i, i + max_events)) for i in range(0, len(cols), max_events)]
 
 
 def decode(
