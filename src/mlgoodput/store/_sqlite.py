@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 MAX_CHUNK_EVENTS = 65536
+TX_EVENTS = 16384  # events per write transaction of `append`: the longest another writer waits for
 LOCK_WAIT_LOG_S = 1.0  # an append slower than this is logged (SQLite's own wait is silent)
 LOCK_POLL_S = 0.002  # how often a writer asks for the write lock while another holds it
 log = logging.getLogger("mlgoodput")
@@ -194,9 +195,16 @@ class SQLiteStore:
             return f"{self._store_id}@{self._file_id[0]}:{self._file_id[1]}" if self._file_id else self._store_id
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before the lock: writers only wait for inserts
-        self._append_chunks(namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks,
-                            lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS))
+        """Store a batch in short transactions of at most TX_EVENTS events each: every one
+        moves the writer's high-water mark with its rows, so a batch cut short by a crash is
+        completed by its replay, and another writer never waits for more than one piece."""
+        events = batch.events
+        chunks = encode_batch(events, TX_EVENTS)  # before the lock: writers only wait for inserts
+        at = 0
+        for ch in chunks:
+            self._append_chunks(namespace, job, batch.writer, batch.first_seq + at, ch.n, [ch],
+                                partial(_encode_range, events, at, at + ch.n))
+            at += ch.n
 
     def append_many(self, namespace: str, job: str, batches: list[EventBatch]) -> None:
         """`append` for several writers' batches in one transaction: one lock, one commit, so
@@ -442,6 +450,10 @@ class SQLiteStore:
 
 
 _Work = tuple[int, int, int, list[Chunk], Callable[[int], list[Chunk]]]
+
+
+def _encode_range(events: Sequence[Event], start: int, stop: int, skip: int) -> list[Chunk]:
+    return encode_batch(events[start + skip : stop], TX_EVENTS)
 
 
 def _encode_from(events: Sequence[Event], skip: int) -> list[Chunk]:
