@@ -186,11 +186,12 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
                 nxt += len(cols)
                 continue
             if count == 0:  # nothing yet: the record decoder handles what comes first
-                d = decode_records(buf, off, stop, host, 1, nxt, committed, exact)
-                if not d.events:
+                ask = max(1, _attrs_run(mv, off, stop, limit))
+                d = decode_records(buf, off, stop, host, ask, nxt, committed, exact)
+                if not d.events or d.at_end or len(d.events) < ask:
                     return _from_records(d)
                 parts.append(Columns.from_events(d.events))
-                count, first, nxt, lost, off = 1, d.first_index, d.next_index, d.lost, d.end
+                count, first, nxt, lost, off = len(d.events), d.first_index, d.next_index, d.lost, d.end
                 continue
             # after events: a clean end finishes the run at its end, anything else stops it
             # here (the next call reports the damage), as `decode_records` does
@@ -200,11 +201,31 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
             v = _valid(buf, off, stop)
             if v is None or v[1] != nxt or mv[off + _AT_KIND] not in _KNOWN_KINDS:
                 break
-            d = decode_records(buf, off, stop, host, 1, nxt, committed, exact)  # a record with attrs
+            # valid records with attrs: the record decoder takes them, from a valid record on,
+            # exactly as it would have gone on
+            ask = max(1, _attrs_run(mv, off, stop, limit - count))
+            d = decode_records(buf, off, stop, host, ask, nxt, committed, exact)
             parts.append(Columns.from_events(d.events))
             count += len(d.events)
             nxt, off = d.next_index, d.end
+            if d.at_end:
+                return DecodedColumns(_join(parts), first, nxt, off, lost + d.lost, True)
+            if len(d.events) < ask:  # it stopped at a gap or damage
+                break
     return DecodedColumns(_join(parts), first, nxt, off, lost)
+
+
+def _attrs_run(mv: memoryview, off: int, stop: int, limit: int) -> int:
+    """How many records from `off` on (at most `limit`) carry attrs, going by their lengths
+    and flags only (the record decoder checks them)."""
+    k = 0
+    while k < limit and off + REC <= stop:
+        (n,) = LEN.unpack_from(mv, off)
+        if n < REC or off + n > stop or not mv[off + _AT_FLAGS] & 2:
+            break
+        k += 1
+        off += (n + 7) & ~7
+    return k
 
 
 def _join(parts: list[Columns]) -> Columns:
