@@ -36,6 +36,8 @@ _crc32 = zlib.crc32
 # field offsets inside a record (see the record layout in `_segment`)
 _AT_SYNC, _AT_CRC, _AT_INDEX, _AT_KIND, _AT_FLAGS, _AT_NAME_LEN = 4, 8, 12, 16, 17, 18
 _AT_TIME, _AT_STEP, _AT_VALUE = 20, 28, 36
+MIN_RUN = 16  # records of one shape in a row worth reading column-wise
+SLOW_PIECE = 64  # records the record decoder takes at a time where runs are short
 
 
 @dataclass(slots=True)
@@ -76,21 +78,10 @@ def _strided(mv: memoryview, at: int, stride: int, m: int, fmt: str, width: int)
     return out
 
 
-def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
-         names_cache: dict[bytes, str]) -> tuple[Columns, int] | None:
-    """The longest run at `off` (at most `limit` records) of valid records of one length and
-    one flags value (no attrs) whose indexes go on from `nxt`, as columns with the offset
-    after it; None when the record at `off` does not start such a run."""
-    if off + REC > stop:
-        return None
-    (n,) = LEN.unpack_from(mv, off)
-    if n < REC or off + n > stop:
-        return None
-    flags = mv[off + _AT_FLAGS]
-    if flags > 1:
-        return None
+def _verified(mv: memoryview, off: int, n: int, flags: int, nxt: int, m: int) -> tuple[int, bytes]:
+    """How many of the `m` records at `off` are whole, valid records of length `n` and
+    flags `flags` with indexes nxt, nxt+1, ... and known kinds; and their kind codes."""
     stride = (n + 7) & ~7
-    m = min(limit, (stop - off - n) // stride + 1)
     # cheap checks first, each shortening the run: lengths, markers, flags, indexes, kinds
     m = _same_items(_strided(mv, off, stride, m, "I", 4), LEN.pack(n) * m, 4)
     if m:
@@ -101,21 +92,43 @@ def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
         want = array("I", range(nxt, nxt + m)).tobytes()
         m = _same_items(_strided(mv, off + _AT_INDEX, stride, m, "I", 4), want, 4)
     if not m:
-        return None
+        return 0, b""
     kinds = _strided(mv, off + _AT_KIND, stride, m, "B", 1)
     if kinds.translate(None, _KNOWN_KINDS):
         m = next(j for j, k in enumerate(kinds) if k not in _KNOWN_KINDS)
-        kinds = kinds[:m]
         if not m:
-            return None
+            return 0, b""
     # one CRC pass: each record's checksum over its body (index .. end)
     crc = _crc32
     body = n - BODY_AT
     got = array("I", [crc(mv[p : p + body]) for p in range(off + BODY_AT, off + BODY_AT + m * stride, stride)])
     m = _same_items(got.tobytes(), _strided(mv, off + _AT_CRC, stride, m, "I", 4), 4)
-    if not m:
+    return m, kinds[:m]
+
+
+def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
+         names_cache: dict[bytes, str]) -> tuple[Columns, int] | None:
+    """The longest run at `off` (at most `limit` records) of valid records of one length and
+    one flags value (no attrs) whose indexes go on from `nxt`, as columns with the offset
+    after it; None when the record at `off` does not start a run of at least MIN_RUN
+    records (or all there are): short runs cost more this way than record by record."""
+    if off + REC > stop:
         return None
-    kinds = kinds[:m]
+    (n,) = LEN.unpack_from(mv, off)
+    if n < REC or off + n > stop:
+        return None
+    flags = mv[off + _AT_FLAGS]
+    if flags > 1:
+        return None
+    stride = (n + 7) & ~7
+    avail = min(limit, (stop - off - n) // stride + 1)
+    w = min(avail, MIN_RUN)
+    m, kinds = _verified(mv, off, n, flags, nxt, w)  # a few records first: is it a run?
+    if m < w:
+        return None
+    while m == w < avail:  # a window 8 times larger each time: the cost follows the run's length
+        w = min(avail, w * 8)
+        m, kinds = _verified(mv, off, n, flags, nxt, w)
     times = array("d")
     times.frombytes(_strided(mv, off + _AT_TIME, stride, m, "d", 8))
     steps = array("q")
@@ -186,7 +199,7 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
                 nxt += len(cols)
                 continue
             if count == 0:  # nothing yet: the record decoder handles what comes first
-                ask = max(1, _attrs_run(mv, off, stop, limit))
+                ask = min(limit, SLOW_PIECE)
                 d = decode_records(buf, off, stop, host, ask, nxt, committed, exact)
                 if not d.events or d.at_end or len(d.events) < ask:
                     return _from_records(d)
@@ -201,9 +214,9 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
             v = _valid(buf, off, stop)
             if v is None or v[1] != nxt or mv[off + _AT_KIND] not in _KNOWN_KINDS:
                 break
-            # valid records with attrs: the record decoder takes them, from a valid record on,
-            # exactly as it would have gone on
-            ask = max(1, _attrs_run(mv, off, stop, limit - count))
+            # valid records in short runs or with attrs: the record decoder takes them, from a
+            # valid record on, exactly as it would have gone on
+            ask = min(limit - count, SLOW_PIECE)
             d = decode_records(buf, off, stop, host, ask, nxt, committed, exact)
             parts.append(Columns.from_events(d.events))
             count += len(d.events)
@@ -213,19 +226,6 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
             if len(d.events) < ask:  # it stopped at a gap or damage
                 break
     return DecodedColumns(_join(parts), first, nxt, off, lost)
-
-
-def _attrs_run(mv: memoryview, off: int, stop: int, limit: int) -> int:
-    """How many records from `off` on (at most `limit`) carry attrs, going by their lengths
-    and flags only (the record decoder checks them)."""
-    k = 0
-    while k < limit and off + REC <= stop:
-        (n,) = LEN.unpack_from(mv, off)
-        if n < REC or off + n > stop or not mv[off + _AT_FLAGS] & 2:
-            break
-        k += 1
-        off += (n + 7) & ~7
-    return k
 
 
 def _join(parts: list[Columns]) -> Columns:
