@@ -31,7 +31,6 @@ from typing import Any, ClassVar
 from mlgoodput import _env
 from mlgoodput._segment import (
     BODY,
-    BODY_AT,
     DEFAULT_SEGMENT_SIZE,
     HEADER_SIZE,
     LEN,
@@ -67,7 +66,7 @@ SHIP_BATCH = 65536  # events per store append
 SHIP_INTERVAL_S = 0.5
 _NAN = float("nan")
 _pack_body = BODY.pack
-_pack_tag = TAG.pack_into
+_pack_tagged = struct.Struct(f"{TAG.format}{BODY.size}s").pack_into  # TAG, then the packed BODY
 _pack_len = LEN.pack_into
 _crc32 = zlib.crc32
 
@@ -219,12 +218,11 @@ class Journal(BackgroundWorker):
                                   NO_STEP if step is None else step, _NAN if value is None else value)
             except struct.error as e:  # nothing is written
                 raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
-            buf[off + BODY_AT : off + REC] = body
             if extra:
                 buf[off + REC : off + need] = extra
-                _pack_tag(buf, off + 4, SYNC, _crc32(extra, _crc32(body)))
+                _pack_tagged(buf, off + 4, SYNC, _crc32(extra, _crc32(body)), body)
             else:
-                _pack_tag(buf, off + 4, SYNC, _crc32(body))
+                _pack_tagged(buf, off + 4, SYNC, _crc32(body), body)  # marker, checksum and payload at once
             _pack_len(buf, off, need)  # the length goes last: it commits the record
             seg.off = off + ((need + 7) & ~7)
             seg.count += 1
