@@ -152,3 +152,4 @@ def test_column_events_are_a_sequence_of_events() -> None:
     assert encode_batch(ce, 4) == encode_batch(evs, 4)
     assert encode_batch(ce, 100) == [encode(Columns.from_events(evs))]
     assert REC == 44
+
