@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import mlgoodput
 from mlgoodput._journal import journal_dirs, recover_journals
-from mlgoodput.store import open_store, resolve_store_url
+from mlgoodput.store import open_store, resolve_store_url, store_file
 
 DEFAULT_WORKLOAD = "mlgoodput._demo.workload_sim"
 JAX_WORKLOAD = "mlgoodput._demo.workload_jax"
@@ -206,7 +206,7 @@ def _advise(job: str, url: str, ui: _Progress) -> None:
 
 def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
     """The commands to try after the demo, exactly as they run in this environment."""
-    path = url[len("sqlite://") :] if url.startswith("sqlite://") else url
+    path = store_file(url) or url
     lines = ["", "Next, try these (the demo's job is in its own store):"]
     bindir = os.path.dirname(sys.executable)
     on_path = shutil.which("mlgoodput")

@@ -29,7 +29,7 @@ from mlgoodput.console._display import BarState, Display, clean
 from mlgoodput.console._sink import NAMESPACE, StoreSink
 from mlgoodput.console._storeproc import StoreProcess
 from mlgoodput.events import Event, Kind
-from mlgoodput.store import Store, open_store
+from mlgoodput.store import Store, is_process_local, open_store
 
 log = logging.getLogger("mlgoodput.console.server")
 
@@ -86,9 +86,9 @@ class ConsoleServer:
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.handshake_timeout_s = handshake_timeout_s
         # store_process: write the store from a child process (a second CPU); needs a store
-        # other processes can open (not memory://)
+        # other processes can open (not a process-local one such as memory://)
         self.sink: StoreSink | StoreProcess
-        if store_process and not self.store.url.startswith("memory://"):
+        if store_process and not is_process_local(self.store.url):
             self.sink = StoreProcess(self.store.url, self.job)
         else:
             self.sink = StoreSink(self.store, self.job)

@@ -122,12 +122,13 @@ class StoreProcess(BackgroundWorker):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._proc = subprocess.Popen(
-            # SIGINT ignored: a terminal's Ctrl-C reaches the whole group, and the server stops
-            # this child itself once it has stored everything
+            # Out of the terminal's process group, and SIGINT ignored: a terminal's Ctrl-C reaches
+            # the whole foreground group (even while this child is still starting), and the server
+            # stops this child itself once it has stored everything
             [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN);"
              " import sys; from mlgoodput.console._storeproc import child_main;"
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True, process_group=0,
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)

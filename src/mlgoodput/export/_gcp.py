@@ -14,6 +14,7 @@ from typing import Any
 from mlgoodput import _env
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, family, label_name
+from mlgoodput.export._registry import register_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -371,3 +372,6 @@ class CloudMonitoringExporter:
                     client.transport.close()
                 except Exception:
                     pass
+
+
+register_exporter("gcp", CloudMonitoringExporter)

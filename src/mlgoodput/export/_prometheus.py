@@ -12,6 +12,7 @@ from mlgoodput.export._names import check_name
 from mlgoodput.export._process import SeriesKey, series_key
 from mlgoodput.export._prom_metrics import metric_families, prometheus_name
 from mlgoodput.export._prometheus_http import ScrapeEndpoint, port_problem, render_registry
+from mlgoodput.export._registry import register_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -122,3 +123,6 @@ class _Collector:
     def collect(self) -> Iterator[Any]:
         _, core = _require_prometheus_client()
         yield from metric_families(self._exporter.snapshot(), core)
+
+
+register_exporter("prometheus", PrometheusExporter)
