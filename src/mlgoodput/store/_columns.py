@@ -41,22 +41,19 @@ class Columns:
     def from_events(cls, events: Iterable[Event]) -> Columns:
         if isinstance(events, ColumnEvents):  # already columns (a journal's batch): copy them
             return events.columns.slice(0)
-        c = cls.empty()
-        names: list[str | None] = []
-        attrs: list[dict[str, Any] | None] = []
-        for e in events:
-            c.kinds.append(int(e.kind))
-            c.times.append(e.time)
-            c.hosts.append(e.host)
-            c.steps.append(NO_STEP if e.step is None else e.step)
-            c.values.append(_NAN if e.value is None else e.value)
-            names.append(e.name)
-            attrs.append(dict(e.attrs) if e.attrs else None)
-        if any(n is not None for n in names):
-            c.names = names
-        if any(a is not None for a in attrs):
-            c.attrs = attrs
-        return c
+        evs = events if isinstance(events, (list, tuple)) else list(events)
+        # one pass per column (a comprehension each): faster than appending field by field
+        names: list[str | None] = [e.name for e in evs]
+        attrs: list[dict[str, Any] | None] = [dict(a) if (a := e.attrs) else None for e in evs]
+        return cls(
+            bytearray([e.kind for e in evs]),
+            array("d", [e.time for e in evs]),
+            array("i", [e.host for e in evs]),
+            array("q", [NO_STEP if (s := e.step) is None else s for e in evs]),
+            array("d", [_NAN if (v := e.value) is None else v for e in evs]),
+            names if names.count(None) != len(names) else None,
+            attrs if attrs.count(None) != len(attrs) else None,
+        )
 
     def __len__(self) -> int:
         return len(self.kinds)
