@@ -17,6 +17,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 if not os.environ.get("PYTHONPATH"):
@@ -55,6 +56,9 @@ def helper_process() -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=10_000_000)
+    ap.add_argument("--events", choices=["steps", "named", "attrs"], default="steps",
+                    help="steps: record_step_start_time; named / attrs: journal appends of a metric with"
+                         " a name / with a name and attrs (what metrics.record journals)")
     args = ap.parse_args()
     n = args.calls
     tmp = Path(tempfile.mkdtemp(prefix="mlgoodput-bench-"))
@@ -62,7 +66,17 @@ def main() -> int:
     rec = GoodputRecorder("bench", "goodput_bench", True, store=db, process_index=0)
     rec.record_job_start_time()
     journal = Journal.for_stream(db, "goodput_bench", "bench", 0)
-    step = rec.record_step_start_time
+    step: Callable[[int], None] = rec.record_step_start_time
+    if args.events != "steps":
+        from mlgoodput.events import Kind
+
+        app, metric, now = journal.append, Kind.METRIC, time.time
+        attrs = {"unit": "nats"} if args.events == "attrs" else None
+
+        def record_metric(i: int, /) -> None:
+            app(metric, now(), i, 0.5, "loss", attrs)
+
+        step = record_metric
     for i in range(1000):  # warm: the shipper thread is running
         step(i)
     rec.flush(60)
@@ -86,7 +100,8 @@ def main() -> int:
     rec.close()
     stored = sum(j.events for j in open_store(db).jobs() if j.job == "bench")
     starts = [helper_process() for _ in range(3)]
-    print(f"\nBack-to-back recorder calls: {n:,} record_step_start_time calls, journal -> SQLite, "
+    what = "record_step_start_time" if args.events == "steps" else f"journal appends ({args.events} metric)"
+    print(f"\nBack-to-back recorder calls: {n:,} {what} calls, journal -> SQLite, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}\n")
     rows = [
         ("mean per call, shipping included (loop wall / N)", f"{loop_s / n * 1e6:.2f} µs", "< 1.5 µs"),
