@@ -12,6 +12,7 @@ holds the two decoders equal on random and damaged segments.
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 import zlib
@@ -110,7 +111,7 @@ def _verified(mv: memoryview, off: int, n: int, flags: int, nxt: int, m: int) ->
 
 
 def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
-         names_cache: dict[bytes, str]) -> tuple[Columns, int] | None:
+         names_cache: dict[bytes, str], attrs_cache: dict[bytes, Any]) -> tuple[Columns, int] | None:
     """The longest run at `off` (at most `limit` records) of valid records of one length and
     one flags value (no attrs) whose indexes go on from `nxt`, as columns with the offset
     after it; None when the record at `off` does not start a run of at least MIN_RUN
@@ -121,7 +122,7 @@ def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
     if n < REC or off + n > stop:
         return None
     flags = mv[off + _AT_FLAGS]
-    if flags > 1:
+    if flags > 3:
         return None
     stride = (n + 7) & ~7
     avail = min(limit, (stop - off - n) // stride + 1)
@@ -132,6 +133,16 @@ def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
     while m == w < avail:  # a window 8 times larger each time: the cost follows the run's length
         w = min(avail, w * 8)
         m, kinds = _verified(mv, off, n, flags, nxt, w)
+    attrs: list[dict[str, Any] | None] | None = None
+    if flags & 2:
+        attrs = _attrs(mv, off, n, stride, m, flags, attrs_cache)
+        if len(attrs) < m:  # a record whose attrs are not a JSON object: the record decoder's
+            m = len(attrs)
+            if not m:
+                return None
+            kinds = kinds[:m]
+        if attrs.count(None) == m:
+            attrs = None
     times = array("d")
     times.frombytes(_strided(mv, off + _AT_TIME, stride, m, "d", 8))
     steps = array("q")
@@ -158,8 +169,38 @@ def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
                     names_cache[raw] = s
             add(s)
             p += stride
-    cols = Columns(bytearray(kinds), times, array("i", [host]) * m, steps, values, names, None)
+    cols = Columns(bytearray(kinds), times, array("i", [host]) * m, steps, values, names, attrs)
     return cols, off + m * stride
+
+
+_FLAT = (str, int, float, bool, type(None))
+
+
+def _attrs(mv: memoryview, off: int, n: int, stride: int, m: int, flags: int,
+           cache: dict[bytes, Any]) -> list[dict[str, Any] | None]:
+    """The attrs of `m` records (as `decode_records` then `Columns.from_events` make them:
+    undecodable JSON and empty objects give None); shorter than `m` when a record's attrs
+    are JSON but not an object (left to the record decoder). Flat objects met before are
+    copied from the cache instead of parsed again."""
+    out: list[dict[str, Any] | None] = []
+    add = out.append
+    loads = json.loads
+    for j in range(m):
+        at = off + j * stride
+        name_len = (mv[at + _AT_NAME_LEN] | mv[at + _AT_NAME_LEN + 1] << 8) if flags & 1 else 0
+        raw = mv[at + REC + name_len : at + n].tobytes()
+        a = cache.get(raw)
+        if a is None:
+            try:
+                a = loads(raw)
+            except ValueError:
+                a = None  # checksummed, so written this way: the event is kept without attrs
+            if isinstance(a, dict) and len(cache) < 4096 and all(isinstance(v, _FLAT) for v in a.values()):
+                cache[raw] = a
+        if a and not isinstance(a, dict):
+            break
+        add(dict(a) if a else None)
+    return out
 
 
 def _one_name(mv: memoryview, off: int, stride: int, m: int, raw_lens: bytes,
@@ -192,9 +233,10 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
     nxt = first = expect
     lost = 0
     names_cache: dict[bytes, str] = {}
+    attrs_cache: dict[bytes, Any] = {}
     with memoryview(buf) as mv:
         while count < limit:
-            got = _run(mv, off, stop, nxt, limit - count, host, names_cache)
+            got = _run(mv, off, stop, nxt, limit - count, host, names_cache, attrs_cache)
             if got is not None:
                 cols, off = got
                 parts.append(cols)

@@ -153,3 +153,28 @@ def test_column_events_are_a_sequence_of_events() -> None:
     assert encode_batch(ce, 100) == [encode(Columns.from_events(evs))]
     assert REC == 44
 
+
+
+def test_runs_of_records_with_attrs() -> None:
+    """Attrs read in runs: objects (nested ones too), empty ones, JSON that is not an object,
+    undecodable bytes, all as the record decoder gives them."""
+    recs: list[tuple[Any, ...]] = []
+    for i in range(200):
+        attrs: Any = {"unit": "s"} if i % 50 else {"tags": [i % 7, 2], "n": None}
+        recs.append((int(Kind.METRIC), 1e9 + i, i, 0.5, "loss" if i < 120 else None, attrs))
+    recs[60] = (int(Kind.METRIC), 1e9, 60, 0.5, "loss", {})
+    recs[90] = (int(Kind.METRIC), 1e9, 90, 0.5, "loss", [["a", 1]])  # JSON, not an object
+    buf, stop = _segment(recs)
+    assert _same(buf, HEADER_SIZE, stop) == 200
+    assert _same(buf, HEADER_SIZE, stop, limit=33) == 200
+    d = decode_columns(buf, HEADER_SIZE, stop, 0, 1 << 20)
+    a = d.columns.attrs
+    assert a is not None and a[1] == {"unit": "s"} and a[1] is not a[2] and a[60] is None
+    # undecodable attrs bytes, checksummed as written: the event is kept without attrs
+    bad = bytearray(1 << 15)
+    off = HEADER_SIZE
+    for i in range(40):
+        off += write_record(bad, off, i, int(Kind.METRIC), 2, 0, 1e9 + i, i, 1.0, b'{"u":' if i == 20 else b'{"u":1}')
+    assert _same(bad, HEADER_SIZE, off) == 40
+    got = decode_columns(bad, HEADER_SIZE, off, 0, 100).columns.attrs
+    assert got is not None and got[20] is None and got[21] == {"u": 1}
