@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from mlgoodput._endpoint import check_exposure
 from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
@@ -82,7 +83,8 @@ class ConsoleServer:
         self._own_store = not isinstance(store, Store) or isinstance(store, str)
         self.store = open_store(store)
         self.auth = not self._addr.is_unix
-        self.token = token or (secrets.token_hex(16) if self.auth else None)
+        # TCP always needs a token: other users of this machine can reach a loopback port
+        self.token = check_exposure(self._addr.host, token, always=True) if self.auth else (token or None)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.handshake_timeout_s = handshake_timeout_s
         # store_process: write the store from a child process (a second CPU); needs a store
@@ -144,7 +146,7 @@ class ConsoleServer:
         self._runs += 1
         ev = Event(_CLIENT, time.time(), 0, None, None, "serve",
                    {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": " ".join(sys.argv)[:500]})
-        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
     def stop(self, timeout_s: float = 10.0) -> bool:
@@ -386,7 +388,7 @@ class ConsoleServer:
     def _server_event(self, kind: Kind, process: int, what: str, st: ClientState) -> None:
         ev = Event(kind, time.time(), process, None, None, what,
                    {"client": st.client, "pid": st.pid, "hostname": st.hostname, "argv": st.argv})
-        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
     # -- records -------------------------------------------------------------------------
@@ -423,7 +425,7 @@ class ConsoleServer:
             if isinstance(sink, StoreProcess) and first == batch.first_seq:
                 sink.submit_raw(st.client, first, proc, len(records), body, stored)  # decoded over there
             else:
-                sink.submit(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
+                sink.submit_run(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
         else:
             events: list[Event] = []
             for r in records:
@@ -433,7 +435,7 @@ class ConsoleServer:
                     e = _records.to_event(r, proc, st.hostname, st.pid)
                     if e is not None:
                         events.append(e)
-            sink.submit(st.client, first, events, stored)
+            sink.submit_run(st.client, first, events, stored)
         # back-pressure: stop reading while the store falls far behind
         while sink.pending_events > 500_000:
             await asyncio.sleep(0.02)

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
@@ -49,6 +50,8 @@ def _unpack_events(payload: bytes) -> list[Event]:
 class _AckReader(BackgroundWorker):
     """Reads the child's reports (blocking reads on its stdout) until the child ends."""
 
+    after_fork = "stop"  # the reports belong to the server's process
+
     def __init__(self, fd: int, on_ack: Callable[[int, int], None]) -> None:
         super().__init__("mlgoodput-console-store-acks", interval_s=0.05, max_backoff_s=0.05)
         self.fd = fd
@@ -70,15 +73,11 @@ class _AckReader(BackgroundWorker):
         self._buf = buf[n:]
         return True
 
-    def _after_fork_in_child(self) -> None:
-        # the reports belong to the server's process: a forked child must not read them
-        self._init_sync()
-        self._thread = None
-        self._closed = True
-
 
 class StoreProcess(BackgroundWorker):
-    """Feeds the child; same calls as StoreSink (`submit`, `pending_events`, `stored_events`)."""
+    """Feeds the child; same calls as StoreSink (`submit_run`, `pending_events`, `stored_events`)."""
+
+    after_fork = "stop"  # the store child belongs to the server's process
 
     def __init__(self, store_url: str, job: str) -> None:
         super().__init__("mlgoodput-console-store-feeder", interval_s=0.05, max_backoff_s=1.0)
@@ -106,7 +105,7 @@ class StoreProcess(BackgroundWorker):
         data = HEADER.pack(RAW, writer, first_seq, process, 0, len(body)) + body
         self._add(writer, first_seq + n, data, n, on_stored)
 
-    def submit(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
+    def submit_run(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
         payload = _pack_events(events)
         data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
         self._add(writer, first_seq + len(events), data, len(events), on_stored)
@@ -119,16 +118,13 @@ class StoreProcess(BackgroundWorker):
 
     # -- the child, from the parent ------------------------------------------------------
     def _spawn(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self._proc = subprocess.Popen(
+        self._proc = start_python(
+            ["-c", "import sys; from mlgoodput.console._storeproc import child_main;"
+             " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
             # Out of the terminal's process group, and SIGINT ignored: a terminal's Ctrl-C reaches
             # the whole foreground group (even while this child is still starting), and the server
             # stops this child itself once it has stored everything
-            [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN);"
-             " import sys; from mlgoodput.console._storeproc import child_main;"
-             " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True, process_group=0,
+            ignore_sigint=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, process_group=0,
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)
@@ -181,7 +177,7 @@ class StoreProcess(BackgroundWorker):
                     self._inflight.remove(it)
             return not any(it[1] >= 0 for it in self._inflight)
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         proc = self._proc
         if proc is not None:
             try:
@@ -212,10 +208,7 @@ class StoreProcess(BackgroundWorker):
         super().close(None if deadline is None else max(0.1, deadline - time.monotonic()))
         return ok
 
-    def _after_fork_in_child(self) -> None:
-        self._init_sync()
-        self._thread = None
-        self._closed = True
+    def _on_fork_in_child(self) -> None:
         self._proc = None
         self._inflight.clear()
 
@@ -267,7 +260,7 @@ def child_main(store_url: str, job: str) -> int:
             print(f"mlgoodput console store helper: dropped a frame of writer {writer}: {e}", file=sys.stderr)
             acker(writer, first + len(_records_count(payload, typ)))()
             continue
-        sink.submit(writer, first, events, acker(writer, first + len(events)))
+        sink.submit_run(writer, first, events, acker(writer, first + len(events)))
         if sink.pending_events > 200_000:
             sink.flush(30)
     sink.close(60)

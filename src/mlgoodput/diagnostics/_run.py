@@ -24,6 +24,7 @@ from typing import Any
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal
+from mlgoodput._worker import exit_time_left
 from mlgoodput.diagnostics._configs import load_configs, software_configs, system_configs
 from mlgoodput.diagnostics._errors import MLRunConfigurationError
 from mlgoodput.diagnostics._sink import open_sink
@@ -39,12 +40,13 @@ from mlgoodput.diagnostics._types import (
 from mlgoodput.events import Kind
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._process import ExporterProcess
+from mlgoodput.identity import WORKLOAD_ID_VARS, detect_identity, workload_id
 from mlgoodput.store import Store, open_store, resolve_store_url
 
 log = logging.getLogger("mlgoodput.diagnostics")
 
 #: Environment variables that identify one workload across restarts, first match wins.
-WORKLOAD_ID_ENVS = (_env.WORKLOAD_ID, "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+WORKLOAD_ID_ENVS = WORKLOAD_ID_VARS
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -64,11 +66,7 @@ def current_run() -> MLRun | None:
 
 
 def workload_id_from_env() -> str | None:
-    for var in WORKLOAD_ID_ENVS:
-        v = os.environ.get(var, "").strip()
-        if v and v.lower() != "none":
-            return v
-    return None
+    return workload_id()
 
 
 def run_name(name: str, workload_id: str | None, now: float | None = None) -> str:
@@ -81,20 +79,9 @@ def run_name(name: str, workload_id: str | None, now: float | None = None) -> st
 
 
 def process_index_from_env() -> int:
-    v = os.environ.get(_env.PROCESS_INDEX)
-    if v:
-        try:
-            return int(v)
-        except ValueError:
-            raise ValueError(f"${_env.PROCESS_INDEX} must be an integer, got {v!r}") from None
-    if "jax" in sys.modules:
-        try:
-            import jax
-
-            return int(jax.process_index())
-        except Exception:
-            pass
-    return 0
+    """This process's index, as `mlgoodput.identity.detect_identity()` finds it (the same
+    answer the recorder gets)."""
+    return detect_identity().process_index
 
 
 def resolve_profile_dir(gcs_path: str | os.PathLike[str] | None, name: str) -> str:
@@ -203,7 +190,7 @@ class MLRun:
         self.sink: Journal = open_sink(store, name, process_index)
         self._append = self.sink.append
         self.configs: ConfigDict = ConfigDict(configs, on_change=self._configs_changed)
-        self._feed_put: Callable[[tuple[Any, ...]], None] | None = None
+        self._feed_put: Callable[[tuple[Any, ...]], object] | None = None
         self._helpers: list[Any] = []  # sampler, on-demand server, exporter feed: closed in reverse
         self.on_demand_address: str | None = None
         self._ended = False
@@ -243,12 +230,17 @@ class MLRun:
             return
         self._ended = True
         self.run_phase = RunPhase.PHASE_COMPLETED
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def left() -> float | None:  # one deadline for all the helpers, not one each
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         for h in reversed(self._helpers):
             try:
-                h.close(timeout_s)
+                h.close(left())
             except Exception as e:
                 log.warning("mlgoodput: closing %s failed: %s", type(h).__name__, e)
-        self.sink.close(timeout_s)  # releases this run's use of the shared journal
+        self.sink.close(left())  # releases this run's use of the shared journal
         with _current_lock:
             if _current is self:
                 _current = None
@@ -406,7 +398,7 @@ def machinelearning_run(
             gcs_path=None if base_path is None else os.fspath(base_path), options=options,
         )
         if feed is not None:
-            run._feed_put = feed.queue.append
+            run._feed_put = feed.submit
             run._helpers.append(feed)
         if on_demand_xprof:
             from mlgoodput.diagnostics._ondemand import OnDemandServer
@@ -488,7 +480,7 @@ def _register_atexit() -> None:
 def _end_at_exit() -> None:
     run = _current
     if run is not None:
-        run.end(timeout_s=5.0)
+        run.end(timeout_s=exit_time_left())
 
 
 def _text(value: object) -> str:

@@ -34,13 +34,13 @@ import os
 import pickle
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
+from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._contract import check_exporter
@@ -228,21 +228,13 @@ class ExporterProcess:
 
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
-        paths = [os.path.abspath(p) for p in sys.path if p]
-        # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
-        # foreground group (even while this child is still starting), and the parent must still
-        # be able to make its final upload through this process after it.
-        code = (
-            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            f"import sys; sys.path[:0] = {paths!r}; "
-            f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
-        )
-        env = dict(os.environ)
+        code = f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
         try:
-            popen = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL,
-                process_group=0,
-            )
+            # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
+            # foreground group (even while this child is still starting), and the parent must still
+            # be able to make its final upload through this process after it.
+            popen = start_python(["-c", code], ignore_sigint=True, pass_fds=[child_sock.fileno()],
+                                 stdin=subprocess.DEVNULL, process_group=0)
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())
@@ -344,6 +336,8 @@ class ExporterProcess:
 class _Supervisor(BackgroundWorker):
     """Parent-side thread: delivers the child's replies and restarts it if it dies."""
 
+    after_fork = "stop"  # a forked child (a data-loader worker) gets an inert copy
+
     def __init__(self, proc: ExporterProcess) -> None:
         super().__init__(proc.name + "-supervisor", interval_s=0.01, max_backoff_s=5.0)
         self._proc = proc
@@ -352,10 +346,7 @@ class _Supervisor(BackgroundWorker):
         self._proc._poll_child()
         return True
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         """A process forked from the training process (a data-loader worker) must not
         supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
-        self._init_sync()
-        self._thread = None
-        self._closed = True
         self._proc._forget_after_fork()
