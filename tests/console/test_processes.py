@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,27 @@ def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> No
     assert out.count("before the fork") == 1 and out.count("from a forked child") == 1
     msgs = [r["message"] for r in stored_logs(store, "fk")]
     assert msgs.count("before the fork") == 1 and msgs.count("from a forked child") == 1
+
+
+def _check_sigterm_after_leaving(out: Any) -> None:
+    def check() -> None:  # runs after the console's own finalizer (exitpriority 100): left
+        out.value = 1 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 2
+
+    mp.util.Finalize(None, check, exitpriority=50)
+    logging.getLogger("child").info("leaving")
+
+
+@pytest.mark.slow
+def test_a_child_that_left_dies_by_sigterm_at_once(sockdir: str) -> None:
+    """Pool.terminate() SIGTERMs workers that may be exiting already and joins them with no
+    timeout. Once a child has left the console, SIGTERM must have its default again: a Python
+    handler no longer runs while a spawned child's interpreter finalizes (seconds under load),
+    so it would keep the child alive and terminate() waiting."""
+    ctx = mp.get_context("spawn")
+    with C.session(f"unix:{sockdir}/s.sock", job="term", store=f"{sockdir}/store.db", display=False):
+        out = ctx.Value("i", 0)
+        p = ctx.Process(target=_check_sigterm_after_leaving, args=(out,))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        assert out.value == 1, "SIGTERM still had the console's handler after the child left"

@@ -36,6 +36,7 @@ _CONFIG_KEY = "mlgoodput_console"
 
 
 _in_child_attach = False  # True while a multiprocessing child joins as it unpickles (see connect)
+_term_pending = False  # a SIGTERM came while leaving: end by it once left (see _on_sigterm)
 
 
 def current_client() -> ConsoleClient | None:
@@ -195,11 +196,27 @@ def _leave_at_exit() -> None:
         disconnect(timeout_s=5.0)
     except Exception:
         pass
+    _sigterm_ends_again()
+
+
+def _sigterm_ends_again() -> None:
+    """After leaving, nothing is left to deliver: give SIGTERM back its default, so that the
+    SIGTERM of Pool.terminate() ends this child at once. Kept, our Python handler would never
+    run once the interpreter finalizes (a spawned child does, seconds on a loaded machine), and
+    Pool.terminate() waits on the child without a timeout. A SIGTERM that came while leaving
+    ends the process now."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _term_pending:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    global _term_pending
     if _leaving:
-        return  # already leaving (interrupted at exit): let that finish, it is bounded
+        _term_pending = True  # already leaving (interrupted at exit): let that finish, it is bounded
+        return
     # An orderly end (Pool.terminate): deliver, then say goodbye. On another thread, because
     # the interrupted main thread may hold a lock that delivering needs; bounded either way.
     try:
