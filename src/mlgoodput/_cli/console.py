@@ -141,22 +141,23 @@ def _logs(args: argparse.Namespace) -> int:
 
     try:
         job = _pick_job(store, args.job)
-        entries, cursor = log_entries_after(store, job, 0, state)
-        for e in entries:
-            if _keep(e, args):
-                write(e)
-        if args.follow:
-            sys.stdout.flush()
-            try:
-                while True:
-                    time.sleep(0.5)
-                    entries, cursor = log_entries_after(store, job, cursor, state)
-                    for e in entries:
-                        if _keep(e, args):
-                            write(e)
-                    sys.stdout.flush()
-            except KeyboardInterrupt:
-                return 0  # Ctrl-C is how one stops following
+        # With --follow, Ctrl-C is how one stops, whenever it comes: also while the stored
+        # lines are replayed or as they show (the flush returning), not only in the loop.
+        try:
+            entries, cursor = log_entries_after(store, job, 0, state)
+            for e in entries:
+                if _keep(e, args):
+                    write(e)
+            while args.follow:
+                sys.stdout.flush()
+                time.sleep(0.5)
+                entries, cursor = log_entries_after(store, job, cursor, state)
+                for e in entries:
+                    if _keep(e, args):
+                        write(e)
+        except KeyboardInterrupt:
+            if not args.follow:
+                raise
     finally:
         store.close()
     return 0
