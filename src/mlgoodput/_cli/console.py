@@ -70,6 +70,11 @@ def _serve(args: argparse.Namespace) -> int:
                 pass
         raise CLIError(f"cannot serve at {args.address}: {e.strerror or e}"
                        " (use a local address such as :7000, 127.0.0.1:7000 or unix:/path)") from e
+    # stop on Ctrl-C or SIGTERM from before the address is shown: a Ctrl-C the moment it
+    # shows (as print returns) would otherwise end the command as interrupted (130)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     hint = f"export {_env.CONSOLE}={address}"
     if srv.auth:
         hint += f" {_env.CONSOLE_TOKEN}={srv.token}"
@@ -77,9 +82,6 @@ def _serve(args: argparse.Namespace) -> int:
         srv.display.note(f"connect with: {hint}")
     else:
         print(hint, flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(0.5):
         pass
     srv.stop()
