@@ -130,7 +130,9 @@ def disconnect(timeout_s: float = 10.0) -> bool:
         _client = _handler = None
         multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]
         _leaving = False
-        return ok
+    if _term_pending:  # a SIGTERM came while this call delivered: end by it now
+        _sigterm_ends_again()
+    return ok
 
 
 class _Attach:
