@@ -34,13 +34,13 @@ import os
 import pickle
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
+from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._contract import check_exporter
@@ -228,21 +228,13 @@ class ExporterProcess:
 
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
-        paths = [os.path.abspath(p) for p in sys.path if p]
-        # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
-        # foreground group (even while this child is still starting), and the parent must still
-        # be able to make its final upload through this process after it.
-        code = (
-            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            f"import sys; sys.path[:0] = {paths!r}; "
-            f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
-        )
-        env = dict(os.environ)
+        code = f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
         try:
-            popen = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL,
-                process_group=0,
-            )
+            # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
+            # foreground group (even while this child is still starting), and the parent must still
+            # be able to make its final upload through this process after it.
+            popen = start_python(["-c", code], ignore_sigint=True, pass_fds=[child_sock.fileno()],
+                                 stdin=subprocess.DEVNULL, process_group=0)
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from mlgoodput._endpoint import check_host
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name
 from mlgoodput.export._process import SeriesKey, series_key
@@ -47,6 +48,7 @@ class PrometheusExporter:
             raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
         if not isinstance(addr, str) or not addr:
             raise TypeError(f"addr must be a host address string, got {addr!r}")
+        addr = check_host(addr, "addr")
         if port:
             _warn_if_busy(addr, port)
         self.port = port
