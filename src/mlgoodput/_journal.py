@@ -53,7 +53,7 @@ from mlgoodput._segment import (
     read_image,
     write_watermark,
 )
-from mlgoodput._worker import BackgroundWorker
+from mlgoodput._worker import BackgroundWorker, at_fork_in_child, exit_time_left
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import (
     Store,
@@ -264,7 +264,7 @@ class Journal(BackgroundWorker):
             except OSError as e:
                 err = e
         self._fallback = f"no journal file could be made in {self._dirs[0]}: {err}"
-        self._note_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
+        self._report_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
                                  "keeping events in memory until one can be made"))
         return memory_segment(size, self.host, self._meta)
 
@@ -385,7 +385,7 @@ class Journal(BackgroundWorker):
         self._shipper = self._thread
         return super().close(timeout_s)
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         _live.discard(self)
         self._report_unshipped()
         t = self._shipper
@@ -428,7 +428,7 @@ class Journal(BackgroundWorker):
                         " and the next process that opens this store ships them", on_disk,
                         self.namespace, self.job, self.url, self._dirs[0])
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
         self._lock = threading.Lock()
         for s in [*self._sealed, *([self._active] if self._active else []), *([self._spare] if self._spare else [])]:
@@ -439,7 +439,6 @@ class Journal(BackgroundWorker):
         if self._owns_store:
             self._store = None  # reopened on first use, with a connection of the child's own
         self.appended = self.shipped = self.volatile = self.closed_appends = self.lost = 0
-        super()._after_fork_in_child()
 
     def stats(self) -> dict[str, int]:
         """Counters for operators and tests."""
@@ -451,7 +450,11 @@ class Journal(BackgroundWorker):
             "lost": self.lost,
             "store_changes": self.store_changes,
             "failures": self.failures,
+            "abandoned": self.abandoned,
         }
+
+    def _backlog(self) -> int:
+        return self.pending()
 
 
 # -- recovery ------------------------------------------------------------------------
@@ -615,17 +618,15 @@ def _set_aside(fd: int, p: Path, size: int) -> None:
 
 # -- process exit and fork -------------------------------------------------------------
 _live: set[Journal] = set()
-EXIT_TIMEOUT_S = 5.0
 
 
 def _close_all_at_exit() -> None:
-    """Ship what we can at exit within one shared deadline; the rest stays journaled."""
-    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    """Ship what we can within the process's exit deadline (EXIT_DEADLINE_S, shared with the
+    other at-exit closers); the rest stays journaled for the next process."""
     for j in list(_live):
-        left = max(0.0, deadline - time.monotonic())
         try:
             j._users = 1
-            j.close(left)
+            j.close(exit_time_left())
         except Exception:  # at exit, never raise; the journal file keeps the events
             pass
 
@@ -635,4 +636,4 @@ def _reset_registry_in_child() -> None:
 
 
 atexit.register(_close_all_at_exit)
-os.register_at_fork(after_in_child=_reset_registry_in_child)
+at_fork_in_child(_reset_registry_in_child)
