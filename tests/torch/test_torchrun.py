@@ -45,10 +45,12 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     done_then_lost = start[(0, KILL_AT)] - start[(0, restored + 1)]
     wasted = r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
     assert done_then_lost - ideal <= wasted <= done_then_lost + ideal, (wasted, done_then_lost, ideal)
-    # recovery: from the end of the dead attempt's work to the restarted attempt's job start
+    # recovery: from the end of the dead attempt's work to the restarted attempt's job start.
+    # The truth's times are read just after the recorder's own (job_start after start_job()
+    # returned, which starts the recorder's work): 0.02 s of clock allowance on either side.
     gap = job_start[1] - start[(0, KILL_AT)]
     recovery = r.badput_total_s(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION)
-    assert gap - ideal <= recovery <= gap + 0.02, (recovery, gap, ideal)
+    assert gap - ideal - 0.02 <= recovery <= gap + 0.02, (recovery, gap, ideal)
     # checkpoints went through torch.distributed.checkpoint, timed by the wrapper
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) > 0
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) > 0
