@@ -178,3 +178,37 @@ def test_a_child_that_left_dies_by_sigterm_at_once(sockdir: str) -> None:
         p.join(60)
         assert p.exitcode == 0
         assert out.value == 1, "SIGTERM still had the console's handler after the child left"
+
+
+def _blocked_in_c(ready: Any, lock: Any) -> None:
+    logging.getLogger("child").info("about to block")
+    # the main thread cannot run a Python handler, as when it sleeps in C: SIGTERM goes to
+    # another thread, the handler stays pending
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    ready.set()
+    lock.acquire()  # held by the parent, as Pool's task queue lock is during terminate()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_child_whose_main_thread_is_blocked(sockdir: str) -> None:
+    """Pool.terminate() hung: a worker's main thread waiting on the task queue's lock (held
+    by the terminating parent) never ran the console's SIGTERM handler, so the SIGTERM did
+    not end it and terminate() joined it forever. It ends, and what it logged is delivered."""
+    ctx = mp.get_context("spawn")
+    store = f"{sockdir}/store.db"
+    with C.session(f"unix:{sockdir}/s.sock", job="blocked", store=store, display=False):
+        lock, ready = ctx.Lock(), ctx.Event()
+        lock.acquire()
+        p = ctx.Process(target=_blocked_in_c, args=(ready, lock))
+        p.start()
+        try:
+            assert ready.wait(60)
+            p.terminate()
+            p.join(30)
+            assert p.exitcode is not None, "SIGTERM did not end a child whose main thread was blocked"
+        finally:
+            if p.exitcode is None:
+                p.kill()
+                p.join(10)
+            lock.release()
+    assert "about to block" in [r["message"] for r in stored_logs(store, "blocked")]
