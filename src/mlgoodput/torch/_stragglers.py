@@ -13,6 +13,7 @@ events stored since the first.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 import math
@@ -239,7 +240,8 @@ class _Live:
             if not seq:
                 continue
             i = self.index[r]
-            seq = sorted(set(seq))
+            if not all(map(operator.lt, seq, itertools.islice(seq, 1, None))):  # else already sorted(set(seq))
+                seq = sorted(set(seq))
             prev = self.last.get(r)
             if prev is not None:
                 if seq[0] < prev:
@@ -266,7 +268,7 @@ class _Live:
                     if st is not None:
                         if r not in st:
                             st[r] = t
-                            if moves or i:
+                            if moves:  # else every key so far was met first by rank index 0
                                 k = intro[key]
                                 if i < k:  # this rank meets the step first now: it moves up
                                     self._move(key, k, i)
