@@ -1,9 +1,10 @@
 """The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
 
-from mlgoodput.accounting._calculator import GoodputCalculator
+from mlgoodput.accounting._advisor import Advice, advise
+from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
-from mlgoodput.accounting._productivity import CostStats, Productivity
+from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -12,9 +13,11 @@ from mlgoodput.accounting._report import (
     HostStepStats,
     SliceEfficiency,
 )
+from mlgoodput.accounting._stepnums import StepNums
 
 __all__ = [
     "PARTITION_BUCKETS",
+    "Advice",
     "BadputType",
     "CostStats",
     "ElasticGoodputCalculator",
@@ -25,4 +28,7 @@ __all__ = [
     "HostStepStats",
     "Productivity",
     "SliceEfficiency",
+    "StepNums",
+    "advise",
+    "retention_period",
 ]

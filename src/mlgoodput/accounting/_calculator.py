@@ -20,9 +20,7 @@ from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
-from mlgoodput.store import Store, open_store
-from mlgoodput.store._columns import Columns
-from mlgoodput.store._state import PagedStore
+from mlgoodput.store import Columns, PagedStore, Store, open_store
 
 TimeArg = _dt.datetime | float | int | None
 SNAPSHOT_EVERY = 100_000  # events of growth between two saves of the accounting state

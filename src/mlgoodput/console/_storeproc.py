@@ -128,6 +128,7 @@ class StoreProcess(BackgroundWorker):
              " import sys; from mlgoodput.console._storeproc import child_main;"
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+            process_group=0,  # a Ctrl-C while the child is still starting (before SIG_IGN) must not kill it
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput._worker import BackgroundWorker
-from mlgoodput.export._base import Exporter, Sample
-from mlgoodput.export._process import ExporterProcess
+from mlgoodput.export import Exporter, ExporterProcess, Sample
 
 
 class MetricFeed(BackgroundWorker):

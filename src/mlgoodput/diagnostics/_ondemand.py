@@ -26,11 +26,10 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from mlgoodput import _env
+from mlgoodput import _env, _profiler
 from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
-from mlgoodput.jax import _profiler
 
 log = logging.getLogger("mlgoodput.diagnostics")
 

@@ -7,6 +7,7 @@ imported lazily, so `import mlgoodput.export` needs only the standard library.
 
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
+from mlgoodput.export._names import label_name
 from mlgoodput.export._otlp import OTLPExporter
 from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource
 from mlgoodput.export._prometheus import PrometheusExporter
@@ -23,4 +24,5 @@ __all__ = [
     "Sample",
     "SampleSource",
     "TensorBoardExporter",
+    "label_name",
 ]

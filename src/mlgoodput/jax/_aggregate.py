@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 # Callback kinds: the four listener types of jax.monitoring.
 EVENT = "event"

@@ -13,7 +13,7 @@ from typing import Any
 
 from mlgoodput import _env
 from mlgoodput.store._cloud_logger import from_cloud_logger
-from mlgoodput.store._columns import Columns
+from mlgoodput.store._columns import NO_STEP, Columns
 from mlgoodput.store._memory import MemoryStore
 from mlgoodput.store._protocol import (
     JobInfo,
@@ -24,13 +24,17 @@ from mlgoodput.store._protocol import (
     store_identity,
 )
 from mlgoodput.store._sqlite import SQLiteStore
+from mlgoodput.store._state import PagedStore, StateStore
 
 __all__ = [
+    "NO_STEP",
     "Columns",
     "JobInfo",
     "MemoryStore",
+    "PagedStore",
     "ReadResult",
     "SQLiteStore",
+    "StateStore",
     "Store",
     "StoreError",
     "StoreReplacedError",

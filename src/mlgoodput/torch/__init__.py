@@ -22,22 +22,32 @@ from mlgoodput.torch._compile import (
     init,
     shutdown,
 )
+from mlgoodput.torch._flops import flop_counter
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
 from mlgoodput.torch._profiler import TorchProfiler, use_torch_profiler
 from mlgoodput.torch._recorder import TorchRecorder
-from mlgoodput.torch._stragglers import RankStepStats, StragglerReport, stragglers
+from mlgoodput.torch._stragglers import (
+    RankStepStats,
+    StragglerAnalysis,
+    StragglerReport,
+    stragglers,
+)
+from mlgoodput.torch._stragglers import analyze as analyze_stragglers
 
 __all__ = [
     "NAMESPACE",
     "CompileSession",
     "CompileStats",
     "RankStepStats",
+    "StragglerAnalysis",
     "StragglerReport",
     "TorchProfiler",
     "TorchRecorder",
     "TorchrunIdentity",
+    "analyze_stragglers",
     "compile_stats",
     "current",
+    "flop_counter",
     "init",
     "shutdown",
     "stragglers",

@@ -20,11 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlgoodput.accounting import GoodputCalculator, GoodputReport
-from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting import GoodputCalculator, GoodputReport, StepNums
 from mlgoodput.events import EventBatch, Kind
-from mlgoodput.store import Columns, JobInfo, ReadResult, Store
-from mlgoodput.store._state import PagedStore, StateStore
+from mlgoodput.store import Columns, JobInfo, PagedStore, ReadResult, StateStore, Store
 from mlgoodput.ui._reduce import Blocks
 
 _STEP = int(Kind.STEP_START)
@@ -601,7 +599,7 @@ class JobView:
         out, so that a long job's page stays fast (the Hosts table then shows no lateness)."""
         if len(self.hosts) < 2 or sum(len(hs.times) for hs in self.hosts.values()) > STRAGGLER_MAX_STEPS:
             return None
-        from mlgoodput.torch._stragglers import analyze
+        from mlgoodput.torch import analyze_stragglers as analyze
 
         return analyze({h: list(hs.job_starts) for h, hs in self.hosts.items()},
                        {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in self.hosts.items()}, r.start, r.end)
