@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mlgoodput import _env
-from mlgoodput._journal import Journal, recover_journals
+from mlgoodput._journal import Journal, recover_changed_journals
 from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
@@ -110,7 +110,7 @@ class GoodputCalculator:
 
     def _refresh(self) -> None:
         try:
-            recover_journals(self._store)  # what killed processes left behind
+            recover_changed_journals(self._store)  # what killed processes left behind
         except OSError:
             pass  # a journal we cannot read now is read by a later query
         url = getattr(self._store, "url", None)

@@ -96,10 +96,10 @@ class StragglerAnalysis:
         self._steps: dict[int, list[tuple[float, int]]] = defaultdict(list)
 
     def _refresh(self) -> None:
-        from mlgoodput._journal import recover_journals
+        from mlgoodput._journal import recover_changed_journals
 
         try:
-            recover_journals(self._store)  # what killed ranks left behind
+            recover_changed_journals(self._store)  # what killed ranks left behind
         except OSError:
             pass
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
