@@ -1,8 +1,29 @@
-"""Shared test setup: make `tests` importable helpers (timelines) available."""
+"""Shared test setup: the helpers beside the tests (timelines, waiting) importable, and one
+isolation fixture every test gets."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+#: Settings from the environment that would point a test at shared places or change what
+#: it measures; every MLGOODPUT_* variable goes too.
+_OUTSIDE_VARS = ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT",
+                 "GCE_METADATA_HOST", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+                 "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own data directory (default store, fallback journals, runtime
+    files) under its tmp_path, and no mlgoodput or cloud settings from the environment."""
+    for var in list(os.environ):
+        if var.startswith("MLGOODPUT_") or var in _OUTSIDE_VARS:
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    return tmp_path
