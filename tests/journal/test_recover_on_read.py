@@ -128,3 +128,32 @@ def test_a_second_report_with_unchanged_journals_does_not_rescan(
         assert recover_changed_journals(db) == 0
         assert _scans(caplog) == 0
     rec.close()
+
+
+def test_another_live_journaling_process_means_a_rescan_every_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = str(tmp_path / "l.db")
+    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_child.py")), db, "live", "50"],
+                             stdout=subprocess.PIPE, env=_env(tmp_path), text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        folder = journal_dirs("sqlite://" + db)[0]
+        _newer_segment(folder, "999999-00000000000000ac")
+        with caplog.at_level(logging.WARNING, logger="mlgoodput"):
+            recover_changed_journals(db)
+            assert _scans(caplog) == 1
+            recover_changed_journals(db)  # its files change without the listing showing it
+            assert _scans(caplog) == 1
+            child.kill()
+            child.wait(30)
+            recover_changed_journals(db)  # it was live at the last scan: once more, then quiet
+            assert _scans(caplog) == 1
+            recover_changed_journals(db)
+            assert _scans(caplog) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+    steps = [e for e in open_store(db).read("ns", "live").columns.events() if e.kind.name == "STEP_START"]
+    assert len(steps) == 50
