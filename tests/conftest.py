@@ -12,10 +12,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 #: Settings from the environment that would point a test at shared places or change what
-#: it measures; every MLGOODPUT_* variable goes too.
-_OUTSIDE_VARS = ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT",
-                 "GCE_METADATA_HOST", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
-                 "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+#: it measures (cloud project, launcher ranks and ids); every MLGOODPUT_* variable goes too.
+_OUTSIDE_VARS = (
+    "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCE_METADATA_HOST",
+    "JAX_PROCESS_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "SLURM_RESTART_COUNT", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK", "PMIX_SIZE",
+    "PMIX_LOCAL_RANK", "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID", "TPU_WORKER_HOSTNAMES",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,8 @@ CONSOLE_TOKEN = "MLGOODPUT_CONSOLE_TOKEN"
 CONSOLE_USAGE = "MLGOODPUT_CONSOLE_USAGE"
 #: Identity of one workload across its restarts: a run keeps its name while this stays the same.
 WORKLOAD_ID = "MLGOODPUT_WORKLOAD_ID"
-#: This process's index among the workload's processes (else jax.process_index(), else 0).
+#: This process's index among the workload's processes; it wins over every runtime and launcher
+#: (the precedence: mlgoodput.identity).
 PROCESS_INDEX = "MLGOODPUT_PROCESS_INDEX"
 #: Base directory (or fsspec URL) for run profiles when `gcs_path=None`.
 PROFILE_DIR = "MLGOODPUT_PROFILE_DIR"
@@ -30,8 +31,8 @@ RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
 #: Saved accounting state: "0" (or "off") never saves nor uses one; "always" saves after every
 #: query that read something new; unset: saves when the job grew by 100,000 events and 10 %.
 SNAPSHOT = "MLGOODPUT_SNAPSHOT"
-#: Launcher variables that carry a process's index (rank), in the order they are consulted
-#: when `process_index=None` and no JAX runtime is initialized.
+#: Launcher variables that carry a process's index (rank); mlgoodput.identity reads them (with
+#: their sizes, local ranks and restart counts) in its documented order.
 PROCESS_INDEX_VARS: tuple[str, ...] = (
     "JAX_PROCESS_ID",
     "RANK",

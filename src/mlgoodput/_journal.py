@@ -55,7 +55,15 @@ from mlgoodput._segment import (
 )
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.events import Event, EventBatch, Kind
-from mlgoodput.store import Store, StoreReplacedError, open_store, resolve_store_url, store_identity
+from mlgoodput.store import (
+    Store,
+    StoreReplacedError,
+    is_process_local,
+    open_store,
+    resolve_store_url,
+    store_file,
+    store_identity,
+)
 
 __all__ = ["Journal", "journal_dirs", "recover_changed_journals", "recover_journals"]
 
@@ -82,11 +90,12 @@ def journal_dirs(url: str) -> list[Path]:
     env = os.environ.get(_env.JOURNAL_DIR)
     if env:
         return [Path(env).expanduser() / key]
-    if url.startswith("memory://"):
+    if is_process_local(url):
         return [Path(tempfile.gettempdir()) / f"mlgoodput-journals-{os.getuid()}" / f"{key}-{os.getpid()}"]
     dirs: list[Path] = []
-    if url.startswith("sqlite://"):
-        dirs.append(Path(url[len("sqlite://") :] + ".mlgoodput-journals"))
+    path = store_file(url)
+    if path is not None:
+        dirs.append(Path(path + ".mlgoodput-journals"))
     dirs.append(_env.data_dir() / "journals" / key)
     return dirs
 
@@ -101,7 +110,7 @@ def _stream_key(store: Any) -> str:
     """What identifies a store for sharing journals: its URL, except that a memory store
     object is its own store whatever its URL says (tests build many `MemoryStore()`)."""
     url = _store_url(store)
-    if url.startswith("memory://") and isinstance(store, Store) and not isinstance(store, (str, os.PathLike)):
+    if is_process_local(url) and isinstance(store, Store) and not isinstance(store, (str, os.PathLike)):
         return f"{url}#{id(store)}"
     return url
 
@@ -336,7 +345,7 @@ class Journal(BackgroundWorker):
             if spare is not None:
                 spare.release(delete=True)
         if not self._recovered:  # once per journal: ship what dead processes left behind
-            if not self.url.startswith("memory://"):
+            if not is_process_local(self.url):
                 _recover_dead(store, self.url, self._dirs)
             self._recovered = True
         with self._lock:
@@ -394,7 +403,7 @@ class Journal(BackgroundWorker):
         if self._owns_store and self._store is not None:
             self._store.close()
         self._store = None
-        if self.url.startswith("memory://"):
+        if is_process_local(self.url):
             try:
                 self._dirs[0].rmdir()  # a per-process directory: leave nothing behind
             except OSError:
@@ -414,7 +423,7 @@ class Journal(BackgroundWorker):
             log.warning("mlgoodput: %d events of %s/%s are lost: they were held in memory because %s,"
                         " and could not be stored in %s before the journal closed", in_memory,
                         self.namespace, self.job, self._fallback or "no journal file could be made", self.url)
-        if on_disk and not self.url.startswith("memory://"):
+        if on_disk and not is_process_local(self.url):
             log.warning("mlgoodput: %d events of %s/%s are not in %s yet; they stay in the journal under %s"
                         " and the next process that opens this store ships them", on_disk,
                         self.namespace, self.job, self.url, self._dirs[0])
@@ -450,7 +459,7 @@ def recover_journals(store: Any) -> int:
     """Ship what journals of `store` left unshipped (from dead or live processes); return the
     number of events handed to the store. Idempotent: stores keep each (writer, seq) once."""
     url = _store_url(store)
-    if url.startswith("memory://"):
+    if is_process_local(url):
         return 0  # a memory store dies with its process; its live journals ship to it already
     st = open_store(store)
     owned = st is not store

@@ -13,16 +13,15 @@ import logging
 import math
 import operator
 import os
-import sys
 import threading
 import time as _time
 from types import TracebackType
 from typing import Any
 
-from mlgoodput import _env
 from mlgoodput._journal import Journal
 from mlgoodput._misuse import MisuseReporter, resolve_strict
 from mlgoodput.events import Kind, check_name, check_step
+from mlgoodput.identity import detect_identity
 from mlgoodput.store import Store, resolve_store_url
 
 __all__ = ["GoodputRecorder", "detect_process_index"]
@@ -34,43 +33,10 @@ _datetime = _dt.datetime
 _STEP_START = Kind.STEP_START
 
 
-def _jax_process_index() -> int | None:
-    """The process index of a JAX runtime that is already up; never imports or starts JAX."""
-    if "jax" not in sys.modules:
-        return None
-    try:
-        dist = sys.modules.get("jax._src.distributed")
-        state = getattr(dist, "global_state", None)
-        pid = getattr(state, "process_id", None)
-        if getattr(state, "client", None) is not None and isinstance(pid, int):
-            return pid
-        xb = sys.modules.get("jax._src.xla_bridge")
-        ready = getattr(xb, "backends_are_initialized", None)
-        if ready is not None and ready():
-            import jax
-
-            return int(jax.process_index())
-    except Exception:  # a JAX we do not understand: fall back to the environment
-        return None
-    return None
-
-
 def detect_process_index() -> int:
-    """An initialized JAX runtime's process index, else a launcher's rank variable, else 0."""
-    pid = _jax_process_index()
-    if pid is not None:
-        return pid
-    for var in _env.PROCESS_INDEX_VARS:
-        raw = os.environ.get(var)
-        if raw is None:
-            continue
-        try:
-            v = int(raw.strip())
-        except ValueError:
-            continue
-        if v >= 0:
-            return v
-    return 0
+    """This process's index, as `mlgoodput.identity.detect_identity()` finds it (an initialized
+    JAX runtime, a launcher's rank variable, ..., else 0)."""
+    return detect_identity().process_index
 
 
 class GoodputRecorder:

@@ -4,6 +4,7 @@ counted one by one (stored == sent, never one more, never one less)."""
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 import sys
 
@@ -42,6 +43,8 @@ def test_many_clients_and_a_store_restart_store_each_record_exactly_once(sockdir
         wait_for(lambda: srv.sink.stored_events > 2000, timeout_s=60, what="records stored")
         proc = srv.sink._proc
         assert proc is not None
+        # out of the terminal's process group: a Ctrl-C while it starts must not reach it
+        assert os.getpgid(proc.pid) != os.getpgid(0)
         proc.kill()  # the store helper dies with batches in flight: they are given to a new one
         outs = [p.communicate(timeout=180)[0] for p in procs]
         assert all("delivered True" in o for o in outs), outs

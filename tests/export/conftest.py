@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tests.export.listexporter  # noqa: F401  (the list exporter, written for the tests)
+from tests.export.cases import CASES, Backend, contract_case
 
 from mlgoodput.export import (
     CloudMonitoringExporter,
-    Exporter,
     GCPOptions,
     OTLPExporter,
     PrometheusExporter,
@@ -21,18 +21,6 @@ from mlgoodput.export import (
 from mlgoodput.export._otlp import otlp_name
 from mlgoodput.export._prometheus import prometheus_name
 from mlgoodput.testing import FakeMetricService, OTLPReceiver
-
-
-@dataclass
-class Backend:
-    """An exporter plus `read(sample_name, labels) -> latest value the real counterpart holds`."""
-
-    name: str
-    exporter: Exporter
-    read: Callable[[str, dict[str, str]], float | None]
-    make_down: Callable[[], None] | None  # make the counterpart fail; None: cannot fail
-    make_up: Callable[[], None] | None
-    factor: Callable[[str], float]  # backend value = sample value * factor(name)
 
 
 def _tb_reader(logdir: Path) -> Callable[[str, dict[str, str]], float | None]:
@@ -65,69 +53,85 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 GCP = GCPOptions(project_id="test-project", location="us-central1-a", acc_type="v5p-8", replica_id="0")
 
 
-@pytest.fixture(params=["tensorboard", "prometheus", "otlp-grpc", "otlp-http", "cloud-monitoring"])
+@contract_case("tensorboard", "tensorboard")
+def _tensorboard(tmp_path: Path) -> Iterator[Backend]:
+    kind = "tensorboard"
+    logdir = tmp_path / "tb"
+    exp = TensorBoardExporter(logdir)
+    blocker = tmp_path / "blocked"
+
+    def down() -> None:
+        exp.logdir = str(blocker / "x")  # a path under a regular file: every write fails
+        blocker.write_text("not a directory")
+        exp._close_quietly()
+
+    def up() -> None:
+        exp.logdir = str(logdir)
+
+    yield Backend(kind, exp, _tb_reader(logdir), down, up, lambda n: 1.0)
+    exp.shutdown()
+
+
+@contract_case("prometheus", "prometheus")
+def _prometheus(tmp_path: Path) -> Iterator[Backend]:
+    exp = PrometheusExporter(port=0)
+    exp.start()
+
+    def read(name: str, labels: dict[str, str]) -> float | None:
+        pname, _ = prometheus_name(name)
+        return scrape(exp.port).get((pname, tuple(sorted(labels.items()))))
+
+    yield Backend("prometheus", exp, read, None, None, lambda n: prometheus_name(n)[1])
+    exp.shutdown()
+
+
+def _otlp(proto: str) -> Iterator[Backend]:
+    rx = OTLPReceiver(proto).start()
+    exp = OTLPExporter(endpoint=rx.endpoint, protocol=proto, timeout_s=2)
+
+    def read(name: str, labels: dict[str, str]) -> float | None:
+        return rx.latest(otlp_name(name)[0], **labels)
+
+    def down() -> None:
+        rx.fail = True
+
+    def up() -> None:
+        rx.fail = False
+
+    yield Backend(f"otlp-{proto}", exp, read, down, up, lambda n: otlp_name(n)[2])
+    exp.shutdown(2)
+    rx.stop()
+
+
+contract_case("otlp-grpc", "otlp")(lambda tmp_path: _otlp("grpc"))
+contract_case("otlp-http", "otlp")(lambda tmp_path: _otlp("http"))
+
+
+@contract_case("cloud-monitoring", "gcp")
+def _cloud_monitoring(tmp_path: Path) -> Iterator[Backend]:
+    svc = FakeMetricService(min_point_interval_s=0.0).start()
+    exp = CloudMonitoringExporter(GCP, api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=0.0, timeout_s=2)
+
+    def read(name: str, labels: dict[str, str]) -> float | None:
+        from mlgoodput.export._gcp import CUSTOM_PREFIX, WORKLOAD_METRICS
+        from mlgoodput.export._names import family
+
+        if name in WORKLOAD_METRICS:
+            return svc.latest("compute.googleapis.com/workload/" + WORKLOAD_METRICS[name][0], workload_id=labels["job_name"])
+        return svc.latest(CUSTOM_PREFIX + family(name), **labels)
+
+    def down() -> None:
+        svc.fail = True
+
+    def up() -> None:
+        svc.fail = False
+
+    yield Backend("cloud-monitoring", exp, read, down, up, lambda n: 1.0)
+    exp.shutdown(1)
+    svc.stop()
+
+
+@pytest.fixture(params=list(CASES))
 def backend(request: Any, tmp_path: Path) -> Iterator[Backend]:
-    kind = request.param
-    if kind == "tensorboard":
-        logdir = tmp_path / "tb"
-        exp = TensorBoardExporter(logdir)
-        blocker = tmp_path / "blocked"
-
-        def down() -> None:
-            exp.logdir = str(blocker / "x")  # a path under a regular file: every write fails
-            blocker.write_text("not a directory")
-            exp._close_quietly()
-
-        def up() -> None:
-            exp.logdir = str(logdir)
-
-        yield Backend(kind, exp, _tb_reader(logdir), down, up, lambda n: 1.0)
-        exp.shutdown()
-    elif kind == "prometheus":
-        exp = PrometheusExporter(port=0)
-        exp.start()
-
-        def read(name: str, labels: dict[str, str]) -> float | None:
-            pname, _ = prometheus_name(name)
-            return scrape(exp.port).get((pname, tuple(sorted(labels.items()))))
-
-        yield Backend(kind, exp, read, None, None, lambda n: prometheus_name(n)[1])
-        exp.shutdown()
-    elif kind.startswith("otlp"):
-        proto = kind.split("-")[1]
-        rx = OTLPReceiver(proto).start()
-        exp = OTLPExporter(endpoint=rx.endpoint, protocol=proto, timeout_s=2)
-
-        def read(name: str, labels: dict[str, str]) -> float | None:
-            return rx.latest(otlp_name(name)[0], **labels)
-
-        def down() -> None:
-            rx.fail = True
-
-        def up() -> None:
-            rx.fail = False
-
-        yield Backend(kind, exp, read, down, up, lambda n: otlp_name(n)[2])
-        exp.shutdown(2)
-        rx.stop()
-    else:
-        svc = FakeMetricService(min_point_interval_s=0.0).start()
-        exp = CloudMonitoringExporter(GCP, api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=0.0, timeout_s=2)
-
-        def read(name: str, labels: dict[str, str]) -> float | None:
-            from mlgoodput.export._gcp import CUSTOM_PREFIX, WORKLOAD_METRICS
-            from mlgoodput.export._names import family
-
-            if name in WORKLOAD_METRICS:
-                return svc.latest("compute.googleapis.com/workload/" + WORKLOAD_METRICS[name][0], workload_id=labels["job_name"])
-            return svc.latest(CUSTOM_PREFIX + family(name), **labels)
-
-        def down() -> None:
-            svc.fail = True
-
-        def up() -> None:
-            svc.fail = False
-
-        yield Backend(kind, exp, read, down, up, lambda n: 1.0)
-        exp.shutdown(1)
-        svc.stop()
+    """Every contract case of every registered exporter (tests/export/cases.py)."""
+    yield from CASES[request.param][1](tmp_path)

@@ -23,6 +23,17 @@ JOB = {"job_name": "j"}
 
 
 
+def test_child_is_out_of_the_terminals_process_group(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C goes to the foreground process group; the exporter child must not be
+    in it, or a Ctrl-C while it is still starting kills it before it can ignore SIGINT."""
+    proc = ExporterProcess([FileExporter(tmp_path / "out.jsonl")], interval_s=60)
+    proc.start()
+    try:
+        assert proc.pid is not None and os.getpgid(proc.pid) != os.getpgid(0)
+    finally:
+        assert proc.stop(10)
+
+
 def test_submit_flush_stop_delivers_latest_and_shuts_down(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     proc = ExporterProcess([FileExporter(out)], interval_s=60)

@@ -10,8 +10,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+import tests.store.dictstore  # noqa: F401  (registers the dict:// test backend)
 
 
 def _pg_bin(name: str) -> str | None:
@@ -26,6 +29,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: fixtures that give a fresh URL of a backend that other processes can open, by backend name
+#: (a process-local backend needs none: `SCHEME://contract-<uuid>` is a fresh store)
+SHARED_URL_FIXTURES = {"sqlite": "sqlite_url", "postgres": "postgres_url", "cloudlogging": "cloud_logging_url"}
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite store file of its own (a path: the form users pass most)."""
+    return str(tmp_path / "contract.db")
 
 
 @pytest.fixture(scope="session")

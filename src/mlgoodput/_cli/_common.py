@@ -24,11 +24,11 @@ def open_read_store(value: str | None, arg: str = "--store", *, recover: bool = 
     one-line error naming it.
     """
     from mlgoodput._journal import journal_dirs, recover_changed_journals
-    from mlgoodput.store import StoreError, open_store, resolve_store_url
+    from mlgoodput.store import StoreError, open_store, resolve_store_url, store_file
 
     url = resolve_store_url(value, arg)
-    if url.startswith("sqlite://"):
-        path = url[len("sqlite://") :]
+    path = store_file(url)
+    if path is not None:
         pending = [d for d in journal_dirs(url) if _has_files(d)]
         if os.path.isdir(path):
             raise CLIError(f"{arg}: {path} is a directory, not a store file (pass a .db file or a URL)", 2)

@@ -51,10 +51,9 @@ def _serve(args: argparse.Namespace) -> int:
     from mlgoodput.console import ConsoleServer
 
     token = args.token or os.environ.get(_env.CONSOLE_TOKEN) or None
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput.store import resolve_store_url, store_file
 
-    url = resolve_store_url(args.store, "--store")
-    db = url[len("sqlite://") :] if url.startswith("sqlite://") else None
+    db = store_file(resolve_store_url(args.store, "--store"))
     created = [p for p in ((db, db + "-wal", db + "-shm") if db else ()) if not os.path.exists(p)]
     srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token,
                         store_process=not args.in_process_store)

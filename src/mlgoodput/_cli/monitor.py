@@ -57,22 +57,17 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mlgoodput.accounting import GoodputCalculator
-    from mlgoodput.export import (
-        CloudMonitoringExporter,
-        GCPOptions,
-        OTLPExporter,
-        PrometheusExporter,
-    )
+    from mlgoodput.export import GCPOptions, make_exporter
     from mlgoodput.monitoring import GoodputMonitor
 
     logger_name = _default_logger(args.store, args.job, args.logger_name)
     exporters: list[Any] = []
     if args.prometheus_port is not None:
-        exporters.append(PrometheusExporter(port=args.prometheus_port, addr=args.prometheus_addr))
+        exporters.append(make_exporter("prometheus", port=args.prometheus_port, addr=args.prometheus_addr))
     if args.otlp_endpoint:
-        exporters.append(OTLPExporter(endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
+        exporters.append(make_exporter("otlp", endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
     if args.gcp_project:
-        exporters.append(CloudMonitoringExporter(GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
+        exporters.append(make_exporter("gcp", gcp_options=GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
     if not exporters and not args.tensorboard_dir:
         raise ValueError("nothing to upload to: give --tensorboard-dir, --prometheus-port, --otlp-endpoint or --gcp-project")
     monitor = GoodputMonitor(
@@ -146,15 +141,16 @@ def _default_logger(store: str | None, job: str, given: str | None = None) -> st
 
     from mlgoodput._cli._common import CLIError, open_read_store
     from mlgoodput._cli.report import loggers_for, resolve_logger
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput.store import resolve_store_url, store_file
 
     url = resolve_store_url(store, "--store")
-    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://") :]):
+    path = store_file(url)
+    if path is not None and not os.path.exists(path):
         # started before the job: fine, it waits for the job's first events; but a folder
         # that does not exist is a typo, not a job to come
-        folder = os.path.dirname(url[len("sqlite://") :])
+        folder = os.path.dirname(path)
         if not os.path.isdir(folder):
-            raise CLIError(f"no store at {url[len('sqlite://'):]} and no folder {folder} for it"
+            raise CLIError(f"no store at {path} and no folder {folder} for it"
                            " (check --store or MLGOODPUT_STORE)")
         return given or f"goodput_{job}"
     st = open_read_store(store, "--store", recover=False)

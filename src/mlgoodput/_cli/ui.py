@@ -25,15 +25,17 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput._endpoint import HostPort, check_host, check_port
+    from mlgoodput.store import resolve_store_url, store_file
 
-    if not 0 <= args.port <= 65535:
-        raise ValueError(f"--port must be 0..65535, got {args.port}")
+    args.host = check_host(args.host, "--host")
+    check_port(args.port, "--port")
     if not args.stale_after > 0:
         raise ValueError(f"--stale-after must be a positive number of seconds, got {args.stale_after}")
     url = resolve_store_url(args.store, "--store")
-    if url.startswith("sqlite://") and not os.path.exists(url[len("sqlite://"):]):
-        raise LookupError(f"--store: no store at {url[len('sqlite://'):]} (record a job first, or run `make demo`)")
+    path = store_file(url)
+    if path is not None and not os.path.exists(path):
+        raise LookupError(f"--store: no store at {path} (record a job first, or run `make demo`)")
     from mlgoodput._cli._common import open_read_store
     from mlgoodput.ui import serve
 
@@ -41,4 +43,4 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return serve(store, args.host, args.port, stale_after_s=args.stale_after)
     except OSError as e:
-        raise LookupError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
+        raise LookupError(f"cannot serve on {HostPort(args.host, args.port)}: {e.strerror or e}") from None

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-import mlgoodput
 from mlgoodput._journal import journal_dirs, recover_journals
-from mlgoodput.store import open_store, resolve_store_url
+from mlgoodput._spawn import start_python
+from mlgoodput.store import open_store, resolve_store_url, store_file
 
 DEFAULT_WORKLOAD = "mlgoodput._demo.workload_sim"
 JAX_WORKLOAD = "mlgoodput._demo.workload_jax"
@@ -119,20 +119,15 @@ def _fresh_store(cfg: DemoConfig) -> str:
 DEMO_CPU_PEAK_FLOPS = "1e11"
 
 
-def _child_env() -> dict[str, str]:
-    pkg_root = str(Path(mlgoodput.__file__).resolve().parents[1])
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": pkg_root + (os.pathsep + path if path else ""), "PYTHONUNBUFFERED": "1"}
-
-
 def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int | None, ui: _Progress,
              seen: dict[str, Any] | None = None) -> int:
-    cmd = [sys.executable, "-m", cfg.workload, "--store", url, "--job", cfg.job, "--ckpt-dir", str(ckpt),
+    cmd = ["-m", cfg.workload, "--store", url, "--job", cfg.job, "--ckpt-dir", str(ckpt),
            "--steps", str(cfg.steps), "--time-scale", str(cfg.time_scale)]
-    env = _child_env()
-    env["MLGOODPUT_JOB_SUBMIT_TIME"] = repr(time.time())  # the supervisor "submits" each attempt now
-    env.setdefault("MLGOODPUT_CPU_PEAK_FLOPS", DEMO_CPU_PEAK_FLOPS)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    # the supervisor "submits" each attempt now
+    env = {"PYTHONUNBUFFERED": "1", "MLGOODPUT_JOB_SUBMIT_TIME": repr(time.time())}
+    if "MLGOODPUT_CPU_PEAK_FLOPS" not in os.environ:
+        env["MLGOODPUT_CPU_PEAK_FLOPS"] = DEMO_CPU_PEAK_FLOPS
+    p = start_python(cmd, extra_env=env, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     try:
         for raw in p.stdout:
@@ -206,7 +201,7 @@ def _advise(job: str, url: str, ui: _Progress) -> None:
 
 def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
     """The commands to try after the demo, exactly as they run in this environment."""
-    path = url[len("sqlite://") :] if url.startswith("sqlite://") else url
+    path = store_file(url) or url
     lines = ["", "Next, try these (the demo's job is in its own store):"]
     bindir = os.path.dirname(sys.executable)
     on_path = shutil.which("mlgoodput")

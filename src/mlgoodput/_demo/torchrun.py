@@ -8,13 +8,14 @@ torch.distributed.checkpoint and finish. Then the job's report, with the straggl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import IO
+
+from mlgoodput._spawn import start_python
 
 
 def _free_port() -> int:
@@ -45,7 +46,7 @@ def run_torch_demo(output_dir: Path, store: str | None, job: str, steps: int = 4
         for p in output_dir.glob("demo-torch.db*"):
             p.unlink()
         store = "sqlite://" + str(db.resolve())
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+    cmd = ["-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
            "--max-restarts=1", "--monitor-interval=0.1", "--rdzv-backend=c10d",
            f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "-m", "mlgoodput.torch._workload",
            "--store", store, "--job", job, "--ckpt-dir", str(ckpt), "--steps", str(steps),
@@ -53,8 +54,8 @@ def run_torch_demo(output_dir: Path, store: str | None, job: str, steps: int = 4
            "--step-s", "0.1"]
     print(f"$ torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload ... "
           f"(rank 1 is killed at step {kill})", file=out, flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = start_python(cmd, extra_env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         try:

@@ -16,9 +16,9 @@ from mlgoodput.export import (
     Exporter,
     ExporterProcess,
     GCPOptions,
-    TensorBoardExporter,
+    make_exporter,
 )
-from mlgoodput.store import resolve_store_url
+from mlgoodput.store import is_process_local, resolve_store_url
 
 log = logging.getLogger("mlgoodput")
 
@@ -135,19 +135,19 @@ class GoodputMonitor:
                 raise TypeError(f"store must be a URL, a path or a store with a .url, got {store!r}")
             store = url
         self.store_url = resolve_store_url(store)
-        if self.store_url.startswith("memory://"):
+        if is_process_local(self.store_url):
             raise ValueError(f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file")
         all_exporters: list[Exporter] = []
         if tensorboard_dir is not None and os.fspath(tensorboard_dir):
-            all_exporters.append(TensorBoardExporter(os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR),
-                                                     exclusive=True))
+            all_exporters.append(make_exporter("tensorboard", logdir=os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR),
+                                               exclusive=True))
         if gcp_options is not None and gcp_options.enabled and not any(isinstance(e, CloudMonitoringExporter) for e in exporters):
             g = gcp_options
             if not include_step_deviation and g.enable_gcp_step_deviation_metrics:
                 import dataclasses
 
                 g = dataclasses.replace(g, enable_gcp_step_deviation_metrics=False)
-            all_exporters.append(CloudMonitoringExporter(g))
+            all_exporters.append(make_exporter("gcp", gcp_options=g))
         if isinstance(exporters, (str, bytes)) or not isinstance(exporters, Sequence):
             raise TypeError(f"exporters must be a list of exporters from mlgoodput.export, got {exporters!r}")
         all_exporters.extend(exporters)

@@ -1,4 +1,5 @@
-"""Console addresses: `HOST:PORT` or `:PORT` (TCP), `unix:/path` or a bare name (Unix socket).
+"""Console addresses: `HOST:PORT`, `[IPv6]:PORT`, `:PORT` or `PORT` (TCP, parsed by
+`mlgoodput._endpoint.parse_address` as every server does), `unix:/path` or a bare name (Unix socket).
 
 A bare name lives in a private per-user directory (mode 0700, owned by the user), so only
 the user's own processes can reach it; TCP needs a token instead.
@@ -12,6 +13,8 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from mlgoodput._endpoint import parse_address as parse_host_port
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -61,13 +64,9 @@ def parse_address(address: object, arg: str = "address") -> Address:
         if not path:
             raise ValueError(f"{arg}: 'unix:' needs a path, got {address!r}")
         return Address(path=os.path.abspath(os.path.expanduser(path)))
-    if ":" in a:
-        host, _, port_s = a.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
-            raise ValueError(f"{arg}: the port must be a number 0..65535, got {address!r}")
-        return Address(host=host or "127.0.0.1", port=int(port_s))
+    if ":" in a or a.isdigit():
+        hp = parse_host_port(a, arg)
+        return Address(host=hp.host, port=hp.port)
     if _NAME.match(a):
         return Address(path=str(private_dir() / f"{a}.sock"))
     raise ValueError(

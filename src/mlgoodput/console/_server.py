@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from mlgoodput._endpoint import check_exposure
 from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
@@ -29,7 +30,7 @@ from mlgoodput.console._display import BarState, Display, clean
 from mlgoodput.console._sink import NAMESPACE, StoreSink
 from mlgoodput.console._storeproc import StoreProcess
 from mlgoodput.events import Event, Kind
-from mlgoodput.store import Store, open_store
+from mlgoodput.store import Store, is_process_local, open_store
 
 log = logging.getLogger("mlgoodput.console.server")
 
@@ -82,13 +83,14 @@ class ConsoleServer:
         self._own_store = not isinstance(store, Store) or isinstance(store, str)
         self.store = open_store(store)
         self.auth = not self._addr.is_unix
-        self.token = token or (secrets.token_hex(16) if self.auth else None)
+        # TCP always needs a token: other users of this machine can reach a loopback port
+        self.token = check_exposure(self._addr.host, token, always=True) if self.auth else (token or None)
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.handshake_timeout_s = handshake_timeout_s
         # store_process: write the store from a child process (a second CPU); needs a store
-        # other processes can open (not memory://)
+        # other processes can open (not a process-local one such as memory://)
         self.sink: StoreSink | StoreProcess
-        if store_process and not self.store.url.startswith("memory://"):
+        if store_process and not is_process_local(self.store.url):
             self.sink = StoreProcess(self.store.url, self.job)
         else:
             self.sink = StoreSink(self.store, self.job)

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
@@ -119,16 +120,13 @@ class StoreProcess(BackgroundWorker):
 
     # -- the child, from the parent ------------------------------------------------------
     def _spawn(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self._proc = subprocess.Popen(
-            # SIGINT ignored: a terminal's Ctrl-C reaches the whole group, and the server stops
-            # this child itself once it has stored everything
-            [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN);"
-             " import sys; from mlgoodput.console._storeproc import child_main;"
+        self._proc = start_python(
+            ["-c", "import sys; from mlgoodput.console._storeproc import child_main;"
              " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
-            process_group=0,  # a Ctrl-C while the child is still starting (before SIG_IGN) must not kill it
+            # Out of the terminal's process group, and SIGINT ignored: a terminal's Ctrl-C reaches
+            # the whole foreground group (even while this child is still starting), and the server
+            # stops this child itself once it has stored everything
+            ignore_sigint=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, process_group=0,
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)

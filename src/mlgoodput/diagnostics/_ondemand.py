@@ -14,12 +14,9 @@ Wire format: one JSON object per line, one request per connection, e.g.
 from __future__ import annotations
 
 import contextlib
-import hmac
-import ipaddress
 import json
 import logging
 import os
-import secrets
 import socket
 import threading
 import weakref
@@ -27,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from mlgoodput import _env, _profiler
+from mlgoodput._endpoint import check_exposure, is_loopback, token_matches
+from mlgoodput._endpoint import parse_address as parse_host_port
 from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
@@ -52,22 +51,20 @@ def _endpoint_dir(run_name: str) -> Path:
 
 
 def parse_address(address: str | None) -> tuple[int, Any]:
-    """(socket family, bind address) for `host:port`, `[v6]:port` or `unix:/path`; None is 127.0.0.1:0."""
+    """(socket family, bind address) for `unix:/path` or a TCP address as
+    `mlgoodput._endpoint.parse_address` reads it (`host:port`, `[v6]:port`, `:port`, `port`);
+    None is 127.0.0.1:0."""
     if address is None:
         return socket.AF_INET, ("127.0.0.1", 0)
     if not isinstance(address, str):
-        raise TypeError(f"on_demand_address must be 'HOST:PORT' or 'unix:/path', got {address!r}")
+        raise TypeError(f"on_demand_address must be 'HOST:PORT', ':PORT' or 'unix:/path', got {address!r}")
     if address.startswith("unix:"):
         path = address[len("unix:") :]
         if not path:
             raise ValueError(f"on_demand_address: empty Unix socket path in {address!r}")
         return socket.AF_UNIX, path
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"on_demand_address must be 'HOST:PORT' or 'unix:/path', got {address!r}")
-    host = host.strip("[]") or "127.0.0.1"
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return fam, (host, int(port))
+    hp = parse_host_port(address, "on_demand_address")
+    return hp.family, (hp.host, hp.port)
 
 
 class OnDemandServer:
@@ -80,7 +77,7 @@ class OnDemandServer:
 
     def __init__(self, run: _run.MLRun, *, address: str | None = None, token: str | None = None) -> None:
         self.run = run
-        self.token = token or secrets.token_urlsafe(32)
+        self.token = check_exposure("", token, always=True)  # every request needs it, loopback too
         self._sock_id: tuple[int, int] | None = None
         fam, bind = parse_address(address)
         try:
@@ -91,7 +88,7 @@ class OnDemandServer:
             else:
                 sock = socket.socket(fam, socket.SOCK_STREAM)
                 try:
-                    if not ipaddress.ip_address(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]).is_loopback:
+                    if not is_loopback(bind[0]) and not is_loopback(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]):
                         log.warning("mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
                                     " still need the token, which travels unencrypted", address)
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -151,7 +148,7 @@ class OnDemandServer:
         if not isinstance(req, dict) or req.get("v") != PROTOCOL_VERSION:
             return {"ok": False, "error": f"bad request: protocol version must be {PROTOCOL_VERSION}"}
         tok = req.get("token")
-        if not isinstance(tok, str) or not hmac.compare_digest(tok.encode(), self.token.encode()):
+        if not token_matches(tok, self.token):
             return {"ok": False, "error": "unauthorized: wrong or missing token"}
         run = self.run
         info = {"run": run.name, "host": run.process_index, "pid": os.getpid(), "hostname": run.hostname}

@@ -15,7 +15,6 @@ import os
 import re
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,12 +35,13 @@ from mlgoodput.diagnostics._types import (
     ServingEngine,
 )
 from mlgoodput.events import Kind
+from mlgoodput.identity import WORKLOAD_ID_VARS, detect_identity, workload_id
 from mlgoodput.store import Store
 
 log = logging.getLogger("mlgoodput.diagnostics")
 
 #: Environment variables that identify one workload across restarts, first match wins.
-WORKLOAD_ID_ENVS = (_env.WORKLOAD_ID, "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+WORKLOAD_ID_ENVS = WORKLOAD_ID_VARS
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -61,11 +61,7 @@ def current_run() -> MLRun | None:
 
 
 def workload_id_from_env() -> str | None:
-    for var in WORKLOAD_ID_ENVS:
-        v = os.environ.get(var, "").strip()
-        if v and v.lower() != "none":
-            return v
-    return None
+    return workload_id()
 
 
 def run_name(name: str, workload_id: str | None, now: float | None = None) -> str:
@@ -78,20 +74,9 @@ def run_name(name: str, workload_id: str | None, now: float | None = None) -> st
 
 
 def process_index_from_env() -> int:
-    v = os.environ.get(_env.PROCESS_INDEX)
-    if v:
-        try:
-            return int(v)
-        except ValueError:
-            raise ValueError(f"${_env.PROCESS_INDEX} must be an integer, got {v!r}") from None
-    if "jax" in sys.modules:
-        try:
-            import jax
-
-            return int(jax.process_index())
-        except Exception:
-            pass
-    return 0
+    """This process's index, as `mlgoodput.identity.detect_identity()` finds it (the same
+    answer the recorder gets)."""
+    return detect_identity().process_index
 
 
 def resolve_profile_dir(gcs_path: str | os.PathLike[str] | None, name: str) -> str:

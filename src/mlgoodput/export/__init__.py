@@ -3,6 +3,8 @@
 Each exporter is cheap to build and picklable; it opens its backend when first used, in
 the process that uses it (normally an `ExporterProcess` child). Backend packages are
 imported lazily, so `import mlgoodput.export` needs only the standard library.
+The contract every exporter follows is in `_contract`; `make_exporter(name, **options)`
+builds one by its registered name (`_registry`).
 """
 
 from mlgoodput.export._base import Exporter, Sample
@@ -11,6 +13,8 @@ from mlgoodput.export._names import label_name
 from mlgoodput.export._otlp import OTLPExporter
 from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource
 from mlgoodput.export._prometheus import PrometheusExporter
+from mlgoodput.export._registry import exporter_names as exporter_names  # for other packages
+from mlgoodput.export._registry import make_exporter as make_exporter  # for other packages
 from mlgoodput.export._tensorboard import TensorBoardExporter
 
 __all__ = [

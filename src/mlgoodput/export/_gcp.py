@@ -11,6 +11,7 @@ from typing import Any
 from mlgoodput._gcp_metadata import metadata_value
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, family, label_name
+from mlgoodput.export._registry import register_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -330,3 +331,6 @@ class CloudMonitoringExporter:
                     client.transport.close()
                 except Exception:
                     pass
+
+
+register_exporter("gcp", CloudMonitoringExporter)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, family
+from mlgoodput.export._registry import register_exporter
 
 _PROTOCOLS = ("grpc", "http")
 
@@ -150,3 +151,6 @@ class OTLPExporter:
         exp, self._exporter = self._exporter, None
         if exp is not None:
             exp.shutdown(timeout_millis=(timeout_s or 5.0) * 1000)
+
+
+register_exporter("otlp", OTLPExporter)

@@ -34,15 +34,16 @@ import os
 import pickle
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
+from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._contract import check_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -97,15 +98,7 @@ class ExporterProcess:
             raise ValueError(f"export_interval_s must be > 0 or None, got {export_interval_s!r}")
         if not max_backoff_s > 0:
             raise ValueError(f"max_backoff_s must be > 0, got {max_backoff_s!r}")
-        exporters = list(exporters)
-        for e in exporters:
-            if not isinstance(e, Exporter):
-                raise TypeError(f"exporters must follow the Exporter protocol (export, shutdown), got {e!r}")
-            try:
-                pickle.dumps(e)
-            except Exception as err:
-                raise TypeError(f"exporter {e!r} cannot be sent to the exporter process: {err}") from err
-        self.exporters = exporters
+        self.exporters = [check_exporter(e) for e in exporters]  # the contract: _contract.py
         self.interval_s = float(interval_s)
         self.export_interval_s = export_interval_s
         self.max_backoff_s = float(max_backoff_s)
@@ -235,19 +228,13 @@ class ExporterProcess:
 
     def _spawn(self, timeout_s: float) -> None:
         parent_sock, child_sock = socket.socketpair()
-        paths = [os.path.abspath(p) for p in sys.path if p]
-        # SIGINT ignored: Ctrl-C in a terminal reaches the whole process group, and the parent
-        # must still be able to make its final upload through this process after it.
-        code = (
-            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            f"import sys; sys.path[:0] = {paths!r}; "
-            f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
-        )
-        env = dict(os.environ)
+        code = f"from mlgoodput.export._process_child import child_main; child_main({child_sock.fileno()})"
         try:
-            popen = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL
-            )
+            # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
+            # foreground group (even while this child is still starting), and the parent must still
+            # be able to make its final upload through this process after it.
+            popen = start_python(["-c", code], ignore_sigint=True, pass_fds=[child_sock.fileno()],
+                                 stdin=subprocess.DEVNULL, process_group=0)
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())

@@ -12,6 +12,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from mlgoodput._worker import BackgroundWorker
+from mlgoodput.export import _contract
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._process import SampleSource, SeriesKey, latest_by_series
 
@@ -185,7 +186,7 @@ class _Child:
 
 def _quiet_shutdown(exporter: Exporter, timeout_s: float) -> None:
     try:
-        exporter.shutdown(timeout_s)
+        _contract.close(exporter, timeout_s)
     except Exception as e:
         log.warning("exporter %r failed to shut down: %s", exporter, e)
 
@@ -199,9 +200,7 @@ def child_main(fd: int) -> None:
     opened: list[Exporter] = []
     try:
         for e in exporters:
-            opener = getattr(e, "start", None)
-            if callable(opener):
-                opener()
+            _contract.start(e)
             opened.append(e)
     except Exception as e:
         for o in opened:

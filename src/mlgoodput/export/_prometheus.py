@@ -7,11 +7,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from mlgoodput._endpoint import check_host
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name
 from mlgoodput.export._process import SeriesKey, series_key
 from mlgoodput.export._prom_metrics import metric_families, prometheus_name
 from mlgoodput.export._prometheus_http import ScrapeEndpoint, port_problem, render_registry
+from mlgoodput.export._registry import register_exporter
 
 log = logging.getLogger("mlgoodput")
 
@@ -46,6 +48,7 @@ class PrometheusExporter:
             raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
         if not isinstance(addr, str) or not addr:
             raise TypeError(f"addr must be a host address string, got {addr!r}")
+        addr = check_host(addr, "addr")
         if port:
             _warn_if_busy(addr, port)
         self.port = port
@@ -122,3 +125,6 @@ class _Collector:
     def collect(self) -> Iterator[Any]:
         _, core = _require_prometheus_client()
         yield from metric_families(self._exporter.snapshot(), core)
+
+
+register_exporter("prometheus", PrometheusExporter)

@@ -11,6 +11,7 @@ from typing import Any
 
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, tensorboard_tag
+from mlgoodput.export._registry import register_exporter
 from mlgoodput.export._tb_layout import condense_jax, layout, max_steps
 
 #: The lock file an exclusive writer holds in its folder (TensorBoard ignores it).
@@ -171,3 +172,6 @@ class TensorBoardExporter:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             os.close(fd)
+
+
+register_exporter("tensorboard", TensorBoardExporter)

@@ -19,21 +19,6 @@ from mlgoodput.jax._aggregate import Aggregator
 log = logging.getLogger("mlgoodput.jax")
 
 
-def process_index() -> int:
-    """`jax.process_index()`, but only once JAX's backends exist: asking earlier would
-    initialize them, and then a later `jax.distributed.initialize()` would fail."""
-    try:
-        from jax._src import xla_bridge
-
-        if not xla_bridge.backends_are_initialized():
-            return 0
-        import jax
-
-        return int(jax.process_index())
-    except Exception:
-        return 0
-
-
 def init(
     project_id: str | None = None,
     metric_prefix: str = _session.DEFAULT_METRIC_PREFIX,

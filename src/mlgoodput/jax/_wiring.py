@@ -43,9 +43,9 @@ def default_host(journal: Any) -> int:
     h = getattr(journal, "host", None)
     if isinstance(h, int):
         return h
-    from mlgoodput._recorder import detect_process_index
+    from mlgoodput.identity import detect_identity
 
-    return detect_process_index()
+    return detect_identity().process_index
 
 
 def metric_journal(store: Any, job_name: str, host: int) -> Any:

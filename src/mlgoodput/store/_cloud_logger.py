@@ -18,7 +18,9 @@ import urllib.parse
 from typing import Any
 
 from mlgoodput.events import EventBatch
+from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Columns
+from mlgoodput.store._exactly_once import WriterMarks
 from mlgoodput.store._logschema import JOB_NAME, to_event, to_payload
 from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
 
@@ -51,7 +53,7 @@ class CloudLoggerStore:
         except (TypeError, ValueError):
             self._incremental = False
         self._lock = threading.RLock()
-        self._next_seq: dict[int, int] = {}
+        self._marks = WriterMarks()
         self._last_info: Any = None
         self._seen: set[int] = set()
         self._parts: dict[str, list[Columns]] = {}  # job -> chunks, in the order read
@@ -67,14 +69,16 @@ class CloudLoggerStore:
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         self._check(namespace, job)
         with self._lock:
-            expected = self._next_seq.get(batch.writer, 0)
-            skip = max(0, expected - batch.first_seq)
-            for i, e in enumerate(batch.events[skip:], start=batch.first_seq + skip):
+            part = self._marks.new_part(batch)
+            if part is None:
+                return
+            for i, e in enumerate(batch.events[part.skip:], start=part.first):
                 try:
                     self.cloud_logger.write_cloud_logging_entry(to_payload(job, e))
                 except Exception as err:
                     raise StoreError(f"{self.url}: write_cloud_logging_entry failed: {err}") from err
-                self._next_seq[batch.writer] = i + 1
+                _exactly_once.before_mark(part)
+                self._marks.advance(batch.writer, i + 1)
 
     def _fetch(self) -> list[dict[str, Any]]:
         try:

@@ -31,9 +31,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mlgoodput.events import EventBatch
+from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Columns
+from mlgoodput.store._exactly_once import WriterMarks
 from mlgoodput.store._logschema import JOB_NAME, to_event, to_payload
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._registry import StoreBackend, register
 
 SCHEME = "cloudlogging://"
 log = logging.getLogger("mlgoodput.store")
@@ -191,7 +194,7 @@ class CloudLoggingStore:
         self._client = client
         self._owns_client = client is None
         self._lock = threading.RLock()
-        self._next_seq: dict[tuple[str, int], int] = {}
+        self._marks = WriterMarks()  # per log: a crash before a mark only makes ids readers drop
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._jobs_scan: _Scan | None = None
         self._jobs: dict[tuple[str, str], list[float]] = {}
@@ -267,17 +270,16 @@ class CloudLoggingStore:
         replay from another process recognisable to readers."""
         log_name = self.log_name(namespace)
         with self._lock:
-            key = (log_name, batch.writer)
-            skip = max(0, self._next_seq.get(key, 0) - batch.first_seq)
-            events = batch.events[skip:]
-            if not events:
+            part = self._marks.new_part(batch, log_name)
+            if part is None:
                 return
+            events = batch.events[part.skip:]
             from google.cloud.logging_v2.types import log_entry
             from google.protobuf import struct_pb2
 
             entry_cls = log_entry.LogEntry.pb()
             now_ns = time.time_ns()
-            first = batch.first_seq + skip
+            first = part.first
             chunk: list[Any] = []
             size = 0
             chunk_first = first
@@ -290,12 +292,14 @@ class CloudLoggingStore:
                 n = entry.ByteSize()
                 if chunk and (len(chunk) >= MAX_ENTRIES_PER_WRITE or size + n > MAX_BYTES_PER_WRITE):
                     self._write(log_name, chunk)
-                    self._next_seq[key] = chunk_first + len(chunk)
+                    _exactly_once.before_mark(part)
+                    self._marks.advance(batch.writer, chunk_first + len(chunk), log_name)
                     chunk_first, chunk, size = chunk_first + len(chunk), [], 0
                 chunk.append(entry)
                 size += n
             self._write(log_name, chunk)
-            self._next_seq[key] = chunk_first + len(chunk)
+            _exactly_once.before_mark(part)
+            self._marks.advance(batch.writer, chunk_first + len(chunk), log_name)
 
     def _write(self, log_name: str, entries: list[Any]) -> None:
         from google.cloud.logging_v2.types import logging as logging_types
@@ -403,3 +407,12 @@ class CloudLoggingStore:
                 transport.close()
             except Exception:
                 pass
+
+
+def _canonical(url: str, arg: str) -> str:
+    parse_url(url, arg)  # a malformed URL fails here, with the argument's name
+    return url
+
+
+register(StoreBackend("cloudlogging", ("cloudlogging",), CloudLoggingStore, "cloudlogging://PROJECT/LOG_NAME",
+                      canonical=_canonical))

@@ -6,8 +6,11 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from mlgoodput.events import EventBatch
+from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Columns
+from mlgoodput.store._exactly_once import WriterMarks
 from mlgoodput.store._protocol import JobInfo, ReadResult
+from mlgoodput.store._registry import StoreBackend, register
 
 
 class MemoryStore:
@@ -17,21 +20,20 @@ class MemoryStore:
         self.url = url
         self._lock = threading.Lock()
         self._chunks: list[tuple[str, str, Columns]] = []  # index + 1 is the cursor
-        self._next_seq: dict[int, int] = {}
+        self._marks = WriterMarks()
         self._jobs: dict[tuple[str, str], list[float]] = {}
         self._states: dict[tuple[str, str], list[bytes]] = {}
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        writer, first_seq, cols = batch.writer, batch.first_seq, Columns.from_events(batch.events)
-        with self._lock:
-            expected = self._next_seq.get(writer, 0)
-            skip = max(0, expected - first_seq)
-            if skip >= len(cols):
+        with self._lock:  # the rows and the mark change together: nothing to crash between
+            part = self._marks.new_part(batch)
+            if part is None:
                 return
-            kept = cols.slice(skip) if skip else cols
+            kept = Columns.from_events(batch.events[part.skip:])
+            _exactly_once.before_mark(part)
             self._chunks.append((namespace, job, kept))
-            self._next_seq[writer] = first_seq + len(cols)
+            self._marks.advance(part.writer, part.mark)
             info = self._jobs.setdefault((namespace, job), [0, min(kept.times), max(kept.times)])
             info[0] += len(kept)
             info[1] = min(info[1], min(kept.times))
@@ -69,3 +71,6 @@ class MemoryStore:
 
     def close(self) -> None:
         self.closed = True
+
+
+register(StoreBackend("memory", ("memory",), MemoryStore, "memory://NAME", process_local=True))

@@ -17,8 +17,11 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mlgoodput.events import EventBatch
+from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
+from mlgoodput.store._registry import StoreBackend, register
 from mlgoodput.store._state import PAGE_ROWS
 
 MAX_CHUNK_EVENTS = 65536
@@ -130,16 +133,16 @@ class PostgresStore:
         expected = conn.execute(
             "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,)
         ).fetchone()[0]
-        skip = max(0, expected - first_seq)
-        if skip >= n:
+        part = new_part(writer, first_seq, n, expected)
+        if part is None:
             return
-        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
-            chunks = rest(skip)
+        if part.skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = rest(part.skip)
         # the rows go in first under placeholder (negative) cursors, before the job's stream
         # row is locked, so the lock covers a few small updates and the commit, not the upload
         tmp = -random.getrandbits(62) - 1
         lo, hi, total = float("inf"), float("-inf"), 0
-        first = first_seq + skip
+        first = part.first
         now = time.time()
         with conn.cursor().copy(
             "COPY mlgoodput_chunks (ns, job, seq, writer, first_seq, n, stored_at, kinds, times, hosts,"
@@ -167,9 +170,10 @@ class PostgresStore:
             " last_time = GREATEST(COALESCE(last_time, %s), %s) WHERE ns = %s AND job = %s",
             (seq, total, lo, lo, hi, hi, ns, job),
         )
+        _exactly_once.before_mark(part)
         conn.execute(
             "UPDATE mlgoodput_writers SET next_seq = %s WHERE writer = %s",
-            (first_seq + n, writer),
+            (part.mark, writer),
         )
 
     def identity(self) -> str:
@@ -328,3 +332,6 @@ CREATE TABLE IF NOT EXISTS mlgoodput_state_pieces (
     data BYTEA NOT NULL, PRIMARY KEY (ns, job, gen, i)
 );
 """
+
+
+register(StoreBackend("postgres", ("postgresql", "postgres"), PostgresStore, "postgresql://..."))

@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mlgoodput.events import Event, EventBatch
+from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
+from mlgoodput.store._registry import StoreBackend, register
 from mlgoodput.store._state import PAGE_ROWS
 
 T = TypeVar("T")
@@ -225,6 +228,9 @@ class SQLiteStore:
             except sqlite3.Error as e:
                 self._rollback()
                 raise StoreError(f"cannot append to SQLite store {self.path!r}: {e}") from e
+            except BaseException:  # an interrupt mid-write: store none of it, as a crash would
+                self._rollback()
+                raise
 
     def _rollback(self) -> None:
         """End a failed transaction, if one is open (a failure to do so changes nothing)."""
@@ -247,13 +253,12 @@ class SQLiteStore:
     ) -> None:
         """One writer's run, inside the caller's transaction; what the store has is skipped."""
         row = conn.execute("SELECT next_seq FROM writers WHERE writer = ?", (writer,)).fetchone()
-        expected = row[0] if row else 0
-        skip = max(0, expected - first_seq)
-        if skip >= n:
+        part = new_part(writer, first_seq, n, row[0] if row else 0)
+        if part is None:
             return
-        if skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
-            chunks = rest(skip)
-        first = first_seq + skip
+        if part.skip:  # a replay that overlaps what is stored: encode the rest (rare, after a crash)
+            chunks = rest(part.skip)
+        first = part.first
         now = time.time()
         t_lo, t_hi, total = float("inf"), float("-inf"), 0
         for ch in chunks:
@@ -265,10 +270,11 @@ class SQLiteStore:
                  ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
             )
             t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
+        _exactly_once.before_mark(part)
         conn.execute(
             "INSERT INTO writers(writer, next_seq) VALUES (?, ?)"
             " ON CONFLICT(writer) DO UPDATE SET next_seq = excluded.next_seq",
-            (writer, first_seq + n),
+            (writer, part.mark),
         )
         conn.execute(
             "INSERT INTO streams(ns, job, events, first_time, last_time) VALUES (?, ?, ?, ?, ?)"
@@ -443,3 +449,22 @@ CREATE TABLE IF NOT EXISTS state_pieces (
     data BLOB NOT NULL, PRIMARY KEY (ns, job, gen, i)
 );
 """
+
+
+def _canonical(url: str, arg: str) -> str:
+    path = url[len("sqlite://") :]
+    if not path or path == "/:memory:":
+        raise ValueError(f"{arg}: an in-memory SQLite store cannot be shared; use memory://NAME, got {url!r}")
+    return "sqlite://" + os.path.abspath(path)
+
+
+def _file_of(url: str) -> str:
+    return url[len("sqlite://") :] if url.startswith("sqlite://") else url
+
+
+def _open(url: str) -> SQLiteStore:
+    return SQLiteStore(_file_of(url))
+
+
+register(StoreBackend("sqlite", ("sqlite",), _open, "sqlite:///path.db", canonical=_canonical,
+                      file_of=_file_of, takes_paths=True))

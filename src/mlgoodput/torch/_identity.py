@@ -10,9 +10,10 @@ per-host step statistics and the straggler analysis.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from mlgoodput.identity import detect_identity, from_torchrun
 
 __all__ = ["TorchrunIdentity", "torchrun_identity"]
 
@@ -44,54 +45,26 @@ class TorchrunIdentity:
         return f"torchrun-{self.run_id}" if self.run_id else "torch_job"
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        v = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"${name} must be an integer, got {raw!r}") from None
-    if v < minimum:
-        raise ValueError(f"${name} must be >= {minimum}, got {raw!r}")
-    return v
-
-
 def torchrun_identity(env: Mapping[str, str] | None = None) -> TorchrunIdentity:
     """This process's identity from torchrun's variables (`env`: default os.environ); a
-    process started without a launcher is rank 0 of 1. An initialized torch.distributed
-    process group, when there is one, wins for rank and world size."""
+    process started without a launcher is rank 0 of 1. A torchrun variable that is not a
+    usable integer raises ValueError naming it. The rank is the one every part of mlgoodput
+    uses (`mlgoodput.identity.detect_identity`): an initialized torch.distributed process
+    group, when there is one, wins over the environment."""
     e = os.environ if env is None else env
-    rank = _int(e, "RANK", 0, 0)
-    world = _int(e, "WORLD_SIZE", 1, 1)
-    if env is None:
-        pg = _process_group()
-        if pg is not None:
-            rank, world = pg
-    if rank >= world:
-        raise ValueError(f"$RANK ({rank}) must be below $WORLD_SIZE ({world})")
-    run_id = e.get("TORCHELASTIC_RUN_ID") or None
+    tr = from_torchrun(e)  # checks torchrun's variables: a bad one fails here, naming it
+    ident = detect_identity(env=e, runtimes=env is None)
+    rank = ident.process_index
+    world = ident.process_count
+    if world is None:
+        world = tr.count if tr is not None and tr.count is not None and tr.count > rank else rank + 1
+    local = tr.local_rank if tr is not None and tr.local_rank is not None else ident.local_rank
     return TorchrunIdentity(
         rank=rank,
-        local_rank=_int(e, "LOCAL_RANK", 0, 0),
+        local_rank=local,
         world_size=world,
-        restart_count=_int(e, "TORCHELASTIC_RESTART_COUNT", 0, 0),
-        run_id=run_id,
-        hostname=socket.gethostname(),
+        restart_count=ident.attempt,
+        run_id=e.get("TORCHELASTIC_RUN_ID") or None,
+        hostname=ident.hostname,
         launched="RANK" in e or "TORCHELASTIC_RUN_ID" in e,
     )
-
-
-def _process_group() -> tuple[int, int] | None:
-    """(rank, world size) of an initialized default process group; never imports torch."""
-    import sys
-
-    dist = sys.modules.get("torch.distributed")
-    if dist is None:
-        return None
-    try:
-        if dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank()), int(dist.get_world_size())
-    except Exception:  # a torch we do not understand: the environment decides
-        return None
-    return None

@@ -8,13 +8,10 @@ requests whose Host header names another machine (a page elsewhere rebinding its
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 import math
 import mimetypes
 import re
-import secrets
 import socket
 import threading
 import time
@@ -25,6 +22,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from mlgoodput._endpoint import (
+    HostPort,
+    check_exposure,
+    check_host,
+    check_port,
+    is_loopback,
+    token_matches,
+)
 from mlgoodput.store import Store
 from mlgoodput.ui._api import Api, ApiError
 
@@ -43,15 +48,6 @@ def assets_missing() -> list[str]:
     return [n for n in ("uPlot.iife.min.js", "uPlot.min.css") if not (VENDOR / n).is_file()]
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 class UIServer(ThreadingHTTPServer):
     """Serves one store's pages and API; `token` is None on loopback."""
 
@@ -60,14 +56,13 @@ class UIServer(ThreadingHTTPServer):
 
     def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
                  stale_after_s: float = 120.0, clock: Callable[[], float] = time.time) -> None:
+        host = check_host(host, "host")
+        port = check_port(port, "port")
         self.loopback = is_loopback(host)
-        if not self.loopback and not token:
-            token = secrets.token_urlsafe(24)
-        self.token = token
+        self.token = check_exposure(host, token)
         self.api = Api(store, stale_after_s=stale_after_s, clock=clock)
-        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-        self.address_family = family
-        super().__init__((host.strip("[]"), port), _Handler)
+        self.address_family = HostPort(host, port).family
+        super().__init__((host, port), _Handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -143,16 +138,16 @@ class _Handler(BaseHTTPRequestHandler):
                 return False, False
         if srv.token is None:
             return True, False
-        want = srv.token.encode()
+        want = srv.token
         given = query.get("token", [""])[0]
-        if given and hmac.compare_digest(given.encode(), want):
+        if given and token_matches(given, want):
             return True, True
         for part in (self.headers.get("Cookie") or "").split(";"):
             k, _, v = part.strip().partition("=")
-            if k == COOKIE and hmac.compare_digest(v.encode(), want):
+            if k == COOKIE and token_matches(v, want):
                 return True, False
         auth = self.headers.get("Authorization") or ""
-        if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(), want):
+        if auth.startswith("Bearer ") and token_matches(auth[7:].strip(), want):
             return True, False
         return False, False
 

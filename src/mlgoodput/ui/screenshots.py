@@ -80,14 +80,14 @@ def _with_sample(store: str, out: Path) -> str:
     import shutil
     import subprocess
 
-    from mlgoodput.store import resolve_store_url
+    from mlgoodput.store import resolve_store_url, store_file
 
-    url = resolve_store_url(store)
+    path = store_file(resolve_store_url(store))
     out.mkdir(parents=True, exist_ok=True)
     copy = out / "store.db"
     copy.unlink(missing_ok=True)
-    if url.startswith("sqlite://") and Path(url[len("sqlite://"):]).exists():
-        shutil.copyfile(url[len("sqlite://"):], copy)
+    if path is not None and Path(path).exists():
+        shutil.copyfile(path, copy)
     subprocess.run([sys.executable, "-m", "mlgoodput._demo.workload_ui", "--store", str(copy),
                     "--job", "ui-sample", "--steps", "80"], check=True, capture_output=True)
     return str(copy)
