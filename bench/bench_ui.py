@@ -8,7 +8,8 @@ page's series), then the page opened in the browser with the server warm: the pa
 first byte, the time until the timeline and step chart are drawn, and the bytes of JSON the
 page fetched. Each job is opened twice, by two server starts on the same store: first with no
 saved accounting state (the job's first ever open), then again (what a user who reopens the UI
-sees: the state the first server saved is there). Target (issue 14): the 10-million-step,
+sees: the accounting's state and the UI's block summaries (ui/_saved.py) that the first server
+saved are there). Target (issue 14): the 10-million-step,
 256-host job opens in under 2 s.
 
     python bench/bench_ui.py [--sizes 10000,1000000,10000000] [--hosts 256]
@@ -67,13 +68,14 @@ def build(path: str, n_steps: int, hosts: int) -> tuple[int, float]:
 
 
 def has_state(path: str) -> bool:
-    """Whether the store holds a saved accounting state for the job."""
+    """Whether the store holds a saved accounting state for the job, and the UI's saved series."""
     from mlgoodput.store import SQLiteStore
+    from mlgoodput.ui import _saved
 
     st = SQLiteStore(path)
     try:
         got = st.load_state("goodput_big", "big")
-        return got is not None and next(iter(got), None) is not None
+        return got is not None and next(iter(got), None) is not None and _saved.load(st, "goodput_big", "big") is not None
     finally:
         st.close()
 
@@ -113,6 +115,7 @@ def measure(path: str) -> dict[str, float]:
             out.update(ttfb_ms=ttfb, ready_ms=ready, json_kb=size / 1024)
         finally:
             b.close()
+        srv.api.keep_all()  # the UI's series saved now (the server saves them in the background)
     finally:
         srv.stop()
         st.close()
@@ -137,6 +140,7 @@ def main() -> int:
     a = ap.parse_args()
     from mlgoodput.accounting._calculator import SNAPSHOT_EVERY
     from mlgoodput.ui._browser import browser_missing
+    from mlgoodput.ui._saved import MIN_STEPS
 
     why = browser_missing()
     if why:
@@ -152,7 +156,7 @@ def main() -> int:
             for state in ("absent", "present"):
                 before = has_state(path)
                 m = measure_apart(path)
-                expect = state == "present" and events >= SNAPSHOT_EVERY  # a smaller job keeps no state
+                expect = state == "present" and events >= SNAPSHOT_EVERY and n >= MIN_STEPS  # a smaller job keeps none
                 rows.append((n, hosts, events, gen_s, f"{'none' if state == 'present' and not before else state}{'' if before == expect else '?'}", m))
                 print(f"  {n:,} steps, {hosts} hosts, state {state} (found: {before}): {m}", file=sys.stderr, flush=True)
             os.remove(path)  # the next job's store is built in its place: one big file at a time
@@ -165,8 +169,8 @@ def main() -> int:
           "\nthe start when no saved state is there, else the saved state and what is newer);"
           "\npage: opened in headless Chromium with the server warm (median of 3); target: under 2000 ms."
           "\nsaved state: absent = the job's first ever open, present = a second server start on the same store,"
-          "\nnone = a second start that found no state (a job under SNAPSHOT_EVERY events keeps none: reading it is"
-          "\ncheap); a '?' marks a state found where none was expected or the reverse.")
+          "\nnone = a second start that found no state (a job under SNAPSHOT_EVERY events, or under"
+          "\nui._saved.MIN_STEPS steps, keeps none: reading it is cheap); a '?' marks a state found where none was expected or the reverse.")
     return 0
 
 

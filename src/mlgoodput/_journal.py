@@ -24,13 +24,13 @@ import threading
 import time
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mlgoodput import _env
 from mlgoodput._segment import (
     BODY,
-    BODY_AT,
     DEFAULT_SEGMENT_SIZE,
     HEADER_SIZE,
     LEN,
@@ -45,7 +45,6 @@ from mlgoodput._segment import (
     Decoded,
     Segment,
     create_segment,
-    decode_records,
     decode_records_v1,
     encode_extra,
     fit_segment_size,
@@ -53,9 +52,11 @@ from mlgoodput._segment import (
     read_image,
     write_watermark,
 )
-from mlgoodput._worker import BackgroundWorker
+from mlgoodput._segment_columns import decode_columns
+from mlgoodput._worker import BackgroundWorker, at_fork_in_child, exit_time_left
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import (
+    ColumnEvents,
     Store,
     StoreReplacedError,
     is_process_local,
@@ -73,7 +74,7 @@ SHIP_BATCH = 65536  # events per store append
 SHIP_INTERVAL_S = 0.5
 _NAN = float("nan")
 _pack_body = BODY.pack
-_pack_tag = TAG.pack_into
+_pack_tagged = struct.Struct(f"{TAG.format}{BODY.size}s").pack_into  # TAG, then the packed BODY
 _pack_len = LEN.pack_into
 _crc32 = zlib.crc32
 
@@ -226,12 +227,11 @@ class Journal(BackgroundWorker):
                                   NO_STEP if step is None else step, _NAN if value is None else value)
             except struct.error as e:  # nothing is written
                 raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
-            buf[off + BODY_AT : off + REC] = body
             if extra:
                 buf[off + REC : off + need] = extra
-                _pack_tag(buf, off + 4, SYNC, _crc32(extra, _crc32(body)))
+                _pack_tagged(buf, off + 4, SYNC, _crc32(extra, _crc32(body)), body)
             else:
-                _pack_tag(buf, off + 4, SYNC, _crc32(body))
+                _pack_tagged(buf, off + 4, SYNC, _crc32(body), body)  # marker, checksum and payload at once
             _pack_len(buf, off, need)  # the length goes last: it commits the record
             seg.off = off + ((need + 7) & ~7)
             seg.count += 1
@@ -264,7 +264,7 @@ class Journal(BackgroundWorker):
             except OSError as e:
                 err = e
         self._fallback = f"no journal file could be made in {self._dirs[0]}: {err}"
-        self._note_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
+        self._report_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
                                  "keeping events in memory until one can be made"))
         return memory_segment(size, self.host, self._meta)
 
@@ -319,17 +319,19 @@ class Journal(BackgroundWorker):
             )
         for seg, count, off in snaps:
             while seg.shipped < count:
-                d = decode_records(seg.buf, seg.shipped_off, off, self.host, SHIP_BATCH, seg.shipped)
-                if d.events:
-                    self._ship(store, EventBatch(seg.writer, d.first_index, d.events))
-                    self.shipped += len(d.events)
+                # records -> columns directly: no Event object per record on this interpreter
+                d = decode_columns(seg.buf, seg.shipped_off, off, self.host, SHIP_BATCH, seg.shipped)
+                n = len(d.columns)
+                if n:
+                    self._ship(store, EventBatch(seg.writer, d.first_index, ColumnEvents(d.columns)))
+                    self.shipped += n
                     if not seg.durable:
-                        self.volatile += len(d.events)
+                        self.volatile += n
                 lost = d.lost + (count - d.next_index if d.at_end and d.next_index < count else 0)
                 if lost:
                     self._report_lost(seg, lost)
                 seg.mark_shipped(max(d.next_index, count) if d.at_end else d.next_index, d.end)
-                if not d.events and d.at_end:
+                if not n and d.at_end:
                     break
             if seg.sealed and seg.shipped >= seg.count:
                 with self._lock:
@@ -349,7 +351,10 @@ class Journal(BackgroundWorker):
                 _recover_dead(store, self.url, self._dirs)
             self._recovered = True
         with self._lock:
-            return all(s.shipped >= s.count for s in [*self._sealed, *([self._active] if self._active else [])])
+            backlog = any(s.shipped < s.count for s in [*self._sealed, *([self._active] if self._active else [])])
+        if backlog:
+            self.wake()  # appended during this round: go again at once, not after the interval
+        return True  # everything appended before this round started is in the store
 
     def _report_lost(self, seg: Segment, n: int) -> None:
         """Damaged records in this process's own segment (its memory was overwritten)."""
@@ -385,7 +390,7 @@ class Journal(BackgroundWorker):
         self._shipper = self._thread
         return super().close(timeout_s)
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         _live.discard(self)
         self._report_unshipped()
         t = self._shipper
@@ -428,7 +433,7 @@ class Journal(BackgroundWorker):
                         " and the next process that opens this store ships them", on_disk,
                         self.namespace, self.job, self.url, self._dirs[0])
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
         self._lock = threading.Lock()
         for s in [*self._sealed, *([self._active] if self._active else []), *([self._spare] if self._spare else [])]:
@@ -439,7 +444,6 @@ class Journal(BackgroundWorker):
         if self._owns_store:
             self._store = None  # reopened on first use, with a connection of the child's own
         self.appended = self.shipped = self.volatile = self.closed_appends = self.lost = 0
-        super()._after_fork_in_child()
 
     def stats(self) -> dict[str, int]:
         """Counters for operators and tests."""
@@ -451,7 +455,11 @@ class Journal(BackgroundWorker):
             "lost": self.lost,
             "store_changes": self.store_changes,
             "failures": self.failures,
+            "abandoned": self.abandoned,
         }
+
+    def _backlog(self) -> int:
+        return self.pending()
 
 
 # -- recovery ------------------------------------------------------------------------
@@ -603,20 +611,25 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
             return 0
         ns, job = str(img.meta.get("namespace")), str(img.meta.get("job"))
         data = os.pread(fd, size, 0)
-        decode = decode_records if img.version >= 2 else decode_records_v1
         off, nxt = img.shipped_off, img.shipped
         total = lost = 0
         while True:
-            d: Decoded = decode(data, off, size, img.host, SHIP_BATCH, nxt,
-                                *((img.committed, img.exact) if dead else (None, False)))
-            lost += d.lost
-            if d.events:
-                store.append(ns, job, EventBatch(img.writer, d.first_index, d.events))
-                total += len(d.events)
-            off, nxt = d.end, d.next_index
+            tail = (img.committed, img.exact) if dead else (None, False)
+            if img.version >= 2:
+                dc = decode_columns(data, off, size, img.host, SHIP_BATCH, nxt, *tail)
+                events: Sequence[Event] = ColumnEvents(dc.columns)
+                first, nxt, off, d_lost, at_end = dc.first_index, dc.next_index, dc.end, dc.lost, dc.at_end
+            else:
+                d: Decoded = decode_records_v1(data, off, size, img.host, SHIP_BATCH, nxt, *tail)
+                events = d.events
+                first, nxt, off, d_lost, at_end = d.first_index, d.next_index, d.end, d.lost, d.at_end
+            lost += d_lost
+            if events:
+                store.append(ns, job, EventBatch(img.writer, first, events))
+                total += len(events)
             if dead:
                 write_watermark(fd, nxt, off)
-            if d.at_end or (not d.events and not d.lost):
+            if at_end or (not events and not d_lost):
                 break
         if lost:
             _report_damage(store, url, ns, job, img.host, img.writer, lost, total, p)
@@ -683,17 +696,15 @@ def _set_aside(fd: int, p: Path, size: int) -> None:
 
 # -- process exit and fork -------------------------------------------------------------
 _live: set[Journal] = set()
-EXIT_TIMEOUT_S = 5.0
 
 
 def _close_all_at_exit() -> None:
-    """Ship what we can at exit within one shared deadline; the rest stays journaled."""
-    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    """Ship what we can within the process's exit deadline (EXIT_DEADLINE_S, shared with the
+    other at-exit closers); the rest stays journaled for the next process."""
     for j in list(_live):
-        left = max(0.0, deadline - time.monotonic())
         try:
             j._users = 1
-            j.close(left)
+            j.close(exit_time_left())
         except Exception:  # at exit, never raise; the journal file keeps the events
             pass
 
@@ -705,4 +716,4 @@ def _reset_registry_in_child() -> None:
 
 
 atexit.register(_close_all_at_exit)
-os.register_at_fork(after_in_child=_reset_registry_in_child)
+at_fork_in_child(_reset_registry_in_child)

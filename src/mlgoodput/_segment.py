@@ -73,6 +73,10 @@ def new_writer_id() -> int:
     return secrets.randbits(63) or 1
 
 
+# one encoder made once: json.dumps with options builds a new encoder at every call
+_encode_attrs = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
 def encode_extra(name: str | None, attrs: dict[str, Any] | None) -> tuple[int, bytes, int]:
     """(flags, extra bytes, name length) for the optional text fields of a record."""
     flags = 0
@@ -85,7 +89,7 @@ def encode_extra(name: str | None, attrs: dict[str, Any] | None) -> tuple[int, b
             raise ValueError(f"name must be at most {MAX_NAME_BYTES} bytes of UTF-8, got {len(nb)} bytes")
     if attrs is not None:
         flags |= 2
-        ab = json.dumps(attrs, separators=(",", ":"), default=str).encode("utf-8")
+        ab = _encode_attrs(attrs).encode("utf-8")
     return flags, nb + ab, len(nb)
 
 

@@ -3,7 +3,8 @@
 Each module there has `register(subparsers)`, which adds its parser and sets `func`
 (args -> exit code). Those modules import their implementation inside `func`, so building
 the parser (and `--help`) stays as cheap as starting Python. Every failure is one line on
-stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback.
+stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback, and
+one status line per background worker at exit.
 Nothing imports this module.
 """
 
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
     )
     p.add_argument("--version", action="version", version=_version())
-    p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of a failure and, at exit, the state of each background worker")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMANDS:
@@ -106,7 +108,7 @@ def fast_help() -> str | None:
         "options:",
         "  -h, --help  show this help message and exit",
         "  --version   show the version and exit",
-        "  --debug     show the traceback of a failure",
+        "  --debug     show the traceback of a failure and the background workers' state at exit",
         "",
         "`mlgoodput COMMAND --help` shows the options of a command.",
     ]
@@ -143,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("MLGOODPUT_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]  # accepted anywhere: `mlgoodput report ... --debug`
+    if debug:
+        from mlgoodput._worker import enable_debug_report
+
+        enable_debug_report()  # one status line per background worker at exit
     if argv == ["--version"]:
         print(_version())
         return 0

@@ -83,6 +83,25 @@ def test_fields_round_trip(store_url: str) -> None:
     st.close()
 
 
+def test_column_batches_store_what_event_batches_store(store_url: str) -> None:
+    """A journal ships columns (ColumnEvents); every store keeps them as it keeps events,
+    replays of them included."""
+    from mlgoodput.store._columns import ColumnEvents, Columns
+
+    st = open_store(store_url)
+    job = uuid.uuid4().hex
+    evs = [*steps(0, 6), Event(Kind.CUSTOM_START, 1010.0, 0, name="eval"),
+           Event(Kind.SLICE_COUNTS, 1011.0, 0, attrs={"active": 2}), *steps(6, 4, t0=1006.0)]
+    cols = ColumnEvents(Columns.from_events(evs))
+    w = uuid.uuid4().int >> 65
+    st.append("ns", job, EventBatch(w, 0, cols[:7]))
+    st.append("ns", job, EventBatch(w, 0, cols[:7]))  # the same batch again
+    st.append("ns", job, EventBatch(w, 5, cols[5:]))  # overlapping with what is stored
+    assert list(st.read("ns", job).columns.events()) == evs
+    assert {j.job: j for j in st.jobs()}[job].events == len(evs)
+    st.close()
+
+
 def _writer(url: str, job: str, host: int, n: int) -> None:
     st = open_store(url)
     writer = uuid.uuid4().int >> 65  # a fresh 63-bit writer id, as a journal has

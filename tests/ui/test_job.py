@@ -80,21 +80,35 @@ def test_view_from_saved_state_equals_one_read(name: str, tmp_path: Path, monkey
     st.close()
 
 
-def test_straggler_analysis_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The job page's straggler analysis comes from the view's own series; a job with more steps
-    than STRAGGLER_MAX_STEPS in all is shown without it (the page stays fast)."""
-    from mlgoodput.ui import _job
+def test_block_summaries_grown_with_restarts_equal_one_pass(tmp_path: Path) -> None:
+    """The step-duration blocks kept while a job grows (restarts arriving after their steps,
+    one stored late among steps already summarized) equal those of one read."""
+    from mlgoodput.events import Event, Kind
 
-    tl = scenario("s8_multihost_duplicates")
-    st = SQLiteStore(tmp_path / "s.db")
-    st.append("g", tl.job_name, EventBatch(1, 0, tl.events))
-    v = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
-    v.refresh()
-    rows = v.detail()["hosts"]
-    assert all("held_back_s" in r for r in rows) and len(rows) == 3
-    monkeypatch.setattr(_job, "STRAGGLER_MAX_STEPS", sum(len(h.times) for h in v.hosts.values()) - 1)
-    v2 = JobView(st, tl.job_name, "g", clock=lambda: tl.query)
-    v2.refresh()
-    d = v2.detail()
-    assert d["straggler"] is None and not any("held_back_s" in r for r in d["hosts"])
-    st.close()
+    ev = [Event(Kind.JOB_START, 0.0)]
+    t = 1.0
+    for k in range(3_000):
+        if k in (700, 1_900):
+            ev.append(Event(Kind.JOB_START, t + 0.2))
+            t += 2.0
+        ev.append(Event(Kind.STEP_START, t, 0, k))
+        t += 0.1 + (0.05 if k % 13 == 0 else 0.0)
+    late = Event(Kind.JOB_START, 50.05)  # between two steps summarized long before it is stored
+    grown = SQLiteStore(tmp_path / "grown.db")
+    live = JobView(grown, "j", "g", clock=lambda: 1e6)
+    for i in range(0, len(ev), 250):
+        grown.append("g", "j", EventBatch(1, i, ev[i : i + 250]))
+        live.refresh()
+    grown.append("g", "j", EventBatch(2, 0, [late]))
+    live.refresh()
+    whole = SQLiteStore(tmp_path / "whole.db")
+    whole.append("g", "j", EventBatch(1, 0, sorted([*ev, late], key=lambda e: e.time)))
+    once = JobView(whole, "j", "g", clock=lambda: 1e6)
+    once.refresh()
+    a, b = live.hosts[0].blocks, once.hosts[0].blocks
+    assert list(a.x) == list(b.x) and list(a.n) == list(b.n) and a.done == b.done
+    for mine, want in ((a.sum, b.sum), (a.lo, b.lo), (a.hi, b.hi)):
+        assert list(mine) == pytest.approx(list(want), nan_ok=True)
+    assert _charts.steps(live, 60) == _charts.steps(once, 60)
+    grown.close()
+    whole.close()

@@ -14,6 +14,7 @@ from mlgoodput.accounting._report import (
     SliceEfficiency,
 )
 from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting._timeline import HostLog, Timeline
 
 __all__ = [
     "PARTITION_BUCKETS",
@@ -25,10 +26,12 @@ __all__ = [
     "GoodputCalculator",
     "GoodputReport",
     "GoodputType",
+    "HostLog",
     "HostStepStats",
     "Productivity",
     "SliceEfficiency",
     "StepNums",
+    "Timeline",
     "advise",
     "retention_period",
 ]

@@ -20,6 +20,7 @@ from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
+from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.store import Columns, PagedStore, Store, open_store
 
 TimeArg = _dt.datetime | float | int | None
@@ -107,6 +108,12 @@ class GoodputCalculator:
     @property
     def store(self) -> Store:
         return self._store
+
+    @property
+    def timeline(self) -> Timeline:
+        """The events read so far, per host (the engine's own; read it, never change it). It is
+        replaced when the calculator starts from a saved state, and grows with each query."""
+        return self._engine.timeline
 
     def _refresh(self) -> None:
         try:

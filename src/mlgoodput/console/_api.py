@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mlgoodput import _env
+from mlgoodput._worker import exit_time_left
 from mlgoodput.console import _current
 from mlgoodput.console._client import ConsoleClient
 from mlgoodput.console._logging import ConsoleHandler, ExceptionForwarder, RecordFactory
@@ -187,7 +188,7 @@ def _forward_process_errors() -> None:
 
 def _leave_at_exit() -> None:
     try:
-        disconnect(timeout_s=5.0)
+        disconnect(timeout_s=exit_time_left())
     except Exception:
         pass
 

@@ -314,7 +314,7 @@ class ConsoleClient(BackgroundWorker):
             time.sleep(min(0.01, left))
         return True
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         if self._sock is not None:
             try:
                 self._sock.sendall(P.frame(P.Bye()))
@@ -322,14 +322,13 @@ class ConsoleClient(BackgroundWorker):
                 pass
         self._drop_connection()
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         if self._sock is not None:
             try:
                 self._sock.close()  # the parent keeps its connection; this copy is ours to drop
             except OSError:
                 pass
         self._reset()
-        super()._after_fork_in_child()
 
 
 def _readable(sock: socket.socket, wait_s: float) -> bool:

@@ -55,6 +55,8 @@ class BarState:
 class Display(BackgroundWorker):
     """Renders at about 10 frames a second on `file` (a terminal gets live bars)."""
 
+    after_fork = "stop"  # the screen belongs to the server's process
+
     def __init__(
         self,
         file: IO[str] | None = None,
@@ -221,16 +223,13 @@ class Display(BackgroundWorker):
             con.file.flush()
         return True
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         # the screen belongs to the server's process: a forked child never draws on it
-        self._init_sync()
-        self._thread = None
-        self._closed = True
         self._live = None
         self._lines.clear()
         self._notes.clear()
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         if self._live is not None:
             try:
                 self._live.stop()

@@ -146,7 +146,7 @@ class ConsoleServer:
         self._runs += 1
         ev = Event(_CLIENT, time.time(), 0, None, None, "serve",
                    {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": " ".join(sys.argv)[:500]})
-        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
     def stop(self, timeout_s: float = 10.0) -> bool:
@@ -388,7 +388,7 @@ class ConsoleServer:
     def _server_event(self, kind: Kind, process: int, what: str, st: ClientState) -> None:
         ev = Event(kind, time.time(), process, None, None, what,
                    {"client": st.client, "pid": st.pid, "hostname": st.hostname, "argv": st.argv})
-        self.sink.submit(self._writer_id, self._own_seq, [ev])
+        self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
     # -- records -------------------------------------------------------------------------
@@ -425,7 +425,7 @@ class ConsoleServer:
             if isinstance(sink, StoreProcess) and first == batch.first_seq:
                 sink.submit_raw(st.client, first, proc, len(records), body, stored)  # decoded over there
             else:
-                sink.submit(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
+                sink.submit_run(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
         else:
             events: list[Event] = []
             for r in records:
@@ -435,7 +435,7 @@ class ConsoleServer:
                     e = _records.to_event(r, proc, st.hostname, st.pid)
                     if e is not None:
                         events.append(e)
-            sink.submit(st.client, first, events, stored)
+            sink.submit_run(st.client, first, events, stored)
         # back-pressure: stop reading while the store falls far behind
         while sink.pending_events > 500_000:
             await asyncio.sleep(0.02)

@@ -30,6 +30,8 @@ class _Item:
 class StoreSink(BackgroundWorker):
     """Appends submitted event runs to `store` under (NAMESPACE, job), merging runs per writer."""
 
+    after_fork = "stop"  # the server's process stores what it received
+
     def __init__(self, store: Store, job: str, *, interval_s: float = 0.05) -> None:
         super().__init__("mlgoodput-console-store", interval_s=interval_s, max_backoff_s=2.0)
         self.store = store
@@ -39,7 +41,7 @@ class StoreSink(BackgroundWorker):
         self.pending_events = 0
         self.stored_events = 0
 
-    def submit(
+    def submit_run(
         self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
     ) -> None:
         with self._lock:
@@ -84,10 +86,7 @@ class StoreSink(BackgroundWorker):
         with self._lock:
             return not self._items
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         # the server's process stores what it received; a forked child has no part in it
-        self._init_sync()
-        self._thread = None
-        self._closed = True
         self._items.clear()
         self._lock = threading.Lock()

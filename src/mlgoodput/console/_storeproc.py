@@ -50,6 +50,8 @@ def _unpack_events(payload: bytes) -> list[Event]:
 class _AckReader(BackgroundWorker):
     """Reads the child's reports (blocking reads on its stdout) until the child ends."""
 
+    after_fork = "stop"  # the reports belong to the server's process
+
     def __init__(self, fd: int, on_ack: Callable[[int, int], None]) -> None:
         super().__init__("mlgoodput-console-store-acks", interval_s=0.05, max_backoff_s=0.05)
         self.fd = fd
@@ -71,15 +73,11 @@ class _AckReader(BackgroundWorker):
         self._buf = buf[n:]
         return True
 
-    def _after_fork_in_child(self) -> None:
-        # the reports belong to the server's process: a forked child must not read them
-        self._init_sync()
-        self._thread = None
-        self._closed = True
-
 
 class StoreProcess(BackgroundWorker):
-    """Feeds the child; same calls as StoreSink (`submit`, `pending_events`, `stored_events`)."""
+    """Feeds the child; same calls as StoreSink (`submit_run`, `pending_events`, `stored_events`)."""
+
+    after_fork = "stop"  # the store child belongs to the server's process
 
     def __init__(self, store_url: str, job: str) -> None:
         super().__init__("mlgoodput-console-store-feeder", interval_s=0.05, max_backoff_s=1.0)
@@ -107,7 +105,7 @@ class StoreProcess(BackgroundWorker):
         data = HEADER.pack(RAW, writer, first_seq, process, 0, len(body)) + body
         self._add(writer, first_seq + n, data, n, on_stored)
 
-    def submit(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
+    def submit_run(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
         payload = _pack_events(events)
         data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
         self._add(writer, first_seq + len(events), data, len(events), on_stored)
@@ -179,7 +177,7 @@ class StoreProcess(BackgroundWorker):
                     self._inflight.remove(it)
             return not any(it[1] >= 0 for it in self._inflight)
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         proc = self._proc
         if proc is not None:
             try:
@@ -210,10 +208,7 @@ class StoreProcess(BackgroundWorker):
         super().close(None if deadline is None else max(0.1, deadline - time.monotonic()))
         return ok
 
-    def _after_fork_in_child(self) -> None:
-        self._init_sync()
-        self._thread = None
-        self._closed = True
+    def _on_fork_in_child(self) -> None:
         self._proc = None
         self._inflight.clear()
 
@@ -265,7 +260,7 @@ def child_main(store_url: str, job: str) -> int:
             print(f"mlgoodput console store helper: dropped a frame of writer {writer}: {e}", file=sys.stderr)
             acker(writer, first + len(_records_count(payload, typ)))()
             continue
-        sink.submit(writer, first, events, acker(writer, first + len(events)))
+        sink.submit_run(writer, first, events, acker(writer, first + len(events)))
         if sink.pending_events > 200_000:
             sink.flush(30)
     sink.close(60)

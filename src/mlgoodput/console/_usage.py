@@ -73,9 +73,8 @@ class _Sampler(BackgroundWorker):
         self.samples += 1
         return True
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         self._proc = None
-        super()._after_fork_in_child()
 
 
 class Usage:

@@ -9,9 +9,7 @@ value of each series, so a backend sees at least the newest value of every metri
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Sequence
-from typing import Any
 
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export import Exporter, ExporterProcess, Sample
@@ -40,8 +38,7 @@ class MetricFeed(BackgroundWorker):
                                            name="mlgoodput-run-exporter")
             self._owns = True
         self.labels = dict(labels)
-        self.queue: collections.deque[tuple[Any, ...]] = collections.deque()
-        self.submitted = 0
+        self.submitted = 0  # values handed to the exporter process
 
     def start(self) -> None:
         """Start the exporter process (raises if an exporter cannot open) and the feeding thread."""
@@ -49,23 +46,25 @@ class MetricFeed(BackgroundWorker):
             self.process.start()
         super().start()
 
+    #: recorded values wait here (the latest kept when the exporters fall far behind)
+    queue_size = 100_000
+    queue_policy = "drop-oldest"
+
     def _work(self) -> bool:
-        q = self.queue
         batch: list[Sample] = []
-        while q and len(batch) < 10_000:
-            item = q.popleft()
+        for item in self._take(10_000):
             labels = self.labels if len(item) == 5 else {**item[5], **self.labels}
             batch.append(Sample(f"{item[0]}/{item[1]}", item[2], labels, step=item[3], time=item[4]))
         if batch:
             self.process.submit(batch)  # never raises; the process retries its backends
             self.submitted += len(batch)
-        return not q
+        return len(self._queue) == 0
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Hand everything recorded so far to the exporters and wait until they exported it."""
         return super().flush(timeout_s) and self.process.flush(timeout_s)
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         self._work()
         if self._owns:
-            self.process.stop(10.0)
+            self.process.stop(timeout_s)

@@ -19,7 +19,6 @@ import logging
 import os
 import socket
 import threading
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from mlgoodput import _env, _profiler
 from mlgoodput._endpoint import check_exposure, is_loopback, token_matches
 from mlgoodput._endpoint import parse_address as parse_host_port
 from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
+from mlgoodput._worker import at_fork_in_child
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
 
@@ -115,14 +115,10 @@ class OnDemandServer:
             json.dump({"run": run.name, "host": run.process_index, "pid": os.getpid(),
                        "hostname": run.hostname, "address": self.address, "token": self.token}, f)
         self._pid = os.getpid()
-        ref = weakref.ref(self)
+        at_fork_in_child(self._stop_in_child)
 
-        def _child() -> None:
-            me = ref()
-            if me is not None:
-                me._closed = True  # a forked child must not answer for the parent, nor remove its files
-
-        os.register_at_fork(after_in_child=_child)
+    def _stop_in_child(self) -> None:
+        self._closed = True  # a forked child must not answer for the parent, nor remove its files
 
     def start(self) -> None:
         if not self._closed:

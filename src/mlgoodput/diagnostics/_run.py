@@ -23,6 +23,7 @@ from typing import Any
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal
+from mlgoodput._worker import exit_time_left
 from mlgoodput.diagnostics._configs import load_configs
 from mlgoodput.diagnostics._sink import open_sink
 from mlgoodput.diagnostics._types import (
@@ -185,7 +186,7 @@ class MLRun:
         self.sink: Journal = open_sink(store, name, process_index)
         self._append = self.sink.append
         self.configs: ConfigDict = ConfigDict(configs, on_change=self._configs_changed)
-        self._feed_put: Callable[[tuple[Any, ...]], None] | None = None
+        self._feed_put: Callable[[tuple[Any, ...]], object] | None = None
         self._helpers: list[Any] = []  # sampler, on-demand server, exporter feed: closed in reverse
         self.on_demand_address: str | None = None
         self._ended = False
@@ -225,12 +226,17 @@ class MLRun:
             return
         self._ended = True
         self.run_phase = RunPhase.PHASE_COMPLETED
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def left() -> float | None:  # one deadline for all the helpers, not one each
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         for h in reversed(self._helpers):
             try:
-                h.close(timeout_s)
+                h.close(left())
             except Exception as e:
                 log.warning("mlgoodput: closing %s failed: %s", type(h).__name__, e)
-        self.sink.close(timeout_s)  # releases this run's use of the shared journal
+        self.sink.close(left())  # releases this run's use of the shared journal
         with _current_lock:
             if _current is self:
                 _current = None
@@ -267,7 +273,7 @@ def _register_atexit() -> None:
 def _end_at_exit() -> None:
     run = _current
     if run is not None:
-        run.end(timeout_s=5.0)
+        run.end(timeout_s=exit_time_left())
 
 
 def _text(value: object) -> str:

@@ -179,7 +179,7 @@ def machinelearning_run(
             gcs_path=None if base_path is None else os.fspath(base_path), options=options,
         )
         if feed is not None:
-            run._feed_put = feed.queue.append
+            run._feed_put = feed.submit
             run._helpers.append(feed)
         if on_demand_xprof:
             from mlgoodput.diagnostics._ondemand import OnDemandServer

@@ -72,6 +72,8 @@ class NvmlGpus:
 class SystemSampler(BackgroundWorker):
     """One per process; samples only while it holds the host's lock for the run."""
 
+    after_fork = "stop"  # a forked child is not one of the run's samplers
+
     def __init__(self, run_name: str, process_index: int, *, interval_s: float = 10.0,
                  nvml: bool = True, runtime: Path | None = None) -> None:
         if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
@@ -200,7 +202,7 @@ class SystemSampler(BackgroundWorker):
             out.append((pidx, proc))
         return sorted(out, key=lambda x: x[0])
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         with contextlib.suppress(OSError):
             self._me.unlink()
         if self.gpus is not None:
@@ -210,11 +212,8 @@ class SystemSampler(BackgroundWorker):
                 os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         # the child is not a process of the run's sampler set; it must not sample or hold the lock
-        self._init_sync()
-        self._thread = None
-        self._closed = True
         if self._lock_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)  # the parent's descriptor keeps holding the lock

@@ -9,9 +9,7 @@ done, the files stay where they are and a warning and a log line say where.
 
 from __future__ import annotations
 
-import collections
 import logging
-import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,33 +39,27 @@ def say(text: str) -> None:
 class ProfileUploader(BackgroundWorker):
     """Copies queued traces to their remote directory; never raises into the caller."""
 
+    batch_size = 1  # one session per round: a job in progress is `_current`
+
     def __init__(self) -> None:
         super().__init__("mlgoodput-profile-upload", interval_s=1.0)
-        self._jobs: collections.deque[UploadJob] = collections.deque()
-        self._lock = threading.Lock()
+        self._current: UploadJob | None = None
         self.uploaded = 0  # sessions fully uploaded
         self.failed: list[tuple[UploadJob, str]] = []  # sessions kept locally, with why
 
-    def submit(self, job: UploadJob) -> None:
-        with self._lock:
-            self._jobs.append(job)
-        if not self.running:
-            self.start()
-        self.wake()
-
     def pending(self) -> list[UploadJob]:
-        with self._lock:
-            return list(self._jobs)
+        """Sessions not uploaded yet: the one in progress, then the queued ones."""
+        cur = self._current
+        return [*([cur] if cur is not None else []), *self._queue.items()]
 
-    def _work(self) -> bool:
-        while True:
-            with self._lock:
-                if not self._jobs:
-                    return True
-                job = self._jobs[0]
+    def _backlog(self) -> int:
+        return len(self.pending())
+
+    def _handle(self, items: list[UploadJob]) -> None:
+        for job in items:
+            self._current = job
             self._upload(job)
-            with self._lock:
-                self._jobs.popleft()
+            self._current = None
 
     def _upload(self, job: UploadJob) -> None:
         try:

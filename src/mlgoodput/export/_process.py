@@ -336,6 +336,8 @@ class ExporterProcess:
 class _Supervisor(BackgroundWorker):
     """Parent-side thread: delivers the child's replies and restarts it if it dies."""
 
+    after_fork = "stop"  # a forked child (a data-loader worker) gets an inert copy
+
     def __init__(self, proc: ExporterProcess) -> None:
         super().__init__(proc.name + "-supervisor", interval_s=0.01, max_backoff_s=5.0)
         self._proc = proc
@@ -344,10 +346,7 @@ class _Supervisor(BackgroundWorker):
         self._proc._poll_child()
         return True
 
-    def _after_fork_in_child(self) -> None:
+    def _on_fork_in_child(self) -> None:
         """A process forked from the training process (a data-loader worker) must not
         supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
-        self._init_sync()
-        self._thread = None
-        self._closed = True
         self._proc._forget_after_fork()

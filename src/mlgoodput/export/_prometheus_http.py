@@ -121,10 +121,10 @@ class ScrapeEndpoint(BackgroundWorker):
             raise OSError(self.status)
         return True
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> None:
         server, self.server = self.server, None
         if server is not None:
-            server.close(2.0)
+            server.close(min(2.0, timeout_s))
 
 
 def render_registry(registry: Any) -> Callable[[str], tuple[bytes, str]]:

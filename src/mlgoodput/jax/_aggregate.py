@@ -11,13 +11,12 @@ reads the totals, and a lost export is replaced by the next one.
 from __future__ import annotations
 
 import math
-import os
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mlgoodput._worker import at_fork_in_child
 from mlgoodput.export import Sample
 
 # Callback kinds: the four listener types of jax.monitoring.
@@ -87,14 +86,10 @@ class Aggregator:
         self.errors = 0  # callbacks that met an unexpected input and were ignored
         self.on_event, self.on_duration, self.on_scalar, self.on_span = self._build()
         # a child forked while another thread held the lock would wait on it forever
-        ref = weakref.ref(self)
+        at_fork_in_child(self._new_lock_in_child)
 
-        def _new_lock_in_child() -> None:
-            a = ref()
-            if a is not None:
-                a._lock = threading.Lock()
-
-        os.register_at_fork(after_in_child=_new_lock_in_child)
+    def _new_lock_in_child(self) -> None:
+        self._lock = threading.Lock()
 
     def _build(
         self,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mlgoodput._worker import BackgroundWorker
+from mlgoodput._worker import BackgroundWorker, exit_time_left
 from mlgoodput.events import Kind
 from mlgoodput.export import Exporter, Sample
 from mlgoodput.jax import _listeners
@@ -86,9 +86,10 @@ class Shipper(BackgroundWorker):
         self.rounds += 1
         return True
 
-    def _on_close(self) -> None:
+    def _on_close(self, timeout_s: float) -> bool:
         if self._journal is not None:
-            self._journal.close()
+            return bool(self._journal.close(timeout_s))  # what it cannot ship by then stays journaled
+        return True
 
 
 def _key(s: SeriesSnapshot) -> tuple[str, str, str]:
@@ -147,9 +148,13 @@ def start(session_factory: Callable[[], Session]) -> Session:
             return _session
         _session = session_factory()
         if not _atexit_registered:
-            atexit.register(stop)
+            atexit.register(_stop_at_exit)
             _atexit_registered = True
         return _session
+
+
+def _stop_at_exit() -> None:
+    stop(exit_time_left())
 
 
 def stop(timeout_s: float | None = 10.0) -> bool:

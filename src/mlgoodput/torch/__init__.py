@@ -27,6 +27,8 @@ from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
 from mlgoodput.torch._profiler import TorchProfiler, use_torch_profiler
 from mlgoodput.torch._recorder import TorchRecorder
 from mlgoodput.torch._stragglers import (
+    MIN_LEAD_FRACTION,
+    MIN_LEAD_S,
     RankStepStats,
     StragglerAnalysis,
     StragglerReport,
@@ -35,6 +37,8 @@ from mlgoodput.torch._stragglers import (
 from mlgoodput.torch._stragglers import analyze as analyze_stragglers
 
 __all__ = [
+    "MIN_LEAD_FRACTION",
+    "MIN_LEAD_S",
     "NAMESPACE",
     "CompileSession",
     "CompileStats",

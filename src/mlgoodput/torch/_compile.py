@@ -216,9 +216,15 @@ def init(
         handler.register_end_callback(listener.on_end)
         _session = CompileSession(job_name, listener, shipper, proc, handler)
         if not _atexit:
-            atexit.register(shutdown)
+            atexit.register(_shutdown_at_exit)
             _atexit = True
         return _session
+
+
+def _shutdown_at_exit() -> None:
+    from mlgoodput._worker import exit_time_left
+
+    shutdown(exit_time_left())
 
 
 def shutdown(timeout_s: float | None = 10.0) -> bool:

@@ -4,12 +4,12 @@ calculator and series) and answers `/api/...` paths with plain dicts."""
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mlgoodput._worker import BackgroundWorker
 from mlgoodput.store import Store
 from mlgoodput.ui import _charts
 from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
@@ -71,6 +71,24 @@ def _float(q: Mapping[str, list[str]], name: str) -> float | None:
     return v
 
 
+CLOSE_S = 1.0  # how long closing the API waits for a job read in progress
+
+
+class _Warmer(BackgroundWorker):
+    """Reads the jobs handed to it in the background (so that pages open on warm views) and
+    saves their series; a job whose read fails is read again by the next request."""
+
+    after_fork = "stop"  # the server's work belongs to the server's process
+
+    def __init__(self, api: Api) -> None:
+        super().__init__("mlgoodput-ui-warm")
+        self._api = api
+
+    def _handle(self, items: list[Any]) -> None:
+        for key in items:
+            self._api._warm_one(key)
+
+
 class Api:
     """Views of one store's jobs, runs and console streams, kept across requests."""
 
@@ -82,12 +100,23 @@ class Api:
         self._ready: set[tuple[str, str]] = set()
         self._consoles: dict[str, ConsoleView] = {}
         self._lock = threading.Lock()
-        self._warm: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
-        self._warmer = threading.Thread(target=self._warm_loop, name="mlgoodput-ui-warm", daemon=True)
-        self._warmer.start()
+        self._warm = _Warmer(self)
 
     def close(self) -> None:
-        self._warm.put(None)
+        self._warm.close(CLOSE_S)
+
+    def keep_all(self) -> int:
+        """Save every view's series that grew enough since their last save (ui/_saved.py) now,
+        instead of waiting for the background thread; returns how many were saved."""
+        with self._lock:
+            views = list(self._views.values())
+        saved = 0
+        for v in views:
+            try:
+                saved += v.keep()
+            except Exception:  # a store that fails now: the next growth tries again
+                pass
+        return saved
 
     def warm_all(self) -> None:
         """Read every job of the store in the background now (a long job's first read is its
@@ -107,16 +136,17 @@ class Api:
                                                clock=self.clock)
         return v
 
-    def _warm_loop(self) -> None:
-        while True:
-            key = self._warm.get()
-            if key is None:
-                return
-            try:
-                self._view(*key).refresh()
-            except Exception:  # a store that fails now is retried by the next request
-                pass
-            self._ready.add(key)
+    def _warm_one(self, key: tuple[str, str]) -> None:
+        """Read a job (its first read is its slowest) and save its series when they grew."""
+        keep_only = key in self._ready
+        try:
+            v = self._view(*key)
+            if not keep_only:
+                v.refresh()
+            v.keep()  # the UI's series saved for the next server start, when they grew enough
+        except Exception:  # a store that fails now is retried by the next request
+            pass
+        self._ready.add(key)
 
     def _streams(self) -> list[Any]:
         return [j for j in self.store.jobs() if not j.namespace.startswith(RESERVED_PREFIX)]
@@ -135,6 +165,8 @@ class Api:
             raise ApiError(409, f"job {job!r} is recorded under several loggers {sorted(names)}: add ?logger=")
         v = self._view(logger, job)
         v.report()
+        if v.keep_due():
+            self._warm.submit((logger, job))  # saved off the request's path
         self._ready.add((logger, job))
         return v
 
@@ -149,7 +181,7 @@ class Api:
             else:
                 if key not in self._views:
                     self._view(*key)
-                    self._warm.put(key)
+                    self._warm.submit(key)
                 loading += 1
                 rows.append({"job": info.job, "logger": info.namespace, "status": "loading",
                              "start": info.first_time, "end": info.last_time, "wall_s": None,

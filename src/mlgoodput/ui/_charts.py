@@ -22,12 +22,12 @@ def _stalls(hs: HostSeries, threshold: float, i0: int, i1: int) -> list[tuple[fl
     if threshold <= 0:
         return out
     b = hs.blocks
-    durs = hs.durs
+    nd = len(hs.durs)
     for k in range(i0 // BLOCK, min(len(b.hi), (i1 + BLOCK - 1) // BLOCK)):
         if not b.hi[k] > threshold:
             continue
-        for i in range(max(i0, k * BLOCK), min(i1, (k + 1) * BLOCK, len(durs))):
-            d = durs[i]
+        lo, hi = max(i0, k * BLOCK), min(i1, (k + 1) * BLOCK, nd)
+        for i, d in enumerate(hs.durations(lo, hi), lo):
             if d > threshold:
                 out.append((hs.times[i], d, int(hs.nums[i])))
     return out

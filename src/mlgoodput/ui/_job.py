@@ -1,9 +1,10 @@
 """One job as the pages see it: its calculator (the numbers) and the series drawn beside them.
 
-The calculator reads the store through a tee, so one incremental read feeds both the
-accounting and the series: a live page costs what was recorded since its last refresh.
-Every number shown (goodput, each badput bucket, steps, hosts) is the calculator's report,
-the same one `mlgoodput report --json` prints; the series here only place it in time.
+The series are read from the calculator's own timeline (the events it holds per host),
+followed after each of its incremental reads: a live page costs what was recorded since its
+last refresh, and a long job is held once. Every number shown (goodput, each badput bucket,
+steps, hosts) is the calculator's report, the same one `mlgoodput report --json` prints; the
+series here only place it in time.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-from mlgoodput.accounting import GoodputCalculator, GoodputReport, StepNums
-from mlgoodput.events import EventBatch, Kind
-from mlgoodput.store import Columns, JobInfo, PagedStore, ReadResult, StateStore, Store
+from mlgoodput.accounting import GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
+from mlgoodput.events import Kind
+from mlgoodput.store import Store
+from mlgoodput.ui import _saved
+from mlgoodput.ui._lag import Lateness, lateness
 from mlgoodput.ui._reduce import Blocks
 
-_STEP = int(Kind.STEP_START)
-_STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))
-_OTHER_MASK = bytes(0 if i == _STEP else 1 for i in range(256))
-NO_STEP = -(2**63)
-STRAGGLER_MAX_STEPS = 1_000_000  # step starts of all hosts together, above which no straggler analysis
+# a running job with more step starts than this (all hosts) redoes its straggler analysis at
+# most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
+LAG_EVERY_STEPS = 200_000
+LAG_EVERY_S = 10.0
 
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
@@ -53,162 +55,112 @@ _DURATIONS: dict[int, str] = {
 Rec = tuple[int, float, int | None, float | None, str | None, dict[str, Any] | None]  # kind, time, step, value, name, attrs
 
 
-class _Tee:
-    """A store that hands every forward read of one stream to `sink` as it passes through.
+class Durations(Sequence[float]):
+    """One host's step durations (the gap to the next step start; nan across a restart),
+    computed from the accounting's own step starts when asked: a long job is held once."""
 
-    It offers the store's saved accounting state to the calculator (a store that keeps none
-    just has none): when the calculator starts from a saved state, its first forward read
-    begins past the start, and `seed` is called first so the series start from that state."""
+    __slots__ = ("_hs",)
 
-    def __init__(self, store: Store, namespace: str, job: str, sink: Callable[[ReadResult], None],
-                 seed: Callable[[], None]) -> None:
-        self._store = store
-        self._ns = namespace
-        self._job = job
-        self._sink = sink
-        self._seed = seed
-        self._cursor = 0
-        self.url = store.url
+    def __init__(self, hs: HostSeries) -> None:
+        self._hs = hs
 
-    def _forward(self, namespace: str, job: str, cursor: int) -> bool:
-        """Whether a read from `cursor` is the calculator's next forward read of the stream."""
-        if namespace != self._ns or job != self._job:
-            return False
-        if self._cursor == 0 and cursor > 0:  # the calculator restored its saved state
-            self._seed()
-            self._cursor = cursor
-        return cursor == self._cursor
+    def __len__(self) -> int:
+        return max(0, len(self._hs.times) - 1)
 
-    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        self._store.append(namespace, job, batch)
-
-    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
-        res = self._store.read(namespace, job, cursor)
-        if self._forward(namespace, job, cursor):
-            self._sink(res)  # the calculator's forward read; a re-read from 0 (`at=`) is not
-            self._cursor = res.cursor
-        return res
-
-    def jobs(self) -> list[JobInfo]:
-        return self._store.jobs()
-
-    def close(self) -> None:
-        pass  # the server owns the store
-
-    # the saved accounting state (store/_state.py), when the store keeps one
-    def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
-        if isinstance(self._store, StateStore):
-            self._store.save_state(namespace, job, pieces)
-
-    def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
-        return self._store.load_state(namespace, job) if isinstance(self._store, StateStore) else None
-
-    def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
-        if not isinstance(self._store, StateStore):
-            raise OSError("the store keeps no saved state")
-        return self._store.stream_position(namespace, job, cursor)
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> array[float]: ...
+    def __getitem__(self, i: int | slice) -> float | array[float]:
+        n = len(self)
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(n)
+            got = self._hs.durations(lo, max(lo, hi))
+            return got if step == 1 else got[::step]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("step index out of range")
+        return self._hs.durations(i, i + 1)[0]
 
 
-class _PagedTee(_Tee):
-    """A tee over a store that pages its reads: the calculator reads the job a page at a time."""
-
-    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
-        assert isinstance(self._store, PagedStore)
-        forward = self._forward(namespace, job, cursor)
-        for c, part in self._store.scan(namespace, job, cursor):
-            if forward:
-                self._sink(ReadResult([part], c))
-                self._cursor = c
-            yield c, part
-
-
-class _HostOnly:
-    """A store that shows one host's events of every stream it reads (for the lead host's
-    windowed reports)."""
-
-    def __init__(self, store: Store, host: int) -> None:
-        self._store = store
-        self._host = host
-        self.url = store.url
-
-    def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        self._store.append(namespace, job, batch)
-
-    def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
-        res = self._store.read(namespace, job, cursor)
-        parts = []
-        for c in res.parts:
-            hosts = c.hosts
-            if hosts.count(self._host) == len(hosts):
-                parts.append(c)
-                continue
-            keep = bytes(1 if h == self._host else 0 for h in hosts)
-            if not any(keep):
-                continue
-            sel = list(itertools.compress(range(len(hosts)), keep))
-            parts.append(Columns(
-                bytearray(itertools.compress(c.kinds, keep)), array("d", itertools.compress(c.times, keep)),
-                array("i", itertools.compress(hosts, keep)), array("q", itertools.compress(c.steps, keep)),
-                array("d", itertools.compress(c.values, keep)),
-                None if c.names is None else [c.names[i] for i in sel],
-                None if c.attrs is None else [c.attrs[i] for i in sel]))
-        return ReadResult(parts, res.cursor)
-
-    def jobs(self) -> list[JobInfo]:
-        return self._store.jobs()
-
-    def close(self) -> None:
-        pass
-
-
-@dataclass(slots=True)
 class HostSeries:
-    """One host's step starts (time order) and its other events."""
+    """One host as the pages see it: the accounting's own record of the host (`log`: step
+    starts, step numbers, job starts, other events), followed as it grows, and what the
+    pages derive from it (block summaries of the step durations, the other events as tuples,
+    the activity pairing). Nothing of the steps is copied."""
 
-    times: array[float] = field(default_factory=lambda: array("d"))
-    nums: StepNums = field(default_factory=StepNums)  # step numbers, packed as runs (as the accounting keeps them)
-    durs: array[float] = field(default_factory=lambda: array("d"))  # start[i+1] - start[i]
-    others: list[Rec] = field(default_factory=list)
-    sorted_others: bool = True
-    blocks: Blocks = field(default_factory=Blocks)
-    job_starts: list[float] = field(default_factory=list)
-    late: bool = False  # a step arrived before one already held (the owner resets its caches)
-    other_times: array[float] = field(default_factory=lambda: array("d"))  # times of `others`, once sorted
-    pairing: _Pairing | None = None
-    special: list[Rec] = field(default_factory=list)  # compile and slice-count records (few)
+    def __init__(self, log: HostLog) -> None:
+        self.log = log
+        self.durs = Durations(self)
+        self.others: list[Rec] = []
+        self.other_times: array[float] = array("d")
+        self.special: list[Rec] = []  # compile and slice-count records (few)
+        self.blocks = Blocks()
+        self.pairing: _Pairing | None = None
+        self._src = 0  # records of log.others converted
+        self._src_last: object = None
+        self._version = log.version
+        self._js = list(log.job_starts)
 
-    def add_steps(self, times: list[float], nums: list[int]) -> None:
-        if not times:
-            return
-        strict = all(map(operator.lt, times[:-1], times[1:]))
-        if (not self.times or times[0] > self.times[-1]) and (strict or times == sorted(times)):
-            if not strict and len(set(times)) != len(times):  # a step recorded twice: kept once,
-                pairs = sorted(set(zip(times, nums, strict=True)))  # as the accounting keeps it
-                times, nums = [p[0] for p in pairs], [p[1] for p in pairs]
-            self.times.extend(times)
-            self.nums.extend(nums)
-        else:  # late or out-of-order: merge and rebuild the derived arrays
-            self.late = True
-            pairs = sorted(set(zip(self.times, self.nums, strict=True)) | set(zip(times, nums, strict=True)))
-            self.times = array("d", (p[0] for p in pairs))
-            self.nums = StepNums(p[1] for p in pairs)
-            self.durs = array("d")
-            self.blocks = Blocks()
+    @property
+    def times(self) -> array[float]:
+        return self.log.times
 
-    def refresh_durations(self) -> None:
-        """Durations of new steps (nan across a restart), then their block summaries."""
-        n = len(self.times)
-        k = len(self.durs)
-        if k >= n - 1:
-            return
-        t = self.times
-        new = array("d", map(operator.sub, t[k + 1 : n], t[k : n - 1]))
-        for js in self.job_starts:  # a restart between two steps is not a step
+    @property
+    def nums(self) -> StepNums:
+        return self.log.nums
+
+    @property
+    def job_starts(self) -> list[float]:
+        return self.log.job_starts
+
+    def durations(self, lo: int, hi: int) -> array[float]:
+        """Durations of steps [lo, hi): start[i+1] - start[i], nan where a restart lies between."""
+        t = self.log.times
+        out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
+        for js in self.log.job_starts:
             i = bisect_left(t, js) - 1
-            if k <= i < n - 1:
-                new[i - k] = math.nan
-        self.durs.extend(new)
-        self.blocks.extend(self.times, self.durs)
+            if lo <= i < hi:
+                out[i - lo] = math.nan
+        return out
+
+    def sync(self) -> tuple[bool, float]:
+        """Follow the log: (whether something changed before its end, so that every figure
+        derived so far is redone; the earliest time of a new non-step event, inf if none)."""
+        log = self.log
+        redo = False
+        earliest = math.inf
+        if log.version != self._version:  # a late step or restart: the step arrays were rebuilt
+            self._version = log.version
+            self.blocks = Blocks()
+            redo = True
+        src = log.others
+        k = self._src
+        if k > len(src) or (k and src[k - 1] is not self._src_last):  # a late record went in before
+            self.others, self.special, self.other_times, self.pairing = [], [], array("d"), None
+            k = 0
+            redo = True
+            earliest = -math.inf
+        for r in src[k:]:
+            rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
+            self.others.append(rec)
+            self.other_times.append(r.time)
+            if r.kind in _SPECIAL:
+                self.special.append(rec)
+            if r.kind in (Kind.JOB_START, Kind.JOB_END):
+                redo = True
+            earliest = min(earliest, r.time)
+        self._src = len(src)
+        self._src_last = src[-1] if src else None
+        if len(log.job_starts) != len(self._js):
+            new = set(log.job_starts).difference(self._js)
+            self._js = list(log.job_starts)
+            done = self.blocks.done  # a new restart among the steps summarized: summarize again
+            if done and any(bisect_left(log.times, js) - 1 < done for js in new):
+                self.blocks = Blocks()
+        self.blocks.extend(log.times, self.durs)
+        return redo, earliest
 
 
 def _quantiles(durs: array[float]) -> dict[str, float] | None:
@@ -247,40 +199,120 @@ class JobView:
         self._piece_thread: threading.Thread | None = None
         self._plan: tuple[float, float, float, int, float] | None = None
         self._pieces_done: tuple[float, float, float, int, float] | None = None
-        self._lead_calc: tuple[int, GoodputCalculator] | None = None
-        tee = (_PagedTee if isinstance(store, PagedStore) else _Tee)(store, logger, job, self._ingest, self._seed)
-        self.calc = GoodputCalculator(job, logger, store=tee, clock=clock)
+        self._timeline: Timeline | None = None
+        self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
+        self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
+        self._lag_saved: object = None  # the key of the analysis last saved
+        self._lag_at = -math.inf  # when it was computed (time.monotonic)
+        self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
+        self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
+        self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
+        self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
+        self._saving = threading.Lock()
+        self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
 
-    # -- ingest (called from inside the calculator's read) ---------------------------------
-    def _ingest(self, res: ReadResult) -> None:
-        for cols in res.parts:
-            self._ingest_cols(cols)
-
-    def _seed(self) -> None:
-        """Start the series from the calculator's restored state (its saved state: the events
-        the store held when it was saved), before the events stored since arrive."""
-        tl = self.calc._engine.timeline
-        self.hosts = {}
-        for h, log in sorted(tl.hosts.items()):
-            hs = self._host(h)
-            hs.times = array("d", log.times)
-            hs.nums = StepNums.from_state(len(log.nums), *log.nums.state())  # a copy (runs, not numbers)
-            for r in log.others:
-                rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
-                hs.others.append(rec)
-                if r.kind in _SPECIAL:
-                    hs.special.append(rec)
-            hs.job_starts = list(log.job_starts)
+    # -- following the calculator's timeline ------------------------------------------------
+    def _follow(self) -> None:
+        """Bring the series up to the calculator's timeline (after its read): only what is new
+        is looked at. A timeline the calculator replaced (its saved state restored) starts the
+        series again, from the UI's own saved series when they match it."""
+        tl = self.calc.timeline
+        redo = False
+        if tl is not self._timeline:
+            self._timeline = tl
+            self.hosts = {}
+            redo = True
+            if self._saved is None:
+                got = _saved.load(self._store, self.logger, self.job)
+                self._saved = {} if got is None else got.hosts
+                if got is not None and got.lag is not None:
+                    self._lag = got.lag
+                    self._lag_saved = got.lag[0]
+                self._saved_pieces = None if got is None else got.pieces
+        earliest = math.inf
+        for h, log in tl.hosts.items():
+            hs = self.hosts.get(h)
+            if hs is None or hs.log is not log:
+                hs = self.hosts[h] = HostSeries(log)
+                saved = (self._saved or {}).pop(h, None)
+                if saved is not None and saved.fits(log):
+                    hs.blocks = saved.blocks
+                    self._saved_steps += saved.blocks.done
+                    self._fit_steps[h] = saved.steps
+                redo = True
+            r, e = hs.sync()
+            redo = redo or r
+            earliest = min(earliest, e)
+        if redo:
+            self.gen += 1
+        if self._saved_pieces is not None:
+            self._adopt_pieces(self._saved_pieces, tl.events)
+            self._saved_pieces = None
+        if tl.events != self.events or redo:
+            self._changes.append((tl.events, -math.inf if redo else earliest))
+            if len(self._changes) > 1000:
+                self._changes = self._changes[-500:]
+                self.gen += 1  # older entries are gone: be safe
         self.events = tl.events
         self.max_time = tl.max_time
-        self._changes.append((self.events, -math.inf))
-        self.gen += 1
 
-    def _host(self, h: int) -> HostSeries:
-        s = self.hosts.get(h)
-        if s is None:
-            s = self.hosts[h] = HostSeries()
-        return s
+    def keep(self) -> bool:
+        """Save the series' block summaries into the store (state namespace `mlgoodput.ui`)
+        when they grew enough since the last save, so that a server started again opens the
+        job from them. True when saved. One save at a time: a call returns after the save in
+        progress (so that what was due is in the store when it returns)."""
+        with self._saving:
+            with self.lock:
+                if not self.keep_due():
+                    return False
+                done = sum(hs.blocks.done for hs in self.hosts.values())
+                pieces = self._pieces_to_save()
+                data = _saved.pack(self.hosts, self._lag, pieces)
+                self._pieces_saved = self._pieces_done if pieces is not None else None
+                self._saved_steps = done
+                self._lag_saved = None if self._lag is None else self._lag[0]
+            return _saved.save(self._store, self.logger, self.job, data)
+
+    def _adopt_pieces(self, pc: _saved.Pieces, events: int) -> None:
+        """Saved goodput pieces, where the lead host's steps and other events before their end
+        are those they were computed from."""
+        hs = self.hosts.get(pc.lead)
+        if hs is None or pc.lead != self.lead() or not pc.rows:
+            return
+        last = max(b for b, *_ in pc.rows.values())
+        covered = self._fit_steps.get(pc.lead, 0)  # steps the saved summaries were found to fit
+        if covered < 2 or hs.times[min(covered, len(hs.times)) - 1] < last:
+            return  # pieces reach beyond the steps known unchanged
+        if _saved.others_before(hs.log, last) != pc.others:
+            return
+        got = self.pieces.setdefault((pc.start, pc.width), {})
+        for k, (b, ideal, prod, total) in pc.rows.items():
+            got.setdefault(k, (b, ideal, events, prod, total, True, self.gen))
+
+    def _pieces_to_save(self) -> _saved.Pieces | None:
+        plan = self._pieces_done or self._plan
+        lead = self.lead()
+        if plan is None or lead is None:
+            return None
+        t0, _, width, _, _ = plan
+        rows = {k: (p[0], p[1], p[3], p[4]) for k, p in self.pieces.get((t0, width), {}).items()
+                if p[5] and self.settled(p[0], p[2], p[6])}
+        if not rows:
+            return None
+        last = max(b for b, *_ in rows.values())
+        return _saved.Pieces(t0, width, lead, _saved.others_before(self.hosts[lead].log, last), rows)
+
+    def keep_due(self) -> bool:
+        """Whether the series grew enough since they were last saved (or found saved)."""
+        done = sum(hs.blocks.done for hs in self.hosts.values())
+        if done < _saved.MIN_STEPS or not _saved.enabled():
+            return False
+        if done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10):
+            return True
+        # a finished job's straggler analysis or goodput pieces, not saved yet (a live job's
+        # analysis changes with every step, and its pieces are saved with its series' growth)
+        return self._finished and ((self._lag is not None and self._lag[0] != self._lag_saved)
+                                   or (self._pieces_done is not None and self._pieces_saved != self._pieces_done))
 
     # -- goodput over time: pieces computed in the background --------------------------------
     def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
@@ -319,7 +351,9 @@ class JobView:
                     continue
                 t = time.perf_counter()
                 try:
-                    rep = self._series_calc().report(a, b, configured_ideal_step_time=ideal)
+                    with self.lock:  # the calculator's read moves the timeline the pages read
+                        rep = self.calc.report(a, b, configured_ideal_step_time=ideal)
+                        self._follow()
                 except Exception:  # the store failed now: the next request retries
                     return
                 # half the time at most: requests for the pages go first (the GIL is shared)
@@ -330,21 +364,15 @@ class JobView:
             else:
                 with self._piece_lock:
                     self._pieces_done = plan
-                    if self._plan == plan:
+                    last = self._plan == plan
+                    if last:
                         self._piece_thread = None
-                        return
-
-    def _series_calc(self) -> GoodputCalculator:
-        """The calculator for windowed reports. With several hosts, one that reads only the
-        lead host: the partition is the lead host's (spec: Hosts), and it skips the per-host
-        statistics that every report of the full job recomputes."""
-        lead = self.lead()
-        if len(self.hosts) <= 1 or lead is None:
-            return self.calc
-        if self._lead_calc is None or self._lead_calc[0] != lead:
-            st = _HostOnly(self._store, lead)
-            self._lead_calc = (lead, GoodputCalculator(self.job, self.logger, store=st, clock=self._clock))
-        return self._lead_calc[1]
+                if last:
+                    try:
+                        self.keep()  # a finished job's pieces, saved for the next server start
+                    except Exception:  # the store failed now: a later growth saves again
+                        pass
+                    return
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been
@@ -366,74 +394,12 @@ class JobView:
             return -math.inf
         return self.hosts[lead].times[-2]
 
-    def _ingest_cols(self, cols: Columns) -> None:
-        n = len(cols)
-        if not n:
-            return
-        self.events += n
-        self.max_time = max(self.max_time, max(cols.times))
-        kinds = bytes(cols.kinds)
-        smask = kinds.translate(_STEP_MASK)
-        hosts = cols.hosts
-        n_steps = smask.count(1)
-        if n_steps and hosts.count(hosts[0]) == n:
-            self._host(hosts[0]).add_steps(
-                list(itertools.compress(cols.times, smask)), list(itertools.compress(cols.steps, smask))
-            )
-        elif n_steps:
-            per: dict[int, tuple[list[float], list[int]]] = {}
-            for i in itertools.compress(range(n), smask):
-                t, s = per.setdefault(hosts[i], ([], []))
-                t.append(cols.times[i])
-                s.append(cols.steps[i])
-            for h, (t, s) in per.items():
-                order = sorted(range(len(t)), key=t.__getitem__)
-                self._host(h).add_steps([t[i] for i in order], [s[i] for i in order])
-        for hs in self.hosts.values():
-            if hs.late:
-                hs.late = False
-                self.gen += 1
-        if n_steps == n:
-            return
-        earliest = math.inf
-        for i in itertools.compress(range(n), kinds.translate(_OTHER_MASK)):
-            hs = self._host(hosts[i])
-            st = cols.steps[i]
-            v = cols.values[i]
-            rec: Rec = (cols.kinds[i], cols.times[i], None if st == NO_STEP else st,
-                        None if math.isnan(v) else v, cols.name(i), cols.attr(i))
-            if hs.others and rec[1] < hs.others[-1][1]:
-                hs.sorted_others = False
-            hs.others.append(rec)
-            if rec[0] in _SPECIAL:
-                hs.special.append(rec)
-            earliest = min(earliest, rec[1])
-            if rec[0] == Kind.JOB_START:
-                hs.job_starts.append(rec[1])
-                hs.job_starts.sort()
-                hs.durs = array("d")  # a restart changes which gaps are steps
-                hs.blocks = Blocks()
-            if rec[0] in (Kind.JOB_START, Kind.JOB_END):
-                self.gen += 1
-        self._changes.append((self.events, earliest))
-        if len(self._changes) > 1000:
-            self._changes = self._changes[-500:]
-            self.gen += 1  # older entries are gone: be safe
-
     # -- queries ---------------------------------------------------------------------------
     def refresh(self) -> GoodputReport:
         """The calculator's report now (reads only what is new), cached while nothing arrives."""
         with self.lock:
             r = self.calc.report()
-            for hs in self.hosts.values():
-                if not hs.sorted_others:
-                    hs.others.sort(key=lambda r: r[1])
-                    hs.sorted_others = True
-                    hs.other_times = array("d")
-                    hs.pairing = None
-                if len(hs.other_times) < len(hs.others):
-                    hs.other_times.extend(r[1] for r in hs.others[len(hs.other_times) :])
-                hs.refresh_durations()
+            self._follow()
             self._report = r
             self._report_time = self._clock()
             return r
@@ -578,9 +544,8 @@ class JobView:
         hosts = self._host_rows(r)
         lag = self._stragglers(r)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
-            by_rank = {x.rank: x for x in lag.ranks}
             for row in hosts:
-                x = by_rank.get(row["host"])
+                x = lag.hosts.get(row["host"])
                 if x is not None:
                     row.update(late_s=x.mean_lag_s, held_back_s=x.held_back_s, last_steps=x.last_steps)
         return {
@@ -592,17 +557,24 @@ class JobView:
             else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
         }
 
-    def _stragglers(self, r: GoodputReport) -> Any:
-        """The straggler analysis (mlgoodput.torch) of the hosts' step starts this view already
-        holds (no second read of the store). Its analysis is a full pass in Python over every
-        step, redone when the job changes: above STRAGGLER_MAX_STEPS steps in all it is left
-        out, so that a long job's page stays fast (the Hosts table then shows no lateness)."""
-        if len(self.hosts) < 2 or sum(len(hs.times) for hs in self.hosts.values()) > STRAGGLER_MAX_STEPS:
+    def _stragglers(self, r: GoodputReport) -> Lateness | None:
+        """The straggler analysis (as mlgoodput.torch's) of the hosts' step starts the
+        calculator holds (no second read of the store); ui/_lag.py compares only the steps
+        that two hosts or more started, so a long job's page stays fast."""
+        if len(self.hosts) < 2:
             return None
-        from mlgoodput.torch import analyze_stragglers as analyze
-
-        return analyze({h: list(hs.job_starts) for h, hs in self.hosts.items()},
-                       {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in self.hosts.items()}, r.start, r.end)
+        key = [_saved.fingerprint(self.hosts), r.start, r.end]
+        if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
+            return self._lag[1]
+        steps = sum(len(hs.times) for hs in self.hosts.values())
+        if (self._lag is not None and steps > LAG_EVERY_STEPS and not self._finished
+                and time.monotonic() - self._lag_at < LAG_EVERY_S):
+            return self._lag[1]  # a long live job: the analysis of a few seconds ago
+        medians = {h.host: h.median_s for h in r.hosts}
+        lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
+        self._lag = (key, lag)
+        self._lag_at = time.monotonic()
+        return lag
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond
@@ -617,7 +589,7 @@ class JobView:
             row: dict[str, Any] = {"host": h, "steps": len(hs.times), "lost_s": max(0.0, busy - n * ideal)}
             st = stats.get(h)
             if st is None and len(hs.durs) <= 2_000_000:  # one host: the accounting lists none
-                st = _quantiles(hs.durs)
+                st = _quantiles(hs.durs[:])
             row.update({k: v for k, v in (st or {}).items() if k not in ("host", "steps")})
             rows.append(row)
         return rows

@@ -285,14 +285,15 @@ function productivityCard(p) {
     if (typeof v === "object") return Object.entries(v).filter(([, x]) => x !== null).map(([a, x]) => a.replace(/_s$/, "") + " " + (typeof x === "number" ? (/_s$/.test(a) ? secs(x) : num(x, 3)) : x)).join(", ") || "–";
     if (typeof v !== "number") return String(v);
     if (FRACTIONS.has(k)) return (100 * v).toFixed(2) + " %";
+    if (/flops/.test(k)) return v.toExponential(3);  // before "_s": flops per second are no duration
+    if (/_time$/.test(k) && v > 1e9) return when(v);  // a UNIX time (the job's submit time)
     if (/_s$/.test(k)) return secs(v);
-    if (/flops/.test(k)) return v.toExponential(3);
     return num(v, 3);
   };
   if (!rows.length) return null;
   return card("Productivity", "MFU, program, scheduling and ML productivity goodput, ETTR and reliability, from the same accounting (docs/accounting.md).",
     el("div", { class: "grid2" }, rows.map(([k, v]) => el("div", { class: "kpi", style: "display:flex;justify-content:space-between;border-bottom:1px solid var(--line);padding:4px 0" },
-      el("span", { class: "k", text: LABELS_EXTRA[k] || k.replace(/_(s)$/, "").replace(/_/g, " ") }), el("span", { text: fmt(k, v) })))));
+      el("span", { class: "k", text: LABELS_EXTRA[k] || k.replace(/_per_s$/, "/s").replace(/_(s)$/, "").replace(/_/g, " ") }), el("span", { text: fmt(k, v) })))));
 }
 function kpi(v, k) { return el("div", { class: "kpi", "data-kpi": k }, el("div", { class: "v", text: v }), el("div", { class: "k", text: k })); }
 

@@ -1,0 +1,101 @@
+"""The job page's straggler figures (ui/_lag.py) equal the torch straggler analysis, also on
+jobs whose lead host holds far more steps than the others (where only the steps other hosts
+started are looked up) and with no cap on the job's length."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ui_helpers import scenario
+
+from mlgoodput.accounting._timeline import HostLog, Timeline
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import SQLiteStore
+from mlgoodput.store._columns import Columns
+from mlgoodput.torch._stragglers import analyze
+from mlgoodput.ui._job import JobView
+from mlgoodput.ui._lag import lateness
+
+
+def _timeline(events: list[Event]) -> Timeline:
+    tl = Timeline()
+    tl.ingest(Columns.from_events(sorted(events, key=lambda e: e.time)))
+    return tl
+
+
+def _same(logs: dict[int, HostLog], start: float, end: float) -> None:
+    js = {h: list(log.job_starts) for h, log in logs.items()}
+    steps = {h: list(zip(log.times, log.nums, strict=True)) for h, log in logs.items()}
+    want = analyze(js, steps, start, end)
+    medians = {r.rank: r.median_step_s for r in want.ranks}
+    got = lateness(logs, medians, start, end)
+    assert got.steps_compared == want.steps_compared
+    assert got.straggler == want.straggler
+    assert got.straggler_cost_s == pytest.approx(want.straggler_cost_s)
+    assert got.max_spread_s == pytest.approx(want.max_spread_s)
+    for r in want.ranks:
+        x = got.hosts[r.rank]
+        assert (x.last_steps, x.held_back_s, x.mean_lag_s) == pytest.approx((r.last_steps, r.held_back_s, r.mean_lag_s))
+
+
+def _job(lead_steps: int, others: list[tuple[int, float]], restarts: list[float], order: list[int] | None) -> list[Event]:
+    """A lead host (0) with `lead_steps` steps and hosts with (steps, lateness) each; restarts at
+    the given times on every host; `order`: step numbers of the lead (not monotonic when shuffled)."""
+    ev = [Event(Kind.JOB_START, 0.0, 0)]
+    ev += [Event(Kind.JOB_START, t, 0) for t in restarts]
+    nums = order if order is not None else list(range(lead_steps))
+    ev += [Event(Kind.STEP_START, 1.0 + k, 0, nums[k]) for k in range(lead_steps)]
+    for h, (n, late) in enumerate(others, 1):
+        ev.append(Event(Kind.JOB_START, 0.01 * h, h))
+        ev += [Event(Kind.JOB_START, t + 0.01 * h, h) for t in restarts]
+        ev += [Event(Kind.STEP_START, 1.0 + k + late * (k % 3 == 0), h, k) for k in range(n)]
+    return ev
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 400), st.lists(st.tuples(st.integers(0, 60), st.floats(0.0, 0.5)), min_size=1, max_size=4),
+       st.lists(st.floats(1.5, 300.0), max_size=3), st.booleans(), st.randoms(use_true_random=False))
+def test_lateness_equals_torch_analysis(lead: int, others: list[tuple[int, float]], restarts: list[float],
+                                        shuffle: bool, rng: object) -> None:
+    order = None
+    if shuffle:
+        order = list(range(lead))
+        rng.shuffle(order)  # type: ignore[attr-defined]
+    tl = _timeline(_job(lead, others, restarts, order))
+    _same(tl.hosts, -math.inf, math.inf)
+    _same(tl.hosts, 3.0, 40.0)
+
+
+def test_long_lead_host_is_looked_up_not_scanned() -> None:
+    """200,000 steps on the lead, 300 on each of three others (host 2 late): the same figures
+    as the torch analysis, which compares the 300 shared steps."""
+    tl = _timeline(_job(200_000, [(300, 0.0), (300, 0.4), (300, 0.01)], [], None))
+    _same(tl.hosts, -math.inf, math.inf)
+    js = {h: list(log.job_starts) for h, log in tl.hosts.items()}
+    steps = {h: list(zip(log.times, log.nums, strict=True)) for h, log in tl.hosts.items()}
+    assert analyze(js, steps).straggler == 2
+
+
+@pytest.mark.parametrize("name", ["s8_multihost_duplicates"])
+def test_job_page_straggler_rows(name: str, tmp_path: Path) -> None:
+    """The job page's hosts rows and straggler come from the same analysis (no step cap)."""
+    sc = scenario(name)
+    store = SQLiteStore(tmp_path / "s.db")
+    store.append("g", sc.job_name, EventBatch(1, 0, sc.events))
+    v = JobView(store, sc.job_name, "g", clock=lambda: sc.query)
+    d = v.detail()
+    rows = d["hosts"]
+    assert len(rows) == 3 and all("held_back_s" in r for r in rows)
+    r = v.report()
+    js = {h: list(hs.job_starts) for h, hs in v.hosts.items()}
+    steps = {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in v.hosts.items()}
+    want = analyze(js, steps, r.start, r.end)
+    by = {x.rank: x for x in want.ranks}
+    for row in rows:
+        assert row["held_back_s"] == pytest.approx(by[row["host"]].held_back_s)
+        assert row["late_s"] == pytest.approx(by[row["host"]].mean_lag_s)
+    store.close()
