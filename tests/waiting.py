@@ -22,3 +22,18 @@ def wait_for(cond: Callable[[], Any], timeout_s: float = 30.0, what: str | None 
                 raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
             return None
         time.sleep(0.02)
+
+
+def tensorboard_has(logdir: object, tag: str) -> bool:
+    """True once an event file in `logdir` holds a scalar `tag`: the first upload landed (the
+    folder and its lock file appear earlier, while the exporter process is still starting)."""
+    from pathlib import Path
+
+    d = Path(str(logdir))
+    if not any(d.glob("events.out.tfevents.*")):
+        return False
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(d))
+    acc.Reload()
+    return tag in acc.Tags()["scalars"]

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from mlgoodput.events import EventBatch
 from mlgoodput.store import open_store
 from timelines import all_timelines, load
-from waiting import wait_for
+from waiting import tensorboard_has, wait_for
 
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -163,15 +164,15 @@ def test_closed_pipe_exits_cleanly(cli_env: Env, argv: list[str]) -> None:
     assert res.stderr.strip() == "rc=0", res.stderr
 
 
-def _ctrl_c(cli_env: Env, argv: list[str], ready: str) -> tuple[int, str]:
-    """Start `argv` in a process group of its own, wait for `ready` in its output, then send
-    SIGINT to the whole group (as a terminal's Ctrl-C does)."""
+def _ctrl_c(cli_env: Env, argv: list[str], ready: str, also: Callable[[], bool] | None = None) -> tuple[int, str]:
+    """Start `argv` in a process group of its own, wait for `ready` in its output (and `also`),
+    then send SIGINT to the whole group (as a terminal's Ctrl-C does)."""
     out = cli_env.root / "work" / "ctrl-c.out"
     with open(out, "w") as f:
         p = subprocess.Popen([sys.executable, "-m", "mlgoodput", *argv], stdout=f, stderr=subprocess.STDOUT,
                              env=cli_env.env, cwd=cli_env.root / "work", start_new_session=True)
     try:
-        assert wait_for(lambda: ready in out.read_text(), 60), out.read_text()
+        assert wait_for(lambda: ready in out.read_text() and (also is None or also()), 180), out.read_text()
         os.killpg(p.pid, signal.SIGINT)
         p.wait(60)
     finally:
@@ -194,7 +195,10 @@ def test_ctrl_c_on_console_serve(cli_env: Env, tmp_path: Path) -> None:
 def test_ctrl_c_on_monitor_keeps_the_final_upload(cli_env: Env, tmp_path: Path) -> None:
     tb = tmp_path / "tb"
     code, text = _ctrl_c(cli_env, ["monitor", "--job", "s4-disruption-restart", "--store", str(cli_env.good),
-                                   "--interval", "0.5", "--tensorboard-dir", str(tb)], "goodput")
+                                   "--interval", "0.5", "--tensorboard-dir", str(tb)], "goodput",
+                         # the first upload landed: before it, the exporter process may still be
+                         # importing its writer (seconds under load), longer than the final upload's 10 s
+                         lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"))
     assert code == 0 and "Traceback" not in text, text
     assert "stopped" in text and "incomplete" not in text, text
 

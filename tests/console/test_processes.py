@@ -9,6 +9,7 @@ import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,61 @@ def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> No
     assert out.count("before the fork") == 1 and out.count("from a forked child") == 1
     msgs = [r["message"] for r in stored_logs(store, "fk")]
     assert msgs.count("before the fork") == 1 and msgs.count("from a forked child") == 1
+
+
+def _check_sigterm_after_leaving(out: Any) -> None:
+    def check() -> None:  # runs after the console's own finalizer (exitpriority 100): left
+        out.value = 1 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else 2
+
+    mp.util.Finalize(None, check, exitpriority=50)
+    logging.getLogger("child").info("leaving")
+
+
+@pytest.mark.slow
+def test_a_child_that_left_dies_by_sigterm_at_once(sockdir: str) -> None:
+    """Pool.terminate() SIGTERMs workers that may be exiting already and joins them with no
+    timeout. Once a child has left the console, SIGTERM must have its default again: a Python
+    handler no longer runs while a spawned child's interpreter finalizes (seconds under load),
+    so it would keep the child alive and terminate() waiting."""
+    ctx = mp.get_context("spawn")
+    with C.session(f"unix:{sockdir}/s.sock", job="term", store=f"{sockdir}/store.db", display=False):
+        out = ctx.Value("i", 0)
+        p = ctx.Process(target=_check_sigterm_after_leaving, args=(out,))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        assert out.value == 1, "SIGTERM still had the console's handler after the child left"
+
+
+def _blocked_in_c(ready: Any, lock: Any) -> None:
+    logging.getLogger("child").info("about to block")
+    # the main thread cannot run a Python handler, as when it sleeps in C: SIGTERM goes to
+    # another thread, the handler stays pending
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    ready.set()
+    lock.acquire()  # held by the parent, as Pool's task queue lock is during terminate()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_child_whose_main_thread_is_blocked(sockdir: str) -> None:
+    """Pool.terminate() hung: a worker's main thread waiting on the task queue's lock (held
+    by the terminating parent) never ran the console's SIGTERM handler, so the SIGTERM did
+    not end it and terminate() joined it forever. It ends, and what it logged is delivered."""
+    ctx = mp.get_context("spawn")
+    store = f"{sockdir}/store.db"
+    with C.session(f"unix:{sockdir}/s.sock", job="blocked", store=store, display=False):
+        lock, ready = ctx.Lock(), ctx.Event()
+        lock.acquire()
+        p = ctx.Process(target=_blocked_in_c, args=(ready, lock))
+        p.start()
+        try:
+            assert ready.wait(60)
+            p.terminate()
+            p.join(30)
+            assert p.exitcode is not None, "SIGTERM did not end a child whose main thread was blocked"
+        finally:
+            if p.exitcode is None:
+                p.kill()
+                p.join(10)
+            lock.release()
+    assert "about to block" in [r["message"] for r in stored_logs(store, "blocked")]

@@ -67,7 +67,15 @@ def test_recompile_at_step_50_is_program_startup_not_stall(tmp_path: Path) -> No
     first_step = starts[1] - starts[0]
     assert startup >= compile_50 * 0.999
     assert startup <= first_step + compile_50 + 1e-6
-    assert stall < 0.2 * compile_50
+    # A loaded machine can suspend the process inside any step: a step whose time (less a
+    # measured compile) passes three ideal steps really stalled by the excess over one. That
+    # much stall is the truth; step 50's compile on top of it must not be counted as stall.
+    ideal = report.ideal_step_time_s
+    suspended = 0.0
+    for n in range(1, 59):  # the interior steps: not the first, nor the last before job_end
+        eff = starts[n + 1] - starts[n] - (compile_50 if n == 50 else 0.0)
+        suspended += eff - ideal if eff > 3 * ideal else 0.0
+    assert stall < suspended + 0.2 * compile_50, (stall, suspended, compile_50)
 
     # Control: the same timeline without the measured compiles. Step 50's compile is then
     # inferred as a stall (or productive time), not program startup.

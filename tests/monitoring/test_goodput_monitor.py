@@ -19,7 +19,7 @@ from mlgoodput.accounting import BadputType, GoodputCalculator
 from mlgoodput.events import Event, Kind
 from mlgoodput.export import PrometheusExporter
 from mlgoodput.testing import FileExporter
-from waiting import wait_for
+from waiting import tensorboard_has, wait_for
 
 JOB, LOGGER = "run-7", "goodput_run-7"
 
@@ -230,7 +230,9 @@ def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path
            "--rolling-windows", "60,300"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: (tb / "goodput").exists() and any((tb / "goodput").iterdir()))
+        # the first upload, not just the folder: the exporter process may still be importing
+        # its writer (seconds on a loaded machine), and a final upload is bounded by 10 s
+        assert wait_for(lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"), 180)
         time.sleep(0.7)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=60)

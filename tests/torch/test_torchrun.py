@@ -25,11 +25,11 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
     p = torchrun(["--store", store, "--job", "ddp", "--ckpt-dir", str(tmp_path / "ck"),
                   "--steps", str(STEPS), "--kill-at-step", str(KILL_AT), "--ckpt-every", str(EVERY),
-                  "--slow-rank", "1", "--slow-s", str(SLOW_S), "--truth", str(truth)])
+                  "--slow-rank", "1", "--slow-s", str(SLOW_S), "--truth", str(truth)],
+                 timeout_s=270)  # 3 torch imports a rank: ~110 s on a loaded 2-core machine; pytest's is 300 s
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = [json.loads(line) for line in truth.read_text().splitlines()]
     start = {(r["attempt"], r["step"]): r["t"] for r in rows if r["phase"] == "step"}
-    end = {(r["attempt"], r["step"]): r["t"] for r in rows if r["phase"] == "step_end"}
     job_start = {r["attempt"]: r["t"] for r in rows if r["phase"] == "job_start"}
     restored = next(r["step"] for r in rows if r["phase"] == "restore")
     assert restored == EVERY - 1 and {a for a, _ in start} == {0, 1}
@@ -39,14 +39,18 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     assert r.disruptions == 1
     assert r.last_step == STEPS - 1 and r.max_productive_step == STEPS - 1
     # lost progress: the steps after the restored one that the first attempt finished, plus
-    # the part of the step that was running when the rank died (at most one step)
-    done_then_lost = sum(end[(0, n)] - start[(0, n)] for n in range(restored + 1, KILL_AT))
+    # the part of the step that was running when the rank died (at most one step). A step
+    # lasts from its start to the next step's start (docs/accounting.md): the time between a
+    # step's work and the next start (tens of ms on a loaded machine) is part of it.
+    done_then_lost = start[(0, KILL_AT)] - start[(0, restored + 1)]
     wasted = r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
     assert done_then_lost - ideal <= wasted <= done_then_lost + ideal, (wasted, done_then_lost, ideal)
-    # recovery: from the end of the dead attempt's work to the restarted attempt's job start
+    # recovery: from the end of the dead attempt's work to the restarted attempt's job start.
+    # The truth's times are read just after the recorder's own (job_start after start_job()
+    # returned, which starts the recorder's work): 0.02 s of clock allowance on either side.
     gap = job_start[1] - start[(0, KILL_AT)]
     recovery = r.badput_total_s(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION)
-    assert gap - ideal <= recovery <= gap + 0.02, (recovery, gap, ideal)
+    assert gap - ideal - 0.02 <= recovery <= gap + 0.02, (recovery, gap, ideal)
     # checkpoints went through torch.distributed.checkpoint, timed by the wrapper
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) > 0
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) > 0

@@ -70,6 +70,11 @@ def _serve(args: argparse.Namespace) -> int:
                 pass
         raise CLIError(f"cannot serve at {args.address}: {e.strerror or e}"
                        " (use a local address such as :7000, 127.0.0.1:7000 or unix:/path)") from e
+    # stop on Ctrl-C or SIGTERM from before the address is shown: a Ctrl-C the moment it
+    # shows (as print returns) would otherwise end the command as interrupted (130)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     hint = f"export {_env.CONSOLE}={address}"
     if srv.auth:
         hint += f" {_env.CONSOLE_TOKEN}={srv.token}"
@@ -77,9 +82,6 @@ def _serve(args: argparse.Namespace) -> int:
         srv.display.note(f"connect with: {hint}")
     else:
         print(hint, flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(0.5):
         pass
     srv.stop()
@@ -141,22 +143,23 @@ def _logs(args: argparse.Namespace) -> int:
 
     try:
         job = _pick_job(store, args.job)
-        entries, cursor = log_entries_after(store, job, 0, state)
-        for e in entries:
-            if _keep(e, args):
-                write(e)
-        if args.follow:
-            sys.stdout.flush()
-            try:
-                while True:
-                    time.sleep(0.5)
-                    entries, cursor = log_entries_after(store, job, cursor, state)
-                    for e in entries:
-                        if _keep(e, args):
-                            write(e)
-                    sys.stdout.flush()
-            except KeyboardInterrupt:
-                return 0  # Ctrl-C is how one stops following
+        # With --follow, Ctrl-C is how one stops, whenever it comes: also while the stored
+        # lines are replayed or as they show (the flush returning), not only in the loop.
+        try:
+            entries, cursor = log_entries_after(store, job, 0, state)
+            for e in entries:
+                if _keep(e, args):
+                    write(e)
+            while args.follow:
+                sys.stdout.flush()
+                time.sleep(0.5)
+                entries, cursor = log_entries_after(store, job, cursor, state)
+                for e in entries:
+                    if _keep(e, args):
+                        write(e)
+        except KeyboardInterrupt:
+            if not args.follow:
+                raise
     finally:
         store.close()
     return 0

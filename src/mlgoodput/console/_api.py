@@ -37,6 +37,7 @@ _CONFIG_KEY = "mlgoodput_console"
 
 
 _in_child_attach = False  # True while a multiprocessing child joins as it unpickles (see connect)
+_term_pending = False  # a SIGTERM came while leaving: end by it once left (see _on_sigterm)
 
 
 def connect(
@@ -125,7 +126,9 @@ def disconnect(timeout_s: float = 10.0) -> bool:
         _current.client = _handler = None
         multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]
         _leaving = False
-        return ok
+    if _term_pending:  # a SIGTERM came while this call delivered: end by it now
+        _sigterm_ends_again()
+    return ok
 
 
 class _Attach:
@@ -162,6 +165,52 @@ def _in_mp_child(client: ConsoleClient) -> None:
         _forward_process_errors()
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)  # Pool.terminate() ends workers with SIGTERM
+        _watch_sigterm()
+
+
+#: the write end of this process's signal wakeup pipe, when it is ours (see _watch_sigterm)
+_wakeup_w = -1
+_handler_ran = threading.Event()
+
+
+def _watch_sigterm() -> None:
+    """A backstop for `_on_sigterm`: Python runs a handler only in the main thread, between
+    bytecodes. A Pool worker's main thread blocked in C never gets there: waiting for the
+    task queue's lock, which the terminating parent holds, it sleeps on with the SIGTERM
+    caught and the handler pending forever, and Pool.terminate() joins it with no timeout.
+    The C handler also writes the signal's number to the wakeup fd; a thread reading it ends
+    the process itself (after delivering, as the handler would) when the handler did not run."""
+    global _wakeup_w
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        old = -2
+    if old not in (-1, _wakeup_w):  # someone else's wakeup fd (an event loop): leave it be
+        if old != -2:
+            signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _wakeup_w = w
+    _handler_ran.clear()
+    threading.Thread(target=_sigterm_watcher, args=(r,), name="mlgoodput-console-sigterm-watch", daemon=True).start()
+
+
+def _sigterm_watcher(r: int) -> None:
+    while True:
+        try:
+            data = os.read(r, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data and not _handler_ran.wait(1.0):
+            t = threading.Thread(target=_leave_at_exit, name="mlgoodput-console-sigterm", daemon=True)
+            t.start()
+            t.join(3.0)
+            os._exit(128 + signal.SIGTERM)
 
 
 def _forward_process_errors() -> None:
@@ -191,11 +240,28 @@ def _leave_at_exit() -> None:
         disconnect(timeout_s=exit_time_left())
     except Exception:
         pass
+    _sigterm_ends_again()
+
+
+def _sigterm_ends_again() -> None:
+    """After leaving, nothing is left to deliver: give SIGTERM back its default, so that the
+    SIGTERM of Pool.terminate() ends this child at once. Kept, our Python handler would never
+    run once the interpreter finalizes (a spawned child does, seconds on a loaded machine), and
+    Pool.terminate() waits on the child without a timeout. A SIGTERM that came while leaving
+    ends the process now."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _term_pending:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    global _term_pending
+    _handler_ran.set()
     if _leaving:
-        return  # already leaving (interrupted at exit): let that finish, it is bounded
+        _term_pending = True  # already leaving (interrupted at exit): let that finish, it is bounded
+        return
     # An orderly end (Pool.terminate): deliver, then say goodbye. On another thread, because
     # the interrupted main thread may hold a lock that delivering needs; bounded either way.
     try:
