@@ -31,6 +31,9 @@ RUNTIME_DIR = "MLGOODPUT_RUNTIME_DIR"
 #: Saved accounting state: "0" (or "off") never saves nor uses one; "always" saves after every
 #: query that read something new; unset: saves when the job grew by 100,000 events and 10 %.
 SNAPSHOT = "MLGOODPUT_SNAPSHOT"
+#: "0" (or "off") keeps the accounting on its pure-Python passes even where numpy (the `fast`
+#: extra) is installed; unset: long column passes use numpy when it is there (same results).
+NUMPY = "MLGOODPUT_NUMPY"
 #: Launcher variables that carry a process's index (rank); mlgoodput.identity reads them (with
 #: their sizes, local ranks and restart counts) in its documented order.
 PROCESS_INDEX_VARS: tuple[str, ...] = (

@@ -155,9 +155,9 @@ def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
     """Per-rank step times and the rank holding collectives back, for jobs of several hosts."""
     if len(r.hosts) < 2:
         return None
-    from mlgoodput.torch import StragglerAnalysis
+    from mlgoodput.torch import saved_stragglers
 
-    return StragglerAnalysis(job, logger, store=store).report(r.start, r.end)
+    return saved_stragglers(job, logger, store=store, start=r.start, end=r.end)
 
 
 def journal_losses(store: Store) -> dict[tuple[str, str], int]:

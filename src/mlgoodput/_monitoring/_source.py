@@ -90,7 +90,9 @@ class GoodputSource:
 
         if self._lag is None:
             self._lag = StragglerAnalysis(self.job_name, self.logger_name, store=self.store_url)
-        return straggler_samples(report, self._lag.report(report.start, report.end))
+        # the whole job up to what is stored now (steps stored since the report included), so
+        # the analysis stays incremental: a window ending before the latest step is a full pass
+        return straggler_samples(report, self._lag.report(report.start, None))
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

@@ -2,6 +2,7 @@
 
 from mlgoodput.accounting._advisor import Advice, advise
 from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
+from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._figures import CostStats, Productivity
@@ -13,6 +14,7 @@ from mlgoodput.accounting._report import (
     HostStepStats,
     SliceEfficiency,
 )
+from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Timeline
 
@@ -30,8 +32,10 @@ __all__ = [
     "HostStepStats",
     "Productivity",
     "SliceEfficiency",
+    "SortedFloats",
     "StepNums",
     "Timeline",
     "advise",
     "retention_period",
+    "snapshot_policy",
 ]

@@ -11,7 +11,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal, recover_changed_journals
@@ -92,6 +92,7 @@ class GoodputCalculator:
 
             store = store_from_cloud_logger(cloud_logger, logger_name)
         self._store: Store = open_store(store)
+        self._paged = isinstance(self._store, PagedStore)  # a protocol check costs, do it once
         self._clock = clock
         self._stall_factor = stall_factor
         self._engine = Engine(stall_factor=stall_factor)
@@ -133,8 +134,8 @@ class GoodputCalculator:
                 if got is not None:
                     self._engine, self._cursor = got
                     self._saved = self._engine.timeline.events
-        if isinstance(self._store, PagedStore):  # a page at a time: never the whole job at once
-            for cursor, part in self._store.scan(self.logger_name, self.job_name, self._cursor):
+        if self._paged:  # a page at a time: never the whole job at once
+            for cursor, part in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
                 self._engine.timeline.ingest(part)
                 self._cursor = cursor
             return

@@ -14,6 +14,7 @@ import operator
 from array import array
 from bisect import bisect_left, bisect_right
 
+from mlgoodput.accounting import _fast
 from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
 from mlgoodput.accounting._intervals import (
     Coverage,
@@ -63,6 +64,7 @@ class Engine:
         self._derived: Derived | None = None
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
         self._hosts: dict[int, HostSteps] = {}
+        self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self._je_cache: tuple[HostLog, int, list[float]] | None = None
@@ -267,7 +269,7 @@ class Engine:
             for c0 in range(lo, hi, _CHUNK):  # in slices, so no job-sized list of floats
                 c1 = min(hi, c0 + _CHUNK)
                 # most steps: net time is simply the gap to the next start (C-level map)
-                raw = list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
+                raw = _fast.gaps(times, c0, c1) or list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
                 for i in touched.range(c0, c1):
                     end = self._step_end(log, i, times[i + 1]) or times[i + 1]
                     net, comp = self._net(acts, times[i], end)
@@ -428,7 +430,12 @@ class Engine:
         return out
 
     def host_stats(self, q: float) -> tuple[HostStepStats, ...]:
-        """Step statistics of every host with two steps or more (incremental per host)."""
+        """Step statistics of every host with two steps or more (incremental per host; kept
+        whole while no event comes in and q is past every step)."""
+        tl = self.timeline
+        c = self._stats_cache
+        if c is not None and c[0] is tl and c[1] == tl.events and q >= tl.max_time:
+            return c[2]
         out = []
         for h, log in sorted(self.timeline.hosts.items()):
             if len(log.times) < 2:
@@ -442,7 +449,9 @@ class Engine:
                 st = hs.update(log)
             if st is not None:
                 out.append(st)
-        return tuple(out)
+        res = tuple(out)
+        self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None
+        return res
 
 
 def _slices(

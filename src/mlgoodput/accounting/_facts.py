@@ -81,6 +81,9 @@ class FactsCache:
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
         self.scan: _Scan | None = None
+        # (timeline, its event count, the latest non-step event) when `scan` was last found
+        # current: the same timeline with no event since and q past that needs no check at all
+        self.seen: tuple[Timeline, int, float] | None = None
 
 
 def _scan(tl: Timeline, q: float) -> _Scan:
@@ -153,15 +156,20 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
     sc: _Scan | None = None
     key: tuple[object, ...] | None = None
     if cache is not None:
-        latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
-        if q >= latest and tl.lead_host(q) == (cache.scan.lead if cache.scan else None):
-            key = tuple((h, id(v.others), len(v.others), len(v.job_starts)) for h, v in tl.hosts.items())
-            if key == cache.key:
-                sc = cache.scan
+        seen = cache.seen
+        if seen is not None and seen[0] is tl and seen[1] == tl.events and q >= seen[2]:
+            sc = cache.scan
+        else:
+            latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
+            if q >= latest and tl.lead_host(q) == (cache.scan.lead if cache.scan else None):
+                key = tuple((h, id(v.others), len(v.others), len(v.job_starts)) for h, v in tl.hosts.items())
+                if key == cache.key:
+                    sc = cache.scan
+                    cache.seen = (tl, tl.events, latest)
     if sc is None:
         sc = _scan(tl, q)
         if cache is not None:
-            cache.key, cache.scan = key, sc
+            cache.key, cache.scan, cache.seen = key, sc, None
     if sc.lead is None:
         return JobFacts(q, (), (), (), {}, (), (), (), sc.flops, sc.peaks, sc.submits, True)
     log = tl.hosts[sc.lead]

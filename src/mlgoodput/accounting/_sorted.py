@@ -12,21 +12,25 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable
 from itertools import accumulate
 
+from mlgoodput.accounting import _fast
+
 _LOAD = 2048
 
 
 class SortedFloats:
-    __slots__ = ("_buckets", "_maxes", "_n", "_sums")
+    __slots__ = ("_buckets", "_ends", "_maxes", "_n", "_sums")
 
     def __init__(self, values: Iterable[float] | None = None) -> None:
         self._buckets: list[array[float]] = []
         self._maxes: list[float] = []
         self._sums: list[float] = []
         self._n = 0
+        self._ends: list[int] | None = None  # cumulative bucket sizes, kept until a change
         if values:
             self._build(sorted(values))
 
     def _build(self, ordered: list[float] | array[float]) -> None:
+        self._ends = None
         self._buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
         self._maxes = [b[-1] for b in self._buckets]
         self._sums = [sum(b) for b in self._buckets]
@@ -36,6 +40,7 @@ class SortedFloats:
         return self._n
 
     def add(self, x: float) -> None:
+        self._ends = None
         if not self._buckets:
             self._buckets, self._maxes, self._sums, self._n = [array("d", (x,))], [x], [x], 1
             return
@@ -51,6 +56,7 @@ class SortedFloats:
             self._split(i)
 
     def _split(self, i: int) -> None:
+        self._ends = None
         b = self._buckets[i]
         while len(b) > 2 * _LOAD:
             half = b[_LOAD:]
@@ -64,13 +70,14 @@ class SortedFloats:
             b = half
 
     def extend(self, xs: list[float] | array[float]) -> None:
+        self._ends = None
         if len(xs) > self._n // 4 + 16:
             merged = array("d")
             for b in self._buckets:
                 merged.extend(b)
             self._buckets = []
             merged.extend(xs)
-            self._build(sorted(merged))
+            self._build(_fast.sort(merged) or sorted(merged))
         elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)
@@ -93,6 +100,7 @@ class SortedFloats:
                     last = len(self._buckets) - 1
 
     def remove(self, x: float) -> None:
+        self._ends = None
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
             raise ValueError(f"{x!r} not in SortedFloats")
@@ -146,7 +154,9 @@ class SortedFloats:
         """The k-th smallest value, 0-based (finding the bucket is one C-level pass)."""
         if not 0 <= k < self._n:
             raise IndexError(k)
-        ends = list(accumulate(map(len, self._buckets)))
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = list(accumulate(map(len, self._buckets)))
         i = bisect_right(ends, k)
         return self._buckets[i][k - (ends[i - 1] if i else 0)]
 

@@ -15,6 +15,7 @@ from array import array
 from bisect import insort
 from dataclasses import dataclass, field
 
+from mlgoodput.accounting import _fast
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store import NO_STEP, Columns
@@ -54,7 +55,9 @@ class HostLog:
         if not times:
             return math.inf
         # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
-        strict = all(map(operator.lt, times[:-1], times[1:]))
+        strict = _fast.strictly_increasing(times)
+        if strict is None:
+            strict = all(map(operator.lt, times[:-1], times[1:]))
         ordered = strict or list(times) == sorted(times)
         if ordered and (not self.times or times[0] > self.times[-1]):
             last = self.nums[-1] if self.nums else None
@@ -105,6 +108,7 @@ class Timeline:
         self.earliest_change = math.inf
         self.max_time = -math.inf
         self.events = 0
+        self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
 
     def host(self, h: int) -> HostLog:
         log = self.hosts.get(h)
@@ -117,7 +121,8 @@ class Timeline:
         if n == 0:
             return
         self.events += n
-        self.max_time = max(self.max_time, max(cols.times))
+        top = _fast.maximum(cols.times)
+        self.max_time = max(self.max_time, max(cols.times) if top is None else top)
         kinds = bytes(cols.kinds)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
@@ -128,8 +133,8 @@ class Timeline:
             earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
         elif single_host:
             log = self.host(hosts[0])
-            st = array("d", itertools.compress(cols.times, step_mask))
-            sn = array("q", itertools.compress(cols.steps, step_mask))
+            st = _fast.select(cols.times, step_mask) or array("d", itertools.compress(cols.times, step_mask))
+            sn = _fast.select(cols.steps, step_mask) or array("q", itertools.compress(cols.steps, step_mask))
             earliest = min(earliest, log.add_steps(st, sn))
         else:
             per: dict[int, tuple[list[float], list[int]]] = {}
@@ -159,10 +164,20 @@ class Timeline:
         self.earliest_change = min(self.earliest_change, earliest)
 
     def lead_host(self, q: float) -> int | None:
-        """The lowest process index that recorded a job_start at or before q."""
+        """The lowest process index that recorded a job_start at or before q (kept while no event
+        comes in and q is past every host's first job_start: a query that finds nothing new)."""
+        c = self._lead
+        if c is not None and c[0] == self.events and q >= c[1]:
+            return c[2]
         best = None
+        latest_first = -math.inf
         for h, log in self.hosts.items():
-            if log.job_starts and log.job_starts[0] <= q and (best is None or h < best):
-                best = h
+            if log.job_starts:
+                first = log.job_starts[0]
+                latest_first = max(latest_first, first)
+                if first <= q and (best is None or h < best):
+                    best = h
+        if q >= latest_first:
+            self._lead = (self.events, latest_first, best)
         return best
 

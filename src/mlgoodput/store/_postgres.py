@@ -223,13 +223,19 @@ class PostgresStore:
 
     # -- optional abilities (store/_state.py): saved accounting state, paged reads ----------
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        limit = PAGE_ROWS
         while True:
-            rows = self._in_transaction("read", partial(_page, namespace, job, cursor))
+            rows = self._in_transaction("read", partial(_page, namespace, job, cursor, limit))
+            events = 0
             for r in rows:
                 cursor = int(r[0])
-                yield cursor, decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7])
-            if len(rows) < PAGE_ROWS:
+                cols = decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7])
+                events += len(cols)
+                yield cursor, cols
+            if len(rows) < limit:
                 return
+            # small chunks (a shipper's every second): more of them a page, about as many events
+            limit = max(PAGE_ROWS, min(_MAX_PAGE_ROWS, _PAGE_EVENTS * len(rows) // max(1, events)))
 
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         def work(conn: Any) -> tuple[int, int]:
@@ -331,11 +337,15 @@ def _state_schema(conn: Any) -> None:
     conn.execute(_STATE_SCHEMA)
 
 
-def _page(ns: str, job: str, cursor: int, conn: Any) -> list[Any]:
+_PAGE_EVENTS = PAGE_ROWS * 65_536  # events a page aims at
+_MAX_PAGE_ROWS = 4096
+
+
+def _page(ns: str, job: str, cursor: int, limit: int, conn: Any) -> list[Any]:
     rows: list[Any] = conn.execute(
         "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
         " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq LIMIT %s",
-        (ns, job, cursor, PAGE_ROWS),
+        (ns, job, cursor, limit),
     ).fetchall()
     return rows
 

@@ -364,13 +364,19 @@ class SQLiteStore:
                 raise StoreError(f"cannot {what} SQLite store {self.path!r}: {e}") from e
 
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        limit = PAGE_ROWS
         while True:
-            rows = self._run("read", partial(_page, namespace, job, cursor))
+            rows = self._run("read", partial(_page, namespace, job, cursor, limit))
+            events = 0
             for r in rows:
                 cursor = r[0]
-                yield cursor, decode(*r[1:])
-            if len(rows) < PAGE_ROWS:
+                cols = decode(*r[1:])
+                events += len(cols)
+                yield cursor, cols
+            if len(rows) < limit:
                 return
+            # small chunks (a shipper's every second): more of them a page, about as many events
+            limit = max(PAGE_ROWS, min(_MAX_PAGE_ROWS, _PAGE_EVENTS * len(rows) // max(1, events)))
 
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         def work(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -466,11 +472,15 @@ def _encode_from(events: Sequence[Event], skip: int) -> list[Chunk]:
     return encode_batch(events[skip:], MAX_CHUNK_EVENTS)
 
 
-def _page(ns: str, job: str, cursor: int, conn: sqlite3.Connection) -> list[Any]:
+_PAGE_EVENTS = PAGE_ROWS * 65_536  # events a page aims at
+_MAX_PAGE_ROWS = 4096
+
+
+def _page(ns: str, job: str, cursor: int, limit: int, conn: sqlite3.Connection) -> list[Any]:
     return conn.execute(
         "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
         " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (ns, job, cursor, PAGE_ROWS),
+        (ns, job, cursor, limit),
     ).fetchall()
 
 

@@ -32,6 +32,7 @@ from mlgoodput.torch._stragglers import (
     RankStepStats,
     StragglerAnalysis,
     StragglerReport,
+    saved_stragglers,
     stragglers,
 )
 from mlgoodput.torch._stragglers import analyze as analyze_stragglers
@@ -53,6 +54,7 @@ __all__ = [
     "current",
     "flop_counter",
     "init",
+    "saved_stragglers",
     "shutdown",
     "stragglers",
     "torchrun_identity",

@@ -13,13 +13,22 @@ events stored since the first.
 from __future__ import annotations
 
 import bisect
+import json
+import logging
+import math
+import operator
+from array import array
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
+from typing import Any, cast
 
+from mlgoodput.accounting import SortedFloats
 from mlgoodput.events import Kind
-from mlgoodput.store import open_store
+from mlgoodput.store import Columns, PagedStore, open_store
+
+log = logging.getLogger("mlgoodput")
 
 __all__ = ["RankStepStats", "StragglerAnalysis", "StragglerReport", "stragglers"]
 
@@ -85,7 +94,11 @@ class StragglerReport:
 
 
 class StragglerAnalysis:
-    """Keeps every rank's step starts of one job; `report()` reads only what is new."""
+    """Keeps every rank's step starts of one job; `report()` reads only what is new.
+
+    The analysis of the whole job is kept up to date too (`_Live`): while each rank's new
+    step starts come after its earlier ones, a report costs the new steps, not the job; a
+    window or anything out of order falls back to the full pass (`analyze`)."""
 
     def __init__(self, job_name: str, logger_name: str = "goodput", *, store: Any = None) -> None:
         self.job_name = job_name
@@ -93,7 +106,11 @@ class StragglerAnalysis:
         self._store = open_store(store)
         self._cursor = 0
         self._job_starts: dict[int, list[float]] = defaultdict(list)
-        self._steps: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        self._times: dict[int, array[float]] = {}  # rank -> step start times, in stored order
+        self._nums: dict[int, array[int]] = {}  # rank -> their step numbers
+        self._span = (math.inf, -math.inf)  # the earliest and latest step start of any rank
+        self._live: _Live | None = None
+        self._paged = isinstance(self._store, PagedStore)
 
     def _refresh(self) -> None:
         from mlgoodput._journal import recover_changed_journals
@@ -102,21 +119,265 @@ class StragglerAnalysis:
             recover_changed_journals(self._store)  # what killed ranks left behind
         except OSError:
             pass
-        res = self._store.read(self.logger_name, self.job_name, self._cursor)
-        for c in res.parts:
+        parts: Iterable[tuple[int, Columns]]
+        if self._paged:  # a page at a time: never the whole job in memory at once
+            parts = cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor)
+        else:
+            res = self._store.read(self.logger_name, self.job_name, self._cursor)
+            parts = [(res.cursor, c) for c in res.parts] or [(res.cursor, Columns.empty())]
+        before = {h: len(v) for h, v in self._times.items()}
+        all_t, all_n = self._times, self._nums
+        new_rank = False
+        new_js: list[tuple[int, float]] = []
+        for cursor, c in parts:
+            self._cursor = cursor
             kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
-            for i in range(len(kinds)):
+            if _STEP not in kinds and _JOB not in kinds:
+                continue
+            n = len(kinds)
+            if kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's step starts
+                h = hosts[0]
+                if h not in all_t:
+                    all_t[h], all_n[h], new_rank = array("d"), array("q"), True
+                all_t[h].extend(times)
+                all_n[h].extend(steps)
+                continue
+            for i in range(n):
                 k = kinds[i]
                 if k == _STEP:
-                    self._steps[hosts[i]].append((times[i], steps[i]))
+                    h = hosts[i]
+                    if h not in all_t:
+                        all_t[h], all_n[h], new_rank = array("d"), array("q"), True
+                    all_t[h].append(times[i])
+                    all_n[h].append(steps[i])
                 elif k == _JOB:
-                    bisect.insort(self._job_starts[hosts[i]], times[i])
-        self._cursor = res.cursor
+                    new_js.append((hosts[i], times[i]))
+        live = None if new_rank else self._live  # a new rank's steps are ordered last: start over
+        for h, t in new_js:
+            if live is not None and not live.job_start(h, t):
+                live = None
+            bisect.insort(self._job_starts[h], t)
+        lo, hi = self._span
+        new: dict[int, list[tuple[float, int]]] = {}
+        for h, ts in all_t.items():
+            k = before.get(h, 0)
+            if len(ts) > k:
+                part = ts[k:]
+                lo, hi = min(lo, min(part)), max(hi, max(part))
+                if live is not None:
+                    new[h] = list(zip(part, all_n[h][k:], strict=True))
+        self._span = (lo, hi)
+        if live is not None and not live.add(new):
+            live = None
+        self._live = live
+
+    def _steps(self) -> dict[int, list[tuple[float, int]]]:
+        return {h: list(zip(self._times[h], self._nums[h], strict=True)) for h in self._times}
 
     def report(self, start: float | None = None, end: float | None = None) -> StragglerReport:
         """The analysis of the steps that started in [start, end] (default: all)."""
         self._refresh()
-        return analyze(self._job_starts, self._steps, start, end)
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        if self._times and lo <= self._span[0] and self._span[1] <= hi:
+            live = self._live
+            if live is None:
+                live = _Live(self._job_starts, list(self._times))
+                for h, ts in self._times.items():  # rank by rank, as one add of all would
+                    ok = live.add({h: list(zip(ts, self._nums[h], strict=True))}, freeze=False)
+                    assert ok, "a fresh live analysis takes any steps"
+                live.freeze()
+                self._live = live
+            return live.report()
+        return analyze(self._job_starts, self._steps(), start, end)
+
+
+class _Live:
+    """`analyze` of the whole job, extended with each rank's new step starts.
+
+    It gives exactly what `analyze` gives (same sums in the same order): the steps are keyed
+    by (attempt, step number) in the order `analyze` meets them (rank by rank in first-seen
+    order, each rank's steps in time order), and the per-step totals are summed once for the
+    prefix of steps every rank has reported (`_frozen`), again each report for the rest.
+    `add` refuses (returns False; the caller starts over) anything that would reorder or
+    change what was already summed."""
+
+    TAIL = 4096  # steps beyond which a step some rank never reported is summed anyway
+
+    def __init__(self, job_starts: dict[int, list[float]], ranks: list[int]) -> None:
+        self.js = {r: list(v) for r, v in job_starts.items()}
+        self.ranks = list(ranks)
+        self.index = {r: i for i, r in enumerate(self.ranks)}
+        self.last: dict[int, tuple[float, int]] = {}  # rank -> its latest (time, step)
+        self.count = dict.fromkeys(self.ranks, 0)  # rank -> step starts stored (duplicates too)
+        self.gaps = {r: SortedFloats() for r in self.ranks}
+        self.intro: dict[tuple[int, int], int] = {}  # key -> index of the first rank that has it
+        self.starts: dict[tuple[int, int], dict[int, float]] = {}  # key -> rank -> time (not frozen)
+        self.segs: list[list[tuple[int, int]]] = [[] for _ in self.ranks]  # keys by introducing rank
+        self.frozen = 0  # keys of segs[0] summed into the totals below
+        self.moved = 0  # keys in segs[1:]
+        self.compared = 0
+        self.max_spread = 0.0
+        self.lag = {r: 0.0 for r in self.ranks}
+        self.lag_n = dict.fromkeys(self.ranks, 0)
+        self.last_steps = dict.fromkeys(self.ranks, 0)
+        self.held = {r: 0.0 for r in self.ranks}
+
+    def job_start(self, rank: int, t: float) -> bool:
+        """A new job start: fine while it changes no stored step's attempt."""
+        last = self.last.get(rank)
+        if last is not None and t <= last[0]:
+            return False
+        bisect.insort(self.js.setdefault(rank, []), t)
+        return True
+
+    def add(self, new: dict[int, list[tuple[float, int]]], *, freeze: bool = True) -> bool:
+        for r in self.ranks:  # rank order, as `analyze` meets them
+            seq = new.get(r)
+            if not seq:
+                continue
+            i = self.index[r]
+            seq = sorted(set(seq))
+            prev = self.last.get(r)
+            if prev is not None:
+                if seq[0] < prev:
+                    return False
+                self.count[r] += len(new[r])
+                if seq[0] == prev:
+                    seq = seq[1:]
+            else:
+                self.count[r] += len(new[r])
+            if not seq:
+                continue
+            js = self.js.get(r, [])
+            intro, starts, segs = self.intro, self.starts, self.segs
+            if not js or js[-1] <= seq[0][0]:  # one attempt for all of them (the usual case)
+                att = len(js)
+                ts = [t for t, _ in seq]
+                if prev is not None and (not js or js[-1] <= prev[0]):
+                    ts.insert(0, prev[0])
+                diffs = list(map(operator.sub, ts[1:], ts[:-1]))
+                moves = self.moved > 0
+                for t, n in seq:
+                    key = (att, n)
+                    st = starts.get(key)
+                    if st is not None:
+                        if r not in st:
+                            st[r] = t
+                            if moves or i:
+                                k = intro[key]
+                                if i < k:  # this rank meets the step first now: it moves up
+                                    self._move(key, k, i)
+                        continue
+                    if key in intro:
+                        return False  # a step already summed
+                    intro[key] = i
+                    starts[key] = {r: t}
+                    segs[i].append(key)
+                    if i:
+                        moves = True
+                        self.moved += 1
+                prev = seq[-1]
+            else:
+                diffs = []
+                prev_att = -1 if prev is None else bisect.bisect_right(js, prev[0])
+                for t, n in seq:
+                    att = bisect.bisect_right(js, t)
+                    if prev is not None and att == prev_att:
+                        diffs.append(t - prev[0])
+                    prev, prev_att = (t, n), att
+                    key = (att, n)
+                    got = intro.get(key)
+                    if got is None:
+                        intro[key] = i
+                        starts[key] = {r: t}
+                        segs[i].append(key)
+                        self.moved += i > 0
+                        continue
+                    st = starts.get(key)
+                    if st is None:
+                        return False  # a step already summed
+                    if r not in st:
+                        st[r] = t
+                        if i < got:
+                            self._move(key, got, i)
+            if prev is not None:
+                self.last[r] = prev
+            if diffs:
+                self.gaps[r].extend(diffs)
+        if freeze:
+            self.freeze()
+        return True
+
+    def _move(self, key: tuple[int, int], k: int, i: int) -> None:
+        """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
+        self.segs[k].remove(key)
+        self.segs[i].append(key)
+        self.intro[key] = i
+        self.moved -= i == 0
+
+    def freeze(self) -> None:
+        """Sum the steps every rank has reported (or that lie far behind) into the totals."""
+        seg, starts = self.segs[0], self.starts
+        full = len(self.ranks)
+        stop = self.frozen
+        while stop < len(seg) and (len(starts[seg[stop]]) == full or len(seg) - stop > self.TAIL):
+            stop += 1
+        if stop == self.frozen:
+            return
+        keys = seg[self.frozen : stop]
+        self.compared, self.max_spread = _sum_steps(
+            keys, starts, self.compared, self.max_spread, self.lag, self.lag_n, self.last_steps, self.held
+        )
+        for key in keys:
+            del starts[key]
+        self.frozen = stop
+
+    def report(self) -> StragglerReport:
+        lag, lag_n, last, held = dict(self.lag), dict(self.lag_n), dict(self.last_steps), dict(self.held)
+        compared, max_spread = self.compared, self.max_spread
+        for j, seg in enumerate(self.segs):
+            keys = seg[self.frozen :] if j == 0 else seg
+            compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+        ranks = []
+        for r in sorted(self.ranks):
+            d = self.gaps[r]
+            k = len(d)
+            ranks.append(RankStepStats(
+                rank=r, steps=k + 1 if k else self.count[r],
+                median_step_s=d.median() if k else 0.0,
+                p90_step_s=d.kth(min(k - 1, int(0.9 * k))) if k else 0.0,
+                max_step_s=d.kth(k - 1) if k else 0.0,
+                mean_lag_s=lag[r] / lag_n[r] if lag_n[r] else 0.0,
+                last_steps=last[r], held_back_s=held[r],
+            ))
+        return _verdict(ranks, compared, max_spread)
+
+
+def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[int, float]], compared: int,
+               max_spread: float, lag: dict[int, float], lag_n: dict[int, int], last: dict[int, int],
+               held: dict[int, float]) -> tuple[int, float]:
+    """The per-step part of `analyze` over `keys` in order, added into the totals given."""
+    for key in keys:
+        st = starts[key]
+        if len(st) < 2:
+            continue
+        compared += 1
+        order = sorted(st.items(), key=_BY_TIME_RANK)
+        first_t = order[0][1]
+        for r, t in order:
+            lag[r] += t - first_t
+            lag_n[r] += 1
+        spread = order[-1][1] - first_t
+        if spread > max_spread:
+            max_spread = spread
+        late_rank, late_t = order[-1]
+        last[late_rank] += 1
+        held[late_rank] += late_t - order[-2][1]
+    return compared, max_spread
+
+
+_BY_TIME_RANK = operator.itemgetter(1, 0)  # (rank, time) -> (time, rank)
 
 
 def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[float, int]]],
@@ -172,6 +433,10 @@ def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[floa
             mean_lag_s=sum(lag[r]) / len(lag[r]) if lag[r] else 0.0,
             last_steps=last[r], held_back_s=held[r],
         ))
+    return _verdict(ranks, compared, max_spread)
+
+
+def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> StragglerReport:
     worst = max(ranks, key=lambda s: (s.held_back_s, -s.rank), default=None)
     # noise is not a straggler: its mean lead must exceed 5 ms and 5 % of a step
     typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
@@ -181,6 +446,61 @@ def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[floa
         straggler = worst.rank
     return StragglerReport(tuple(ranks), compared, straggler,
                            worst.held_back_s if straggler is not None and worst else 0.0, max_spread)
+
+
+STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
+_MAGIC = "mlgoodput-stragglers"
+_SAVE_FROM = 100_000  # step starts from which an analysis is worth saving (unless $MLGOODPUT_SNAPSHOT=always)
+
+
+def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: float | None = None,
+                     end: float | None = None) -> StragglerReport:
+    """`stragglers(...)`, answered from the analysis saved in the store when no event was stored
+    since it and its window covered the same steps; otherwise analysed (and saved, where the
+    store keeps state). A saved analysis that fails any check is recomputed, never used."""
+    from mlgoodput.accounting import snapshot_policy as _snapshot_policy
+    from mlgoodput.store import StateStore
+
+    st = open_store(store)
+    every = _snapshot_policy(None)  # $MLGOODPUT_SNAPSHOT, as for the accounting state
+    if every is None:
+        return StragglerAnalysis(job_name, logger_name, store=st).report(start, end)
+    key = json.dumps([logger_name, job_name])
+    lo = -math.inf if start is None else start
+    hi = math.inf if end is None else end
+    if isinstance(st, StateStore):
+        try:
+            pieces = st.load_state(STATE_NAMESPACE, key)
+            saved = json.loads(b"".join(pieces)) if pieces is not None else None
+            if isinstance(saved, dict) and saved.get("magic") == _MAGIC and saved.get("url") == getattr(st, "url", None):
+                cursor, events = int(saved["cursor"]), int(saved["events"])
+                span_lo, span_hi = float(saved["span"][0]), float(saved["span"][1])
+                same = saved["window"] == [start, end] or (saved["whole"] and lo <= span_lo and span_hi <= hi)
+                if same and tuple(st.stream_position(logger_name, job_name, cursor)) == (cursor, events):
+                    return _from_dict(saved["report"])
+        except (OSError, KeyError, TypeError, ValueError, IndexError) as e:
+            log.info("mlgoodput: not using the saved straggler analysis of %s/%s (%s)", logger_name, job_name, e)
+    a = StragglerAnalysis(job_name, logger_name, store=st)
+    rep = a.report(start, end)
+    steps = sum(len(v) for v in a._times.values())
+    if isinstance(st, StateStore) and steps and steps >= min(every, _SAVE_FROM):  # small jobs: cheap again
+        try:
+            head, upto = st.stream_position(logger_name, job_name, a._cursor)
+            if head == a._cursor:  # nothing stored while it read: the analysis is of `upto` events
+                doc = {"magic": _MAGIC, "url": getattr(st, "url", None), "cursor": a._cursor, "events": upto,
+                       "span": list(a._span), "window": [start, end],
+                       "whole": lo <= a._span[0] and a._span[1] <= hi, "report": rep.to_dict()}
+                st.save_state(STATE_NAMESPACE, key, [json.dumps(doc).encode()])
+        except OSError as e:
+            log.info("mlgoodput: cannot save the straggler analysis of %s/%s (%s)", logger_name, job_name, e)
+    return rep
+
+
+def _from_dict(d: dict[str, Any]) -> StragglerReport:
+    ranks = tuple(RankStepStats(**r) for r in d["ranks"])
+    straggler = d["straggler"]
+    return StragglerReport(ranks, int(d["steps_compared"]), None if straggler is None else int(straggler),
+                           float(d["straggler_cost_s"]), float(d["max_spread_s"]))
 
 
 def stragglers(job_name: str, logger_name: str = "goodput", *, store: Any = None,

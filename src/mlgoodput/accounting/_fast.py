@@ -1,0 +1,107 @@
+"""Optional numpy kernels for the hot passes over long columns of floats.
+
+Each kernel gives exactly what the pure-Python code beside its caller gives (bit for bit:
+the same IEEE operations element by element, a stable sort), or None when numpy is not
+installed (the `fast` extra), is turned off ($MLGOODPUT_NUMPY=0), or the input is short
+(under `MIN`: not worth it); the caller then runs its own loop. numpy is imported on first
+use, so a query that only meets short columns never pays for the import.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Any
+
+from mlgoodput import _env
+
+MIN = 4096  # values below which the pure-Python path is used
+_np: Any = None
+_state = 0  # 0: not tried yet, 1: numpy loaded, -1: off or missing
+
+
+def numpy() -> Any:
+    """The numpy module, or None (not installed, or $MLGOODPUT_NUMPY=0)."""
+    global _np, _state
+    if _state == 0:
+        _state = -1
+        if os.environ.get(_env.NUMPY, "").strip().lower() not in ("0", "off", "false", "no"):
+            try:
+                import numpy as np
+            except ImportError:
+                pass
+            else:
+                _np, _state = np, 1
+    return _np
+
+
+def reset() -> None:
+    """Look at $MLGOODPUT_NUMPY again on next use (tests switch it)."""
+    global _np, _state
+    _np, _state = None, 0
+
+
+def _out(a: Any, code: str) -> array[Any]:
+    res = array(code)
+    res.frombytes(a.tobytes())
+    return res
+
+
+def select(values: array[Any], mask: bytes) -> array[Any] | None:
+    """The values whose mask byte is 1 (mask: 0/1 bytes), as `array(code, compress(...))`."""
+    if len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.dtype(values.typecode))
+    return _out(a[np.frombuffer(mask, dtype=np.bool_)], values.typecode)
+
+
+def gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
+    """times[i + 1] - times[i] for i in [lo, hi), as `map(operator.sub, ...)` gives them."""
+    if hi - lo < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(times, dtype=np.float64)
+    return _out(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]), "d")
+
+
+def sort(values: array[float]) -> array[float] | None:
+    """The values in order, as `sorted` gives them (a stable sort: equal values keep their order)."""
+    if len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    if np.isnan(a).any():
+        return None  # sorted() and numpy place NaN differently
+    return _out(np.sort(a, kind="stable"), "d")
+
+
+def strictly_increasing(values: array[float] | list[float]) -> bool | None:
+    """Whether values[i] < values[i + 1] everywhere, as `all(map(operator.lt, ...))` says."""
+    if not isinstance(values, array) or values.typecode != "d" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    return bool(np.all(a[:-1] < a[1:]))
+
+
+def maximum(values: array[float]) -> float | None:
+    """max(values) for doubles without NaN (None otherwise: `max` and numpy disagree on NaN)."""
+    if values.typecode != "d" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    m = a.max()
+    if np.isnan(m):
+        return None
+    return float(m)

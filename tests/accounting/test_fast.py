@@ -1,0 +1,97 @@
+"""The optional numpy kernels (accounting/_fast.py) give bit for bit what the pure-Python
+passes give, and a whole report is the same with them on and off ($MLGOODPUT_NUMPY=0)."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import random
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mlgoodput.accounting import GoodputCalculator, _fast
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import open_store
+
+pytest.importorskip("numpy")
+
+
+@pytest.fixture
+def numpy_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    yield
+    _fast.reset()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
+    rng = random.Random(seed)
+    n = _fast.MIN + rng.randrange(5000)
+    times = array("d", itertools.accumulate(rng.choice((0.1, 0.1, rng.random(), 1e-9, 0.0)) for _ in range(n)))
+    nums = array("q", (rng.randrange(-5, 1 << 40) for _ in range(n)))
+    mask = bytes(rng.random() < 0.9 for _ in range(n))
+    sel = _fast.select(times, mask)
+    assert sel is not None and sel.tobytes() == array("d", itertools.compress(times, mask)).tobytes()
+    sel_n = _fast.select(nums, mask)
+    assert sel_n is not None and sel_n.tobytes() == array("q", itertools.compress(nums, mask)).tobytes()
+    lo, hi = rng.randrange(10), n - 1 - rng.randrange(10)
+    g = _fast.gaps(times, lo, hi)
+    want = array("d", map(operator.sub, times[lo + 1 : hi + 1], times[lo:hi]))
+    assert g is not None and g.tobytes() == want.tobytes()
+    vals = array("d", (rng.choice((0.0, -0.0, 0.1, rng.random(), -rng.random(), 1e300)) for _ in range(n)))
+    srt = _fast.sort(vals)
+    assert srt is not None and srt.tobytes() == array("d", sorted(vals)).tobytes()  # -0.0 and 0.0 in place
+    assert _fast.sort(array("d", [float("nan")] * n)) is None and _fast.gaps(times, 0, 10) is None
+    assert _fast.strictly_increasing(times) is all(map(operator.lt, times[:-1], times[1:]))
+    up = array("d", (k * 0.1 for k in range(n)))
+    assert _fast.strictly_increasing(up) is True and _fast.maximum(vals) == max(vals)
+    assert _fast.maximum(array("d", [float("nan")] * n)) is None
+
+
+def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    _fast.reset()
+    try:
+        assert _fast.numpy() is None and _fast.select(array("d", [1.0] * 10_000), b"\x01" * 10_000) is None
+    finally:
+        _fast.reset()
+
+
+def _job(path: Path, seed: int) -> str:
+    rng = random.Random(seed)
+    store = f"sqlite://{path}"
+    st = open_store(store)
+    t = 1_700_000_000.0
+    ev = [Event(Kind.JOB_START, t, 0), Event(Kind.ACCEL_INIT_START, t + 1, 0), Event(Kind.ACCEL_INIT_END, t + 5, 0)]
+    t += 10
+    for k in range(3 * _fast.MIN):
+        ev.append(Event(Kind.STEP_START, t, 0, step=k))
+        if rng.random() < 0.01:
+            ev.append(Event(Kind.CUSTOM_START, t + 0.01, 0, name="eval"))
+            ev.append(Event(Kind.CUSTOM_END, t + 0.01 + rng.random() / 20, 0, name="eval"))
+        if rng.random() < 0.002:
+            ev.append(Event(Kind.DATA_LOADING_START, t + 0.001, 0))
+            ev.append(Event(Kind.DATA_LOADING_END, t + 0.5, 0))
+        t += rng.choice((0.1, 0.1, 0.1 + rng.random() / 10, 2 * rng.random()))
+    ev.append(Event(Kind.JOB_END, t + 1, 0))
+    for i in range(0, len(ev), 5000):
+        st.append("goodput", "j", EventBatch(1, i, ev[i : i + 5000]))
+    st.close()
+    return store
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    store = _job(tmp_path / "s.db", seed)
+    got = []
+    for env in ("1", "0"):
+        monkeypatch.setenv("MLGOODPUT_NUMPY", env)
+        _fast.reset()
+        c = GoodputCalculator("j", "goodput", store=store, snapshot=False)
+        got.append((c.report(), c.get_signed_step_deviation()))
+    _fast.reset()
+    assert got[0] == got[1]
