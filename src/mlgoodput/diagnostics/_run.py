@@ -40,13 +40,11 @@ from mlgoodput.diagnostics._types import (
 from mlgoodput.events import Kind
 from mlgoodput.export._base import Exporter
 from mlgoodput.export._process import ExporterProcess
-from mlgoodput.identity import WORKLOAD_ID_VARS, detect_identity, workload_id
+from mlgoodput.identity import detect_identity, workload_id
 from mlgoodput.store import Store, open_store, resolve_store_url
 
 log = logging.getLogger("mlgoodput.diagnostics")
 
-#: Environment variables that identify one workload across restarts, first match wins.
-WORKLOAD_ID_ENVS = WORKLOAD_ID_VARS
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
