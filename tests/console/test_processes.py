@@ -8,14 +8,16 @@ import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import mlgoodput.console as C
 from mlgoodput.console import Progress
+from waiting import wait_for
 
-from .conftest import stored_logs, wait_for
+from .conftest import stored_logs
 
 
 def _task(i: int) -> int:
@@ -31,7 +33,11 @@ def _advance(bar: Progress, n: int) -> None:
 def _die_with_a_bar() -> None:
     bar = Progress.new(total=10, msg=("doomed", "bar"))
     bar.advance(3)
-    time.sleep(0.3)  # the bar reaches the server
+    from mlgoodput.console._progress import flush_dirty
+
+    flush_dirty(force=True)  # the bar's newest state, held back or not, is queued
+    client = C.current_client()
+    assert client is not None and client.drain(30)  # and the server has it
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -142,12 +148,13 @@ def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> No
     with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen,
                                                       store_process=True) as srv:
         logging.info("before the fork")
-        time.sleep(0.3)  # on screen and in the store before the fork
+        assert wait_for(lambda: "before the fork" in Path(screen_path).read_text()
+                        and any(r["message"] == "before the fork" for r in stored_logs(store, "fk")), 30)
         p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
         p.start()
         p.join(30)
         assert p.exitcode == 0
-        time.sleep(0.5)
+        assert wait_for(lambda: any(r["message"] == "from a forked child" for r in stored_logs(store, "fk")), 30)
     assert srv.display is not None and not srv.display.running
     with open(screen_path) as f:
         out = f.read()

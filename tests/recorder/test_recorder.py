@@ -24,6 +24,7 @@ from mlgoodput._recorder import detect_process_index
 from mlgoodput.events import Event, Kind
 from mlgoodput.goodput_elastic import ElasticGoodputRecorder
 from mlgoodput.store import open_store
+from waiting import wait_for
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 PROC = str(Path(__file__).with_name("_proc.py"))
@@ -218,7 +219,7 @@ def test_many_processes_write_one_store(tmp_path: Path) -> None:
                          env=env, stderr=subprocess.PIPE, text=True)
         for job, host in writers
     ]
-    time.sleep(0.5)
+    assert wait_for(lambda: all(Path(f"{go}.ready-{job}-{host}").exists() for job, host in writers), 120)
     go.write_text("go")
     for p in procs:
         _, err = p.communicate(timeout=240)
