@@ -219,3 +219,39 @@ def test_sigterm_ends_a_child_whose_main_thread_is_blocked(sockdir: str) -> None
                 p.join(10)
             lock.release()
     assert "about to block" in [r["message"] for r in stored_logs(store, "blocked")]
+
+
+def _own_sigterm_handler(ready: Any, out: Any) -> None:
+    """A child that installs its own SIGTERM handler (a graceful stop that takes a while)."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    logging.getLogger("child").info("graceful child")
+    ready.set()
+    deadline = time.monotonic() + 60
+    while not stop and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if stop:
+        time.sleep(2.5)  # the graceful stop: longer than the console's backstop waits
+        out.value = 1
+
+
+@pytest.mark.slow
+def test_a_child_with_its_own_sigterm_handler_is_not_ended_by_the_console(sockdir: str) -> None:
+    """The console's SIGTERM backstop (a thread on the wakeup fd) ended any child 1 s after a
+    SIGTERM whose console handler did not run, also when the program had put its own handler
+    in its place: that handler's graceful stop was cut short by os._exit(143)."""
+    ctx = mp.get_context("spawn")
+    with C.session(f"unix:{sockdir}/s.sock", job="own", store=f"{sockdir}/store.db", display=False):
+        ready, out = ctx.Event(), ctx.Value("i", 0)
+        p = ctx.Process(target=_own_sigterm_handler, args=(ready, out))
+        p.start()
+        try:
+            assert ready.wait(60)
+            p.terminate()
+            p.join(30)
+            assert p.exitcode == 0, f"the child was ended (exit code {p.exitcode}) during its own SIGTERM handling"
+            assert out.value == 1
+        finally:
+            if p.exitcode is None:
+                p.kill()
+                p.join(10)

@@ -36,13 +36,11 @@ from mlgoodput.diagnostics._types import (
     ServingEngine,
 )
 from mlgoodput.events import Kind
-from mlgoodput.identity import WORKLOAD_ID_VARS, detect_identity, workload_id
+from mlgoodput.identity import detect_identity, workload_id
 from mlgoodput.store import Store
 
 log = logging.getLogger("mlgoodput.diagnostics")
 
-#: Environment variables that identify one workload across restarts, first match wins.
-WORKLOAD_ID_ENVS = WORKLOAD_ID_VARS
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
