@@ -490,7 +490,7 @@ def recover_changed_journals(store: Any) -> int:
     (a file appeared, went or grew) or when another live process is journaling (its files
     change without a listing showing it). Returns the events handed to the store."""
     url = _store_url(store)
-    if url.startswith("memory://"):
+    if is_process_local(url):  # no other process can have journaled into it
         return 0
     dirs = journal_dirs(url)
     state = _folder_state(dirs)
