@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 UI_VENDOR := src/mlgoodput/ui/static/vendor/.built
 
-.PHONY: demo test install install-test system-deps ui-assets lint typecheck unit bench compat clean
+.PHONY: demo test install install-test system-deps ui-assets lint format-check typecheck unit bench compat clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ demo: install
 
 lint: install-test
 	$(PY) -m ruff check src tests bench scripts
+
+# Not part of `make test` yet: the sources are formatted once, then this joins `test`.
+format-check: install-test
+	$(PY) -m ruff format --check src tests bench scripts
 
 typecheck: install-test
 	$(PY) -m mypy src

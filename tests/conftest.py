@@ -1,8 +1,35 @@
-"""Shared test setup: make `tests` importable helpers (timelines) available."""
+"""Shared test setup: the helpers beside the tests (timelines, waiting) importable, and one
+isolation fixture every test gets."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+#: Settings from the environment that would point a test at shared places or change what
+#: it measures (cloud project, launcher ranks and ids); every MLGOODPUT_* variable goes too.
+_OUTSIDE_VARS = (
+    "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCE_METADATA_HOST",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "JAX_PROCESS_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "SLURM_RESTART_COUNT", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK", "PMIX_SIZE",
+    "PMIX_LOCAL_RANK", "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID", "TPU_WORKER_HOSTNAMES",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own data directory (default store, fallback journals, runtime
+    files) under its tmp_path, and no mlgoodput or cloud settings from the environment."""
+    for var in list(os.environ):
+        if var.startswith("MLGOODPUT_") or var in _OUTSIDE_VARS:
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    return tmp_path

@@ -34,18 +34,6 @@ SNAPSHOT = "MLGOODPUT_SNAPSHOT"
 #: "0" (or "off") keeps the accounting on its pure-Python passes even where numpy (the `fast`
 #: extra) is installed; unset: long column passes use numpy when it is there (same results).
 NUMPY = "MLGOODPUT_NUMPY"
-#: Launcher variables that carry a process's index (rank); mlgoodput.identity reads them (with
-#: their sizes, local ranks and restart counts) in its documented order.
-PROCESS_INDEX_VARS: tuple[str, ...] = (
-    "JAX_PROCESS_ID",
-    "RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "PMI_RANK",
-    "PMIX_RANK",
-    "SLURM_PROCID",
-    "TPU_WORKER_ID",
-    "CLOUD_TPU_TASK_ID",
-)
 
 
 def data_dir() -> Path:

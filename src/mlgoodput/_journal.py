@@ -56,6 +56,7 @@ from mlgoodput._segment_columns import decode_columns
 from mlgoodput._worker import BackgroundWorker, at_fork_in_child, exit_time_left
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import (
+    ColumnEvents,
     Store,
     StoreReplacedError,
     is_process_local,
@@ -64,9 +65,8 @@ from mlgoodput.store import (
     store_file,
     store_identity,
 )
-from mlgoodput.store._columns import ColumnEvents
 
-__all__ = ["Journal", "journal_dirs", "recover_journals"]
+__all__ = ["Journal", "journal_dirs", "recover_changed_journals", "recover_journals"]
 
 log = logging.getLogger("mlgoodput")
 
@@ -478,6 +478,74 @@ def recover_journals(store: Any) -> int:
             st.close()
 
 
+# What each store's journal folders looked like after this process last recovered them:
+# url -> (their files' names, mtimes and sizes, whether another live process held one)
+_seen: dict[str, tuple[tuple[tuple[str, int, int], ...], bool]] = {}
+_seen_lock = threading.Lock()
+
+
+def recover_changed_journals(store: Any) -> int:
+    """`recover_journals`, run by readers (the calculator, the CLI, the monitor) before they
+    read: once per store in this process, then again only when the journal folders changed
+    (a file appeared, went or grew) or when another live process is journaling (its files
+    change without a listing showing it). Returns the events handed to the store."""
+    url = _store_url(store)
+    if is_process_local(url):  # no other process can have journaled into it
+        return 0
+    dirs = journal_dirs(url)
+    state = _folder_state(dirs)
+    with _seen_lock:
+        last = _seen.get(url)
+    if last is not None and not last[1] and not state[1] and last[0] == state[0]:
+        return 0
+    shipped = recover_journals(store)  # an OSError leaves `_seen` alone: the next call retries
+    after = _folder_state(dirs)  # recovery removed what dead processes left
+    with _seen_lock:
+        _seen[url] = after
+    return shipped
+
+
+def _folder_state(dirs: list[Path]) -> tuple[tuple[tuple[str, int, int], ...], bool]:
+    """(name, mtime, size) of every journal file not of this process, and whether another
+    live process holds one of them (checked with the lock a live owner keeps)."""
+    mine = f"{os.getpid()}-"
+    files: list[tuple[str, int, int]] = []
+    others_live = False
+    for d in dirs:
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.startswith(mine):
+                continue  # this process's own journals ship themselves
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            files.append((e.path, st.st_mtime_ns, st.st_size))
+            if not others_live and e.name.endswith(SUFFIX):
+                others_live = _held(e.path)
+    return tuple(sorted(files)), others_live
+
+
+def _held(path: str) -> bool:
+    """Whether a live process holds the journal file at `path` (its owner keeps it locked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        return False
+    finally:
+        os.close(fd)  # closing releases the probe's lock
+
+
 def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: bool = False) -> int:
     total = 0
     for d in dirs:
@@ -642,7 +710,9 @@ def _close_all_at_exit() -> None:
 
 
 def _reset_registry_in_child() -> None:
+    global _seen_lock
     Journal._registry_lock = threading.Lock()
+    _seen_lock = threading.Lock()
 
 
 atexit.register(_close_all_at_exit)

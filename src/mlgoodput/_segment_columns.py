@@ -30,7 +30,8 @@ from mlgoodput._segment import (
     decode_records,
 )
 from mlgoodput.events import Kind
-from mlgoodput.store._columns import Columns, concat
+from mlgoodput.store import Columns
+from mlgoodput.store import concat_columns as concat
 
 _KNOWN_KINDS = bytes(sorted(k.value for k in Kind))
 _NATIVE_LE = sys.byteorder == "little"

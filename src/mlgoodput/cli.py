@@ -117,7 +117,7 @@ def fast_help() -> str | None:
 
 def describe_error(e: BaseException) -> tuple[str, int]:
     """(one line for a person, exit code) for an exception that ended a command."""
-    from mlgoodput._cli._common import CLIError
+    from mlgoodput._cli import CLIError
 
     text = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, CLIError):

@@ -11,7 +11,7 @@ import operator
 
 from mlgoodput import goodput, goodput_utils
 from mlgoodput._recorder import GoodputRecorder
-from mlgoodput.accounting._elastic import ElasticGoodputCalculator
+from mlgoodput.accounting import ElasticGoodputCalculator
 from mlgoodput.events import Kind
 
 __all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder", "GoodputRecorder", "goodput", "goodput_utils"]

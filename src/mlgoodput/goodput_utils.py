@@ -17,10 +17,10 @@ import urllib.request
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from mlgoodput.accounting._report import BadputType, GoodputType
+from mlgoodput.accounting import BadputType, GoodputType
 
 if TYPE_CHECKING:
-    from mlgoodput.export._gcp import GCPOptions
+    from mlgoodput.export import GCPOptions
 
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
@@ -304,7 +304,7 @@ def get_cluster_name() -> str | None:
 def __getattr__(name: str) -> Any:
     """`GCPOptions` loads with the exporters on first use, so importing `goodput` stays light."""
     if name == "GCPOptions":
-        from mlgoodput.export._gcp import GCPOptions
+        from mlgoodput.export import GCPOptions
 
         globals()["GCPOptions"] = GCPOptions
         return GCPOptions

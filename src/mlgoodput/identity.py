@@ -11,8 +11,10 @@ knows wins, in this order (docs/recording.md, "Who a process is"):
 4. a torch.distributed default process group that is already initialized;
 5. `$JAX_PROCESS_ID`;
 6. torchrun: `$RANK`, `$WORLD_SIZE`, `$LOCAL_RANK`, `$TORCHELASTIC_RESTART_COUNT`;
-7. Slurm: `$SLURM_PROCID`, `$SLURM_NTASKS`, `$SLURM_LOCALID`, `$SLURM_RESTART_COUNT`;
-8. MPI: `$OMPI_COMM_WORLD_RANK` (Open MPI), `$PMI_RANK` (MPICH, Intel MPI), `$PMIX_RANK`;
+7. MPI: `$OMPI_COMM_WORLD_RANK` (Open MPI), `$PMI_RANK` (MPICH, Intel MPI), `$PMIX_RANK`;
+8. Slurm: `$SLURM_PROCID`, `$SLURM_NTASKS`, `$SLURM_LOCALID`, `$SLURM_RESTART_COUNT`
+   (after the launchers that run inside an allocation: under mpirun or torchrun, every
+   process inherits the SLURM_PROCID of the step that started it, shared by several);
 9. Cloud TPU: `$TPU_WORKER_ID`, `$CLOUD_TPU_TASK_ID`;
 10. else process 0 of 1.
 
@@ -47,8 +49,8 @@ SOURCES: tuple[str, ...] = (
     "torch.distributed",
     "JAX_PROCESS_ID",
     "torchrun",
-    "slurm",
     "mpi",
+    "slurm",
     "tpu",
     "default",
 )
@@ -285,8 +287,8 @@ def detect_identity(
         ("torch.distributed", _from_torch if use_runtimes else lambda: None),
         ("JAX_PROCESS_ID", lambda: _from_jax_env(e)),
         ("torchrun", lambda: from_torchrun(e, strict=False)),
-        ("slurm", lambda: _from_slurm(e)),
         ("mpi", lambda: _from_mpi(e)),
+        ("slurm", lambda: _from_slurm(e)),
         ("tpu", lambda: _from_tpu(e)),
     ]
     source, found = "default", _Found(0, 1)

@@ -4,9 +4,9 @@
 import logging
 
 from mlgoodput import goodput, goodput_utils
-from mlgoodput._monitoring._monitor import GoodputMonitor
+from mlgoodput._monitoring import GoodputMonitor
 from mlgoodput.accounting import BadputType, GoodputCalculator
-from mlgoodput.export._gcp import GCPOptions
+from mlgoodput.export import GCPOptions
 from mlgoodput.goodput import UnproductiveTimeDict
 from mlgoodput.goodput_utils import (
     ACTIVITY_EXCLUSION_LIST,

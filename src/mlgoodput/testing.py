@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 from mlgoodput.store import MemoryStore
 
 __all__ = [
@@ -24,8 +24,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from mlgoodput._fake_servers import FakeMetadataServer, FakeMetricService, OTLPReceiver
     from mlgoodput._testing.fake_logging import FakeLoggingService
+    from mlgoodput._testing.fake_servers import FakeMetadataServer, FakeMetricService, OTLPReceiver
 
 _SERVERS = ("FakeMetadataServer", "FakeMetricService", "OTLPReceiver")
 
@@ -33,9 +33,9 @@ _SERVERS = ("FakeMetadataServer", "FakeMetricService", "OTLPReceiver")
 def __getattr__(name: str) -> object:
     """The fake servers live in their own module (they import grpc and protobuf lazily)."""
     if name in _SERVERS:
-        from mlgoodput import _fake_servers
+        from mlgoodput._testing import fake_servers
 
-        return getattr(_fake_servers, name)
+        return getattr(fake_servers, name)
     if name == "FakeLoggingService":
         from mlgoodput._testing.fake_logging import FakeLoggingService
 

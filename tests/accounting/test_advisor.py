@@ -11,6 +11,7 @@ import math
 import pytest
 
 from ckptsim import exponential, lognormal, simulate, weibull
+from mlgoodput.accounting import CostStats, Productivity
 from mlgoodput.accounting._advisor import (
     advise,
     daly_interval,
@@ -18,7 +19,6 @@ from mlgoodput.accounting._advisor import (
     optimal_interval,
     young_interval,
 )
-from mlgoodput.accounting._productivity import CostStats, Productivity
 
 M, SAVE, REC = 3600.0, 60.0, 300.0
 WORK = 1500 * M

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,16 +23,6 @@ def sockdir() -> Iterator[str]:
     os.chmod(d, 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def wait_for(cond: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stored_logs(store_url: str, job: str) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from .conftest import child_env, stored_logs, wait_for
+from waiting import wait_for
+
+from .conftest import child_env, stored_logs
 
 CLIENT = r"""
 import logging, sys

@@ -8,8 +8,7 @@ import time
 
 import mlgoodput.console as C
 from mlgoodput.goodput import GoodputRecorder
-
-from .conftest import wait_for
+from waiting import wait_for
 
 
 def test_goodput_line_appears_when_a_recorder_writes_the_job(sockdir: str) -> None:

@@ -13,8 +13,9 @@ import pytest
 
 import mlgoodput.console as C
 from mlgoodput.console import ConsoleServer, Progress
+from waiting import wait_for
 
-from .conftest import child_env, wait_for
+from .conftest import child_env
 from .tmux_console import console_in_tmux
 
 CLIENT = r"""

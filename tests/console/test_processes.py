@@ -8,14 +8,16 @@ import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import mlgoodput.console as C
 from mlgoodput.console import Progress
+from waiting import wait_for
 
-from .conftest import stored_logs, wait_for
+from .conftest import stored_logs
 
 
 def _task(i: int) -> int:
@@ -31,7 +33,11 @@ def _advance(bar: Progress, n: int) -> None:
 def _die_with_a_bar() -> None:
     bar = Progress.new(total=10, msg=("doomed", "bar"))
     bar.advance(3)
-    time.sleep(0.3)  # the bar reaches the server
+    from mlgoodput.console._progress import flush_dirty
+
+    flush_dirty(force=True)  # the bar's newest state, held back or not, is queued
+    client = C.current_client()
+    assert client is not None and client.drain(30)  # and the server has it
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -142,12 +148,13 @@ def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> No
     with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen,
                                                       store_process=True) as srv:
         logging.info("before the fork")
-        time.sleep(0.3)  # on screen and in the store before the fork
+        assert wait_for(lambda: "before the fork" in Path(screen_path).read_text()
+                        and any(r["message"] == "before the fork" for r in stored_logs(store, "fk")), 30)
         p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
         p.start()
         p.join(30)
         assert p.exitcode == 0
-        time.sleep(0.5)
+        assert wait_for(lambda: any(r["message"] == "from a forked child" for r in stored_logs(store, "fk")), 30)
     assert srv.display is not None and not srv.display.running
     with open(screen_path) as f:
         out = f.read()
@@ -212,3 +219,39 @@ def test_sigterm_ends_a_child_whose_main_thread_is_blocked(sockdir: str) -> None
                 p.join(10)
             lock.release()
     assert "about to block" in [r["message"] for r in stored_logs(store, "blocked")]
+
+
+def _own_sigterm_handler(ready: Any, out: Any) -> None:
+    """A child that installs its own SIGTERM handler (a graceful stop that takes a while)."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    logging.getLogger("child").info("graceful child")
+    ready.set()
+    deadline = time.monotonic() + 60
+    while not stop and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if stop:
+        time.sleep(2.5)  # the graceful stop: longer than the console's backstop waits
+        out.value = 1
+
+
+@pytest.mark.slow
+def test_a_child_with_its_own_sigterm_handler_is_not_ended_by_the_console(sockdir: str) -> None:
+    """The console's SIGTERM backstop (a thread on the wakeup fd) ended any child 1 s after a
+    SIGTERM whose console handler did not run, also when the program had put its own handler
+    in its place: that handler's graceful stop was cut short by os._exit(143)."""
+    ctx = mp.get_context("spawn")
+    with C.session(f"unix:{sockdir}/s.sock", job="own", store=f"{sockdir}/store.db", display=False):
+        ready, out = ctx.Event(), ctx.Value("i", 0)
+        p = ctx.Process(target=_own_sigterm_handler, args=(ready, out))
+        p.start()
+        try:
+            assert ready.wait(60)
+            p.terminate()
+            p.join(30)
+            assert p.exitcode == 0, f"the child was ended (exit code {p.exitcode}) during its own SIGTERM handling"
+            assert out.value == 1
+        finally:
+            if p.exitcode is None:
+                p.kill()
+                p.join(10)

@@ -12,6 +12,7 @@ from mlgoodput.console import ConsoleServer, Progress
 from mlgoodput.console._replay import read_job
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
+from waiting import wait_for
 
 from .conftest import child_env, stored_logs
 
@@ -28,9 +29,9 @@ def test_a_bar_sends_about_ten_updates_a_second_and_the_final_count(sockdir: str
         elapsed = time.monotonic() - t0
         bar2 = Progress.new(total=5, msg="slow bar")
         bar2.update(3)  # held back (too soon after the first update), then sent by the sender thread
-        time.sleep(0.5)
-        held = next(b for b in srv.bars.values() if b.desc == "slow bar")
-        assert held.completed == 3 and not held.done
+        held = wait_for(lambda: next((b for b in srv.bars.values() if b.desc == "slow bar" and b.completed == 3), None),
+                        10, what="the held-back update")
+        assert not held.done
         bar2.close()
     st = open_store(store)
     cols = read_job(st, "thr")

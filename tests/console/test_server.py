@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 import mlgoodput.console as C
 from mlgoodput.console import ConsoleClient, ConsoleServer
 from mlgoodput.console import _protocol as P
+from waiting import wait_for
 
-from .conftest import stored_logs, wait_for
+from .conftest import stored_logs
 
 
 def test_logging_forms_are_rendered_on_the_client_and_stored(sockdir: str) -> None:

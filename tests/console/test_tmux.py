@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from .conftest import wait_for
+from waiting import wait_for
+
 from .tmux_console import console_in_tmux
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)")

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .conftest import SRC, child_env, wait_for
+from waiting import wait_for
+
+from .conftest import SRC, child_env
 
 
 @dataclass

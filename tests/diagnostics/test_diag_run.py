@@ -171,8 +171,8 @@ def test_sdk_enums_by_member_or_name_and_metadata_only_arguments() -> None:
 
 
 def test_metric_only_run_does_not_profile() -> None:
+    from mlgoodput import _profiler
     from mlgoodput.diagnostics import xprof
-    from mlgoodput.jax import _profiler
 
     run = machinelearning_run(name="metriconly", metric_only_run=True)
     with xprof() as p:

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from mlgoodput.diagnostics import load_run, machinelearning_run
 from mlgoodput.diagnostics._system import NvmlGpus, SystemSampler
+from waiting import wait_for
 
 HOST = socket.gethostname()
-
-
-def _wait_for(pred: object, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def test_run_samples_host_and_process_metrics() -> None:
     run = machinelearning_run(name="sys", log_system_metrics=True, system_metrics_interval_s=0.05)
     sampler = next(h for h in run._helpers if isinstance(h, SystemSampler))
-    _wait_for(lambda: sampler.samples >= 2)
+    assert wait_for(lambda: sampler.samples >= 2, 20)
     run.end()
     got = load_run(run.name).system_metrics
     total = got[f"{HOST}/memory_total_bytes"]
@@ -82,13 +74,13 @@ def test_one_sampler_per_host_and_takeover(tmp_path: Path) -> None:
     a.attach(Sink())
     b.attach(Sink())
     a.start()
-    _wait_for(lambda: a.leader)
+    assert wait_for(lambda: a.leader, 20)
     b.start()
-    _wait_for(lambda: a.samples >= 2)
+    assert wait_for(lambda: a.samples >= 2, 20)
     assert not b.leader and b.samples == 0
     names = {n for n, _ in events}
     # both register this one pid; the later registration (index 1) names it
     assert f"{HOST}/process1/rss_bytes" in names and f"{HOST}/cpu_percent" in names
     a.close()
-    _wait_for(lambda: b.samples >= 1)  # the other process's sampler takes over
+    assert wait_for(lambda: b.samples >= 1, 20)  # the other process's sampler takes over
     b.close()

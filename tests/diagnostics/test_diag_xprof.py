@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+from mlgoodput import _profiler
 from mlgoodput._misuse import MlGoodputWarning, reset_warned
 from mlgoodput.diagnostics import load_run, machinelearning_run, xprof
-from mlgoodput.jax import _profiler
 
 HOST = socket.gethostname()
 

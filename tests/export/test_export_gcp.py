@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mlgoodput._gcp_metadata import metadata_value
 from mlgoodput.export import CloudMonitoringExporter, GCPOptions, Sample
-from mlgoodput.export._gcp import metadata_value, resolve_gcp_options
+from mlgoodput.export._gcp import resolve_gcp_options
 from mlgoodput.testing import FakeMetadataServer, FakeMetricService
 
 JOB = {"job_name": "run-1", "logger_name": "goodput_run-1"}

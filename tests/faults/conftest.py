@@ -1,4 +1,5 @@
-"""Each fault trial gets its own data and runtime directories (trials may point them elsewhere)."""
+"""Each fault trial also gets its own runtime directory (trials may point it elsewhere);
+the rest of the isolation is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -8,8 +9,5 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+def _runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLGOODPUT_RUNTIME_DIR", str(tmp_path / "runtime"))
-    for var in ("MLGOODPUT_JOURNAL_DIR", "MLGOODPUT_STORE"):
-        monkeypatch.delenv(var, raising=False)

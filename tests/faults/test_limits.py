@@ -8,7 +8,6 @@ import socket
 import sqlite3
 import struct
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 from mlgoodput._journal import journal_dirs, recover_journals
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import SQLiteStore, StoreError
+from waiting import wait_for
 
 
 def test_a_version_1_journal_file_is_still_recovered(tmp_path: Path) -> None:
@@ -50,10 +50,7 @@ def test_invalid_utf8_in_a_console_frame_is_a_bad_frame() -> None:
             s.settimeout(5)
             while s.recv(4096):
                 pass
-        deadline = time.monotonic() + 5
-        while srv.bad_frames + srv.refused == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert srv.bad_frames + srv.refused >= 1
+        assert wait_for(lambda: srv.bad_frames + srv.refused >= 1, 5)
         assert not any(k.startswith("error") for k in srv._warned)  # not an internal error
     finally:
         srv.stop(5)

@@ -57,13 +57,31 @@ def test_the_environment_is_read_by_default(monkeypatch: pytest.MonkeyPatch) -> 
     assert (i.process_index, i.source, i.job_name) == (2, "slurm", "4711")
 
 
+def test_mpirun_inside_a_slurm_allocation_takes_the_mpi_rank() -> None:
+    """mpirun in an sbatch script: every process inherits the SLURM_PROCID of the step that
+    started it (the batch step, or the srun of one daemon per node), so several processes
+    share one; only the MPI rank tells them apart. Slurm came first and all of them were
+    recorded as the same host (the recorder read the MPI variables before Slurm's until the
+    identity refactor)."""
+    ranks = set()
+    for r in range(4):
+        env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0",
+               "OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": str(r)}
+        i = _detect(env)
+        assert (i.source, i.process_index, i.process_count, i.local_rank) == ("mpi", r, 4, r)
+        ranks.add(i.process_index)
+    assert ranks == {0, 1, 2, 3}
+    # srun starting the tasks itself gives both, equal: either way the same answer
+    assert _detect({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "PMIX_RANK": "3", "PMIX_SIZE": "4"}).process_index == 3
+
+
 # each environment source, highest first: each beats every one after it
 LADDER = [
     ("MLGOODPUT_PROCESS_INDEX", {"MLGOODPUT_PROCESS_INDEX": "1"}),
     ("JAX_PROCESS_ID", {"JAX_PROCESS_ID": "2"}),
     ("torchrun", {"RANK": "3"}),
-    ("slurm", {"SLURM_PROCID": "4"}),
-    ("mpi", {"OMPI_COMM_WORLD_RANK": "5"}),
+    ("mpi", {"OMPI_COMM_WORLD_RANK": "4"}),
+    ("slurm", {"SLURM_PROCID": "5"}),
     ("tpu", {"TPU_WORKER_ID": "6"}),
 ]
 

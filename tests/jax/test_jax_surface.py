@@ -19,10 +19,8 @@ from mlgoodput.testing import FileExporter  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT",
-              "GOOGLE_APPLICATION_CREDENTIALS", "MLGOODPUT_STRICT"):
-        monkeypatch.delenv(v, raising=False)
+def _fresh() -> Iterator[None]:
+    # cloud settings and MLGOODPUT_* are cleared by tests/conftest.py's `isolated`
     jm.shutdown()
     config.replace_config(config.Config())
     reset_warned()

@@ -27,9 +27,7 @@ HOST = socket.gethostname()
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for v in ("MLGOODPUT_WORKLOAD_ID", "MLGOODPUT_PROCESS_INDEX", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
-              "MLGOODPUT_STRICT"):
-        monkeypatch.delenv(v, raising=False)
+    # the environment is cleared by tests/conftest.py's `isolated`
     monkeypatch.setenv("MLGOODPUT_STORE", str(tmp_path / "store.db"))
     monkeypatch.setenv("MLGOODPUT_JOURNAL_DIR", str(tmp_path / "journal"))
     monkeypatch.setenv("MLGOODPUT_RUNTIME_DIR", str(tmp_path / "rt"))

@@ -16,6 +16,7 @@ def main() -> None:
     rec = GoodputRecorder(job, f"goodput_{job}", True, store=store, process_index=host)
     if mode == "write":
         go = Path(sys.argv[6])
+        Path(f"{go}.ready-{job}-{host}").touch()  # built and waiting
         while not go.exists():  # start together with the other writers
             time.sleep(0.01)
     rec.record_job_start_time()

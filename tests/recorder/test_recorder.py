@@ -24,6 +24,7 @@ from mlgoodput._recorder import detect_process_index
 from mlgoodput.events import Event, Kind
 from mlgoodput.goodput_elastic import ElasticGoodputRecorder
 from mlgoodput.store import open_store
+from waiting import wait_for
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 PROC = str(Path(__file__).with_name("_proc.py"))
@@ -142,6 +143,14 @@ def test_bad_construction_arguments() -> None:
         goodput.GoodputRecorder("j", "l", True, store="memory://x", process_index=-2)
 
 
+# every variable mlgoodput.identity reads for a process index (docs/recording.md, "Who a process is")
+_IDENTITY_VARS = (
+    "MLGOODPUT_PROCESS_INDEX", "JAX_PROCESS_ID", "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "PMIX_SIZE",
+    "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID", "TPU_WORKER_HOSTNAMES",
+)
+
+
 @pytest.mark.parametrize(
     ("env", "want"),
     [({}, 0), ({"RANK": "3"}, 3), ({"SLURM_PROCID": "5"}, 5), ({"JAX_PROCESS_ID": "2", "RANK": "9"}, 2),
@@ -151,12 +160,10 @@ def test_bad_construction_arguments() -> None:
 def test_process_index_from_launcher_environment(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], want: int
 ) -> None:
-    from mlgoodput import _env
-
     # Another test may have started JAX in this process, and an initialized JAX runtime wins
     # over the environment (tested in a subprocess below): hide it here.
     monkeypatch.delitem(sys.modules, "jax", raising=False)
-    for var in _env.PROCESS_INDEX_VARS:
+    for var in _IDENTITY_VARS:  # $MLGOODPUT_PROCESS_INDEX wins over all the others: unset too
         monkeypatch.delenv(var, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -212,7 +219,7 @@ def test_many_processes_write_one_store(tmp_path: Path) -> None:
                          env=env, stderr=subprocess.PIPE, text=True)
         for job, host in writers
     ]
-    time.sleep(0.5)
+    assert wait_for(lambda: all(Path(f"{go}.ready-{job}-{host}").exists() for job, host in writers), 120)
     go.write_text("go")
     for p in procs:
         _, err = p.communicate(timeout=240)

@@ -1,4 +1,4 @@
-"""Each torch test gets its own data directory and no store settings from the environment.
+"""The torch tests (isolated by tests/conftest.py like every test).
 
 PyTorch, Lightning, transformers and accelerate are pinned in the `test` extra (`make
 test` installs them): a missing one fails these tests loudly instead of skipping them.
@@ -9,14 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    for var in ("MLGOODPUT_JOURNAL_DIR", "MLGOODPUT_STORE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -28,11 +28,8 @@ STEPS = 200
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv("MLGOODPUT_JOURNAL_DIR", raising=False)
-    monkeypatch.delenv("MLGOODPUT_STORE", raising=False)
-    e = dict(os.environ)
+def env() -> dict[str, str]:
+    e = dict(os.environ)  # isolated by tests/conftest.py (data directory in tmp, no MLGOODPUT_*)
     e["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return e
 

@@ -7,8 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when the command runs, so `mlgoodput --help` stays cheap
-    from mlgoodput.accounting import GoodputCalculator
-    from mlgoodput.accounting._advisor import Advice
+    from mlgoodput.accounting import Advice, GoodputCalculator
 
 
 def _positive(text: str) -> float:
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def advice_for(calc: GoodputCalculator, **overrides: Any) -> Advice:
-    from mlgoodput.accounting._advisor import advise
+    from mlgoodput.accounting import advise
 
     r = calc.report()
     if r.productivity is None:

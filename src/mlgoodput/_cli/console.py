@@ -100,7 +100,7 @@ def _level(text: str) -> int:
 
 
 def _pick_job(store: Any, job: str | None) -> str:
-    from mlgoodput.console._sink import NAMESPACE
+    from mlgoodput.console import NAMESPACE
 
     jobs = [j for j in store.jobs() if j.namespace == NAMESPACE]
     if job:
@@ -127,7 +127,7 @@ def _logs(args: argparse.Namespace) -> int:
     import time
 
     from mlgoodput._cli._common import open_read_store
-    from mlgoodput.console._replay import log_entries_after
+    from mlgoodput.console import log_entries_after
 
     store = open_read_store(args.store)
     line = _line_writer(args.json)
@@ -168,7 +168,7 @@ def _logs(args: argparse.Namespace) -> int:
 def _line_writer(as_json: bool) -> Any:
     """How one entry is printed: JSON, plain lines when stdout is not a terminal (never
     wrapped), or colored lines wrapped to the terminal's width."""
-    from mlgoodput.console._display import clean
+    from mlgoodput.console import clean
 
     if as_json:
         return lambda e: sys.stdout.write(json.dumps(e, ensure_ascii=False) + "\n")
@@ -207,7 +207,7 @@ def _line_writer(as_json: bool) -> Any:
 
 def _usage_report(args: argparse.Namespace) -> int:
     from mlgoodput._cli._common import CLIError, open_read_store
-    from mlgoodput.console._report import write_usage_report
+    from mlgoodput.console import write_usage_report
 
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder):

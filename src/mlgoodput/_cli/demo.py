@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if args.framework == "torch":
-        from mlgoodput.torch._demo import run_torch_demo
+        from mlgoodput._demo.torchrun import run_torch_demo
 
         return run_torch_demo(Path(args.output_dir), args.store, args.job, args.steps, args.kill_at_step)
     from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo

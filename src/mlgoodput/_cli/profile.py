@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mlgoodput.diagnostics._ondemand import capture
+    from mlgoodput.diagnostics import capture
 
     results = capture(args.run, args.duration, session=args.session, hosts=args.hosts,
                       address=args.address, token=args.token)

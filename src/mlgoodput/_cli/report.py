@@ -155,7 +155,7 @@ def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
     """Per-rank step times and the rank holding collectives back, for jobs of several hosts."""
     if len(r.hosts) < 2:
         return None
-    from mlgoodput.torch._stragglers import saved_stragglers
+    from mlgoodput.torch import saved_stragglers
 
     return saved_stragglers(job, logger, store=store, start=r.start, end=r.end)
 

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput._monitoring._monitor import FINAL_FLUSH_TIMEOUT_S, GoodputMonitor
-from mlgoodput.export._base import Exporter
-from mlgoodput.export._gcp import GCPOptions
+from mlgoodput.export import Exporter, GCPOptions
 
 
 class ElasticGoodputMonitor(GoodputMonitor):

@@ -10,11 +10,14 @@ from typing import Any
 
 from mlgoodput._misuse import MisuseReporter, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
-from mlgoodput.accounting._calculator import retention_period
-from mlgoodput.export import make_exporter
-from mlgoodput.export._base import Exporter
-from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
-from mlgoodput.export._process import ExporterProcess
+from mlgoodput.accounting import retention_period
+from mlgoodput.export import (
+    CloudMonitoringExporter,
+    Exporter,
+    ExporterProcess,
+    GCPOptions,
+    make_exporter,
+)
 from mlgoodput.store import is_process_local, resolve_store_url
 
 log = logging.getLogger("mlgoodput")

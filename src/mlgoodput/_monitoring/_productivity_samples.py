@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlgoodput.accounting import GoodputReport
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 #: sample name -> (Productivity attribute, factor, unit, description)
 PRODUCTIVITY_SAMPLES: tuple[tuple[str, str, float, str, str], ...] = (

@@ -8,7 +8,7 @@ from typing import Any
 
 from mlgoodput._monitoring._productivity_samples import productivity_samples
 from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 #: How many of the most recent steps the step-time deviation summarizes.
 DEVIATION_STEPS = 100

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from mlgoodput._monitoring import _samples
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 log = logging.getLogger("mlgoodput")
 
@@ -86,7 +86,7 @@ class GoodputSource:
 
     def _straggler_samples(self, report: Any) -> list[Sample]:
         from mlgoodput._monitoring._straggler_samples import straggler_samples
-        from mlgoodput.torch._stragglers import StragglerAnalysis
+        from mlgoodput.torch import StragglerAnalysis
 
         calc = self._calc()
         if self._lag is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlgoodput.accounting import GoodputReport
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 
 def straggler_samples(report: GoodputReport, lag: Any, *, time: float | None = None) -> list[Sample]:

@@ -1,9 +1,11 @@
 """The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
 
-from mlgoodput.accounting._calculator import GoodputCalculator
+from mlgoodput.accounting._advisor import Advice, advise
+from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
+from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
-from mlgoodput.accounting._productivity import CostStats, Productivity
+from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -12,9 +14,13 @@ from mlgoodput.accounting._report import (
     HostStepStats,
     SliceEfficiency,
 )
+from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting._timeline import HostLog, Timeline
 
 __all__ = [
     "PARTITION_BUCKETS",
+    "Advice",
     "BadputType",
     "CostStats",
     "ElasticGoodputCalculator",
@@ -22,7 +28,14 @@ __all__ = [
     "GoodputCalculator",
     "GoodputReport",
     "GoodputType",
+    "HostLog",
     "HostStepStats",
     "Productivity",
     "SliceEfficiency",
+    "SortedFloats",
+    "StepNums",
+    "Timeline",
+    "advise",
+    "retention_period",
+    "snapshot_policy",
 ]

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mlgoodput.accounting._productivity import Productivity
+from mlgoodput.accounting._figures import Productivity
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 

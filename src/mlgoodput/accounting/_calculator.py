@@ -14,16 +14,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from mlgoodput import _env
-from mlgoodput._journal import Journal, recover_journals
+from mlgoodput._journal import Journal, recover_changed_journals
 from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
-from mlgoodput.store import Store, open_store
-from mlgoodput.store._columns import Columns
-from mlgoodput.store._state import PagedStore
+from mlgoodput.store import Columns, PagedStore, Store, open_store
 
 TimeArg = _dt.datetime | float | int | None
 SNAPSHOT_EVERY = 100_000  # events of growth between two saves of the accounting state
@@ -123,7 +121,7 @@ class GoodputCalculator:
 
     def _refresh(self) -> None:
         try:
-            recover_journals(self._store)  # what killed processes left behind
+            recover_changed_journals(self._store)  # what killed processes left behind
         except OSError:
             pass  # a journal we cannot read now is read by a later query
         url = getattr(self._store, "url", None)

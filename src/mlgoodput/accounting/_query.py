@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mlgoodput.accounting._intervals import Intervals, union
 from mlgoodput.accounting._model import Activities, Attempt, Derived, median
 from mlgoodput.accounting._timeline import HostLog
 
-if TYPE_CHECKING:
-    from mlgoodput.accounting._engine import Engine
+
+class Engine(Protocol):
+    """What a Query asks of the `_engine.Engine` that made it (named here, not imported:
+    the engine imports this module)."""
+
+    stall_factor: float
+
+    def _net(self, acts: Activities, s: float, e: float) -> tuple[float, float]: ...
+
+    def _step_end(self, log: HostLog, i: int, hi: float) -> float | None: ...
+
+    def _step_ends(self, log: HostLog) -> dict[int, list[float]]: ...
+
 
 class Query:
     """One report's working state: the ideal step time, per-step roles and amounts."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mlgoodput.accounting._productivity import Productivity
+    from mlgoodput.accounting._figures import Productivity
 
 
 class GoodputType(enum.Enum):

@@ -23,7 +23,7 @@ from mlgoodput.accounting._model import Derived
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Rec
-from mlgoodput.store._state import StateStore
+from mlgoodput.store import StateStore
 
 FORMAT = 4
 PIECE = 8 << 20

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
-from mlgoodput.store._columns import NO_STEP, Columns
+from mlgoodput.store import NO_STEP, Columns
 
 _STEP = int(Kind.STEP_START)
 _STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))

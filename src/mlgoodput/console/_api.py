@@ -23,11 +23,11 @@ from typing import IO, Any
 
 from mlgoodput import _env
 from mlgoodput._worker import exit_time_left
+from mlgoodput.console import _current
 from mlgoodput.console._client import ConsoleClient
 from mlgoodput.console._logging import ConsoleHandler, ExceptionForwarder, RecordFactory
 
 _lock = threading.RLock()
-_client: ConsoleClient | None = None
 _handler: ConsoleHandler | None = None
 _forwarder = ExceptionForwarder()
 _factory = RecordFactory()
@@ -38,11 +38,6 @@ _CONFIG_KEY = "mlgoodput_console"
 
 _in_child_attach = False  # True while a multiprocessing child joins as it unpickles (see connect)
 _term_pending = False  # a SIGTERM came while leaving: end by it once left (see _on_sigterm)
-
-
-def current_client() -> ConsoleClient | None:
-    """The connected client of this process, or None."""
-    return _client
 
 
 def connect(
@@ -56,7 +51,7 @@ def connect(
     """Join the console at `address` (None: $MLGOODPUT_CONSOLE); `token` (None: $MLGOODPUT_CONSOLE_TOKEN)
     is needed for TCP. Installs a `logging` handler on the root logger (lowering its level to
     `level` if needed) and, with `forward_exception`, sends uncaught exceptions too."""
-    global _client, _handler, _old_root_level
+    global _handler, _old_root_level
     if address is None:
         address = os.environ.get(_env.CONSOLE)
         if not address:
@@ -66,7 +61,7 @@ def connect(
     if not isinstance(level, int):
         raise TypeError(f"level must be a logging level number, got {level!r}")
     with _lock:
-        if _client is not None:
+        if _current.client is not None:
             disconnect(timeout_s=5.0)
         client = ConsoleClient(address, token=token, max_buffer=max_buffer)
         if not _in_child_attach:
@@ -87,7 +82,7 @@ def connect(
             root.setLevel(level)
         if forward_exception:
             _forwarder.install()
-        _client, _handler = client, handler
+        _current.client, _handler = client, handler
         # what children need to join: the environment (any child) and the process object (multiprocessing)
         os.environ[_env.CONSOLE] = client.address
         if token:
@@ -109,9 +104,9 @@ def connect(
 
 def disconnect(timeout_s: float = 10.0) -> bool:
     """Leave the console, delivering everything still buffered (up to `timeout_s`); True if all was."""
-    global _client, _handler, _old_root_level, _leaving
+    global _handler, _old_root_level, _leaving
     with _lock:
-        client, handler = _client, _handler
+        client, handler = _current.client, _handler
         if client is None:
             return True
         _leaving = True
@@ -128,7 +123,7 @@ def disconnect(timeout_s: float = 10.0) -> bool:
         _forwarder.uninstall()
         _factory.uninstall()
         client.close(1.0)
-        _client = _handler = None
+        _current.client = _handler = None
         multiprocessing.current_process()._config.pop(_CONFIG_KEY, None)  # type: ignore[attr-defined]
         _leaving = False
     if _term_pending:  # a SIGTERM came while this call delivered: end by it now
@@ -150,7 +145,7 @@ def _attach(address: str, token: str | None, level: int, forward_exception: bool
     """Runs in a spawned or forkserver child while multiprocessing unpickles its process."""
     global _in_child_attach
     try:
-        if _client is None:
+        if _current.client is None:
             _in_child_attach = True
             try:
                 client = connect(address, token=token, level=level, forward_exception=forward_exception)
@@ -211,7 +206,9 @@ def _sigterm_watcher(r: int) -> None:
             return
         if not data:
             return
-        if signal.SIGTERM in data and not _handler_ran.wait(1.0):
+        # only while SIGTERM is still ours: a handler the program put in its place decides alone
+        if (signal.SIGTERM in data and not _handler_ran.wait(1.0)
+                and signal.getsignal(signal.SIGTERM) is _on_sigterm):
             t = threading.Thread(target=_leave_at_exit, name="mlgoodput-console-sigterm", daemon=True)
             t.start()
             t.join(3.0)

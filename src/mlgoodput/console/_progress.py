@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput.console._current import current_client
 from mlgoodput.console._protocol import ProgressRec
 
 MIN_INTERVAL_S = 0.1  # at most ~10 updates a second per bar
@@ -24,9 +25,7 @@ _dirty_lock = threading.Lock()
 
 
 def _client() -> Any:
-    from mlgoodput.console import _api
-
-    return _api.current_client()
+    return current_client()
 
 
 def _desc(msg: object) -> str:

@@ -54,7 +54,7 @@ class _Sampler(BackgroundWorker):
         return (util, mem) if found else (None, None)
 
     def _work(self) -> bool:
-        from mlgoodput.console._api import current_client
+        from mlgoodput.console._current import current_client
 
         if self._proc is None:
             import psutil
@@ -118,7 +118,7 @@ class Usage:
         """Mark the timeline (a vertical line in the usage report); nothing when usage is off."""
         if cls._sampler is None:
             return
-        from mlgoodput.console._api import current_client
+        from mlgoodput.console._current import current_client
 
         client = current_client()
         if client is not None:

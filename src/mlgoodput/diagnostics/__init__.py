@@ -10,6 +10,7 @@ Everything lives in the store (stream `mlgoodput.run`/<run name>) and a local pr
 directory; read it back with `load_run` or `mlgoodput runs show NAME`.
 """
 
+from mlgoodput._profiler import ProfilerBusyError, ProfilerNotActiveError
 from mlgoodput.diagnostics import api, core, custom_types, metric_types, metrics
 from mlgoodput.diagnostics._errors import (
     MLDiagnosticError,
@@ -19,9 +20,10 @@ from mlgoodput.diagnostics._errors import (
     RecordingError,
 )
 from mlgoodput.diagnostics._load import Run, list_runs, load_run
-from mlgoodput.diagnostics._run import MLRun, current_run, machinelearning_run
+from mlgoodput.diagnostics._ondemand import capture
+from mlgoodput.diagnostics._run import MLRun, current_run
+from mlgoodput.diagnostics._start import machinelearning_run
 from mlgoodput.diagnostics._xprof import xprof
-from mlgoodput.jax._profiler import ProfilerBusyError, ProfilerNotActiveError
 
 __all__ = [
     "MLDiagnosticError",
@@ -34,6 +36,7 @@ __all__ = [
     "RecordingError",
     "Run",
     "api",
+    "capture",
     "core",
     "current_run",
     "custom_types",

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mlgoodput._worker import BackgroundWorker
-from mlgoodput.export._base import Exporter, Sample
-from mlgoodput.export._process import ExporterProcess
+from mlgoodput.export import Exporter, ExporterProcess, Sample
 
 
 class MetricFeed(BackgroundWorker):

@@ -8,8 +8,7 @@ from typing import Any
 
 from mlgoodput.diagnostics._sink import NAMESPACE
 from mlgoodput.events import Kind
-from mlgoodput.store import Store, open_store
-from mlgoodput.store._columns import NO_STEP
+from mlgoodput.store import NO_STEP, Store, open_store
 
 Point = tuple[int | None, float, float]  # (step or None, value, UNIX time)
 

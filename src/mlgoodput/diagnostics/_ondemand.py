@@ -22,14 +22,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mlgoodput import _env
+from mlgoodput import _env, _profiler
 from mlgoodput._endpoint import check_exposure, is_loopback, token_matches
 from mlgoodput._endpoint import parse_address as parse_host_port
 from mlgoodput._limited_server import LimitedServer, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput._worker import at_fork_in_child
 from mlgoodput.diagnostics import _run
 from mlgoodput.diagnostics._xprof import Capture, check_session_id, default_session_id
-from mlgoodput.jax import _profiler
 
 log = logging.getLogger("mlgoodput.diagnostics")
 

@@ -24,11 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlgoodput import _env
+from mlgoodput import _env, _profiler
 from mlgoodput._misuse import misuse
 from mlgoodput.diagnostics import _run
 from mlgoodput.events import Kind
-from mlgoodput.jax import _profiler
 
 log = logging.getLogger("mlgoodput.diagnostics")
 

@@ -9,6 +9,7 @@ builds one by its registered name (`_registry`).
 
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
+from mlgoodput.export._names import label_name
 from mlgoodput.export._otlp import OTLPExporter
 from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource
 from mlgoodput.export._prometheus import PrometheusExporter
@@ -27,4 +28,5 @@ __all__ = [
     "Sample",
     "SampleSource",
     "TensorBoardExporter",
+    "label_name",
 ]

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mlgoodput import _env
+from mlgoodput._gcp_metadata import metadata_value
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, family, label_name
 from mlgoodput.export._registry import register_exporter
@@ -56,44 +53,6 @@ class GCPOptions:
     @property
     def enabled(self) -> bool:
         return self.enable_gcp_goodput_metrics or self.enable_gcp_step_deviation_metrics
-
-
-# ---------------------------------------------------------------------- metadata server
-_metadata_cache: dict[tuple[str, str], str | None] = {}
-_metadata_down: set[str] = set()
-_metadata_lock = threading.Lock()
-
-
-def metadata_base_url(host: str | None = None) -> str:
-    host = host or os.environ.get(_env.GCE_METADATA_HOST) or "metadata.google.internal"
-    return host if "://" in host else "http://" + host
-
-
-def metadata_value(path: str, *, host: str | None = None, timeout_s: float = 1.0) -> str | None:
-    """One value from the GCE metadata server, or None. An unreachable server is asked once
-    per process (a short timeout, no retries), so off GCP this costs at most `timeout_s`."""
-    base = metadata_base_url(host)
-    with _metadata_lock:
-        if base in _metadata_down:
-            return None
-        if (base, path) in _metadata_cache:
-            return _metadata_cache[(base, path)]
-    url = f"{base}/computeMetadata/v1/{path}"
-    req = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
-    value: str | None
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            value = resp.read().decode().strip() or None
-    except urllib.error.HTTPError:
-        value = None  # the server answered: this value is just not there
-    except (OSError, ValueError) as e:
-        with _metadata_lock:
-            _metadata_down.add(base)
-        log.info("GCE metadata server %s unreachable (%s); not on GCE?", base, e)
-        return None
-    with _metadata_lock:
-        _metadata_cache[(base, path)] = value
-    return value
 
 
 def resolve_gcp_options(opts: GCPOptions, *, metadata_host: str | None = None, timeout_s: float = 1.0) -> GCPOptions:

@@ -13,7 +13,7 @@ def torch_step_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> float
         import torch  # noqa: F401
     except ImportError as e:
         raise ImportError("torch_step_flops needs PyTorch: pip install 'mlgoodput[torch]'") from e
-    from mlgoodput.torch._flops import flop_counter
+    from mlgoodput.torch import flop_counter
 
     counter = flop_counter()  # FlopCounterMode, counting CPU attention too
     with counter:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlgoodput._worker import at_fork_in_child
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 # Callback kinds: the four listener types of jax.monitoring.
 EVENT = "event"

@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlgoodput import _env
-from mlgoodput.export._base import Sample
-from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions, metadata_value
-from mlgoodput.export._names import label_name
+from mlgoodput._gcp_metadata import metadata_value
+from mlgoodput.export import CloudMonitoringExporter, GCPOptions, Sample, label_name
 
 
 class JaxCloudMonitoringExporter(CloudMonitoringExporter):

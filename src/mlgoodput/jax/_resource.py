@@ -53,7 +53,7 @@ def detect_resource(
     """
     is_gce = on_gce() if gce is None else gce
     if lookup is None:
-        from mlgoodput.export._gcp import metadata_value
+        from mlgoodput._gcp_metadata import metadata_value
 
         def lookup(path: str) -> str | None:
             return metadata_value(path, timeout_s=0.5)

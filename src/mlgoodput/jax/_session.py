@@ -18,7 +18,7 @@ from typing import Any
 
 from mlgoodput._worker import BackgroundWorker, exit_time_left
 from mlgoodput.events import Kind
-from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export import Exporter, Sample
 from mlgoodput.jax import _listeners
 from mlgoodput.jax._aggregate import Aggregator, SeriesSnapshot, metric_name, to_samples
 

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mlgoodput.export._base import Sample
+from mlgoodput.export import Sample
 
 log = logging.getLogger("mlgoodput.jax")
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 # each backend module registers itself when imported
 from mlgoodput.store import _cloud_logging, _memory, _postgres, _sqlite  # noqa: F401
 from mlgoodput.store._cloud_logger import from_cloud_logger
-from mlgoodput.store._columns import Columns
+from mlgoodput.store._columns import NO_STEP, ColumnEvents, Columns
+from mlgoodput.store._columns import concat as concat_columns
 from mlgoodput.store._memory import MemoryStore
 from mlgoodput.store._protocol import (
     JobInfo,
@@ -25,16 +26,22 @@ from mlgoodput.store._registry import is_process_local as is_process_local  # fo
 from mlgoodput.store._registry import open_store, resolve_store_url
 from mlgoodput.store._registry import store_file as store_file  # for other packages
 from mlgoodput.store._sqlite import SQLiteStore
+from mlgoodput.store._state import PagedStore, StateStore
 
 __all__ = [
+    "NO_STEP",
+    "ColumnEvents",
     "Columns",
     "JobInfo",
     "MemoryStore",
+    "PagedStore",
     "ReadResult",
     "SQLiteStore",
+    "StateStore",
     "Store",
     "StoreError",
     "StoreReplacedError",
+    "concat_columns",
     "from_cloud_logger",
     "open_store",
     "resolve_store_url",

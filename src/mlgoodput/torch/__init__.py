@@ -22,23 +22,39 @@ from mlgoodput.torch._compile import (
     init,
     shutdown,
 )
+from mlgoodput.torch._flops import flop_counter
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
 from mlgoodput.torch._profiler import TorchProfiler, use_torch_profiler
 from mlgoodput.torch._recorder import TorchRecorder
-from mlgoodput.torch._stragglers import RankStepStats, StragglerReport, stragglers
+from mlgoodput.torch._stragglers import (
+    MIN_LEAD_FRACTION,
+    MIN_LEAD_S,
+    RankStepStats,
+    StragglerAnalysis,
+    StragglerReport,
+    saved_stragglers,
+    stragglers,
+)
+from mlgoodput.torch._stragglers import analyze as analyze_stragglers
 
 __all__ = [
+    "MIN_LEAD_FRACTION",
+    "MIN_LEAD_S",
     "NAMESPACE",
     "CompileSession",
     "CompileStats",
     "RankStepStats",
+    "StragglerAnalysis",
     "StragglerReport",
     "TorchProfiler",
     "TorchRecorder",
     "TorchrunIdentity",
+    "analyze_stragglers",
     "compile_stats",
     "current",
+    "flop_counter",
     "init",
+    "saved_stragglers",
     "shutdown",
     "stragglers",
     "torchrun_identity",

@@ -198,9 +198,8 @@ def init(
                             _session.job_name, job_name)
             return _session
         from mlgoodput._journal import Journal
-        from mlgoodput.jax import _wiring
-        from mlgoodput.jax._aggregate import Aggregator
-        from mlgoodput.jax._session import Shipper
+        from mlgoodput.jax import pipeline as _wiring
+        from mlgoodput.jax.pipeline import Aggregator, Shipper
 
         sink_j = _recorder_sink(recorder) if recorder is not None else _wiring.find_goodput_journal(job_name)
         if store is None and recorder is not None:  # the aggregates go beside the job's events

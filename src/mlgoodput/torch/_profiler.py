@@ -67,6 +67,6 @@ class TorchProfiler:
 def use_torch_profiler(enabled: bool = True, **options: Any) -> None:
     """Capture every mlgoodput profile of this process with torch.profiler (`enabled=False`:
     back to JAX). `options` go to TorchProfiler (`record_shapes`, `with_stack`)."""
-    from mlgoodput.jax import _profiler
+    from mlgoodput import _profiler
 
     _profiler.set_backend(TorchProfiler(**options) if enabled else None)

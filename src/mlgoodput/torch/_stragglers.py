@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
 
-from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting import SortedFloats
 from mlgoodput.events import Kind
-from mlgoodput.store import open_store
-from mlgoodput.store._columns import Columns
-from mlgoodput.store._state import PagedStore
+from mlgoodput.store import Columns, PagedStore, open_store
 
 log = logging.getLogger("mlgoodput")
 
@@ -118,10 +116,10 @@ class StragglerAnalysis:
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
 
     def _refresh(self) -> None:
-        from mlgoodput._journal import recover_journals
+        from mlgoodput._journal import recover_changed_journals
 
         try:
-            recover_journals(self._store)  # what killed ranks left behind
+            recover_changed_journals(self._store)  # what killed ranks left behind
         except OSError:
             pass
         parts: Iterable[tuple[int, Columns]]
@@ -490,8 +488,8 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
     """`stragglers(...)`, answered from the analysis saved in the store when no event was stored
     since it and its window covered the same steps; otherwise analysed (and saved, where the
     store keeps state). A saved analysis that fails any check is recomputed, never used."""
-    from mlgoodput.accounting._calculator import _snapshot_policy
-    from mlgoodput.store._state import StateStore
+    from mlgoodput.accounting import snapshot_policy as _snapshot_policy
+    from mlgoodput.store import StateStore
 
     st = open_store(store)
     every = _snapshot_policy(None)  # $MLGOODPUT_SNAPSHOT, as for the accounting state

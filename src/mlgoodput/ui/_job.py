@@ -21,9 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from mlgoodput.accounting import GoodputCalculator, GoodputReport
-from mlgoodput.accounting._stepnums import StepNums
-from mlgoodput.accounting._timeline import HostLog, Timeline
+from mlgoodput.accounting import GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
 
-from mlgoodput.accounting._timeline import HostLog
-from mlgoodput.torch._stragglers import MIN_LEAD_FRACTION, MIN_LEAD_S
+from mlgoodput.accounting import HostLog
+from mlgoodput.torch import MIN_LEAD_FRACTION, MIN_LEAD_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,20 +13,29 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mlgoodput import _env
-from mlgoodput.accounting._timeline import HostLog
-from mlgoodput.store import Store
-from mlgoodput.store._state import StateStore
+from mlgoodput.accounting import HostLog
+from mlgoodput.store import StateStore, Store
 from mlgoodput.ui._lag import HostLag, Lateness
 from mlgoodput.ui._reduce import Blocks
 
-if TYPE_CHECKING:
-    from mlgoodput.ui._job import HostSeries
+
+class HostSeries(Protocol):
+    """What is saved of a `_job.HostSeries` (named here, not imported: `_job` imports this module)."""
+
+    blocks: Blocks
+
+    @property
+    def times(self) -> array[float]: ...
+
+    @property
+    def job_starts(self) -> list[float]: ...
 
 NAMESPACE = "mlgoodput.ui"
 FORMAT = 1

@@ -2,7 +2,8 @@
 
 import logging
 
-from mlgoodput.diagnostics._run import _normalize_path, machinelearning_run
+from mlgoodput.diagnostics._run import _normalize_path
+from mlgoodput.diagnostics._start import machinelearning_run
 from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
 
 logger = logging.getLogger("mlgoodput.diagnostics")

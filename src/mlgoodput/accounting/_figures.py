@@ -1,0 +1,90 @@
+"""The productivity figures' value types (MFU, goodputs, ETTR, reliability), computed in
+`_productivity` and carried by a `GoodputReport`. Plain frozen data, no imports of the rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CostStats:
+    """Durations of one kind of checkpoint operation: count, mean and p95 (nearest rank)."""
+
+    count: int
+    mean_s: float | None
+    p95_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "mean_s": self.mean_s, "p95_s": self.p95_s}
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptQueue:
+    """One attempt's scheduling: when it was submitted (if known) and how long it queued."""
+
+    attempt: int
+    start: float
+    submit: float | None
+    source: str | None
+    queue_s: float | None
+    waiting_s: float | None = None  # from the previous attempt's stop to this start
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "start": self.start, "submit": self.submit,
+                "source": self.source, "queue_s": self.queue_s, "waiting_s": self.waiting_s}
+
+
+@dataclass(frozen=True, slots=True)
+class Productivity:
+    """Everything beside the partition: MFU, the three goodputs and MPG, ETTR, reliability.
+
+    Goodputs, MFU and ETTR are fractions in [0, 1] (None where an input is unknown)."""
+
+    # program goodput
+    flops_per_step: float | None
+    peak_flops_per_s: float | None
+    peak_source: str | None
+    steps_executed: int
+    steps_useful: int
+    achieved_flops_per_s: float | None
+    step_mfu: float | None
+    mfu: float | None
+    program_goodput: float | None
+    # scheduling goodput
+    submit_time: float | None
+    submit_source: str | None
+    queue_s: float | None
+    scheduling_goodput: float | None
+    attempts: tuple[AttemptQueue, ...]
+    available_slice_fraction: float | None
+    # the product
+    runtime_goodput: float | None
+    ml_productivity_goodput: float | None
+    # reliability
+    interruptions: int
+    uptime_s: float
+    mtbi_s: float | None
+    mttr_s: float | None
+    recoveries_s: tuple[float, ...]
+    time_to_start_s: float | None
+    lost_progress_s: float
+    lost_progress_per_interruption_s: float | None
+    ettr: float | None
+    checkpoint_save: CostStats
+    checkpoint_restore: CostStats
+    checkpoint_interval_s: float | None
+    checkpoint_interval_steps: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            v = getattr(self, name)
+            if isinstance(v, CostStats):
+                v = v.to_dict()
+            elif name == "attempts":
+                v = [a.to_dict() for a in v]
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[name] = v
+        return out
