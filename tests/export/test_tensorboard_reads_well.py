@@ -80,3 +80,21 @@ def test_profile_plugin_is_installed_with_the_diagnostics_extra() -> None:
     assert any(r.startswith("tensorboard-plugin-profile") and 'extra == "diagnostics"' in r for r in requires)
     plugins = {ep.name for ep in metadata.entry_points(group="tensorboard_plugins")}
     assert "profile" in plugins
+
+
+def test_tags_follow_the_labels_of_each_upload(tmp_path: Path) -> None:
+    """The exporter names a series once and reuses the name: a label whose value changes is
+    another series (its own tag), and a name missing a label still fails on every upload."""
+    exp = TensorBoardExporter(tmp_path / "tb")
+    for i in range(3):
+        exp.export([Sample("stragglers/held_back_seconds", float(i), {"job_name": "j", "rank": str(r)}, step=i)
+                    for r in range(2 + i)])
+    for _ in range(2):
+        with pytest.raises(ValueError, match="needs labels"):
+            exp.export([Sample("badput/{bucket}_seconds", 1.0, {"job_name": "j"})])
+    exp.shutdown()
+    acc = _acc(tmp_path / "tb")
+    tags = sorted(t for t in acc.Tags()["scalars"] if t.startswith("stragglers/"))
+    assert tags == [f"stragglers/held_back_seconds/rank={r}" for r in range(4)]
+    assert [e.value for e in acc.Scalars("stragglers/held_back_seconds/rank=1")] == [0.0, 1.0, 2.0]
+    assert [e.value for e in acc.Scalars("stragglers/held_back_seconds/rank=3")] == [2.0]

@@ -109,3 +109,40 @@ def test_small_jobs_and_snapshot_off_save_no_analysis(tmp_path: Path, monkeypatc
         assert mod.saved_stragglers("j", "goodput", store=store) == mod.stragglers("j", store=store)
         assert st.load_state(mod.STATE_NAMESPACE, '["goodput", "j"]') is None  # type: ignore[attr-defined]
     st.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_analysis_fed_the_calculators_pages_equals_the_full_pass(tmp_path: Path, seed: int) -> None:
+    """The monitor's wiring: the calculator hands each page it decoded to the analysis, which
+    then reads nothing itself and still gives exactly the full pass (snapshot on and off)."""
+    from mlgoodput.accounting import GoodputCalculator
+
+    rng = random.Random(100 + seed)
+    events = timeline(rng, rng.randrange(2, 6), rng.randrange(5, 80), shuffle=seed % 3 == 0)
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    calc = GoodputCalculator("j", "goodput", store=store, snapshot=bool(seed % 2))
+    a = StragglerAnalysis("j", "goodput", store=store)
+    fed = i = seq = 0
+    while i < len(events):
+        k = rng.randrange(1, 40)
+        st.append("goodput", "j", EventBatch(1, seq, events[i : i + k]))
+        seq += k
+        i += k
+        calc.report()
+        if i == k:  # hooked after the first read, as the monitor does: it reads once itself
+            calc._part_hooks.append(a.feed)
+        in_step = a.cursor == calc._cursor
+        fed += in_step
+        got = a.report(read=not in_step)
+        assert a.cursor == calc._cursor
+        steps: dict[int, list[tuple[float, int]]] = {}
+        js: dict[int, list[float]] = {}
+        for e in events[:i]:
+            if e.kind == Kind.STEP_START:
+                steps.setdefault(e.host, []).append((e.time, e.step or 0))
+            elif e.kind == Kind.JOB_START:
+                js.setdefault(e.host, []).append(e.time)
+        assert got == analyze({h: sorted(v) for h, v in js.items()}, steps)  # bit for bit
+    assert fed >= (len(events) - 1) // 40  # after the first read, fed every time
+    st.close()

@@ -88,11 +88,16 @@ class GoodputSource:
         from mlgoodput._monitoring._straggler_samples import straggler_samples
         from mlgoodput.torch import StragglerAnalysis
 
+        calc = self._calc()
         if self._lag is None:
             self._lag = StragglerAnalysis(self.job_name, self.logger_name, store=self.store_url)
-        # the whole job up to what is stored now (steps stored since the report included), so
-        # the analysis stays incremental: a window ending before the latest step is a full pass
-        return straggler_samples(report, self._lag.report(report.start, None))
+            calc._part_hooks.append(self._lag.feed)  # the pages the calculator reads, decoded once
+        # the whole job up to what is read (no end), so the analysis stays incremental: a
+        # window ending before the latest step is a full pass. While it was fed everything the
+        # calculator read, that is its input; else (the first time, a calculator started from
+        # saved state) it reads the store itself
+        fed = self._lag.cursor == calc._cursor
+        return straggler_samples(report, self._lag.report(report.start, None, read=not fed))
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

@@ -105,6 +105,9 @@ class GoodputCalculator:
         self._save_every = _snapshot_policy(snapshot)
         self._saved = 0
         self._restored = False
+        # (begin cursor, end cursor, events) of each part read, for readers of the same stream
+        # that decode nothing themselves (the monitor's straggler analysis)
+        self._part_hooks: list[Callable[[int, int, Columns], None]] = []
 
     @property
     def store(self) -> Store:
@@ -134,14 +137,19 @@ class GoodputCalculator:
                 if got is not None:
                     self._engine, self._cursor = got
                     self._saved = self._engine.timeline.events
+        hooks = self._part_hooks
         if self._paged:  # a page at a time: never the whole job at once
             for cursor, part in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
                 self._engine.timeline.ingest(part)
+                for hook in hooks:
+                    hook(self._cursor, cursor, part)
                 self._cursor = cursor
             return
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
-        for part in res.parts:
+        for i, part in enumerate(res.parts):
             self._engine.timeline.ingest(part)
+            for hook in hooks:  # the parts of one read share its end cursor: the first starts here
+                hook(self._cursor if i == 0 else res.cursor, res.cursor, part)
         self._cursor = res.cursor
 
     def _keep(self) -> None:

@@ -59,6 +59,7 @@ class TensorBoardExporter:
         self._last_step: dict[str, int] | None = None  # tag -> last step written (read on first open)
         self._layout_written: set[str] = set()
         self._lock_fd: int | None = None
+        self._tags: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # checked (name, labels) -> tag
 
     def __repr__(self) -> str:
         return f"TensorBoardExporter({self.logdir!r})"
@@ -124,9 +125,21 @@ class TensorBoardExporter:
                 self._last_step = max_steps(self.logdir)
             last = self._last_step
             rows = []
+            tags = self._tags
+            if len(tags) > 100_000:  # series come and go (windows, ranks): keep it bounded
+                tags.clear()
             for s in condense_jax(samples):
-                check_name(s.name, s.labels)
-                tag = tensorboard_tag(s.name, s.labels)
+                key = (s.name, tuple(s.labels.items()))
+                try:
+                    tag = tags.get(key)
+                    cache = True
+                except TypeError:  # a label value that cannot be hashed: named each time
+                    tag, cache = None, False
+                if tag is None:  # a series not seen yet: checked, and named, once
+                    check_name(s.name, s.labels)
+                    tag = tensorboard_tag(s.name, s.labels)
+                    if cache:
+                        tags[key] = tag
                 prev = last.get(tag, 0)
                 step = max(int(s.step), prev) if s.step is not None else prev + 1
                 last[tag] = step

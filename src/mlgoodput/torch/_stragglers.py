@@ -13,6 +13,7 @@ events stored since the first.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 import math
@@ -111,6 +112,8 @@ class StragglerAnalysis:
         self._span = (math.inf, -math.inf)  # the earliest and latest step start of any rank
         self._live: _Live | None = None
         self._paged = isinstance(self._store, PagedStore)
+        # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
+        self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
 
     def _refresh(self) -> None:
         from mlgoodput._journal import recover_changed_journals
@@ -125,34 +128,56 @@ class StragglerAnalysis:
         else:
             res = self._store.read(self.logger_name, self.job_name, self._cursor)
             parts = [(res.cursor, c) for c in res.parts] or [(res.cursor, Columns.empty())]
-        before = {h: len(v) for h, v in self._times.items()}
-        all_t, all_n = self._times, self._nums
-        new_rank = False
-        new_js: list[tuple[int, float]] = []
         for cursor, c in parts:
-            self._cursor = cursor
-            kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
-            if _STEP not in kinds and _JOB not in kinds:
-                continue
-            n = len(kinds)
-            if kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's step starts
-                h = hosts[0]
+            self._take(cursor, c)
+        self._finish()
+
+    def feed(self, begin: int, end: int, c: Columns) -> None:
+        """Events another reader of the same stream decoded (the calculator's pages): taken
+        when they start at this analysis's cursor, else left for its own read."""
+        if begin == self._cursor and end >= begin:
+            self._take(end, c)
+
+    @property
+    def cursor(self) -> int:
+        return self._cursor
+
+    def _take(self, cursor: int, c: Columns) -> None:
+        if self._pending is None:
+            self._pending = ({h: len(v) for h, v in self._times.items()}, [False], [])
+        self._cursor = cursor
+        kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
+        if _STEP not in kinds and _JOB not in kinds:
+            return
+        all_t, all_n = self._times, self._nums
+        _, new_rank, new_js = self._pending
+        n = len(kinds)
+        if kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's step starts
+            h = hosts[0]
+            if h not in all_t:
+                all_t[h], all_n[h], new_rank[0] = array("d"), array("q"), True
+            all_t[h].extend(times)
+            all_n[h].extend(steps)
+            return
+        for i in range(n):
+            k = kinds[i]
+            if k == _STEP:
+                h = hosts[i]
                 if h not in all_t:
-                    all_t[h], all_n[h], new_rank = array("d"), array("q"), True
-                all_t[h].extend(times)
-                all_n[h].extend(steps)
-                continue
-            for i in range(n):
-                k = kinds[i]
-                if k == _STEP:
-                    h = hosts[i]
-                    if h not in all_t:
-                        all_t[h], all_n[h], new_rank = array("d"), array("q"), True
-                    all_t[h].append(times[i])
-                    all_n[h].append(steps[i])
-                elif k == _JOB:
-                    new_js.append((hosts[i], times[i]))
-        live = None if new_rank else self._live  # a new rank's steps are ordered last: start over
+                    all_t[h], all_n[h], new_rank[0] = array("d"), array("q"), True
+                all_t[h].append(times[i])
+                all_n[h].append(steps[i])
+            elif k == _JOB:
+                new_js.append((hosts[i], times[i]))
+
+    def _finish(self) -> None:
+        """What the parts taken since the last call change in the live analysis."""
+        if self._pending is None:
+            return
+        before, new_rank, new_js = self._pending
+        self._pending = None
+        all_t, all_n = self._times, self._nums
+        live = None if new_rank[0] else self._live  # a new rank's steps are ordered last: start over
         for h, t in new_js:
             if live is not None and not live.job_start(h, t):
                 live = None
@@ -174,9 +199,13 @@ class StragglerAnalysis:
     def _steps(self) -> dict[int, list[tuple[float, int]]]:
         return {h: list(zip(self._times[h], self._nums[h], strict=True)) for h in self._times}
 
-    def report(self, start: float | None = None, end: float | None = None) -> StragglerReport:
-        """The analysis of the steps that started in [start, end] (default: all)."""
-        self._refresh()
+    def report(self, start: float | None = None, end: float | None = None, *, read: bool = True) -> StragglerReport:
+        """The analysis of the steps that started in [start, end] (default: all); `read=False`:
+        of the events read (or fed) so far, without reading the store."""
+        if read:
+            self._refresh()
+        else:
+            self._finish()
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
         if self._times and lo <= self._span[0] and self._span[1] <= hi:
@@ -237,7 +266,8 @@ class _Live:
             if not seq:
                 continue
             i = self.index[r]
-            seq = sorted(set(seq))
+            if not all(map(operator.lt, seq, itertools.islice(seq, 1, None))):  # else already sorted(set(seq))
+                seq = sorted(set(seq))
             prev = self.last.get(r)
             if prev is not None:
                 if seq[0] < prev:
@@ -264,7 +294,7 @@ class _Live:
                     if st is not None:
                         if r not in st:
                             st[r] = t
-                            if moves or i:
+                            if moves:  # else every key so far was met first by rank index 0
                                 k = intro[key]
                                 if i < k:  # this rank meets the step first now: it moves up
                                     self._move(key, k, i)
