@@ -38,7 +38,7 @@ demo: install
 lint: install-test
 	$(PY) -m ruff check src tests bench scripts
 
-# Not part of `make test` yet: the sources are formatted once, then this joins `test`.
+# The formatter's layout is part of `make test`: `ruff format src tests bench scripts` fixes it.
 format-check: install-test
 	$(PY) -m ruff format --check src tests bench scripts
 
@@ -51,7 +51,7 @@ unit: install-test
 	$(PY) -m pytest -q -m forks $(PYTEST_ARGS)
 	$(PY) -m pytest -q -m "not forks" $(PYTEST_ARGS)
 
-test: lint typecheck unit
+test: lint format-check typecheck unit
 
 # docs/compatibility.md from the installed peer packages (tests fail when it is stale)
 compat: install-test

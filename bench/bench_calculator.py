@@ -77,11 +77,20 @@ def child_cold(store_path: str) -> None:
     t = time.perf_counter()
     calc.report()
     idle = time.perf_counter() - t
-    print(json.dumps({
-        "cold_s": cold, "peak_mb": peak, "base_mb": base_rss, "incremental_s": warm,
-        "idle_s": idle, "goodput": r.goodput_pct, "goodput2": r2.goodput_pct,
-        "last": r2.last_step,
-    }))
+    print(
+        json.dumps(
+            {
+                "cold_s": cold,
+                "peak_mb": peak,
+                "base_mb": base_rss,
+                "incremental_s": warm,
+                "idle_s": idle,
+                "goodput": r.goodput_pct,
+                "goodput2": r2.goodput_pct,
+                "last": r2.last_step,
+            }
+        )
+    )
 
 
 def _hwm_mb() -> float:
@@ -109,9 +118,17 @@ class _MemoryCloudLogger:
 
     def write_cloud_logging_entry(self, entry: dict[str, Any]) -> None:
         ts = dt.datetime.now(dt.UTC)
-        for k in ("job_start_time", "step_start_time", "custom_badput_event_start_time",
-                  "custom_badput_event_end_time", "tpu_init_start_time", "tpu_init_end_time",
-                  "training_prep_start_time", "training_prep_end_time", "job_end_time"):
+        for k in (
+            "job_start_time",
+            "step_start_time",
+            "custom_badput_event_start_time",
+            "custom_badput_event_end_time",
+            "tpu_init_start_time",
+            "tpu_init_end_time",
+            "training_prep_start_time",
+            "training_prep_end_time",
+            "job_end_time",
+        ):
             if k in entry:
                 ts = dt.datetime.fromtimestamp(entry[k], dt.UTC)
                 break
@@ -120,8 +137,9 @@ class _MemoryCloudLogger:
     def flush(self) -> None:
         pass
 
-    def read_cloud_logging_entries(self, start_time: Any = None, end_time: Any = None,
-                                   last_entry_info: Any = None) -> tuple[list[Any], Any]:
+    def read_cloud_logging_entries(
+        self, start_time: Any = None, end_time: Any = None, last_entry_info: Any = None
+    ) -> tuple[list[Any], Any]:
         first = 0 if not last_entry_info or last_entry_info[1] is None else last_entry_info[1] + 1
         rows = self.entries[first:]
         if end_time is not None:
@@ -191,20 +209,26 @@ def main() -> int:
         write(path, events, writer=1)
         write_s = time.perf_counter() - t
         env = dict(os.environ, BENCH_T0=repr(t0))
-        out = subprocess.run([sys.executable, __file__, "--child", path], env=env,
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", path], env=env, capture_output=True, text=True, check=True
+        )
         ours = json.loads(out.stdout.strip().splitlines()[-1])
     seed_res = None if args.no_seed else seed_run(args.steps, t0)
     n_custom = args.steps // CUSTOM_EVERY
-    print(f"\nCalculator on a job of {args.steps:,} steps with {n_custom:,} custom events"
-          f" (store written in {write_s:.1f} s)\n")
+    print(
+        f"\nCalculator on a job of {args.steps:,} steps with {n_custom:,} custom events"
+        f" (store written in {write_s:.1f} s)\n"
+    )
     rows = [
-        ("cold query", f"{ours['cold_s']:.3f} s", "<= 1 s",
-         f"{seed_res['cold_s']:.3f} s" if seed_res else "n/a"),
+        ("cold query", f"{ours['cold_s']:.3f} s", "<= 1 s", f"{seed_res['cold_s']:.3f} s" if seed_res else "n/a"),
         ("peak RSS of the querying process", f"{ours['peak_mb']:.0f} MB", "<= 300 MB", ""),
         ("  (interpreter and imports before the query)", f"{ours['base_mb']:.0f} MB", "", ""),
-        ("query after 1% more steps", f"{ours['incremental_s'] * 1000:.1f} ms", "<= 50 ms",
-         f"{seed_res['incremental_s'] * 1000:.1f} ms" if seed_res else "n/a"),
+        (
+            "query after 1% more steps",
+            f"{ours['incremental_s'] * 1000:.1f} ms",
+            "<= 50 ms",
+            f"{seed_res['incremental_s'] * 1000:.1f} ms" if seed_res else "n/a",
+        ),
         ("query with nothing new", f"{ours['idle_s'] * 1000:.1f} ms", "", ""),
         ("goodput %", f"{ours['goodput']:.2f}", "", f"{seed_res['goodput']:.2f}" if seed_res else ""),
     ]
@@ -213,8 +237,10 @@ def main() -> int:
     for name, a, tgt, b in rows:
         print(f"{name:{w}}  {a:>12}  {tgt:>10}  {b:>30}")
     if seed_res:
-        print(f"\ncold query: mlgoodput is {seed_res['cold_s'] / ours['cold_s']:.1f}x faster;"
-              f" query after 1% more steps: {seed_res['incremental_s'] / ours['incremental_s']:.1f}x faster")
+        print(
+            f"\ncold query: mlgoodput is {seed_res['cold_s'] / ours['cold_s']:.1f}x faster;"
+            f" query after 1% more steps: {seed_res['incremental_s'] / ours['incremental_s']:.1f}x faster"
+        )
     elif args.no_seed:
         print("\nml-goodput-measurement skipped (--no-seed)")
     else:

@@ -40,16 +40,27 @@ def main() -> None:
         calls0 = len(svc.list_requests)
         t = time.perf_counter()
         r = reader.read("goodput", "job")
-        rows.append(("cold read", time.perf_counter() - t, len(svc.list_requests) - calls0, sum(svc.list_returned[calls0:])))
+        rows.append(
+            ("cold read", time.perf_counter() - t, len(svc.list_requests) - calls0, sum(svc.list_returned[calls0:]))
+        )
         assert len(r) == n
         writer.append("goodput", "job", EventBatch(w, n, more))
         calls0 = len(svc.list_requests)
         t = time.perf_counter()
         r2 = reader.read("goodput", "job", r.cursor)
-        rows.append(("read after +1%", time.perf_counter() - t, len(svc.list_requests) - calls0, sum(svc.list_returned[calls0:])))
+        rows.append(
+            (
+                "read after +1%",
+                time.perf_counter() - t,
+                len(svc.list_requests) - calls0,
+                sum(svc.list_returned[calls0:]),
+            )
+        )
         assert len(r2) == len(more)
-        view = sum(len(c.kinds) + 8 * len(c.times) + 4 * len(c.hosts) + 8 * len(c.steps) + 8 * len(c.values)
-                   for c in r.parts + r2.parts)
+        view = sum(
+            len(c.kinds) + 8 * len(c.times) + 4 * len(c.hosts) + 8 * len(c.steps) + 8 * len(c.values)
+            for c in r.parts + r2.parts
+        )
     print(f"Cloud Logging store, fake service on 127.0.0.1, {n:,} steps")
     print(f"{'operation':<16} {'seconds':>9} {'requests':>9} {'entries':>9} {'entries/s':>11}")
     for name, secs, reqs, entries in rows:

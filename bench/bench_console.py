@@ -107,17 +107,24 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     if kind == "mlgoodput":
         from mlgoodput.console import ConsoleServer
 
-        srv = ConsoleServer(f"unix:{tmp}/bench.sock", job="bench", store=f"{tmp}/bench.db", display=False,
-                            store_process=STORE_PROCESS)
+        srv = ConsoleServer(
+            f"unix:{tmp}/bench.sock", job="bench", store=f"{tmp}/bench.db", display=False, store_process=STORE_PROCESS
+        )
         address = srv.start()
         count = lambda: srv.received  # noqa: E731
-        procs = [ctx.Process(target=_mlg_client, args=(address, seconds, rate / clients, start_evt, out)) for _ in range(clients)]
+        procs = [
+            ctx.Process(target=_mlg_client, args=(address, seconds, rate / clients, start_evt, out))
+            for _ in range(clients)
+        ]
     else:
         rsrv = _Receiver()
         port = rsrv.server_address[1]
         threading.Thread(target=rsrv.serve_forever, daemon=True).start()
         count = lambda: rsrv.count  # noqa: E731
-        procs = [ctx.Process(target=_stdlib_client, args=(port, seconds, rate / clients, start_evt, out)) for _ in range(clients)]
+        procs = [
+            ctx.Process(target=_stdlib_client, args=(port, seconds, rate / clients, start_evt, out))
+            for _ in range(clients)
+        ]
     for p in procs:
         p.start()
     time.sleep(1.5)  # let every child import and connect
@@ -188,7 +195,9 @@ def _raw_sender(path: str, client: int, frames: int, start_evt: mp.synchronize.E
 
     from mlgoodput.console import _protocol as P
 
-    recs = [P.LogRec(time.time(), 20, "bench", f"step {i} loss 0.500", "/bench/bench_console.py", 42) for i in range(4096)]
+    recs = [
+        P.LogRec(time.time(), 20, "bench", f"step {i} loss 0.500", "/bench/bench_console.py", 42) for i in range(4096)
+    ]
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
 
@@ -213,11 +222,15 @@ def _server_alone(clients: int, frames: int) -> dict[str, float]:
 
     ctx = mp.get_context("spawn")
     tmp = tempfile.mkdtemp()
-    srv = ConsoleServer(f"unix:{tmp}/raw.sock", job="raw", store=f"{tmp}/raw.db", display=False,
-                        store_process=STORE_PROCESS)
+    srv = ConsoleServer(
+        f"unix:{tmp}/raw.sock", job="raw", store=f"{tmp}/raw.db", display=False, store_process=STORE_PROCESS
+    )
     srv.start()
     start_evt = ctx.Event()
-    procs = [ctx.Process(target=_raw_sender, args=(f"{tmp}/raw.sock", 1000 + k, frames, start_evt), daemon=True) for k in range(clients)]
+    procs = [
+        ctx.Process(target=_raw_sender, args=(f"{tmp}/raw.sock", 1000 + k, frames, start_evt), daemon=True)
+        for k in range(clients)
+    ]
     for p in procs:
         p.start()
     wait = time.time() + 60
@@ -253,35 +266,50 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("mlgoodput", "stdlib"):
             if a.only and a.only != kind:
                 continue
-            runs = sorted((_run(kind, a.clients, a.seconds, rate) for _ in range(a.repeat)), key=lambda r: r["steady_rps"])
+            runs = sorted(
+                (_run(kind, a.clients, a.seconds, rate) for _ in range(a.repeat)), key=lambda r: r["steady_rps"]
+            )
             r = dict(runs[len(runs) // 2])  # the median run by steady rate
             r["lo"], r["hi"] = runs[0]["steady_rps"], runs[-1]["steady_rps"]
             r["lost"] = max(x["lost"] for x in runs)
             r["extra"] = max(-x["lost"] for x in runs)  # stored beyond sent: must be 0
             r["diagnostics"] = max(x.get("diagnostics", 0) for x in runs)
             rows.append((kind, rate, r))
-    print(f"\nconsole bench: {a.clients} client processes, {a.seconds:g} s of logging.info per run, median of {a.repeat} runs,"
-          f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine)")
+    print(
+        f"\nconsole bench: {a.clients} client processes, {a.seconds:g} s of logging.info per run, median of {a.repeat} runs,"
+        f" {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine)"
+    )
     print("lost: most records missing in any run (sent minus stored; the stdlib receiver stores nothing, so received)")
-    print("offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half")
+    print(
+        "offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half"
+    )
     hdr = f"{'receiver':<34} {'offered':>8} {'steady rec/s':>12} {'overall rec/s':>13} {'sent':>9} {'received':>9} {'stored':>9} {'lost':>6} {'call p50 µs':>11} {'call p99 µs':>11} {'steady range':>17}"
-    names = {"mlgoodput": "mlgoodput.console (msgpack, acked)" if STORE_PROCESS else "mlgoodput.console (in-process store)", "stdlib": "stdlib SocketHandler + pickle rcv"}
+    names = {
+        "mlgoodput": "mlgoodput.console (msgpack, acked)" if STORE_PROCESS else "mlgoodput.console (in-process store)",
+        "stdlib": "stdlib SocketHandler + pickle rcv",
+    }
     if not a.only:
         cap = _server_alone(a.clients, 10)
-        print(f"\nserver alone (pre-encoded batches from {a.clients} raw senders): {cap['rps']:,.0f} records/s"
-              f" received and stored into SQLite ({int(cap['stored'])} of {int(cap['total'])})")
+        print(
+            f"\nserver alone (pre-encoded batches from {a.clients} raw senders): {cap['rps']:,.0f} records/s"
+            f" received and stored into SQLite ({int(cap['stored'])} of {int(cap['total'])})"
+        )
     print()
     print(hdr)
     print("-" * len(hdr))
     for kind, rate, r in rows:
         stored = f"{int(r['stored']):>9}" if r["stored"] >= 0 else f"{'n/a':>9}"
         offered = f"{rate:,.0f}" if rate else "max"
-        print(f"{names[kind]:<34} {offered:>8} {r['steady_rps']:>12,.0f} {r['overall_rps']:>13,.0f} {int(r['sent']):>9} {int(r['received']):>9} {stored} {int(r['lost']):>6} {r['median_us']:>11.2f} {r['p99_us']:>11.2f} {r['lo'] / 1000:>7.0f}k–{r['hi'] / 1000:.0f}k")
+        print(
+            f"{names[kind]:<34} {offered:>8} {r['steady_rps']:>12,.0f} {r['overall_rps']:>13,.0f} {int(r['sent']):>9} {int(r['received']):>9} {stored} {int(r['lost']):>6} {r['median_us']:>11.2f} {r['p99_us']:>11.2f} {r['lo'] / 1000:>7.0f}k–{r['hi'] / 1000:.0f}k"
+        )
     for kind, rate, r in rows:
         if kind == "mlgoodput":
-            print(f"mlgoodput, offered {rate:,.0f}/s" if rate else "mlgoodput, offered max",
-                  f": stored beyond sent (duplicates) {int(r['extra'])}, client-library diagnostic lines"
-                  f" stored besides {int(r['diagnostics'])}")
+            print(
+                f"mlgoodput, offered {rate:,.0f}/s" if rate else "mlgoodput, offered max",
+                f": stored beyond sent (duplicates) {int(r['extra'])}, client-library diagnostic lines"
+                f" stored besides {int(r['diagnostics'])}",
+            )
     return 0
 
 

@@ -64,8 +64,10 @@ def main() -> int:
     for r in rows:
         ok = r.balanced and r.lost <= r.damaged
         bad += not ok
-        print(f"{r.name:<{w}}  {r.recorded:>9,}  {r.stored:>9,}  {r.lost:>6,}  {r.damaged:>7,}  {r.seconds:>7.2f}"
-              f"  {'ok' if ok else 'NO'}  {r.note}")
+        print(
+            f"{r.name:<{w}}  {r.recorded:>9,}  {r.stored:>9,}  {r.lost:>6,}  {r.damaged:>7,}  {r.seconds:>7.2f}"
+            f"  {'ok' if ok else 'NO'}  {r.note}"
+        )
     T.cleanup(root)
     return 1 if bad else 0
 
@@ -74,9 +76,15 @@ def _flips(tmp: Path) -> T.Trial:
     """The flipped-byte trials summed into one row (each is also checked on its own)."""
     rs = T.flipped_bytes(tmp)
     bad = [r.name for r in rs if not (r.balanced and r.lost <= r.damaged)]
-    return T.Trial(f"one byte flipped, {len(rs)} offsets", sum(r.recorded for r in rs), sum(r.stored for r in rs),
-                   sum(r.lost for r in rs), sum(r.seconds for r in rs), damaged=sum(r.damaged for r in rs),
-                   note=f"{sum(1 for r in rs if r.lost)} offsets lost a record; unbalanced: {bad or 'none'}")
+    return T.Trial(
+        f"one byte flipped, {len(rs)} offsets",
+        sum(r.recorded for r in rs),
+        sum(r.stored for r in rs),
+        sum(r.lost for r in rs),
+        sum(r.seconds for r in rs),
+        damaged=sum(r.damaged for r in rs),
+        note=f"{sum(1 for r in rs if r.lost)} offsets lost a record; unbalanced: {bad or 'none'}",
+    )
 
 
 def _small(tmp: Path) -> T.Trial:

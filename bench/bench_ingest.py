@@ -61,7 +61,8 @@ def _writer(url: str, w: int, batches: int, size: int, columns: bool, out: Any, 
     appends = []
     todo: list[Any] = [
         [Event(Kind.STEP_START, t0 + (b * size + i) * 0.01, host=w, step=b * size + i) for i in range(size)]
-        for b in range(batches)]  # made before the clock starts: only storing is measured
+        for b in range(batches)
+    ]  # made before the clock starts: only storing is measured
     if columns:  # as a journal ships them: columns decoded from its records, no Event objects
         from mlgoodput.store._columns import ColumnEvents, Columns
 
@@ -99,8 +100,12 @@ def run(url: str, writers: int, batches: int, size: int, columns: bool) -> dict[
 
     stored = sum(j.events for j in open_store(url).jobs() if j.job == JOB)
     return {
-        "events": writers * batches * size, "stored": stored, "wall_s": wall,
-        "rate": writers * batches * size / wall, "wait_max": max(g[0] for g in got), "wait_total": sum(g[1] for g in got),
+        "events": writers * batches * size,
+        "stored": stored,
+        "wall_s": wall,
+        "rate": writers * batches * size / wall,
+        "wait_max": max(g[0] for g in got),
+        "wait_total": sum(g[1] for g in got),
         "append_max": max(appends),
     }
 
@@ -108,6 +113,7 @@ def run(url: str, writers: int, batches: int, size: int, columns: bool) -> dict[
 @contextmanager
 def postgres() -> Iterator[str | None]:
     """A throwaway PostgreSQL server on 127.0.0.1 (None when it cannot be started here)."""
+
     def find(name: str) -> str | None:
         hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
         return shutil.which(name) or (hits[-1] if hits else None)
@@ -133,8 +139,22 @@ def postgres() -> Iterator[str | None]:
         port = s.getsockname()[1]
     data = os.path.join(base, "data")
     subprocess.run([*as_user, initdb, "-D", data, "-A", "trust", "-U", "mlgoodput"], check=True, capture_output=True)
-    subprocess.run([*as_user, pg_ctl, "-D", data, "-o", f"-h 127.0.0.1 -p {port} -k {base}",
-                    "-l", os.path.join(base, "log"), "-w", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *as_user,
+            pg_ctl,
+            "-D",
+            data,
+            "-o",
+            f"-h 127.0.0.1 -p {port} -k {base}",
+            "-l",
+            os.path.join(base, "log"),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://mlgoodput@127.0.0.1:{port}/postgres"
     finally:
@@ -147,27 +167,45 @@ def main() -> int:
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--batch", type=int, default=65536)
-    ap.add_argument("--columns", action="store_true",
-                    help="append column batches, as a journal ships them (else lists of Event)")
+    ap.add_argument(
+        "--columns", action="store_true", help="append column batches, as a journal ships them (else lists of Event)"
+    )
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        rows.append(("SQLite", f"{args.writers} writer processes",
-                     run(os.path.join(d, "s.db"), args.writers, args.batches, args.batch, args.columns)))
+        rows.append(
+            (
+                "SQLite",
+                f"{args.writers} writer processes",
+                run(os.path.join(d, "s.db"), args.writers, args.batches, args.batch, args.columns),
+            )
+        )
     with postgres() as url:
         if url is not None:
-            rows.append(("PostgreSQL", f"{args.writers} hosts", run(url, args.writers, args.batches, args.batch, args.columns)))
+            rows.append(
+                ("PostgreSQL", f"{args.writers} hosts", run(url, args.writers, args.batches, args.batch, args.columns))
+            )
     what = "column batches" if args.columns else "batches"
-    print(f"\nIngest: {args.batches} {what} of {args.batch:,} step events per writer, {os.cpu_count()} cores,"
-          f" load average {os.getloadavg()[0]:.1f}\n")
-    print("| store      | writers            | events/s  | longest lock wait | total lock wait | longest append | stored == sent |")
-    print("|------------|--------------------|-----------|-------------------|-----------------|----------------|----------------|")
+    print(
+        f"\nIngest: {args.batches} {what} of {args.batch:,} step events per writer, {os.cpu_count()} cores,"
+        f" load average {os.getloadavg()[0]:.1f}\n"
+    )
+    print(
+        "| store      | writers            | events/s  | longest lock wait | total lock wait | longest append | stored == sent |"
+    )
+    print(
+        "|------------|--------------------|-----------|-------------------|-----------------|----------------|----------------|"
+    )
     for name, who, r in rows:
-        print(f"| {name:<10} | {who:<18} | {r['rate']:>9,.0f} | {r['wait_max']:>15.3f} s | {r['wait_total']:>13.2f} s |"
-              f" {r['append_max']:>12.3f} s | {r['stored'] == r['events']!s:>14} |")
+        print(
+            f"| {name:<10} | {who:<18} | {r['rate']:>9,.0f} | {r['wait_max']:>15.3f} s | {r['wait_total']:>13.2f} s |"
+            f" {r['append_max']:>12.3f} s | {r['stored'] == r['events']!s:>14} |"
+        )
     if len(rows) == 2:
-        print(f"\nPostgreSQL / SQLite rate: {rows[1][2]['rate'] / rows[0][2]['rate']:.2f}x (target >= 1); "
-              "longest lock wait target < 0.5 s")
+        print(
+            f"\nPostgreSQL / SQLite rate: {rows[1][2]['rate'] / rows[0][2]['rate']:.2f}x (target >= 1); "
+            "longest lock wait target < 0.5 s"
+        )
     else:
         print("\nPostgreSQL skipped (server programs or psycopg missing)")
     return 0

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         def run() -> None:
             for _ in range(n):
                 f(*a, **kw)
+
         return run
 
     cases = [
@@ -61,19 +62,24 @@ def main(argv: list[str] | None = None) -> int:
         ("scalar", "", loop(m.record_scalar, "/bench/scalar", 3.5)),
         ("span", "fun_name", loop(m.record_event_time_span, "/bench/span", 100.0, 100.25, fun_name="f")),
     ]
-    regs: dict[str, tuple[Callable[..., None], Callable[..., None]]] = {"event": (m.register_event_listener, m.unregister_event_listener),
-            "duration": (m.register_event_duration_secs_listener, m.unregister_event_duration_listener),
-            "scalar": (m.register_scalar_listener, m.unregister_scalar_listener),
-            "span": (m.register_event_time_span_listener, m.unregister_event_time_span_listener)}
+    regs: dict[str, tuple[Callable[..., None], Callable[..., None]]] = {
+        "event": (m.register_event_listener, m.unregister_event_listener),
+        "duration": (m.register_event_duration_secs_listener, m.unregister_event_duration_listener),
+        "scalar": (m.register_scalar_listener, m.unregister_scalar_listener),
+        "span": (m.register_event_time_span_listener, m.unregister_event_time_span_listener),
+    }
 
     def noop(*a: Any, **kw: Any) -> None:
         pass
 
     agg = Aggregator()
-    ours = {"event": agg.on_event, "duration": agg.on_duration, "scalar": agg.on_scalar,
-            "span": agg.on_span}
-    before = (list(msrc._event_listeners), list(msrc._event_duration_secs_listeners),
-              list(msrc._scalar_listeners), list(msrc._event_time_span_listeners))
+    ours = {"event": agg.on_event, "duration": agg.on_duration, "scalar": agg.on_scalar, "span": agg.on_span}
+    before = (
+        list(msrc._event_listeners),
+        list(msrc._event_duration_secs_listeners),
+        list(msrc._scalar_listeners),
+        list(msrc._event_time_span_listeners),
+    )
     if any(before):
         print("note: other jax.monitoring listeners are registered; timings include them")
 
@@ -100,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- the burst, through the real init() and its exporter ---------------------------
     tmp = tempfile.mkdtemp(prefix="bench-jax-")
     out = os.path.join(tmp, "samples.jsonl")
-    jm.init(job_name="bench-burst", exporters=[FileExporter(out)], interval_s=0.2,
-            store="memory://bench-jax")
+    jm.init(job_name="bench-burst", exporters=[FileExporter(out)], interval_s=0.2, store="memory://bench-jax")
     N = args.burst
     t = time.perf_counter()
     for i in range(N):
@@ -116,11 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         for x in row.get("samples", []):  # type: ignore[attr-defined]
             got[x["name"]] = float(x["value"])
     shutil.rmtree(tmp, ignore_errors=True)
-    want = {"bench/burst/event": N, "bench/burst/duration/count": N,
-            "bench/burst/scalar/count": N, "bench/burst/span_span/count": N}
+    want = {
+        "bench/burst/event": N,
+        "bench/burst/duration/count": N,
+        "bench/burst/scalar/count": N,
+        "bench/burst/span_span/count": N,
+    }
     got_span = got.get("bench/burst/span_span/count", 0)
-    print(f"\nburst: {N} events of each kind ({4 * N} callbacks) in {took:.2f} s, "
-          f"{took / (4 * N) * 1e6:.3f} µs per callback incl. JAX's dispatch")
+    print(
+        f"\nburst: {N} events of each kind ({4 * N} callbacks) in {took:.2f} s, "
+        f"{took / (4 * N) * 1e6:.3f} µs per callback incl. JAX's dispatch"
+    )
     print(f"{'series':<32} {'sent':>8} {'exported':>9} {'lost':>6}")
     ok = True
     for name, w in want.items():

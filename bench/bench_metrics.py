@@ -70,8 +70,9 @@ def main() -> None:
     t0 = time.perf_counter()
     run.end(timeout_s=120)
     drain = time.perf_counter() - t0
-    run = machinelearning_run(name="bench-exp", store=store, gcs_path=tmp,
-                              exporters=[FileExporter(os.path.join(tmp, "exp.jsonl"))])
+    run = machinelearning_run(
+        name="bench-exp", store=store, gcs_path=tmp, exporters=[FileExporter(os.path.join(tmp, "exp.jsonl"))]
+    )
     rows.append(("with an exporter process", *measure(lambda i: rec(loss, 0.5, step=i), n)))
     run.end(timeout_s=120)
 

@@ -31,7 +31,11 @@ def seed_job(db: str, steps: int, step_s: float, hosts: int = 1) -> float:
     st = open_store(db)
     t0 = time.time() - steps * step_s - 10.0
     for h in range(hosts):
-        events = [Event(Kind.JOB_START, t0, h), Event(Kind.ACCEL_INIT_START, t0 + 1, h), Event(Kind.ACCEL_INIT_END, t0 + 4, h)]
+        events = [
+            Event(Kind.JOB_START, t0, h),
+            Event(Kind.ACCEL_INIT_START, t0 + 1, h),
+            Event(Kind.ACCEL_INIT_END, t0 + 4, h),
+        ]
         events += [Event(Kind.STEP_START, t0 + 5 + i * step_s + h * 1e-4, h, step=i) for i in range(steps)]
         st.append(LOGGER, JOB, EventBatch(1 + h, 0, events))
     st.close()
@@ -53,7 +57,10 @@ class Feeder(threading.Thread):
             now = time.time()
             n = round((now - last) * self.rate)
             for h in range(self.hosts):  # every host steps together, one shipper (writer) each
-                evs = [Event(Kind.STEP_START, last + (k + 1) / self.rate + h * 1e-4, h, step=self.step + k) for k in range(n)]
+                evs = [
+                    Event(Kind.STEP_START, last + (k + 1) / self.rate + h * 1e-4, h, step=self.step + k)
+                    for k in range(n)
+                ]
                 st.append(LOGGER, JOB, EventBatch(100_000 + h, self.seq, evs))
             self.step += n
             self.seq += n
@@ -66,8 +73,9 @@ def cpu_s(p: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
-def run_case(label: str, steps: int, duration: float, interval: float, rate: float, hosts: int = 1,
-             **kw: object) -> dict[str, object]:
+def run_case(
+    label: str, steps: int, duration: float, interval: float, rate: float, hosts: int = 1, **kw: object
+) -> dict[str, object]:
     d = tempfile.mkdtemp(prefix="mlgoodput-bench-")
     db = os.path.join(d, "store.db")
     t = time.time()
@@ -76,8 +84,14 @@ def run_case(label: str, steps: int, duration: float, interval: float, rate: flo
     feeder = Feeder(db, steps, 0, rate, hosts)
     feeder.start()
     m = monitoring.GoodputMonitor(
-        JOB, LOGGER, tensorboard_dir=os.path.join(d, "tb"), upload_interval=interval, monitoring_enabled=True,
-        store=db, exporters=[PrometheusExporter(port=0)], **kw,  # type: ignore[arg-type]
+        JOB,
+        LOGGER,
+        tensorboard_dir=os.path.join(d, "tb"),
+        upload_interval=interval,
+        monitoring_enabled=True,
+        store=db,
+        exporters=[PrometheusExporter(port=0)],
+        **kw,  # type: ignore[arg-type]
     )
     m.start_goodput_uploader()
     pid = m.uploader_pid
@@ -95,8 +109,15 @@ def run_case(label: str, steps: int, duration: float, interval: float, rate: flo
     m.stop_goodput_uploader(skip_final_flush=True)
     pct = 100.0 * (c1 - c0) / (w1 - w0)
     return {
-        "case": label, "steps": steps, "seed_s": seed_s, "first_upload_wall_s": first_wall, "first_cpu_s": first_cpu,
-        "window_s": w1 - w0, "cpu_s": c1 - c0, "pct": pct, "new_steps": feeder.step - steps,
+        "case": label,
+        "steps": steps,
+        "seed_s": seed_s,
+        "first_upload_wall_s": first_wall,
+        "first_cpu_s": first_cpu,
+        "window_s": w1 - w0,
+        "cpu_s": c1 - c0,
+        "pct": pct,
+        "new_steps": feeder.step - steps,
         "cpu_per_upload_ms": 1000 * (c1 - c0) / max(1.0, (w1 - w0) / interval),
     }
 
@@ -107,22 +128,30 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of steady state to measure per case")
     ap.add_argument("--interval", type=float, default=10.0)
     ap.add_argument("--rate", type=float, default=10.0, help="new steps per second (per host)")
-    ap.add_argument("--hosts", type=int, default=1, help="hosts stepping together (issue 12: 256, CPU per upload < 20 ms)")
+    ap.add_argument(
+        "--hosts", type=int, default=1, help="hosts stepping together (issue 12: 256, CPU per upload < 20 ms)"
+    )
     args = ap.parse_args()
     cases = [
         ("goodput + badput breakdown", {"include_badput_breakdown": True}),
         ("+ step deviation", {"include_badput_breakdown": True, "include_step_deviation": True}),
     ]
-    rows = [run_case(label, args.steps, args.duration, args.interval, args.rate, args.hosts, **kw) for label, kw in cases]
-    print(f"\nuploader process CPU, {args.hosts} host(s) x {args.steps:,} steps, {args.rate:g} new steps/s per host,"
-          f" upload every {args.interval:g} s (TensorBoard + Prometheus), {os.cpu_count()} cores\n")
+    rows = [
+        run_case(label, args.steps, args.duration, args.interval, args.rate, args.hosts, **kw) for label, kw in cases
+    ]
+    print(
+        f"\nuploader process CPU, {args.hosts} host(s) x {args.steps:,} steps, {args.rate:g} new steps/s per host,"
+        f" upload every {args.interval:g} s (TensorBoard + Prometheus), {os.cpu_count()} cores\n"
+    )
     head = f"| {'case':<28} | {'first upload (wall s / cpu s)':>29} | {'window s':>8} | {'cpu s':>6} | {'new steps':>9} | {'cpu / upload':>12} | {'avg % of a core':>15} | target |"
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     for r in rows:
         ok = "ok" if float(r["pct"]) <= 2.0 else "MISS"  # type: ignore[arg-type]
-        print(f"| {r['case']:<28} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | {r['window_s']:>8.1f} | "
-              f"{r['cpu_s']:>6.2f} | {r['new_steps']:>9} | {r['cpu_per_upload_ms']:>9.1f} ms | {r['pct']:>14.2f}% | <=2% {ok} |")
+        print(
+            f"| {r['case']:<28} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | {r['window_s']:>8.1f} | "
+            f"{r['cpu_s']:>6.2f} | {r['new_steps']:>9} | {r['cpu_per_upload_ms']:>9.1f} ms | {r['pct']:>14.2f}% | <=2% {ok} |"
+        )
 
 
 if __name__ == "__main__":

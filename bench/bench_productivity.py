@@ -19,8 +19,11 @@ def job(n_steps: int, restarts: int) -> list[object]:
     from mlgoodput.events import Event, Kind
 
     t0 = 1_700_000_000.0
-    ev: list[object] = [Event(Kind.JOB_SUBMIT, t0, value=t0 - 60), Event(Kind.STEP_FLOPS, t0, value=2e11),
-                        Event(Kind.PEAK_FLOPS, t0, value=4e12, name="configured")]
+    ev: list[object] = [
+        Event(Kind.JOB_SUBMIT, t0, value=t0 - 60),
+        Event(Kind.STEP_FLOPS, t0, value=2e11),
+        Event(Kind.PEAK_FLOPS, t0, value=4e12, name="configured"),
+    ]
     per = n_steps // (restarts + 1)
     t, step = t0, 0
     for a in range(restarts + 1):
@@ -76,15 +79,16 @@ def main() -> None:
         t = time.perf_counter()
         calc.report()
         again.append(time.perf_counter() - t)
-    print(f"\nProductivity figures on a job of {a.steps:,} steps, {a.restarts} restarts, "
-          f"{len(events):,} events\n")
+    print(f"\nProductivity figures on a job of {a.steps:,} steps, {a.restarts} restarts, {len(events):,} events\n")
     print(f"{'':48}{'time':>12}")
     print(f"{'report() cold, productivity included':48}{whole:>10.3f} s")
     print(f"{'productivity part, cold':48}{1000 * cold:>9.2f} ms")
     print(f"{'productivity part, no new non-step events':48}{1000 * statistics.median(warm):>9.3f} ms")
     print(f"{'report() with nothing new (median of 5)':48}{1000 * statistics.median(again):>9.2f} ms")
-    print(f"\nMPG {p.ml_productivity_goodput:.4f}  MFU {p.mfu:.4f}  ETTR {p.ettr:.4f}  "
-          f"interruptions {p.interruptions}  MTBI {p.mtbi_s:.1f} s  MTTR {p.mttr_s:.1f} s")
+    print(
+        f"\nMPG {p.ml_productivity_goodput:.4f}  MFU {p.mfu:.4f}  ETTR {p.ettr:.4f}  "
+        f"interruptions {p.interruptions}  MTBI {p.mtbi_s:.1f} s  MTTR {p.mttr_s:.1f} s"
+    )
 
 
 if __name__ == "__main__":

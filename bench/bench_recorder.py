@@ -139,8 +139,9 @@ def handler_logger(job_name: str) -> ListLogger:
             self.sent.append(message)
 
     client = google.cloud.logging.Client(project="bench", credentials=AnonymousCredentials(), _use_grpc=False)
-    handler = CloudLoggingHandler(client=client, name="bench", transport=MemoryTransport,
-                                  resource=Resource(type="global", labels={}))
+    handler = CloudLoggingHandler(
+        client=client, name="bench", transport=MemoryTransport, resource=Resource(type="global", labels={})
+    )
     out = ListLogger(job_name)
     log = logging.getLogger(f"bench_mgm_handler_{id(out)}")
     log.setLevel(logging.INFO)
@@ -185,7 +186,10 @@ def main() -> int:
     if mgm is not None:
         logging.getLogger().setLevel(logging.WARNING)
         makers: list[tuple[str, Callable[[str], ListLogger]]] = [
-            ("list", ListLogger), ("queue", QueueLogger), ("handler", handler_logger)]
+            ("list", ListLogger),
+            ("queue", QueueLogger),
+            ("handler", handler_logger),
+        ]
         for label, make in makers:
             try:
                 cloud_logger = make("bench")
@@ -212,9 +216,11 @@ def main() -> int:
                 line += f" | {'-':>13} {'-':>7} {'-':>6}"
         print(line)
     print("-" * len(head))
-    print(f"events journaled: {stats['appended']}, stored in SQLite: {stored}; "
-          f"{pending} were still pending when timing ended and shipped in {drain_s:.2f} s "
-          f"({pending / drain_s if drain_s > 0 else float('inf'):,.0f} events/s); shipper failures: {stats['failures']}")
+    print(
+        f"events journaled: {stats['appended']}, stored in SQLite: {stored}; "
+        f"{pending} were still pending when timing ended and shipped in {drain_s:.2f} s "
+        f"({pending / drain_s if drain_s > 0 else float('inf'):,.0f} events/s); shipper failures: {stats['failures']}"
+    )
     if not theirs:
         print("ml-goodput-measurement not installed: pip install 'mlgoodput[bench]' to compare")
     else:

@@ -46,8 +46,11 @@ def write_job(path: str, steps: int, hosts: int, t0: float) -> int:
     total = 0
     for h in range(hosts):
         seq = 0
-        head = [Event(Kind.JOB_START, t0 + 0.01 * h, host=h), Event(Kind.ACCEL_INIT_START, t0 + 1, host=h),
-                Event(Kind.ACCEL_INIT_END, t0 + 11, host=h)]
+        head = [
+            Event(Kind.JOB_START, t0 + 0.01 * h, host=h),
+            Event(Kind.ACCEL_INIT_START, t0 + 1, host=h),
+            Event(Kind.ACCEL_INIT_END, t0 + 11, host=h),
+        ]
         st.append(LOGGER, JOB, EventBatch(h + 1, seq, head))
         seq += len(head)
         for first in range(0, steps, 50_000):
@@ -124,8 +127,9 @@ def run_child(mode: str, path: str, snapshot: str) -> dict[str, Any]:
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     t = time.perf_counter()
-    res = subprocess.run([sys.executable, __file__, "--child", mode, path], env=env,
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, __file__, "--child", mode, path], env=env, capture_output=True, text=True, check=True
+    )
     got: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     got["process_s"] = time.perf_counter() - t
     return got
@@ -153,8 +157,10 @@ def main() -> int:
         cli_first = run_child("cli", path, "1")  # saves what only the command analyses (stragglers)
         cli_after = run_child("cli", path, "1")
         size = os.path.getsize(path)
-    print(f"\nAccounting at scale: {args.hosts} host(s) x {args.steps:,} steps = {n:,} events"
-          f" (store written in {write_s:.0f} s, {size / 1e6:.0f} MB)\n")
+    print(
+        f"\nAccounting at scale: {args.hosts} host(s) x {args.steps:,} steps = {n:,} events"
+        f" (store written in {write_s:.0f} s, {size / 1e6:.0f} MB)\n"
+    )
     rows = [
         ("calculator, cold (no saved state): first report", f"{cold['report_s']:.2f} s", ""),
         ("  peak RSS", f"{cold['peak_mb']:.0f} MB", ""),
@@ -177,8 +183,10 @@ def main() -> int:
     for name, v, tgt in rows:
         print(f"| {name:{w}} | {v:>10} | {tgt:>9} |")
     same = {cold["goodput"], first["goodput"], after["goodput"]}
-    print(f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1});"
-          f" hosts with statistics: {after['hosts']}")
+    print(
+        f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1});"
+        f" hosts with statistics: {after['hosts']}"
+    )
     return 0
 
 

@@ -39,9 +39,11 @@ def helper_process() -> tuple[float, float]:
     journal and SQLite store imported) and its resident memory then, in MiB."""
     import subprocess
 
-    code = ("import sys, mlgoodput._journal, mlgoodput.store._sqlite;"
-            "sys.stdout.write('ready\\n'); sys.stdout.flush();"
-            "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0], flush=True); sys.stdin.read()")
+    code = (
+        "import sys, mlgoodput._journal, mlgoodput.store._sqlite;"
+        "sys.stdout.write('ready\\n'); sys.stdout.flush();"
+        "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0], flush=True); sys.stdin.read()"
+    )
     t = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdin is not None
@@ -56,9 +58,13 @@ def helper_process() -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=10_000_000)
-    ap.add_argument("--events", choices=["steps", "named", "attrs"], default="steps",
-                    help="steps: record_step_start_time; named / attrs: journal appends of a metric with"
-                         " a name / with a name and attrs (what metrics.record journals)")
+    ap.add_argument(
+        "--events",
+        choices=["steps", "named", "attrs"],
+        default="steps",
+        help="steps: record_step_start_time; named / attrs: journal appends of a metric with"
+        " a name / with a name and attrs (what metrics.record journals)",
+    )
     args = ap.parse_args()
     n = args.calls
     tmp = Path(tempfile.mkdtemp(prefix="mlgoodput-bench-"))
@@ -101,14 +107,19 @@ def main() -> int:
     stored = sum(j.events for j in open_store(db).jobs() if j.job == "bench")
     starts = [helper_process() for _ in range(3)]
     what = "record_step_start_time" if args.events == "steps" else f"journal appends ({args.events} metric)"
-    print(f"\nBack-to-back recorder calls: {n:,} {what} calls, journal -> SQLite, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"\nBack-to-back recorder calls: {n:,} {what} calls, journal -> SQLite, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}\n"
+    )
     rows = [
         ("mean per call, shipping included (loop wall / N)", f"{loop_s / n * 1e6:.2f} µs", "< 1.5 µs"),
         ("process CPU per call during the loop", f"{loop_cpu / n * 1e6:.2f} µs", ""),
         ("  of which the recording thread's", f"{loop_thread / n * 1e6:.2f} µs", ""),
-        ("  of which shipping (other threads), per event shipped",
-         f"{(loop_cpu - loop_thread) / max(1, shipped_in_loop) * 1e6:.2f} µs", ""),
+        (
+            "  of which shipping (other threads), per event shipped",
+            f"{(loop_cpu - loop_thread) / max(1, shipped_in_loop) * 1e6:.2f} µs",
+            "",
+        ),
         ("events shipped while the loop ran", f"{shipped_in_loop:,}", ""),
         ("backlog when the loop ended", f"{pending:,}", ""),
         ("backlog 5 s later", f"{after5:,}", "0"),

@@ -59,8 +59,9 @@ def main() -> int:
         gp.close()
 
         lit = LitCallback(job_name="lit", store=store, measure_flops=False)
-        trainer = SimpleNamespace(global_rank=0, world_size=1, global_step=0,
-                                  strategy=SimpleNamespace(checkpoint_io=None))
+        trainer = SimpleNamespace(
+            global_rank=0, world_size=1, global_step=0, strategy=SimpleNamespace(checkpoint_io=None)
+        )
         lit._timeline.begin(0, 1)
         t = []
         for i in range(n):

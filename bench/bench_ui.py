@@ -39,8 +39,13 @@ def build(path: str, n_steps: int, hosts: int) -> tuple[int, float]:
     t = time.perf_counter()
     st = SQLiteStore(path)
     t0 = time.time() - n_steps * STEP_S - 3600
-    head = [Event(Kind.JOB_START, t0), Event(Kind.ACCEL_INIT_START, t0 + 1), Event(Kind.ACCEL_INIT_END, t0 + 11),
-            Event(Kind.TRAINING_PREP_START, t0 + 11), Event(Kind.TRAINING_PREP_END, t0 + 20)]
+    head = [
+        Event(Kind.JOB_START, t0),
+        Event(Kind.ACCEL_INIT_START, t0 + 1),
+        Event(Kind.ACCEL_INIT_END, t0 + 11),
+        Event(Kind.TRAINING_PREP_START, t0 + 11),
+        Event(Kind.TRAINING_PREP_END, t0 + 20),
+    ]
     st.append("goodput_big", "big", EventBatch(1, 0, head))
     seq = len(head)
     base = t0 + 30
@@ -58,7 +63,10 @@ def build(path: str, n_steps: int, hosts: int) -> tuple[int, float]:
     for h in range(1, hosts):
         ev = [Event(Kind.JOB_START, t0 + 0.01 * h, h)]
         slow = 1.0 + (0.3 if h == 7 else 0.0)  # host 7 straggles
-        ev += [Event(Kind.STEP_START, base + k * STEP_S * slow + 5.0 + 0.001 * h, h, k) for k in range(min(n_steps, STEPS_OTHER_HOSTS))]
+        ev += [
+            Event(Kind.STEP_START, base + k * STEP_S * slow + 5.0 + 0.001 * h, h, k)
+            for k in range(min(n_steps, STEPS_OTHER_HOSTS))
+        ]
         st.append("goodput_big", "big", EventBatch(1 + h, 0, ev))
         events += len(ev)
     end = [Event(Kind.JOB_END, base + n_steps * STEP_S + 60)]
@@ -75,7 +83,9 @@ def has_state(path: str) -> bool:
     st = SQLiteStore(path)
     try:
         got = st.load_state("goodput_big", "big")
-        return got is not None and next(iter(got), None) is not None and _saved.load(st, "goodput_big", "big") is not None
+        return (
+            got is not None and next(iter(got), None) is not None and _saved.load(st, "goodput_big", "big") is not None
+        )
     finally:
         st.close()
 
@@ -108,7 +118,8 @@ def measure(path: str) -> dict[str, float]:
                     "const n = performance.getEntriesByType('navigation')[0];"
                     "const api = performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/'));"
                     "return [n.responseStart - n.startTime, window.__jobReadyAt,"
-                    " api.reduce((s, e) => s + (e.transferSize || e.encodedBodySize || 0), 0)]")
+                    " api.reduce((s, e) => s + (e.transferSize || e.encodedBodySize || 0), 0)]"
+                )
                 runs.append(nav)
             runs.sort(key=lambda r: r[1])
             ttfb, ready, size = runs[len(runs) // 2]
@@ -157,20 +168,37 @@ def main() -> int:
                 before = has_state(path)
                 m = measure_apart(path)
                 expect = state == "present" and events >= SNAPSHOT_EVERY and n >= MIN_STEPS  # a smaller job keeps none
-                rows.append((n, hosts, events, gen_s, f"{'none' if state == 'present' and not before else state}{'' if before == expect else '?'}", m))
-                print(f"  {n:,} steps, {hosts} hosts, state {state} (found: {before}): {m}", file=sys.stderr, flush=True)
+                rows.append(
+                    (
+                        n,
+                        hosts,
+                        events,
+                        gen_s,
+                        f"{'none' if state == 'present' and not before else state}{'' if before == expect else '?'}",
+                        m,
+                    )
+                )
+                print(
+                    f"  {n:,} steps, {hosts} hosts, state {state} (found: {before}): {m}", file=sys.stderr, flush=True
+                )
             os.remove(path)  # the next job's store is built in its place: one big file at a time
-    print(f"{'steps':>12} {'hosts':>6} {'events':>12} {'build s':>8} {'saved state':>12} {'cold load s':>12}"
-          f" {'page TTFB ms':>13} {'charts drawn ms':>16} {'JSON KB':>8}")
+    print(
+        f"{'steps':>12} {'hosts':>6} {'events':>12} {'build s':>8} {'saved state':>12} {'cold load s':>12}"
+        f" {'page TTFB ms':>13} {'charts drawn ms':>16} {'JSON KB':>8}"
+    )
     for n, hosts, events, gen_s, state, m in rows:
-        print(f"{n:>12,} {hosts:>6} {events:>12,} {gen_s:>8.1f} {state:>12} {m['cold_s']:>12.2f} {m['ttfb_ms']:>13.1f}"
-              f" {m['ready_ms']:>16.0f} {m['json_kb']:>8.0f}")
-    print("\ncold load: the server's first request for the job (a fresh server process reads the job: from"
-          "\nthe start when no saved state is there, else the saved state and what is newer);"
-          "\npage: opened in headless Chromium with the server warm (median of 3); target: under 2000 ms."
-          "\nsaved state: absent = the job's first ever open, present = a second server start on the same store,"
-          "\nnone = a second start that found no state (a job under SNAPSHOT_EVERY events, or under"
-          "\nui._saved.MIN_STEPS steps, keeps none: reading it is cheap); a '?' marks a state found where none was expected or the reverse.")
+        print(
+            f"{n:>12,} {hosts:>6} {events:>12,} {gen_s:>8.1f} {state:>12} {m['cold_s']:>12.2f} {m['ttfb_ms']:>13.1f}"
+            f" {m['ready_ms']:>16.0f} {m['json_kb']:>8.0f}"
+        )
+    print(
+        "\ncold load: the server's first request for the job (a fresh server process reads the job: from"
+        "\nthe start when no saved state is there, else the saved state and what is newer);"
+        "\npage: opened in headless Chromium with the server warm (median of 3); target: under 2000 ms."
+        "\nsaved state: absent = the job's first ever open, present = a second server start on the same store,"
+        "\nnone = a second start that found no state (a job under SNAPSHOT_EVERY events, or under"
+        "\nui._saved.MIN_STEPS steps, keeps none: reading it is cheap); a '?' marks a state found where none was expected or the reverse."
+    )
     return 0
 
 

@@ -81,9 +81,18 @@ def load_peers(data: Path = DATA) -> list[Peer]:
     peers = []
     for path in sorted(data.glob("*.toml")):
         d = tomllib.loads(path.read_text())
-        peers.append(Peer(d["distribution"], d["version"], bool(d.get("require_reasons", True)),
-                          dict(d.get("modules", {})), dict(d.get("reasons", {})),
-                          dict(d.get("semantics", {})), dict(d.get("seed_tests", {})), path))
+        peers.append(
+            Peer(
+                d["distribution"],
+                d["version"],
+                bool(d.get("require_reasons", True)),
+                dict(d.get("modules", {})),
+                dict(d.get("reasons", {})),
+                dict(d.get("semantics", {})),
+                dict(d.get("seed_tests", {})),
+                path,
+            )
+        )
     return peers
 
 
@@ -123,11 +132,13 @@ def _default_repr(v: Any) -> str:
 
 
 def _param_kind(p: inspect.Parameter) -> str:
-    return {inspect.Parameter.POSITIONAL_ONLY: "positional-only",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
-            inspect.Parameter.VAR_POSITIONAL: "*args",
-            inspect.Parameter.KEYWORD_ONLY: "keyword-only",
-            inspect.Parameter.VAR_KEYWORD: "**kwargs"}[p.kind]
+    return {
+        inspect.Parameter.POSITIONAL_ONLY: "positional-only",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+        inspect.Parameter.VAR_POSITIONAL: "*args",
+        inspect.Parameter.KEYWORD_ONLY: "keyword-only",
+        inspect.Parameter.VAR_KEYWORD: "**kwargs",
+    }[p.kind]
 
 
 def _params(fn: Any, drop_self: bool) -> list[inspect.Parameter] | None:
@@ -167,18 +178,23 @@ def compare_signatures(peer: Any, ours: Any, drop_self: bool = False) -> tuple[s
             else:
                 _compare_default(p, o, wider, breaks)
         elif p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) and not any(
-                o.kind is p.kind for o in op):
+            o.kind is p.kind for o in op
+        ):
             breaks.append(f"`{_param_kind(p)}` missing")
     pnames = {p.name for p in pp}
-    extra = [o for o in op if o.name not in pnames and o.kind not in
-             (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    extra = [
+        o
+        for o in op
+        if o.name not in pnames and o.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
     for o in extra:
         if o.default is _EMPTY:
             breaks.append(f"ours requires `{o.name}`")
         else:
             wider.append(f"adds `{o.name}={_default_repr(o.default)}`")
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in pp) and any(
-            o.kind is inspect.Parameter.VAR_KEYWORD for o in op):
+        o.kind is inspect.Parameter.VAR_KEYWORD for o in op
+    ):
         wider.append("adds `**kwargs`")
     same_shape = [(p.name, p.kind) for p in pp] == [(o.name, o.kind) for o in op]
     if breaks:
@@ -217,7 +233,8 @@ def _enum_status(peer: type[enum.Enum], ours: Any) -> tuple[str, str]:
     added = [f"`{n}`" for n in om if n not in pm]
     if lost or changed:
         return DIFFERENT, "; ".join(
-            (["lacks " + ", ".join(lost)] if lost else []) + changed + (["adds " + ", ".join(added)] if added else []))
+            (["lacks " + ", ".join(lost)] if lost else []) + changed + (["adds " + ", ".join(added)] if added else [])
+        )
     return (SUPERSET, "adds " + ", ".join(added)) if added else (SAME, "")
 
 
@@ -320,12 +337,17 @@ def compare_object(name: str, peer: Any, ours: Any, root: str, rows: list[Row], 
         status = SAME if isinstance(ours, logging.Logger) else DIFFERENT
     elif kind == "type alias":
         pr, orr = _clean(repr(peer)), _clean(repr(ours))
-        status, notes = (SAME, "") if pr == orr else (SUPERSET, f"`{orr}`") if "BadputType" in pr else (DIFFERENT, f"ours `{orr}`")
+        status, notes = (
+            (SAME, "") if pr == orr else (SUPERSET, f"`{orr}`") if "BadputType" in pr else (DIFFERENT, f"ours `{orr}`")
+        )
     else:
         if _safe_eq(peer, ours):
             status = SAME
-        elif isinstance(peer, dict) and isinstance(ours, dict) and all(
-                k in ours and ours[k] == v for k, v in peer.items()):
+        elif (
+            isinstance(peer, dict)
+            and isinstance(ours, dict)
+            and all(k in ours and ours[k] == v for k, v in peer.items())
+        ):
             status, notes = SUPERSET, "adds keys " + ", ".join(repr(k) for k in ours if k not in peer)
         else:
             status, notes = DIFFERENT, f"peer {_clean(repr(peer))[:80]}, ours {_clean(repr(ours))[:80]}"
@@ -356,8 +378,15 @@ def compare_member(name: str, peer: Any, ours: Any, rows: list[Row], p: Peer) ->
         rows.append(Row(name, "method", st, notes, p.reason(name) if st == DIFFERENT else None))
     else:
         st = SAME if _safe_eq(peer, ours) else DIFFERENT
-        rows.append(Row(name, "attribute", st, "" if st == SAME else f"peer {_clean(repr(peer))[:60]}",
-                        p.reason(name) if st == DIFFERENT else None))
+        rows.append(
+            Row(
+                name,
+                "attribute",
+                st,
+                "" if st == SAME else f"peer {_clean(repr(peer))[:60]}",
+                p.reason(name) if st == DIFFERENT else None,
+            )
+        )
 
 
 _MISSING: Any = object()
@@ -405,10 +434,16 @@ def render(peers: list[Peer]) -> str:
     for p in peers:
         rows, imports = compare_peer(p)
         counts = {s: sum(1 for r in rows if r.status == s) for s in (SAME, SUPERSET, DIFFERENT, MISSING)}
-        out += [f"## {p.distribution} {p.version}", "",
-                "Modules: " + ", ".join(f"`{k}` → `{v}`" for k, v in p.modules.items()) + ".", "",
-                "Names: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f" (of {len(rows)}).", "",
-                "| name | kind | status | notes | reason |", "| --- | --- | --- | --- | --- |"]
+        out += [
+            f"## {p.distribution} {p.version}",
+            "",
+            "Modules: " + ", ".join(f"`{k}` → `{v}`" for k, v in p.modules.items()) + ".",
+            "",
+            "Names: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f" (of {len(rows)}).",
+            "",
+            "| name | kind | status | notes | reason |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for r in rows:
             status = r.status
             if status in (DIFFERENT, MISSING):
@@ -420,9 +455,12 @@ def render(peers: list[Peer]) -> str:
         if p.seed_tests:
             out += _render_seed_tests(p)
         if imports:
-            out += ["", "Imported from other packages, not part of the API (not compared): "
-                    + "; ".join(f"`{m}`: " + ", ".join(f"`{n}`" for n in names) for m, names in imports.items())
-                    + "."]
+            out += [
+                "",
+                "Imported from other packages, not part of the API (not compared): "
+                + "; ".join(f"`{m}`: " + ", ".join(f"`{n}`" for n in names) for m, names in imports.items())
+                + ".",
+            ]
         out.append("")
     return "\n".join(out)
 
@@ -430,14 +468,20 @@ def render(peers: list[Peer]) -> str:
 def _render_seed_tests(p: Peer) -> list[str]:
     passed = sorted(k for k, v in p.seed_tests.items() if v == "pass")
     differ = sorted((k, v.split(":", 1)[1].strip()) for k, v in p.seed_tests.items() if v.startswith("differs:"))
-    skipped = sorted((k, v.split(":", 1)[1].strip()) for k, v in p.seed_tests.items()
-                     if v.startswith("not ported:"))
-    out = ["", f"### {p.distribution}'s own tests", "",
-           "Run against mlgoodput with only their imports changed, loaded from the installed package",
-           f"(`tests/compat/test_seed_suite.py`): {len(passed)} pass, {len(differ)} fail on a deliberate",
-           f"difference (the test asserts that they fail), {len(skipped)} are not public-API cases.", "",
-           "Pass: " + ", ".join(f"`{k}`" for k in passed) + ".", "",
-           "| case | differs because |", "| --- | --- |"]
+    skipped = sorted((k, v.split(":", 1)[1].strip()) for k, v in p.seed_tests.items() if v.startswith("not ported:"))
+    out = [
+        "",
+        f"### {p.distribution}'s own tests",
+        "",
+        "Run against mlgoodput with only their imports changed, loaded from the installed package",
+        f"(`tests/compat/test_seed_suite.py`): {len(passed)} pass, {len(differ)} fail on a deliberate",
+        f"difference (the test asserts that they fail), {len(skipped)} are not public-API cases.",
+        "",
+        "Pass: " + ", ".join(f"`{k}`" for k in passed) + ".",
+        "",
+        "| case | differs because |",
+        "| --- | --- |",
+    ]
     out += [f"| `{k}` | {_cell(v)} |" for k, v in differ]
     out += ["", "| not ported | why |", "| --- | --- |"]
     out += [f"| `{k}` | {_cell(v)} |" for k, v in skipped]
@@ -467,4 +511,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

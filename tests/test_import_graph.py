@@ -204,19 +204,14 @@ def test_the_checks_find_what_they_look_for() -> None:
 
 def test_no_package_imports_another_packages_private_modules() -> None:
     problems = [
-        f"{edge.source} (line {edge.line}): {why}"
-        for edge in _all_edges()
-        if (why := _private_reach(edge)) is not None
+        f"{edge.source} (line {edge.line}): {why}" for edge in _all_edges() if (why := _private_reach(edge)) is not None
     ]
     assert problems == [], (
         f"{len(problems)} import(s) reach into another package's private modules; "
-        "export what is needed from the package's __init__ or a public module instead:\n"
-        + "\n".join(problems)
+        "export what is needed from the package's __init__ or a public module instead:\n" + "\n".join(problems)
     )
 
 
 def test_no_import_circles() -> None:
     circles = _circles(_all_edges())
-    assert circles == [], f"{len(circles)} import circle(s):\n" + "\n".join(
-        " <-> ".join(group) for group in circles
-    )
+    assert circles == [], f"{len(circles)} import circle(s):\n" + "\n".join(" <-> ".join(group) for group in circles)

@@ -120,7 +120,8 @@ def assert_matches_truth(r: GoodputReport, truth: dict[str, Any], tol: float) ->
     for name, secs in truth["badput_s"]["custom"].items():
         assert custom[name] == pytest.approx(secs, abs=tol)
     assert r.overlapped_s[BadputType.DATA_LOADING_ASYNC] == pytest.approx(
-        truth["overlapped_s"].get("data_loading_async", 0.0), abs=tol)
+        truth["overlapped_s"].get("data_loading_async", 0.0), abs=tol
+    )
     assert r.disruptions == truth["disruptions"]
     assert r.last_step == truth["last_step"]
     assert r.max_productive_step == truth["max_productive_step"]

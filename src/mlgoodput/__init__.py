@@ -15,22 +15,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 #: Submodules that load on first access as attributes of the package.
-_LAZY_MODULES = frozenset({
-    "accounting",
-    "console",
-    "diagnostics",
-    "events",
-    "export",
-    "flops",
-    "goodput",
-    "goodput_elastic",
-    "goodput_utils",
-    "jax",
-    "monitoring",
-    "monitoring_elastic",
-    "store",
-    "testing",
-})
+_LAZY_MODULES = frozenset(
+    {
+        "accounting",
+        "console",
+        "diagnostics",
+        "events",
+        "export",
+        "flops",
+        "goodput",
+        "goodput_elastic",
+        "goodput_utils",
+        "jax",
+        "monitoring",
+        "monitoring_elastic",
+        "store",
+        "testing",
+    }
+)
 #: Names re-exported from a private module, loaded on first access.
 _LAZY_NAMES = {
     "MlGoodputWarning": "mlgoodput._misuse",

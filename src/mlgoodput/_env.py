@@ -45,6 +45,8 @@ def data_dir() -> Path:
 def default_store_url() -> str:
     """$MLGOODPUT_STORE, else the SQLite file `mlgoodput.db` in `data_dir()`."""
     return os.environ.get(STORE) or "sqlite://" + str(data_dir() / "mlgoodput.db")
+
+
 #: Host (and port) of the GCE metadata server, as google-auth reads it; default metadata.google.internal.
 GCE_METADATA_HOST = "GCE_METADATA_HOST"
 #: "1" turns the warnings for misuse on the training path (an end without a start, a step

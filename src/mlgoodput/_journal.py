@@ -223,10 +223,19 @@ class Journal(BackgroundWorker):
             off = seg.off
             buf = seg.buf
             try:  # write_record, inlined: the payload, then marker and checksum, the length last
-                body = _pack_body(seg.count, kind, flags, name_len, time,
-                                  NO_STEP if step is None else step, _NAN if value is None else value)
+                body = _pack_body(
+                    seg.count,
+                    kind,
+                    flags,
+                    name_len,
+                    time,
+                    NO_STEP if step is None else step,
+                    _NAN if value is None else value,
+                )
             except struct.error as e:  # nothing is written
-                raise ValueError(f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}") from None
+                raise ValueError(
+                    f"cannot journal kind={kind!r} time={time!r} step={step!r} value={value!r}: {e}"
+                ) from None
             if extra:
                 buf[off + REC : off + need] = extra
                 _pack_tagged(buf, off + 4, SYNC, _crc32(extra, _crc32(body)), body)
@@ -264,8 +273,12 @@ class Journal(BackgroundWorker):
             except OSError as e:
                 err = e
         self._fallback = f"no journal file could be made in {self._dirs[0]}: {err}"
-        self._report_error(OSError(f"cannot create a journal file in {self._dirs[0]}: {err}; "
-                                 "keeping events in memory until one can be made"))
+        self._report_error(
+            OSError(
+                f"cannot create a journal file in {self._dirs[0]}: {err}; "
+                "keeping events in memory until one can be made"
+            )
+        )
         return memory_segment(size, self.host, self._meta)
 
     def _want_spare(self) -> bool:
@@ -293,15 +306,21 @@ class Journal(BackgroundWorker):
         if before != self._identity:
             if self._identity is not None:
                 self.store_changes += 1
-                log.warning("mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
-                            " shipped before are not in it; shipping what is journaled to the new one",
-                            self.url, self._identity, before)
+                log.warning(
+                    "mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
+                    " shipped before are not in it; shipping what is journaled to the new one",
+                    self.url,
+                    self._identity,
+                    before,
+                )
             self._identity = before
         store.append(self.namespace, self.job, batch)
         after = store_identity(store)
         if after != before:
-            raise StoreReplacedError(f"the store {self.url} changed while a batch was written"
-                                     f" ({before} -> {after}); the batch stays journaled and is shipped again")
+            raise StoreReplacedError(
+                f"the store {self.url} changed while a batch was written"
+                f" ({before} -> {after}); the batch stays journaled and is shipped again"
+            )
 
     def _work(self) -> bool:
         store = self._get_store()
@@ -360,8 +379,13 @@ class Journal(BackgroundWorker):
         """Damaged records in this process's own segment (its memory was overwritten)."""
         seg.lost += n
         self.lost += n
-        log.warning("mlgoodput: %d damaged journal records of %s/%s skipped in %s", n, self.namespace,
-                    self.job, seg.path or "memory")
+        log.warning(
+            "mlgoodput: %d damaged journal records of %s/%s skipped in %s",
+            n,
+            self.namespace,
+            self.job,
+            seg.path or "memory",
+        )
 
     def pending(self) -> int:
         """Events journaled but not yet in the store."""
@@ -425,13 +449,25 @@ class Journal(BackgroundWorker):
         if in_memory:
             self.lost += in_memory
             _note_lost(in_memory)
-            log.warning("mlgoodput: %d events of %s/%s are lost: they were held in memory because %s,"
-                        " and could not be stored in %s before the journal closed", in_memory,
-                        self.namespace, self.job, self._fallback or "no journal file could be made", self.url)
+            log.warning(
+                "mlgoodput: %d events of %s/%s are lost: they were held in memory because %s,"
+                " and could not be stored in %s before the journal closed",
+                in_memory,
+                self.namespace,
+                self.job,
+                self._fallback or "no journal file could be made",
+                self.url,
+            )
         if on_disk and not is_process_local(self.url):
-            log.warning("mlgoodput: %d events of %s/%s are not in %s yet; they stay in the journal under %s"
-                        " and the next process that opens this store ships them", on_disk,
-                        self.namespace, self.job, self.url, self._dirs[0])
+            log.warning(
+                "mlgoodput: %d events of %s/%s are not in %s yet; they stay in the journal under %s"
+                " and the next process that opens this store ships them",
+                on_disk,
+                self.namespace,
+                self.job,
+                self.url,
+                self._dirs[0],
+            )
 
     def _on_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
@@ -602,8 +638,11 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if img is None:
             newer = _newer_format(os.pread(fd, HEADER_SIZE, 0))
             if newer:
-                log.warning("mlgoodput: journal %s is of a newer format (version %d); left for a newer"
-                            " mlgoodput to ship", p, newer)
+                log.warning(
+                    "mlgoodput: journal %s is of a newer format (version %d); left for a newer mlgoodput to ship",
+                    p,
+                    newer,
+                )
             elif dead:
                 _set_aside(fd, p, size)
             return 0
@@ -657,24 +696,41 @@ def lost_in_process() -> int:
     return _lost_in_process
 
 
-def _report_damage(store: Store, url: str, ns: str, job: str, host: int, writer: int, lost: int,
-                   recovered: int, p: Path) -> None:
+def _report_damage(
+    store: Store, url: str, ns: str, job: str, host: int, writer: int, lost: int, recovered: int, p: Path
+) -> None:
     """Warn about damaged records and keep the count in the store, where `mlgoodput jobs` and
     `report` show it. Numbered after the segment's writer, so a second recovery of the same
     file does not count it twice."""
     _note_lost(lost)
-    log.warning("mlgoodput: journal %s: %d damaged records of %s/%s could not be read and are lost"
-                " (%d recovered)", p, lost, ns, job, recovered)
-    ev = Event(Kind.METRIC, time.time(), host, None, float(lost), "journal_lost_events",
-               {"namespace": ns, "file": str(p), "recovered": recovered})
+    log.warning(
+        "mlgoodput: journal %s: %d damaged records of %s/%s could not be read and are lost (%d recovered)",
+        p,
+        lost,
+        ns,
+        job,
+        recovered,
+    )
+    ev = Event(
+        Kind.METRIC,
+        time.time(),
+        host,
+        None,
+        float(lost),
+        "journal_lost_events",
+        {"namespace": ns, "file": str(p), "recovered": recovered},
+    )
     store.append(LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, 0, [ev]))
 
 
 def _newer_format(head: bytes) -> int:
     """The version of a segment written by a newer mlgoodput (both header copies agree on a
     plausible version above ours), else 0: such a file is left alone, not set aside."""
-    versions = {struct.unpack_from("<I", head, at + 4)[0] for at in (0, 2048)
-                if len(head) >= at + 8 and head[at : at + 4] == MAGIC}
+    versions = {
+        struct.unpack_from("<I", head, at + 4)[0]
+        for at in (0, 2048)
+        if len(head) >= at + 8 and head[at : at + 4] == MAGIC
+    }
     v = versions.pop() if len(versions) == 1 else 0
     return v if VERSION < v < 100 else 0
 
@@ -690,8 +746,13 @@ def _set_aside(fd: int, p: Path, size: int) -> None:
     except OSError:
         return
     _note_lost(n)
-    log.warning("mlgoodput: journal %s has a damaged header: its %d records cannot be shipped and are"
-                " reported lost (the file is kept as %s)", p, n, p.with_suffix(".damaged").name)
+    log.warning(
+        "mlgoodput: journal %s has a damaged header: its %d records cannot be shipped and are"
+        " reported lost (the file is kept as %s)",
+        p,
+        n,
+        p.with_suffix(".damaged").name,
+    )
 
 
 # -- process exit and fork -------------------------------------------------------------

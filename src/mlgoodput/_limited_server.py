@@ -102,11 +102,13 @@ class LimitedServer:
         self._loop = loop
         try:
             if self.sock.family == socket.AF_UNIX:
-                coro = asyncio.start_unix_server(self._serve, sock=self.sock, limit=self._max + len(self._term),
-                                                 backlog=BACKLOG)
+                coro = asyncio.start_unix_server(
+                    self._serve, sock=self.sock, limit=self._max + len(self._term), backlog=BACKLOG
+                )
             else:
-                coro = asyncio.start_server(self._serve, sock=self.sock, limit=self._max + len(self._term),
-                                            backlog=BACKLOG)
+                coro = asyncio.start_server(
+                    self._serve, sock=self.sock, limit=self._max + len(self._term), backlog=BACKLOG
+                )
             self._server = loop.run_until_complete(coro)
         finally:
             self._ready.set()

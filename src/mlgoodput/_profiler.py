@@ -73,9 +73,7 @@ def _jax_profiler() -> object:
     try:
         import jax.profiler
     except ImportError as e:  # pragma: no cover - jax is installed where profiling is used
-        raise ImportError(
-            "profiling needs JAX: pip install 'mlgoodput[jax]'"
-        ) from e
+        raise ImportError("profiling needs JAX: pip install 'mlgoodput[jax]'") from e
     return jax.profiler
 
 

@@ -68,7 +68,9 @@ class GoodputRecorder:
         self.logging_enabled = bool(logging_enabled)
         self.strict = resolve_strict(strict)
         self.background_grace_period_s = _positive_setting(background_grace_period_s, "background_grace_period_s")
-        self.background_batch_size = int(_positive_setting(background_batch_size, "background_batch_size", integer=True))
+        self.background_batch_size = int(
+            _positive_setting(background_batch_size, "background_batch_size", integer=True)
+        )
         self.background_max_latency_s = _positive_setting(background_max_latency_s, "background_max_latency_s")
         if cloud_logger is not None and store is not None:
             raise ValueError(
@@ -96,9 +98,7 @@ class GoodputRecorder:
         self._closed = False
         self._journal: Journal | None = None
         if self.logging_enabled:
-            self._journal = Journal.for_stream(
-                self._store_arg, self.logger_name, self.job_name, self.process_index
-            )
+            self._journal = Journal.for_stream(self._store_arg, self.logger_name, self.job_name, self.process_index)
             self._append = self._journal.append
         else:
             self._append = _discard
@@ -124,8 +124,9 @@ class GoodputRecorder:
         return self._bad_time(t, call, arg)
 
     def _bad_time(self, t: object, call: str, arg: str) -> float:
-        self._misuse.report("bad_time", call, arg, t,
-                            "not a datetime (or UNIX seconds) a clock can hold; recorded at the current time")
+        self._misuse.report(
+            "bad_time", call, arg, t, "not a datetime (or UNIX seconds) a clock can hold; recorded at the current time"
+        )
         return _now()
 
     def _step(self, step: object, call: str) -> int | None:
@@ -143,8 +144,9 @@ class GoodputRecorder:
                     n = int(step)  # type: ignore[call-overload]
         if n is not None and n >= 0:
             return int(n)
-        self._misuse.report("bad_step", call, "step", step,
-                            "not a non-negative whole number; the event was not recorded")
+        self._misuse.report(
+            "bad_step", call, "step", step, "not a non-negative whole number; the event was not recorded"
+        )
         return None
 
     def _name(self, name: object, call: str, arg: str) -> str:
@@ -171,12 +173,15 @@ class GoodputRecorder:
 
     def _dropped_when_closed(self, call: str) -> bool:
         if self._closed:
-            self._misuse.report("closed", call, "job_name", self.job_name, "the recorder is closed; the event was not recorded")
+            self._misuse.report(
+                "closed", call, "job_name", self.job_name, "the recorder is closed; the event was not recorded"
+            )
             return True
         return False
 
-    def _start(self, kind: Kind, t: object, call: str, key: Any = None,
-               step: int | None = None, name: str | None = None) -> None:
+    def _start(
+        self, kind: Kind, t: object, call: str, key: Any = None, step: int | None = None, name: str | None = None
+    ) -> None:
         try:
             ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "start_time"))
         except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
@@ -185,16 +190,30 @@ class GoodputRecorder:
             return
         k = (kind, key)
         if k in self._open and kind is not Kind.JOB_START:
-            self._misuse.report("start_twice", call, "start_time", t,
-                                "started again before its end was recorded; recorded (both run to the next end)")
+            self._misuse.report(
+                "start_twice",
+                call,
+                "start_time",
+                t,
+                "started again before its end was recorded; recorded (both run to the next end)",
+            )
         self._open.add(k)  # one set operation: atomic under the GIL, no lock needed
         try:
             self._append(kind, ts, step, None, name)
         except ValueError as e:  # a value the journal cannot hold (a huge step or name)
             self._unrecordable(call, step if name is None else name, e)
 
-    def _end(self, start: Kind, end: Kind, t: object, call: str, key: Any = None,
-             step: int | None = None, name: str | None = None, arg: str = "end_time") -> None:
+    def _end(
+        self,
+        start: Kind,
+        end: Kind,
+        t: object,
+        call: str,
+        key: Any = None,
+        step: int | None = None,
+        name: str | None = None,
+        arg: str = "end_time",
+    ) -> None:
         try:
             ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "end_time"))
         except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
@@ -205,7 +224,10 @@ class GoodputRecorder:
             self._open.remove((start, key))  # atomic: two threads cannot both end one start
         except KeyError:
             self._misuse.report(
-                "end_without_start", call, arg, t if key is None else key,
+                "end_without_start",
+                call,
+                arg,
+                t if key is None else key,
                 "no matching start was recorded by this recorder (a duplicate end, or its start is"
                 " elsewhere); recorded anyway: the accounting ignores an end without a start",
             )
@@ -244,8 +266,9 @@ class GoodputRecorder:
 
     def record_training_preparation_end_time(self, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            self._end(Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END, end_time,
-                      "record_training_preparation_end_time")
+            self._end(
+                Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END, end_time, "record_training_preparation_end_time"
+            )
 
     # -- data loading ----------------------------------------------------------------------
     def record_data_loading_start_time(self, start_time: _dt.datetime | None = None) -> None:
@@ -280,7 +303,10 @@ class GoodputRecorder:
             return
         if step < self._last_step:
             self._misuse.report(
-                "step_back", "record_step_start_time", "step", step,
+                "step_back",
+                "record_step_start_time",
+                "step",
+                step,
                 f"step number went back (last started: {self._last_step}) without a new"
                 " record_job_start_time; recorded",
             )
@@ -308,7 +334,10 @@ class GoodputRecorder:
             self._open_step = None if running == s else running
         if running != s:
             self._misuse.report(
-                "end_without_start", call, "step", step,
+                "end_without_start",
+                call,
+                "step",
+                step,
                 f"step {s} is not the running step (last started: {running!r}); recorded anyway:"
                 " the accounting ignores an end without a start",
             )
@@ -333,8 +362,9 @@ class GoodputRecorder:
         if self.logging_enabled:
             call = "record_custom_badput_event_end_time"
             name = self._name(custom_badput_event_type, call, "custom_badput_event_type")
-            self._end(Kind.CUSTOM_START, Kind.CUSTOM_END, end_time, call, key=name, name=name,
-                      arg="custom_badput_event_type")
+            self._end(
+                Kind.CUSTOM_START, Kind.CUSTOM_END, end_time, call, key=name, name=name, arg="custom_badput_event_type"
+            )
 
     # -- checkpoints (the blocking part) ---------------------------------------------
     def record_checkpoint_progress(self, step: int, checkpoint_start_time: _dt.datetime | None) -> None:
@@ -369,8 +399,7 @@ class GoodputRecorder:
             call = "record_checkpoint_restore_end_time"
             s = self._step(step, call)
             if s is not None:
-                self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, call, key=s, step=s,
-                          arg="step")
+                self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, call, key=s, step=s, arg="step")
 
     # -- productivity (docs/accounting.md, "Productivity") ------------------------------------
     def record_step_flops(self, flops: float, *, effective_time: float | None = None) -> None:
@@ -407,18 +436,25 @@ class GoodputRecorder:
                 self._warn_once("submit-detect", f"record_job_submit_time(): could not read it: {e}")
                 return
             if found is None:
-                self._warn_once("submit", "record_job_submit_time(): no submit time found in the"
-                                " environment ($MLGOODPUT_JOB_SUBMIT_TIME, the Kubernetes pod, Slurm); nothing recorded")
+                self._warn_once(
+                    "submit",
+                    "record_job_submit_time(): no submit time found in the"
+                    " environment ($MLGOODPUT_JOB_SUBMIT_TIME, the Kubernetes pod, Slurm); nothing recorded",
+                )
                 return
             t, src = found
         else:
             try:
-                t = submit_time.timestamp() if isinstance(submit_time, _dt.datetime) else _check_time(
-                    submit_time, "submit_time")
+                t = (
+                    submit_time.timestamp()
+                    if isinstance(submit_time, _dt.datetime)
+                    else _check_time(submit_time, "submit_time")
+                )
                 src = "recorded"
             except (TypeError, ValueError, OverflowError, OSError) as e:
-                self._misuse.report("bad_time", "record_job_submit_time", "submit_time", submit_time,
-                                    f"{e}; not recorded")
+                self._misuse.report(
+                    "bad_time", "record_job_submit_time", "submit_time", submit_time, f"{e}; not recorded"
+                )
                 return
         self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
 
@@ -554,8 +590,6 @@ def store_from_cloud_logger(cloud_logger: Any, logger_name: str) -> Store:
     mod = importlib.import_module("mlgoodput.store")
     factory = getattr(mod, "from_cloud_logger", None)
     if factory is None:
-        raise ImportError(
-            "cloud_logger= needs mlgoodput.store.from_cloud_logger, which this build lacks"
-        )
+        raise ImportError("cloud_logger= needs mlgoodput.store.from_cloud_logger, which this build lacks")
     store: Store = factory(cloud_logger, logger_name)
     return store

@@ -93,8 +93,18 @@ def encode_extra(name: str | None, attrs: dict[str, Any] | None) -> tuple[int, b
     return flags, nb + ab, len(nb)
 
 
-def write_record(buf: mmap.mmap | bytearray, off: int, index: int, kind: int, flags: int, name_len: int,
-                 time: float, step: int, value: float, extra: bytes) -> int:
+def write_record(
+    buf: mmap.mmap | bytearray,
+    off: int,
+    index: int,
+    kind: int,
+    flags: int,
+    name_len: int,
+    time: float,
+    step: int,
+    value: float,
+    extra: bytes,
+) -> int:
     """Write one record at `off` (payload, then marker and checksum, the length last: the
     length commits it); return its padded size. struct.error leaves nothing committed."""
     body = BODY.pack(index, kind, flags, name_len, time, step, value)
@@ -363,8 +373,16 @@ def _tail_lost(buf: Any, off: int, stop: int, nxt: int, committed: int | None, e
     return max(known, _damaged_tail(buf, off, stop))
 
 
-def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, host: int, limit: int,
-                   expect: int = 0, committed: int | None = None, exact: bool = False) -> Decoded:
+def decode_records(
+    buf: mmap.mmap | bytearray | bytes,
+    start: int,
+    stop: int,
+    host: int,
+    limit: int,
+    expect: int = 0,
+    committed: int | None = None,
+    exact: bool = False,
+) -> Decoded:
     """Decode up to `limit` records of buf[start:stop] whose indexes follow each other.
 
     `expect` is the index the first record should have. A damaged record (bad length,
@@ -428,7 +446,9 @@ def decode_records(buf: mmap.mmap | bytearray | bytes, start: int, stop: int, ho
             lost += 1
             first = nxt = nxt + 1
         else:
-            append(Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs))
+            append(
+                Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs)
+            )
             nxt += 1
         off += (n + 7) & ~7
     return Decoded(out, first, nxt, off, lost)
@@ -473,13 +493,18 @@ def read_image(data: bytes, size: int) -> SegmentImage | None:
             damaged += 1
             continue
         shipped, shipped_off, wcrc = _WATERMARK.unpack_from(data, _WATERMARK_AT)
-        if (_crc32(data[_WATERMARK_AT : _WATERMARK_AT + 16]) != wcrc or not HEADER_SIZE <= shipped_off <= size
-                or shipped_off % 8 or shipped < 0):
+        if (
+            _crc32(data[_WATERMARK_AT : _WATERMARK_AT + 16]) != wcrc
+            or not HEADER_SIZE <= shipped_off <= size
+            or shipped_off % 8
+            or shipped < 0
+        ):
             shipped, shipped_off = 0, HEADER_SIZE  # start over: the store drops what it has
         c, check = _COMMITTED.unpack_from(data, _COMMITTED_AT)
         committed, exact = (c & ~_SEALED_BIT, bool(c & _SEALED_BIT)) if c ^ check == 0xFFFFFFFF else (None, False)
-        return SegmentImage(VERSION, writer, shipped, shipped_off, host, bool(data[_SEALED_AT]), meta, damaged,
-                            committed, exact)
+        return SegmentImage(
+            VERSION, writer, shipped, shipped_off, host, bool(data[_SEALED_AT]), meta, damaged, committed, exact
+        )
     return None
 
 
@@ -508,8 +533,16 @@ def _read_image_v1(data: bytes, size: int) -> SegmentImage | None:
     return SegmentImage(1, writer, shipped, shipped_off, host, bool(sealed), meta)
 
 
-def decode_records_v1(buf: bytes, start: int, stop: int, host: int, limit: int, expect: int = 0,
-                      committed: int | None = None, exact: bool = False) -> Decoded:
+def decode_records_v1(
+    buf: bytes,
+    start: int,
+    stop: int,
+    host: int,
+    limit: int,
+    expect: int = 0,
+    committed: int | None = None,
+    exact: bool = False,
+) -> Decoded:
     """Records of a version 1 segment: they stop at the first zero or impossible length."""
     out: list[Event] = []
     off = start
@@ -532,6 +565,8 @@ def decode_records_v1(buf: bytes, start: int, stop: int, host: int, limit: int, 
                     break
         k = _KINDS.get(kind)
         if k is not None:
-            out.append(Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs))
+            out.append(
+                Event(k, t, host, None if step == NO_STEP else step, None if math.isnan(value) else value, name, attrs)
+            )
         off += (n + 7) & ~7
     return Decoded(out, expect, expect + len(out), off, 0, len(out) < limit)

@@ -111,8 +111,16 @@ def _verified(mv: memoryview, off: int, n: int, flags: int, nxt: int, m: int) ->
     return m, kinds[:m]
 
 
-def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
-         names_cache: dict[bytes, str], attrs_cache: dict[bytes, Any]) -> tuple[Columns, int] | None:
+def _run(
+    mv: memoryview,
+    off: int,
+    stop: int,
+    nxt: int,
+    limit: int,
+    host: int,
+    names_cache: dict[bytes, str],
+    attrs_cache: dict[bytes, Any],
+) -> tuple[Columns, int] | None:
     """The longest run at `off` (at most `limit` records) of valid records of one length and
     one flags value (no attrs) whose indexes go on from `nxt`, as columns with the offset
     after it; None when the record at `off` does not start a run of at least MIN_RUN
@@ -177,8 +185,9 @@ def _run(mv: memoryview, off: int, stop: int, nxt: int, limit: int, host: int,
 _FLAT = (str, int, float, bool, type(None))
 
 
-def _attrs(mv: memoryview, off: int, n: int, stride: int, m: int, flags: int,
-           cache: dict[bytes, Any]) -> list[dict[str, Any] | None]:
+def _attrs(
+    mv: memoryview, off: int, n: int, stride: int, m: int, flags: int, cache: dict[bytes, Any]
+) -> list[dict[str, Any] | None]:
     """The attrs of `m` records (as `decode_records` then `Columns.from_events` make them:
     undecodable JSON and empty objects give None); shorter than `m` when a record's attrs
     are JSON but not an object (left to the record decoder). Flat objects met before are
@@ -204,8 +213,9 @@ def _attrs(mv: memoryview, off: int, n: int, stride: int, m: int, flags: int,
     return out
 
 
-def _one_name(mv: memoryview, off: int, stride: int, m: int, raw_lens: bytes,
-              names_cache: dict[bytes, str]) -> list[str | None] | None:
+def _one_name(
+    mv: memoryview, off: int, stride: int, m: int, raw_lens: bytes, names_cache: dict[bytes, str]
+) -> list[str | None] | None:
     """[name] * m when the `m` records all carry the same short name (checked one byte
     position at a time, with strided copies), else None."""
     if raw_lens != raw_lens[:2] * m:
@@ -223,8 +233,16 @@ def _one_name(mv: memoryview, off: int, stride: int, m: int, raw_lens: bytes,
     return [name] * m
 
 
-def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expect: int = 0,
-                   committed: int | None = None, exact: bool = False) -> DecodedColumns:
+def decode_columns(
+    buf: Any,
+    start: int,
+    stop: int,
+    host: int,
+    limit: int,
+    expect: int = 0,
+    committed: int | None = None,
+    exact: bool = False,
+) -> DecodedColumns:
     """`decode_records` as columns: the same records, indexes, offsets and losses."""
     if not _NATIVE_LE:  # the strided copies read the file's little-endian fields natively
         return _from_records(decode_records(buf, start, stop, host, limit, expect, committed, exact))
@@ -254,9 +272,12 @@ def decode_columns(buf: Any, start: int, stop: int, host: int, limit: int, expec
                 continue
             # after events: a clean end finishes the run at its end, anything else stops it
             # here (the next call reports the damage), as `decode_records` does
-            if off + REC > stop or (LEN.unpack_from(mv, off)[0] == 0 and not mv[off : min(stop, off + 8)].tobytes().strip(b"\0")):
-                return DecodedColumns(_join(parts), first, nxt, off,
-                                      lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+            if off + REC > stop or (
+                LEN.unpack_from(mv, off)[0] == 0 and not mv[off : min(stop, off + 8)].tobytes().strip(b"\0")
+            ):
+                return DecodedColumns(
+                    _join(parts), first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True
+                )
             v = _valid(buf, off, stop)
             if v is None or v[1] != nxt or mv[off + _AT_KIND] not in _KNOWN_KINDS:
                 break
@@ -280,4 +301,3 @@ def _join(parts: list[Columns]) -> Columns:
 
 def _from_records(d: Any) -> DecodedColumns:
     return DecodedColumns(Columns.from_events(d.events), d.first_index, d.next_index, d.end, d.lost, d.at_end)
-

@@ -104,8 +104,9 @@ def scontrol_submit_time(job_id: str, timeout_s: float = 2.0) -> float | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "show", "job", "-o", job_id], capture_output=True, text=True,
-                             timeout=timeout_s, check=False).stdout
+        out = subprocess.run(
+            [exe, "show", "job", "-o", job_id], capture_output=True, text=True, timeout=timeout_s, check=False
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return slurm_field(out, "SubmitTime")
@@ -120,8 +121,9 @@ def slurm_field(text: str, key: str) -> float | None:
     return None
 
 
-def from_slurm(env: Mapping[str, str],
-               submit_of: Callable[[str], float | None] = scontrol_submit_time) -> tuple[float, str] | None:
+def from_slurm(
+    env: Mapping[str, str], submit_of: Callable[[str], float | None] = scontrol_submit_time
+) -> tuple[float, str] | None:
     """A Slurm job's submit time: $SLURM_JOB_SUBMIT_TIME where a site exports it, else scontrol."""
     raw = env.get("SLURM_JOB_SUBMIT_TIME")
     if raw is not None and (t := parse_time(raw)) is not None:
@@ -133,8 +135,9 @@ def from_slurm(env: Mapping[str, str],
     return None if t2 is None else (t2, "slurm")
 
 
-def detect_submit_time(env: Mapping[str, str] | None = None,
-                       submit_of: Callable[[str], float | None] = scontrol_submit_time) -> tuple[float, str] | None:
+def detect_submit_time(
+    env: Mapping[str, str] | None = None, submit_of: Callable[[str], float | None] = scontrol_submit_time
+) -> tuple[float, str] | None:
     """$MLGOODPUT_JOB_SUBMIT_TIME, else this pod's creation time on Kubernetes, else Slurm's
     submit time, else None."""
     e = os.environ if env is None else env

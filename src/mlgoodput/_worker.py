@@ -118,8 +118,12 @@ class BoundedQueue(Generic[T]):
                 self._items.popleft()
                 self._items.append(item)
         if first:
-            log.warning("mlgoodput: %s is full (%d items): dropping the %s items (counted; logged once)",
-                        self.name, self.maxsize, "newest" if self.policy == "drop-new" else "oldest")
+            log.warning(
+                "mlgoodput: %s is full (%d items): dropping the %s items (counted; logged once)",
+                self.name,
+                self.maxsize,
+                "newest" if self.policy == "drop-new" else "oldest",
+            )
         return False
 
     def put_front(self, items: Iterable[T]) -> None:
@@ -177,8 +181,10 @@ class WorkerStatus:
     def line(self) -> str:
         state = "running" if self.running else ("closed" if self.closed else "idle")
         err = f" last_error={self.last_error!r}" if self.last_error else ""
-        return (f"{self.name} ({self.kind}): {state} pending={self.pending} submitted={self.submitted}"
-                f" dropped={self.dropped} failures={self.failures} abandoned={self.abandoned}{err}")
+        return (
+            f"{self.name} ({self.kind}): {state} pending={self.pending} submitted={self.submitted}"
+            f" dropped={self.dropped} failures={self.failures} abandoned={self.abandoned}{err}"
+        )
 
 
 _workers: weakref.WeakSet[BackgroundWorker] = weakref.WeakSet()

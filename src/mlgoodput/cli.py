@@ -39,8 +39,10 @@ _COMMANDS: tuple[str, ...] = (
 #: about as much as importing argparse). A module missing here makes `--help` use argparse;
 #: tests/cli/test_fast_help.py checks these lines against the real parsers.
 _SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
-    "report": (("report", "goodput and the badput breakdown of a job"),
-               ("jobs", "list the jobs (and other streams) in a store")),
+    "report": (
+        ("report", "goodput and the badput breakdown of a job"),
+        ("jobs", "list the jobs (and other streams) in a store"),
+    ),
     "console": (("console", "the live console: serve, replay logs, usage report"),),
     "demo": (("demo", "run a short job that crashes and restarts, then print its goodput report"),),
     "runs": (("runs", "list ML runs, or show one (configs, metrics, profiles)"),),
@@ -81,8 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTION,
     )
     p.add_argument("--version", action="version", version=_version())
-    p.add_argument("--debug", action="store_true",
-                   help="show the traceback of a failure and, at exit, the state of each background worker")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of a failure and, at exit, the state of each background worker",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _COMMANDS:

@@ -80,7 +80,6 @@ class Event:
     attrs: Mapping[str, Any] | None = field(default=None, compare=True, hash=False)
 
 
-
 @dataclass(frozen=True, slots=True)
 class EventBatch:
     """Events of one writer, numbered `first_seq`, `first_seq + 1`, ...: the unit a store appends.
@@ -108,7 +107,6 @@ def to_unix(value: _dt.datetime | None, arg: str, *, now: float | None = None) -
     raise TypeError(f"{arg} must be a datetime.datetime or None, got {value!r}")
 
 
-
 def check_step(step: object, arg: str = "step") -> int:
     """A step number: a non-negative integer (numpy integers welcome, bools refused)."""
     if isinstance(step, bool):
@@ -120,7 +118,6 @@ def check_step(step: object, arg: str = "step") -> int:
     if n < 0:
         raise ValueError(f"{arg} must be a non-negative integer, got {step!r}")
     return int(n)
-
 
 
 def check_name(value: object, arg: str) -> str:

@@ -45,36 +45,56 @@ class ElasticGoodputRecorder(GoodputRecorder):
             return
         call = "record_elastic_slice_counts"
         active, total, available = _count(active_slices), _count(total_slices), _count(available_slices)
-        for arg, raw, v in (("active_slices", active_slices, active), ("total_slices", total_slices, total),
-                            ("available_slices", available_slices, available)):
+        for arg, raw, v in (
+            ("active_slices", active_slices, active),
+            ("total_slices", total_slices, total),
+            ("available_slices", available_slices, available),
+        ):
             if v is None or v < 0:
-                self._misuse.report("bad_slice_counts", call, arg, raw,
-                                    "not a non-negative whole number; the slice counts were not recorded")
+                self._misuse.report(
+                    "bad_slice_counts",
+                    call,
+                    arg,
+                    raw,
+                    "not a non-negative whole number; the slice counts were not recorded",
+                )
                 return
         assert active is not None and total is not None and available is not None
         if total < 1 or active > total or available > total:
             bad = "total_slices" if total < 1 else "active_slices" if active > total else "available_slices"
-            raw = {"total_slices": total_slices, "active_slices": active_slices,
-                   "available_slices": available_slices}[bad]
-            self._misuse.report("bad_slice_counts", call, bad, raw,
-                                f"inconsistent slice counts (active {active}, total {total}, available"
-                                f" {available}); not recorded")
+            raw = {"total_slices": total_slices, "active_slices": active_slices, "available_slices": available_slices}[
+                bad
+            ]
+            self._misuse.report(
+                "bad_slice_counts",
+                call,
+                bad,
+                raw,
+                f"inconsistent slice counts (active {active}, total {total}, available {available}); not recorded",
+            )
             return
         ts = self._time(timestamp, call, "timestamp")
         if self._closed and self._dropped_when_closed(call):
             return
         try:
-            self._append(Kind.SLICE_COUNTS, ts, None, None, None,
-                         {"active": active, "total": total, "available": available})
+            self._append(
+                Kind.SLICE_COUNTS, ts, None, None, None, {"active": active, "total": total, "available": available}
+            )
         except ValueError as e:  # counts beyond what the journal holds
-            self._misuse.report("unrecordable", call, "total_slices", total_slices,
-                                f"cannot be journaled ({e}); not recorded")
+            self._misuse.report(
+                "unrecordable", call, "total_slices", total_slices, f"cannot be journaled ({e}); not recorded"
+            )
 
     def _event_type(self, event_type: object, call: str) -> str | None:
         if event_type in ELASTIC_EVENT_TYPES:
             return str(event_type)
-        self._misuse.report("bad_event_type", call, "event_type", event_type,
-                            "must be 'slice_down' or 'scale_up'; the event was not recorded")
+        self._misuse.report(
+            "bad_event_type",
+            call,
+            "event_type",
+            event_type,
+            "must be 'slice_down' or 'scale_up'; the event was not recorded",
+        )
         return None
 
     def record_elastic_wait_start_time(self, event_type: str, start_time: _dt.datetime | None = None) -> None:
@@ -90,8 +110,15 @@ class ElasticGoodputRecorder(GoodputRecorder):
             call = "record_elastic_wait_end_time"
             name = self._event_type(event_type, call)
             if name is not None:
-                self._end(Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END, end_time, call, key=name,
-                          name=name, arg="event_type")
+                self._end(
+                    Kind.ELASTIC_WAIT_START,
+                    Kind.ELASTIC_WAIT_END,
+                    end_time,
+                    call,
+                    key=name,
+                    name=name,
+                    arg="event_type",
+                )
 
     def record_elastic_reinit_start_time(self, start_time: _dt.datetime | None = None) -> None:
         """Re-initialization after a change of slices started."""
@@ -100,5 +127,4 @@ class ElasticGoodputRecorder(GoodputRecorder):
 
     def record_elastic_reinit_end_time(self, end_time: _dt.datetime | None = None) -> None:
         if self.logging_enabled:
-            self._end(Kind.ELASTIC_REINIT_START, Kind.ELASTIC_REINIT_END, end_time,
-                      "record_elastic_reinit_end_time")
+            self._end(Kind.ELASTIC_REINIT_START, Kind.ELASTIC_REINIT_END, end_time, "record_elastic_reinit_end_time")

@@ -96,7 +96,9 @@ class FileExporter:
     from the parent process. `read(path)` returns the batches written so far.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fail_flag: str | None = None, hang_flag: str | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, fail_flag: str | None = None, hang_flag: str | None = None
+    ) -> None:
         self.path = os.fspath(path)
         self.fail_flag = fail_flag
         self.hang_flag = hang_flag
@@ -128,6 +130,8 @@ class FileExporter:
         out: dict[str, float] = {}
         for row in FileExporter.read(path):
             for s in row.get("samples", []):  # type: ignore[attr-defined]
-                labels = ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items()) if k not in ("job_name", "logger_name"))
+                labels = ",".join(
+                    f"{k}={v}" for k, v in sorted(s["labels"].items()) if k not in ("job_name", "logger_name")
+                )
                 out[s["name"] + ("|" + labels if labels else "")] = s["value"]
         return out

@@ -65,23 +65,44 @@ def test_young_and_daly() -> None:
 
 def _prod(**kw: object) -> Productivity:
     base: dict[str, object] = {name: None for name in Productivity.__slots__}  # type: ignore[attr-defined]
-    base.update(steps_executed=0, steps_useful=0, attempts=(), interruptions=0, uptime_s=0.0,
-                recoveries_s=(), lost_progress_s=0.0, checkpoint_save=CostStats(0, None, None),
-                checkpoint_restore=CostStats(0, None, None))
+    base.update(
+        steps_executed=0,
+        steps_useful=0,
+        attempts=(),
+        interruptions=0,
+        uptime_s=0.0,
+        recoveries_s=(),
+        lost_progress_s=0.0,
+        checkpoint_save=CostStats(0, None, None),
+        checkpoint_restore=CostStats(0, None, None),
+    )
     base.update(kw)
     return Productivity(**base)  # type: ignore[arg-type]
 
 
 def test_advice_recommends_a_change_and_counts_steps() -> None:
-    p = _prod(interruptions=5, mtbi_s=M, mttr_s=REC, checkpoint_save=CostStats(10, SAVE, 70.0),
-              checkpoint_interval_s=60.0 + SAVE)
+    p = _prod(
+        interruptions=5,
+        mtbi_s=M,
+        mttr_s=REC,
+        checkpoint_save=CostStats(10, SAVE, 70.0),
+        checkpoint_interval_s=60.0 + SAVE,
+    )
     a = advise(p, step_time_s=2.0)
     assert a.optimal_interval_s is not None and a.goodput_current is not None and a.goodput_optimal is not None
     assert a.goodput_optimal > a.goodput_current
     assert a.recommended_every_steps == round(a.optimal_interval_s / 2.0)
     assert "instead of every 30 steps" in a.recommendation
-    same = advise(_prod(interruptions=5, mtbi_s=M, mttr_s=REC, checkpoint_save=CostStats(10, SAVE, 70.0),
-                        checkpoint_interval_s=a.optimal_interval_s + SAVE), step_time_s=2.0)
+    same = advise(
+        _prod(
+            interruptions=5,
+            mtbi_s=M,
+            mttr_s=REC,
+            checkpoint_save=CostStats(10, SAVE, 70.0),
+            checkpoint_interval_s=a.optimal_interval_s + SAVE,
+        ),
+        step_time_s=2.0,
+    )
     assert same.recommendation.startswith("Keep")
 
 

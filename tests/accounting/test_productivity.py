@@ -121,9 +121,12 @@ def test_incremental_queries_match_a_fresh_calculator() -> None:
 def test_a_recorded_peak_overrides_a_detected_one_whatever_the_order() -> None:
     store = MemoryStore()
     t0 = ORIGIN
-    evs = [Event(Kind.JOB_START, t0), Event(Kind.STEP_FLOPS, t0, value=1e9),
-           Event(Kind.PEAK_FLOPS, t0 + 0.1, value=5e9, name="recorded"),
-           Event(Kind.PEAK_FLOPS, t0 + 0.2, value=8e9, name="table:NVIDIA L4 x1 bf16")]
+    evs = [
+        Event(Kind.JOB_START, t0),
+        Event(Kind.STEP_FLOPS, t0, value=1e9),
+        Event(Kind.PEAK_FLOPS, t0 + 0.1, value=5e9, name="recorded"),
+        Event(Kind.PEAK_FLOPS, t0 + 0.2, value=8e9, name="table:NVIDIA L4 x1 bf16"),
+    ]
     evs += [Event(Kind.STEP_START, t0 + 1 + i, step=i) for i in range(3)]
     evs.append(Event(Kind.JOB_END, t0 + 4))
     store.append("g", "j", EventBatch(1, 0, evs))

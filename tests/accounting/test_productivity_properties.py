@@ -21,8 +21,12 @@ EPS = 1e-6
 @given(jobs(), st.floats(1e6, 1e12), st.floats(1e9, 1e15), st.floats(0, 100))
 def test_bounds_and_the_product(job: tuple[list[Event], float], fl: float, peak: float, queue: float) -> None:
     events, q = job
-    events = [*events, Event(Kind.STEP_FLOPS, T0, value=fl), Event(Kind.PEAK_FLOPS, T0, value=peak),
-              Event(Kind.JOB_SUBMIT, T0, value=T0 - queue)]
+    events = [
+        *events,
+        Event(Kind.STEP_FLOPS, T0, value=fl),
+        Event(Kind.PEAK_FLOPS, T0, value=peak),
+        Event(Kind.JOB_SUBMIT, T0, value=T0 - queue),
+    ]
     e = Engine()
     e.timeline.ingest(Columns.from_events(events))
     r = e.report("j", "l", q)
@@ -47,5 +51,6 @@ def test_bounds_and_the_product(job: tuple[list[Event], float], fl: float, peak:
     if p.ml_productivity_goodput is not None:
         assert p.scheduling_goodput is not None
         assert p.program_goodput is not None and p.runtime_goodput is not None
-        assert math.isclose(p.ml_productivity_goodput,
-                            p.scheduling_goodput * p.runtime_goodput * p.program_goodput, rel_tol=1e-12)
+        assert math.isclose(
+            p.ml_productivity_goodput, p.scheduling_goodput * p.runtime_goodput * p.program_goodput, rel_tol=1e-12
+        )

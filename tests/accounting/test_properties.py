@@ -27,7 +27,10 @@ def jobs(draw: st.DrawFn) -> tuple[list[Event], float]:
     step = 0
     for _ in range(draw(st.integers(1, 3))):
         events.append(Event(Kind.JOB_START, T0 + t))
-        for start, end in ((Kind.ACCEL_INIT_START, Kind.ACCEL_INIT_END), (Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END)):
+        for start, end in (
+            (Kind.ACCEL_INIT_START, Kind.ACCEL_INIT_END),
+            (Kind.TRAINING_PREP_START, Kind.TRAINING_PREP_END),
+        ):
             if draw(st.booleans()):
                 d = q(0, 12)
                 events += [Event(start, T0 + t), Event(end, T0 + t + d)]
@@ -47,14 +50,20 @@ def jobs(draw: st.DrawFn) -> tuple[list[Event], float]:
             if draw(st.integers(0, 5)) == 0:
                 name = draw(st.sampled_from(["eval", "sdc_check"]))
                 off, d = q(0, 4), q(0, 8)
-                events += [Event(Kind.CUSTOM_START, T0 + t + off, name=name), Event(Kind.CUSTOM_END, T0 + t + off + d, name=name)]
+                events += [
+                    Event(Kind.CUSTOM_START, T0 + t + off, name=name),
+                    Event(Kind.CUSTOM_END, T0 + t + off + d, name=name),
+                ]
             if draw(st.integers(0, 6)) == 0:
                 events.append(Event(Kind.CKPT_SAVE, T0 + t + q(0, 4), step=step, value=q(0, 6)))
             if draw(st.integers(0, 6)) == 0:
                 events.append(Event(Kind.COMPILE, T0 + t, value=q(0, 8), name="f"))
             if draw(st.integers(0, 6)) == 0:
                 d = q(0, 2)
-                events += [Event(Kind.DATA_LOADING_START, T0 + t + q(0, 2)), Event(Kind.DATA_LOADING_END, T0 + t + q(2, 6))]
+                events += [
+                    Event(Kind.DATA_LOADING_START, T0 + t + q(0, 2)),
+                    Event(Kind.DATA_LOADING_END, T0 + t + q(2, 6)),
+                ]
             if draw(st.integers(0, 8)) == 0:
                 events.append(Event(Kind.STEP_END, T0 + t + dur, step=step))
                 dur += q(0, 4)
@@ -153,7 +162,10 @@ def test_windows_add_up(job: tuple[list[Event], float], f1: float, f2: float, id
     lo, hi = sorted((f1, f2))
     m1 = whole.start + lo * whole.total_s
     m2 = whole.start + hi * whole.total_s
-    parts = [report(events, q, start=a, end=b, configured_ideal=ideal) for a, b in ((whole.start, m1), (m1, m2), (m2, whole.end))]
+    parts = [
+        report(events, q, start=a, end=b, configured_ideal=ideal)
+        for a, b in ((whole.start, m1), (m1, m2), (m2, whole.end))
+    ]
     for p in parts:
         assert_partition(p)
     fw = flat(whole)

@@ -27,10 +27,8 @@ def calculator_for(path: Path) -> tuple[GoodputCalculator, float]:
 def test_timeline_matches_truth(path: Path, path_kind: str) -> None:
     tl = load(path)
     calc, q = calculator_for(path)
-    if path_kind == "aggregate":
-        r = calc.report()
-    else:  # a window that covers the whole job goes through the per-step layout
-        r = calc.report(start=q - 1e6, end=q + 1e6)
+    # a window that covers the whole job goes through the per-step layout
+    r = calc.report() if path_kind == "aggregate" else calc.report(start=q - 1e6, end=q + 1e6)
     truth = tl.truth
     assert_matches_truth(r, truth, TOL)
     # the partition is exact, whatever the tolerance on single buckets

@@ -39,7 +39,10 @@ def _job(first: int, n: int, hosts: int = 3) -> list[Event]:
         for h in range(hosts):
             ev.append(Event(Kind.STEP_START, T0 + 10 + k * (1.0 + 0.01 * h) + (k % 7) * 0.03, host=h, step=k))
         if k % 50 == 25:
-            ev += [Event(Kind.CUSTOM_START, T0 + 10.2 + k, name="eval"), Event(Kind.CUSTOM_END, T0 + 10.5 + k, name="eval")]
+            ev += [
+                Event(Kind.CUSTOM_START, T0 + 10.2 + k, name="eval"),
+                Event(Kind.CUSTOM_END, T0 + 10.5 + k, name="eval"),
+            ]
     return ev
 
 
@@ -82,11 +85,11 @@ def test_a_new_calculator_starts_from_the_saved_state(tmp_path: Path) -> None:
     [
         "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i = 1",  # bytes
         "DELETE FROM state_pieces WHERE i = 2",  # a missing piece
-        "UPDATE state_pieces SET data = CAST('{\"magic\":\"x\"}' AS BLOB) WHERE i = 0",  # not ours
+        'UPDATE state_pieces SET data = CAST(\'{"magic":"x"}\' AS BLOB) WHERE i = 0',  # not ours
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"format\":', '\"format\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"cursor\":', '\"cursor\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"events\":', '\"events\":1') AS BLOB) WHERE i = 0",
-        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"job\":\"j\"', '\"job\":\"k\"') AS BLOB) WHERE i = 0",
+        'UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), \'"job":"j"\', \'"job":"k"\') AS BLOB) WHERE i = 0',
     ],
 )
 def test_a_damaged_or_stale_state_is_rebuilt_not_trusted(tmp_path: Path, damage: str) -> None:

@@ -41,8 +41,14 @@ class Env:
     pg: str  # a PostgreSQL URL on a closed port
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mlgoodput", *args], capture_output=True, text=True,
-                              env=self.env, cwd=self.root / "work", timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "mlgoodput", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.root / "work",
+            timeout=timeout,
+        )
 
     def files(self) -> set[Path]:
         return {p for p in self.root.rglob("*")} | ({Path("/nonexistent")} if os.path.exists("/nonexistent") else set())
@@ -59,8 +65,12 @@ def cli_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
         tl = load(p)
         st.append(f"goodput_{tl.job_name}", tl.job_name, EventBatch(50 + i, 0, tl.events))
     st.close()
-    env = dict(os.environ, HOME=str(root / "home"), XDG_DATA_HOME=str(root / "data"),
-               PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        HOME=str(root / "home"),
+        XDG_DATA_HOME=str(root / "data"),
+        PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+    )
     for k in ("MLGOODPUT_STORE", "MLGOODPUT_JOURNAL_DIR", "MLGOODPUT_CONSOLE", "MLGOODPUT_DEBUG"):
         env.pop(k, None)
     return Env(root, env, good, f"postgresql://nobody@127.0.0.1:{_closed_port()}/db")
@@ -79,9 +89,18 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("report-at-huge", ["report", "--job", "s1-clean-run", "--store", GOOD, "--at", "1e17"], 2, "--at"),
     ("report-at-words", ["report", "--job", "s1-clean-run", "--store", GOOD, "--at", "yesterday"], 2, "--at"),
     ("report-unknown-job", ["report", "--job", "nope", "--store", GOOD], 2, "no job named 'nope'"),
-    ("report-unknown-logger", ["report", "--job", "s1-clean-run", "--logger", "x", "--store", GOOD], 2, "under logger 'x'"),
-    ("report-empty-window", ["report", "--job", "s1-clean-run", "--store", GOOD, "--at", "1000", "--window", "60"], 1,
-     "no data in this window"),
+    (
+        "report-unknown-logger",
+        ["report", "--job", "s1-clean-run", "--logger", "x", "--store", GOOD],
+        2,
+        "under logger 'x'",
+    ),
+    (
+        "report-empty-window",
+        ["report", "--job", "s1-clean-run", "--store", GOOD, "--at", "1000", "--window", "60"],
+        1,
+        "no data in this window",
+    ),
     ("store-bad-scheme", ["jobs", "--store", "ftp://host/x"], 2, "'ftp'"),
     ("store-directory", ["jobs", "--store", "{root}/stores"], 2, "is a directory"),
     ("store-dev-null", ["report", "--job", "x", "--store", "/dev/null"], 1, "/dev/null"),
@@ -90,12 +109,24 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("console-bad-level", ["console", "logs", "--level", "LOUD", "--store", GOOD], 2, "--level"),
     ("console-unknown-job", ["console", "logs", "--job", "nope", "--store", GOOD], 2, "no console job named 'nope'"),
     ("console-bad-address", ["console", "serve", "--address", "bogus:addr:x", "--store", GOOD], 2, "port"),
-    ("console-not-local", ["console", "serve", "--address", "192.0.2.1:7000", "--store", "{root}/stores/serve.db"], 1,
-     "cannot serve at"),
-    ("console-usage-no-folder", ["console", "usage-report", "--out", "{root}/missing/u.html", "--store", GOOD], 2,
-     "does not exist"),
-    ("console-usage-no-job", ["console", "usage-report", "--out", "{root}/u.html", "--store", GOOD], 2,
-     "no console jobs"),
+    (
+        "console-not-local",
+        ["console", "serve", "--address", "192.0.2.1:7000", "--store", "{root}/stores/serve.db"],
+        1,
+        "cannot serve at",
+    ),
+    (
+        "console-usage-no-folder",
+        ["console", "usage-report", "--out", "{root}/missing/u.html", "--store", GOOD],
+        2,
+        "does not exist",
+    ),
+    (
+        "console-usage-no-job",
+        ["console", "usage-report", "--out", "{root}/u.html", "--store", GOOD],
+        2,
+        "no console jobs",
+    ),
     ("runs-unknown", ["runs", "show", "nope", "--store", GOOD], 2, "no run named 'nope'"),
     ("profile-bad-duration", ["profile", "--run", "x", "--duration", "soon"], 2, "duration"),
     ("profile-no-process", ["profile", "--run", "nope", "--duration", "1s"], 2, "no process of run 'nope'"),
@@ -109,8 +140,18 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("runs-missing", ["runs", "--store", MISSING], 1, "no store at"),
     ("runs-show-missing", ["runs", "show", "x", "--store", MISSING], 1, "no store at"),
     ("console-logs-missing", ["console", "logs", "--store", MISSING], 1, "no store at"),
-    ("console-usage-missing", ["console", "usage-report", "--out", "{root}/u.html", "--store", MISSING], 1, "no store at"),
-    ("monitor-missing", ["monitor", "--job", "x", "--store", MISSING, "--tensorboard-dir", "{root}/tb"], 1, "no folder"),
+    (
+        "console-usage-missing",
+        ["console", "usage-report", "--out", "{root}/u.html", "--store", MISSING],
+        1,
+        "no store at",
+    ),
+    (
+        "monitor-missing",
+        ["monitor", "--job", "x", "--store", MISSING, "--tensorboard-dir", "{root}/tb"],
+        1,
+        "no folder",
+    ),
     # an unreachable database
     ("advise-missing", ["advise", "--job", "x", "--store", MISSING], 1, "no store at"),
     ("advise-unknown-job", ["advise", "--job", "nope", "--store", GOOD], 2, "no job named 'nope'"),
@@ -129,7 +170,9 @@ CASES: list[tuple[str, list[str], int, str]] = [
 
 
 @pytest.mark.parametrize(("argv", "code", "phrase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_failure_is_one_line_nonzero_no_traceback_no_file(cli_env: Env, argv: list[str], code: int, phrase: str) -> None:
+def test_failure_is_one_line_nonzero_no_traceback_no_file(
+    cli_env: Env, argv: list[str], code: int, phrase: str
+) -> None:
     args = [a.format(root=cli_env.root, good=cli_env.good, pg=cli_env.pg) for a in argv]
     before = cli_env.files()
     res = cli_env.run(*args)
@@ -154,11 +197,13 @@ def test_version(cli_env: Env) -> None:
     assert res.returncode == 0 and res.stdout.strip() == f"mlgoodput {__version__}"
 
 
-@pytest.mark.parametrize("argv", [["report", "--job", "s4-disruption-restart"], ["jobs"], ["dashboards", "print", "grafana"]])
+@pytest.mark.parametrize(
+    "argv", [["report", "--job", "s4-disruption-restart"], ["jobs"], ["dashboards", "print", "grafana"]]
+)
 def test_closed_pipe_exits_cleanly(cli_env: Env, argv: list[str]) -> None:
     """`mlgoodput report | head -1`: the reader leaves early; we exit 0 and say nothing."""
     env = dict(cli_env.env, MLGOODPUT_STORE=str(cli_env.good))
-    cmd = " ".join([sys.executable, "-m", "mlgoodput", *argv]) + " | head -1; echo \"rc=${PIPESTATUS[0]}\" >&2"
+    cmd = " ".join([sys.executable, "-m", "mlgoodput", *argv]) + ' | head -1; echo "rc=${PIPESTATUS[0]}" >&2'
     res = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=60)
     assert res.stdout.count("\n") == 1
     assert res.stderr.strip() == "rc=0", res.stderr
@@ -169,8 +214,14 @@ def _ctrl_c(cli_env: Env, argv: list[str], ready: str, also: Callable[[], bool] 
     then send SIGINT to the whole group (as a terminal's Ctrl-C does)."""
     out = cli_env.root / "work" / "ctrl-c.out"
     with open(out, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "mlgoodput", *argv], stdout=f, stderr=subprocess.STDOUT,
-                             env=cli_env.env, cwd=cli_env.root / "work", start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "mlgoodput", *argv],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=cli_env.env,
+            cwd=cli_env.root / "work",
+            start_new_session=True,
+        )
     try:
         assert wait_for(lambda: ready in out.read_text() and (also is None or also()), 180), out.read_text()
         os.killpg(p.pid, signal.SIGINT)
@@ -186,19 +237,44 @@ def _ctrl_c(cli_env: Env, argv: list[str], ready: str, also: Callable[[], bool] 
 
 @pytest.mark.slow
 def test_ctrl_c_on_console_serve(cli_env: Env, tmp_path: Path) -> None:
-    code, text = _ctrl_c(cli_env, ["console", "serve", "--address", f"unix:{tmp_path}/c.sock",
-                                   "--store", str(tmp_path / "c.db"), "--job", "ctrl-c"], "MLGOODPUT_CONSOLE=")
+    code, text = _ctrl_c(
+        cli_env,
+        [
+            "console",
+            "serve",
+            "--address",
+            f"unix:{tmp_path}/c.sock",
+            "--store",
+            str(tmp_path / "c.db"),
+            "--job",
+            "ctrl-c",
+        ],
+        "MLGOODPUT_CONSOLE=",
+    )
     assert code == 0 and "Traceback" not in text, text
 
 
 @pytest.mark.slow
 def test_ctrl_c_on_monitor_keeps_the_final_upload(cli_env: Env, tmp_path: Path) -> None:
     tb = tmp_path / "tb"
-    code, text = _ctrl_c(cli_env, ["monitor", "--job", "s4-disruption-restart", "--store", str(cli_env.good),
-                                   "--interval", "0.5", "--tensorboard-dir", str(tb)], "goodput",
-                         # the first upload landed: before it, the exporter process may still be
-                         # importing its writer (seconds under load), longer than the final upload's 10 s
-                         lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"))
+    code, text = _ctrl_c(
+        cli_env,
+        [
+            "monitor",
+            "--job",
+            "s4-disruption-restart",
+            "--store",
+            str(cli_env.good),
+            "--interval",
+            "0.5",
+            "--tensorboard-dir",
+            str(tb),
+        ],
+        "goodput",
+        # the first upload landed: before it, the exporter process may still be
+        # importing its writer (seconds under load), longer than the final upload's 10 s
+        lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"),
+    )
     assert code == 0 and "Traceback" not in text, text
     assert "stopped" in text and "incomplete" not in text, text
 
@@ -257,8 +333,16 @@ def test_a_second_monitor_on_one_tensorboard_folder_is_one_clear_line(cli_env: E
     first = TensorBoardExporter(tmp_path / "tb" / "goodput", exclusive=True)  # a monitor already writes there
     first.start()
     try:
-        res = cli_env.run("monitor", "--job", "s1-clean-run", "--store", str(cli_env.good),
-                          "--tensorboard-dir", str(tmp_path / "tb"), "--quiet")
+        res = cli_env.run(
+            "monitor",
+            "--job",
+            "s1-clean-run",
+            "--store",
+            str(cli_env.good),
+            "--tensorboard-dir",
+            str(tmp_path / "tb"),
+            "--quiet",
+        )
     finally:
         first.shutdown()
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr

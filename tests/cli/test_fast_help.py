@@ -22,7 +22,9 @@ def test_fast_help_lists_every_subcommand_with_its_help() -> None:
 
 
 def test_help_and_version_run_without_importing_argparse() -> None:
-    code = ("import sys; sys.argv = ['mlgoodput', '--help']; from mlgoodput.cli import main; rc = main();"
-            " assert 'argparse' not in sys.modules, 'argparse was imported'; print('RC', rc)")
+    code = (
+        "import sys; sys.argv = ['mlgoodput', '--help']; from mlgoodput.cli import main; rc = main();"
+        " assert 'argparse' not in sys.modules, 'argparse was imported'; print('RC', rc)"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "RC 0" in res.stdout and "commands:" in res.stdout, res.stderr

@@ -37,8 +37,21 @@ def test_report_json_and_table_carry_productivity(store: str) -> None:
     assert d["productivity"]["peak_source"] == "configured"
     res = run_cli("report", "--job", "p1-productivity-restart", "--store", store)
     assert res.returncode == 0, res.stderr
-    for text in ("ML productivity goodput", "5.49 %", "scheduling goodput", "73.45 %", "MFU", "16.36 %",
-                 "(configured)", "ETTR", "44.58 %", "MTBI", "66.0 s", "MTTR", "27.0 s"):
+    for text in (
+        "ML productivity goodput",
+        "5.49 %",
+        "scheduling goodput",
+        "73.45 %",
+        "MFU",
+        "16.36 %",
+        "(configured)",
+        "ETTR",
+        "44.58 %",
+        "MTBI",
+        "66.0 s",
+        "MTTR",
+        "27.0 s",
+    ):
         assert text in res.stdout, text
 
 

@@ -18,7 +18,9 @@ from timelines import all_timelines, load
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     e = dict(os.environ, **(env or {}))
     e["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2] / "src"), e.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "mlgoodput", *args], capture_output=True, text=True, env=e, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlgoodput", *args], capture_output=True, text=True, env=e, timeout=120
+    )
 
 
 @pytest.fixture
@@ -55,7 +57,9 @@ def test_report_table_and_window_and_at(store_with_jobs: tuple[str, float]) -> N
     assert res.returncode == 0, res.stderr
     assert "goodput" in res.stdout and "40.73 %" in res.stdout
     assert "infrastructure recovery" in res.stdout and "checkpoint restore" in res.stdout
-    res = run_cli("report", "--job", "s4-disruption-restart", "--store", path, "--json", "--window", "10", "--at", str(q))
+    res = run_cli(
+        "report", "--job", "s4-disruption-restart", "--store", path, "--json", "--window", "10", "--at", str(q)
+    )
     d = json.loads(res.stdout)
     assert d["total_s"] == pytest.approx(10.0) and d["productive_s"] == pytest.approx(10.0)
     res = run_cli("report", "--job", "s4-disruption-restart", "--store", path, "--json", "--at", str(q - 245.5 + 50))

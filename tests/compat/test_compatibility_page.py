@@ -27,8 +27,12 @@ gen = _generator()
 
 
 def test_page_is_current() -> None:
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "compatibility.py"), "--check"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compatibility.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr + "\n(regenerate with `python scripts/compatibility.py`)"
 
 
@@ -49,11 +53,13 @@ def test_the_seed_surface_is_covered() -> None:
     rows, _ = gen.compare_peer(peer)
     names = {r.name for r in rows}
     assert "ml_goodput_measurement.goodput_utils.GCPOptions.__init__" in {r.name for r in rows if r.status == "same"}
-    for want in ("ml_goodput_measurement.goodput.GoodputCalculator.get_job_goodput_details",
-                 "ml_goodput_measurement.goodput.GoodputCalculator.get_interval_metric_details",
-                 "ml_goodput_measurement.goodput.GoodputCalculator.get_job_goodput_with_exclusions",
-                 "ml_goodput_measurement.goodput.GoodputRecorder.record_checkpoint_progress",
-                 "ml_goodput_measurement.goodput.GoodputCalculator.sync_to_gcs"):
+    for want in (
+        "ml_goodput_measurement.goodput.GoodputCalculator.get_job_goodput_details",
+        "ml_goodput_measurement.goodput.GoodputCalculator.get_interval_metric_details",
+        "ml_goodput_measurement.goodput.GoodputCalculator.get_job_goodput_with_exclusions",
+        "ml_goodput_measurement.goodput.GoodputRecorder.record_checkpoint_progress",
+        "ml_goodput_measurement.goodput.GoodputCalculator.sync_to_gcs",
+    ):
         assert want in names
         assert next(r for r in rows if r.name == want).status in ("same", "superset")
     same = {r.name for r in rows if r.status == "same"}
@@ -72,8 +78,14 @@ def _f_no_c(a: int, b: int = 1) -> None: ...
 
 @pytest.mark.parametrize(
     ("ours", "status"),
-    [(_f_same, "same"), (_f_wider, "superset"), (_f_reordered, "different"), (_f_default, "different"),
-     (_f_required_extra, "different"), (_f_no_c, "different")],
+    [
+        (_f_same, "same"),
+        (_f_wider, "superset"),
+        (_f_reordered, "different"),
+        (_f_default, "different"),
+        (_f_required_extra, "different"),
+        (_f_no_c, "different"),
+    ],
 )
 def test_signature_comparison(ours: object, status: str) -> None:
     got, notes = gen.compare_signatures(_f_seed, ours)

@@ -43,18 +43,21 @@ def test_the_switching_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_the_extra_calls_are_ours_and_not_the_seeds() -> None:
     from ml_goodput_measurement import goodput as seed
 
-    bullet = next(b for b in _section("Switching from ml-goodput-measurement").split("\n- ")
-                  if b.startswith("Extra calls the seed lacks"))
+    bullet = next(
+        b
+        for b in _section("Switching from ml-goodput-measurement").split("\n- ")
+        if b.startswith("Extra calls the seed lacks")
+    )
     names = re.findall(r"`(\w+)(?:\(\)|_\*)?`", bullet)
     assert len(names) >= 6, names
     for name in names:
         if name == "GoodputReport":
             assert hasattr(goodput, name) and not hasattr(seed, name)
             continue
-        ours = [c for c in (goodput.GoodputRecorder, goodput.GoodputCalculator)
-                if any(m.startswith(name) for m in dir(c))]
-        theirs = [c for c in (seed.GoodputRecorder, seed.GoodputCalculator)
-                  if any(m.startswith(name) for m in dir(c))]
+        ours = [
+            c for c in (goodput.GoodputRecorder, goodput.GoodputCalculator) if any(m.startswith(name) for m in dir(c))
+        ]
+        theirs = [c for c in (seed.GoodputRecorder, seed.GoodputCalculator) if any(m.startswith(name) for m in dir(c))]
         assert ours and not theirs, name
 
 
@@ -68,9 +71,11 @@ def test_the_monitor_takes_the_seeds_arguments_in_order() -> None:
 
 def test_import_is_lazy_and_attributes_load() -> None:
     """`import mlgoodput` loads no submodule; `mlgoodput.goodput` loads on first use."""
-    code = ("import sys, mlgoodput; before = sorted(m for m in sys.modules if m.startswith('mlgoodput.'));"
-            "g = mlgoodput.goodput; u = mlgoodput.goodput_utils; w = mlgoodput.MlGoodputWarning;"
-            "print(before, g.__name__, u.__name__, w.__name__)")
+    code = (
+        "import sys, mlgoodput; before = sorted(m for m in sys.modules if m.startswith('mlgoodput.'));"
+        "g = mlgoodput.goodput; u = mlgoodput.goodput_utils; w = mlgoodput.MlGoodputWarning;"
+        "print(before, g.__name__, u.__name__, w.__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["[]", "mlgoodput.goodput", "mlgoodput.goodput_utils", "MlGoodputWarning"]
     with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
@@ -90,8 +95,9 @@ def test_never_throws_claim(tmp_path: Path) -> None:
         r.record_step_end_time(3)
     assert {w.category for w in caught} == {mlgoodput.MlGoodputWarning}
     assert r.misuse_counts == {"end_without_start": 2, "step_back": 1}
-    strict = goodput.GoodputRecorder("claim", "goodput_claim", True, store=f"memory://claim-{tmp_path.name}",
-                                     strict=True)
+    strict = goodput.GoodputRecorder(
+        "claim", "goodput_claim", True, store=f"memory://claim-{tmp_path.name}", strict=True
+    )
     with pytest.raises(mlgoodput.MlGoodputMisuseError):
         strict.record_tpu_init_end_time()
     r.close()

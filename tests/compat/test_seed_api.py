@@ -22,8 +22,11 @@ B = goodput.BadputType
 T0 = 1_700_000_000.0
 
 
-def _calc(events: list[Event], q: float, cls: type[goodput.GoodputCalculator] = goodput.GoodputCalculator,
-          ) -> goodput.GoodputCalculator:
+def _calc(
+    events: list[Event],
+    q: float,
+    cls: type[goodput.GoodputCalculator] = goodput.GoodputCalculator,
+) -> goodput.GoodputCalculator:
     store = MemoryStore()
     store.append("ns", "j", EventBatch(1, 0, events))
     return cls("j", "ns", store=store, clock=lambda: q)
@@ -55,12 +58,14 @@ def test_compute_ideal_step_time_is_the_seeds(times: list[float]) -> None:
 @given(times_st, st.floats(0, 100))
 def test_compute_percentile_is_the_seeds(values: list[float], pct: float) -> None:
     assert goodput_utils.compute_percentile(values, pct) == pytest.approx(
-        seed_utils.compute_percentile(values, pct), rel=1e-9, abs=1e-9)
+        seed_utils.compute_percentile(values, pct), rel=1e-9, abs=1e-9
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=0, max_size=1300),
-       st.sampled_from(["CUMULATIVE", "INTERVAL"]))
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=0, max_size=1300), st.sampled_from(["CUMULATIVE", "INTERVAL"])
+)
 def test_step_deviation_from_baseline_is_the_seeds(devs: list[float], mode: str) -> None:
     d = dict(enumerate(devs))
     ours = goodput_utils.compute_step_deviation_from_baseline(d, goodput_utils.MonitoringWindowType[mode])
@@ -72,9 +77,11 @@ def test_step_deviation_from_baseline_is_the_seeds(devs: list[float], mode: str)
 @given(st.lists(st.floats(0.1, 100.0, allow_nan=False), min_size=2, max_size=60))
 def test_anomalous_steps_are_the_seeds(times: list[float]) -> None:
     assert goodput_utils.get_anomalous_and_normal_step_times(times) == tuple(
-        list(x) for x in seed_utils.get_anomalous_and_normal_step_times(times))
+        list(x) for x in seed_utils.get_anomalous_and_normal_step_times(times)
+    )
     assert goodput_utils.get_extra_time_from_anomalous_steps(times) == pytest.approx(
-        float(seed_utils.get_extra_time_from_anomalous_steps(times)), rel=1e-9, abs=1e-6)
+        float(seed_utils.get_extra_time_from_anomalous_steps(times)), rel=1e-9, abs=1e-6
+    )
 
 
 def test_timestamp_from_log_entry_and_enums() -> None:
@@ -83,7 +90,8 @@ def test_timestamp_from_log_entry_and_enums() -> None:
     assert goodput_utils.get_timestamp_from_log_entry({"job_name": "j"}) is None
     for enum_name in ("MetricType", "IntervalMetricType", "GoodputType", "MonitoringWindowType"):
         assert {m.name: m.value for m in getattr(goodput_utils, enum_name)} == {
-            m.name: m.value for m in getattr(seed_utils, enum_name)}
+            m.name: m.value for m in getattr(seed_utils, enum_name)
+        }
     assert goodput_utils.MACHINE_TYPE_TO_ACCELERATOR_TYPE_MAPPING == seed_utils.MACHINE_TYPE_TO_ACCELERATOR_TYPE_MAPPING
     assert goodput_utils.BadputType is goodput.BadputType is monitoring.BadputType
 
@@ -93,8 +101,9 @@ def test_metadata_helpers_off_cloud(monkeypatch: pytest.MonkeyPatch) -> None:
     assert goodput_utils.get_gcp_metadata("project", "project-id", timeout=1, retries=0) is None
     assert goodput_utils.get_accelerator_type() == "UNKNOWN"
     assert goodput_utils.get_node_zone() is None
-    monkeypatch.setattr(goodput_utils, "get_gcp_metadata",
-                        lambda c, a, timeout=5, retries=3: "projects/1/machineTypes/ct5lp-hightpu-4t")
+    monkeypatch.setattr(
+        goodput_utils, "get_gcp_metadata", lambda c, a, timeout=5, retries=3: "projects/1/machineTypes/ct5lp-hightpu-4t"
+    )
     assert goodput_utils.get_accelerator_type() == "TPU-v5e"
 
 
@@ -131,14 +140,15 @@ def test_details_match_the_report() -> None:
     assert d["goodput_time"] == {goodput.GoodputType.TOTAL: pytest.approx(r.productive_s)}
     assert d["total_elapsed_time"] == pytest.approx(r.total_s)
     assert d["badput_time"][B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME] == pytest.approx(
-        r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME))
+        r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME)
+    )
     assert d["disruption_count"] == r.disruptions and d["total_excluded_time"] == 0.0
     assert d["ideal_step_time"] > 0 and d["step_time_deviation"]
     interval = calc.get_interval_metric_details(
-        dt.datetime.fromtimestamp(q - 30, dt.UTC), dt.datetime.fromtimestamp(q, dt.UTC))
+        dt.datetime.fromtimestamp(q - 30, dt.UTC), dt.datetime.fromtimestamp(q, dt.UTC)
+    )
     assert interval["interval_size"] == 30
-    assert interval["interval_goodput"][goodput.GoodputType.TOTAL] == pytest.approx(
-        calc.report(q - 30, q).goodput_pct)
+    assert interval["interval_goodput"][goodput.GoodputType.TOTAL] == pytest.approx(calc.report(q - 30, q).goodput_pct)
     bad = calc.get_interval_metric_details(q, q - 30)  # end before start: empty, logged, no raise
     assert bad["interval_goodput"] == {} and bad["interval_badput"] == {}
 
@@ -156,27 +166,31 @@ def test_exclusions_cut_windows_out_of_the_partition(stem: str) -> None:
     calc, _q = _scenario(stem)
     whole = calc.report()
     a, b = whole.start + 20.0, whole.start + 50.0
-    windows = [(dt.datetime.fromtimestamp(a, dt.UTC), dt.datetime.fromtimestamp(b, dt.UTC)),
-               (dt.datetime.fromtimestamp(b - 5, dt.UTC), dt.datetime.fromtimestamp(b + 5, dt.UTC)),
-               (dt.datetime.fromtimestamp(b + 9, dt.UTC), dt.datetime.fromtimestamp(b + 8, dt.UTC))]  # skipped
+    windows = [
+        (dt.datetime.fromtimestamp(a, dt.UTC), dt.datetime.fromtimestamp(b, dt.UTC)),
+        (dt.datetime.fromtimestamp(b - 5, dt.UTC), dt.datetime.fromtimestamp(b + 5, dt.UTC)),
+        (dt.datetime.fromtimestamp(b + 9, dt.UTC), dt.datetime.fromtimestamp(b + 8, dt.UTC)),
+    ]  # skipped
     pct, breakdown, step, excluded = calc.get_job_goodput_with_exclusions(windows, include_badput_breakdown=True)
     assert excluded == pytest.approx(35.0)
     left, right = calc.report(whole.start, a), calc.report(b + 5, whole.end)
     productive = left.productive_s + right.productive_s
     assert pct == pytest.approx(100 * productive / (whole.total_s - 35.0))
-    partition = sum(v if not isinstance(v, dict) else sum(v.values())
-                    for k, v in breakdown.items() if k is not B.DATA_LOADING_ASYNC)
+    partition = sum(
+        v if not isinstance(v, dict) else sum(v.values()) for k, v in breakdown.items() if k is not B.DATA_LOADING_ASYNC
+    )
     assert pct + partition == pytest.approx(100.0)
     assert step == whole.max_productive_step
-    assert calc.get_job_goodput_with_exclusions([]) [0] == pytest.approx(whole.goodput_pct)
+    assert calc.get_job_goodput_with_exclusions([])[0] == pytest.approx(whole.goodput_pct)
 
 
 def test_calculator_accepts_the_seeds_arguments(tmp_path: object) -> None:
     c = goodput.GoodputCalculator("j", "ns", None, True, dt.timedelta(days=3), "gs://b/p", "/tmp", store=MemoryStore())
     assert c.using_pathways and c.max_logs_retention_period == dt.timedelta(days=3) and c.gcs_path == "gs://b/p"
     assert c.sync_to_gcs() is None
-    assert goodput.GoodputCalculator("j", "ns", max_logs_retention_period=3600,
-                                     store=MemoryStore()).max_logs_retention_period == dt.timedelta(hours=1)
+    assert goodput.GoodputCalculator(
+        "j", "ns", max_logs_retention_period=3600, store=MemoryStore()
+    ).max_logs_retention_period == dt.timedelta(hours=1)
     with pytest.raises(TypeError, match="max_logs_retention_period"):
         goodput.GoodputCalculator("j", "ns", max_logs_retention_period="7d", store=MemoryStore())
     with pytest.raises(ValueError, match="cloud_logger or store"):
@@ -208,8 +222,9 @@ def test_recorder_takes_cloud_logger_fourth(monkeypatch: pytest.MonkeyPatch) -> 
 
 # -- the monitor's seed arguments ---------------------------------------------------------------
 def test_monitor_takes_the_seeds_arguments(tmp_path: object) -> None:
-    m = monitoring.GoodputMonitor("j", "ns", None, 5, False, False, False, False, None, 10,
-                                  None, False, 3, 60, "/tmp/c", 86400)
+    m = monitoring.GoodputMonitor(
+        "j", "ns", None, 5, False, False, False, False, None, 10, None, False, 3, 60, "/tmp/c", 86400
+    )
     assert m.final_flush_timeout_seconds == 3.0 and m.stop_timeout_s == 3.0
     assert m.gcs_sync_interval_seconds == 60 and m.cache_dir == "/tmp/c"
     assert m.max_logs_retention_period == dt.timedelta(days=1)
@@ -222,11 +237,21 @@ def test_monitor_takes_the_seeds_arguments(tmp_path: object) -> None:
 
 def test_elastic_monitor_reads_positional_arguments_in_the_seeds_order() -> None:
     m = monitoring_elastic.ElasticGoodputMonitor(
-        "j", "ns", None, 7, False, True, True, True, 2.5, 11, None, True, 4, 120, "/tmp/e", None)
-    assert (m.upload_interval, m.monitoring_enabled, m.include_badput_breakdown, m.include_step_deviation,
-            m.include_slice_efficiency, m.configured_ideal_step_time, m.step_deviation_interval_seconds,
-            m.skip_final_flush, m.final_flush_timeout_seconds, m.gcs_sync_interval_seconds, m.cache_dir) == (
-        7.0, False, True, True, True, 2.5, 11.0, True, 4.0, 120.0, "/tmp/e")
+        "j", "ns", None, 7, False, True, True, True, 2.5, 11, None, True, 4, 120, "/tmp/e", None
+    )
+    assert (
+        m.upload_interval,
+        m.monitoring_enabled,
+        m.include_badput_breakdown,
+        m.include_step_deviation,
+        m.include_slice_efficiency,
+        m.configured_ideal_step_time,
+        m.step_deviation_interval_seconds,
+        m.skip_final_flush,
+        m.final_flush_timeout_seconds,
+        m.gcs_sync_interval_seconds,
+        m.cache_dir,
+    ) == (7.0, False, True, True, True, 2.5, 11.0, True, 4.0, 120.0, "/tmp/e")
     assert m.pathway_enabled  # as the seed's elastic monitor
     assert not math.isnan(m.stop_timeout_s)
 

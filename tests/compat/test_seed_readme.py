@@ -28,28 +28,34 @@ import pytest
 import mlgoodput
 
 # The workspace's seed documents sit in a `shared/seeds` folder above the checkout, if any.
-SHARED_SEEDS = next((d / "shared" / "seeds" for d in Path(__file__).resolve().parents
-                     if (d / "shared" / "seeds").is_dir()), Path("/nonexistent"))
+SHARED_SEEDS = next(
+    (d / "shared" / "seeds" for d in Path(__file__).resolve().parents if (d / "shared" / "seeds").is_dir()),
+    Path("/nonexistent"),
+)
 
 #: Blocks that fail with the seed itself, by a line they contain -> (exception, text in it, why).
 FAILS_WITH_THE_SEED = {
     "total_goodput, _, _ = goodput_calculator.get_job_goodput()\n": (
-        ValueError, "no recorded time",
+        ValueError,
+        "no recorded time",
         "the block asks for the goodput before the README's program has recorded anything: the seed"
         " raises ValueError('Total job time is zero ...') there too",
     ),
     "goodput, badput_breakdown, last_step = goodput_calculator.get_job_goodput(": (
-        ValueError, "no recorded time",
+        ValueError,
+        "no recorded time",
         "asked before anything was recorded, as above (the seed raises ValueError too); afterwards the"
         " block would rebind `goodput` (the module) to a float and read goodput.BadputType",
     ),
     "total_goodput = goodput_calculator.get_job_goodput()\n": (
-        ValueError, "no recorded time",
+        ValueError,
+        "no recorded time",
         "asked before anything was recorded (the seed raises ValueError too); an older README besides:"
         " get_job_goodput returns a tuple since 0.0.x, so formatting it would fail",
     ),
     "goodput_monitor = goodput.GoodputMonitor(": (
-        AttributeError, "GoodputMonitor",
+        AttributeError,
+        "GoodputMonitor",
         "an older README: GoodputMonitor lives in `monitoring` (0.2.3 has no goodput.GoodputMonitor)",
     ),
 }
@@ -86,8 +92,13 @@ def _namespace(tmp_path: Path) -> dict[str, Any]:
     import numpy as np
 
     config = types.SimpleNamespace(
-        run_name="seed-readme-run", steps=6, eval_interval=2, sdc_check_interval=3,
-        tensorboard_dir=str(tmp_path / "tb"), goodput_upload_interval_seconds=1, monitor_goodput=True,
+        run_name="seed-readme-run",
+        steps=6,
+        eval_interval=2,
+        sdc_check_interval=3,
+        tensorboard_dir=str(tmp_path / "tb"),
+        goodput_upload_interval_seconds=1,
+        monitor_goodput=True,
     )
 
     def convert_pst_to_utc(text: str) -> datetime.datetime:
@@ -98,13 +109,29 @@ def _namespace(tmp_path: Path) -> dict[str, Any]:
     pathwaysutils.is_pathways_backend_used = lambda: False  # type: ignore[attr-defined]
     sys.modules.setdefault("pathwaysutils", pathwaysutils)
     return {
-        "__name__": "seed_readme", "config": config, "jax": jax, "np": np, "datetime": datetime,
-        "enum": enum, "Sequence": Sequence, "start_step": 0, "logger_name": f"goodput_{config.run_name}",
-        "job_name": config.run_name, "logging_enabled": True, "is_lead_host": True,
-        "tensorboard_dir": config.tensorboard_dir, "convert_pst_to_utc": convert_pst_to_utc,
-        "load_next_batch": lambda it, batch, cfg: batch, "data_iterator": iter(()), "example_batch": None,
-        "load_batch": lambda data: data, "train_data": [], "run_train_step": lambda step, state: state,
-        "run_step_evaluation": lambda model, data: None, "model": None, "val_data": None,
+        "__name__": "seed_readme",
+        "config": config,
+        "jax": jax,
+        "np": np,
+        "datetime": datetime,
+        "enum": enum,
+        "Sequence": Sequence,
+        "start_step": 0,
+        "logger_name": f"goodput_{config.run_name}",
+        "job_name": config.run_name,
+        "logging_enabled": True,
+        "is_lead_host": True,
+        "tensorboard_dir": config.tensorboard_dir,
+        "convert_pst_to_utc": convert_pst_to_utc,
+        "load_next_batch": lambda it, batch, cfg: batch,
+        "data_iterator": iter(()),
+        "example_batch": None,
+        "load_batch": lambda data: data,
+        "train_data": [],
+        "run_train_step": lambda step, state: state,
+        "run_step_evaluation": lambda model, data: None,
+        "model": None,
+        "val_data": None,
         "run_sdc_check": lambda state: None,
         "goodput_utils": mlgoodput.goodput_utils,  # the README uses it without importing it
     }

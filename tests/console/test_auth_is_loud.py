@@ -25,8 +25,9 @@ def test_refused_client_exits_non_zero_and_says_why(sockdir: str, token: str, re
     srv = ConsoleServer("127.0.0.1:0", job="loud", store=f"{sockdir}/store.db", token="s3cret", display=False)
     address = srv.start()
     try:
-        res = subprocess.run([sys.executable, "-c", CHILD, address, token], capture_output=True, text=True,
-                             env=child_env(), timeout=60)
+        res = subprocess.run(
+            [sys.executable, "-c", CHILD, address, token], capture_output=True, text=True, env=child_env(), timeout=60
+        )
     finally:
         srv.stop()
     assert res.returncode != 0
@@ -39,8 +40,13 @@ def test_right_token_still_delivers(sockdir: str) -> None:
     srv = ConsoleServer("127.0.0.1:0", job="ok", store=f"{sockdir}/store.db", token="s3cret", display=False)
     address = srv.start()
     try:
-        res = subprocess.run([sys.executable, "-c", CHILD, address, "s3cret"], capture_output=True, text=True,
-                             env=child_env(), timeout=60)
+        res = subprocess.run(
+            [sys.executable, "-c", CHILD, address, "s3cret"],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=60,
+        )
     finally:
         srv.stop()
     assert res.returncode == 0, res.stderr

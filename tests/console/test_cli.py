@@ -27,8 +27,9 @@ def _busy(seconds: float) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mlgoodput.console", *args], capture_output=True, text=True,
-                          env=child_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlgoodput.console", *args], capture_output=True, text=True, env=child_env(), timeout=120
+    )
 
 
 @pytest.mark.slow

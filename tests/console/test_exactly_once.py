@@ -36,8 +36,13 @@ def test_many_clients_and_a_store_restart_store_each_record_exactly_once(sockdir
     with C.session(address, job="count", store=store, display=False, store_process=True) as srv:
         assert isinstance(srv.sink, StoreProcess)
         procs = [
-            subprocess.Popen([sys.executable, "-c", CLIENT, address, str(k), str(n)], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, env=child_env(), text=True)
+            subprocess.Popen(
+                [sys.executable, "-c", CLIENT, address, str(k), str(n)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+                text=True,
+            )
             for k in range(clients)
         ]
         wait_for(lambda: srv.sink.stored_events > 2000, timeout_s=60, what="records stored")

@@ -39,12 +39,16 @@ C.disconnect(timeout_s=10)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)")
+@pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)"
+)
 def test_interrupted_bar_usage_and_no_internal_lines_on_screen(sockdir: str) -> None:
     with console_in_tmux(sockdir, name="mlgd", job="live", width=150, module="mlgoodput console") as t:
         client = t.start_client(CLIENT)
-        text = wait_for(lambda: (s := t.screen()) and "interrupted" in s and "cpu" in s and s,
-                        what="the interrupted bar and a usage row")
+        text = wait_for(
+            lambda: (s := t.screen()) and "interrupted" in s and "cpu" in s and s,
+            what="the interrupted bar and a usage row",
+        )
         bar_line = next(line for line in text.splitlines() if "epoch 7" in line and "42/100" in line)
         assert "interrupted" in bar_line and "done" not in bar_line
         assert "interrupted at 42/100" in text
@@ -58,8 +62,9 @@ def test_interrupted_bar_usage_and_no_internal_lines_on_screen(sockdir: str) -> 
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mlgoodput", *args], capture_output=True, text=True,
-                          env=child_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlgoodput", *args], capture_output=True, text=True, env=child_env(), timeout=120
+    )
 
 
 def _one_run(sockdir: str, store: str, message: str) -> None:

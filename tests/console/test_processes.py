@@ -119,7 +119,9 @@ def test_uncaught_exceptions_are_forwarded(sockdir: str) -> None:
         p.start()
         p.join(60)
         assert p.exitcode == 1
-        r = subprocess.run([sys.executable, "-c", SCRIPT, srv.address], env=child_env(), capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-c", SCRIPT, srv.address], env=child_env(), capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 1 and "top-level failure" in r.stderr  # still printed locally too
     rows = [x for x in stored_logs(store, "exc") if x["level"] == "CRITICAL"]
     texts = [x["message"] + "\n" + x.get("exc", "") for x in rows]
@@ -145,11 +147,18 @@ def _fork_child_logs(srv: C.ConsoleServer) -> None:
 def test_forked_children_do_not_draw_or_store_for_the_server(sockdir: str) -> None:
     store, screen_path = f"{sockdir}/store.db", f"{sockdir}/screen.txt"
     # a real file: a forked child writing to it would show
-    with open(screen_path, "w") as screen, C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen,
-                                                      store_process=True) as srv:
+    with (
+        open(screen_path, "w") as screen,
+        C.session(f"unix:{sockdir}/s.sock", job="fk", store=store, display=screen, store_process=True) as srv,
+    ):
         logging.info("before the fork")
-        assert wait_for(lambda: "before the fork" in Path(screen_path).read_text()
-                        and any(r["message"] == "before the fork" for r in stored_logs(store, "fk")), 30)
+        assert wait_for(
+            lambda: (
+                "before the fork" in Path(screen_path).read_text()
+                and any(r["message"] == "before the fork" for r in stored_logs(store, "fk"))
+            ),
+            30,
+        )
         p = mp.get_context("fork").Process(target=_fork_child_logs, args=(srv,))
         p.start()
         p.join(30)

@@ -29,8 +29,11 @@ def test_a_bar_sends_about_ten_updates_a_second_and_the_final_count(sockdir: str
         elapsed = time.monotonic() - t0
         bar2 = Progress.new(total=5, msg="slow bar")
         bar2.update(3)  # held back (too soon after the first update), then sent by the sender thread
-        held = wait_for(lambda: next((b for b in srv.bars.values() if b.desc == "slow bar" and b.completed == 3), None),
-                        10, what="the held-back update")
+        held = wait_for(
+            lambda: next((b for b in srv.bars.values() if b.desc == "slow bar" and b.completed == 3), None),
+            10,
+            what="the held-back update",
+        )
         assert not held.done
         bar2.close()
     st = open_store(store)

@@ -19,7 +19,9 @@ def test_frames_round_trip_and_are_schema_checked() -> None:
     with pytest.raises(P.FrameError):
         P.decode_client(b"\xc1garbage")
     # the right shape with a value out of range (a NaN time) is refused, not stored
-    bad = P.frame(P.Batch(0, [P.LogRec(1.0, 20, "x", "m", "f", 1)])).replace(b"\xcb?\xf0\x00\x00\x00\x00\x00\x00", b"\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00")
+    bad = P.frame(P.Batch(0, [P.LogRec(1.0, 20, "x", "m", "f", 1)])).replace(
+        b"\xcb?\xf0\x00\x00\x00\x00\x00\x00", b"\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00"
+    )
     with pytest.raises(P.FrameError):
         P.decode_client(bad[4:])
     # a server message is not a client message

@@ -32,8 +32,21 @@ print("delivered", ok, "connects", c.connects, "dropped", c.dropped, flush=True)
 def _serve(address: str, store: str, out: str) -> subprocess.Popen[bytes]:
     with open(out, "ab") as f:
         return subprocess.Popen(
-            [sys.executable, "-m", "mlgoodput.console", "serve", "--address", address, "--job", "restart", "--store", store],
-            stdout=f, stderr=subprocess.STDOUT, env=child_env(),
+            [
+                sys.executable,
+                "-m",
+                "mlgoodput.console",
+                "serve",
+                "--address",
+                address,
+                "--job",
+                "restart",
+                "--store",
+                store,
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
         )
 
 
@@ -44,8 +57,13 @@ def test_server_killed_and_restarted_loses_nothing(sockdir: str) -> None:
     srv = _serve(address, store, out)
     try:
         wait_for(lambda: os.path.exists(address[5:]), what="the server socket")
-        client = subprocess.Popen([sys.executable, "-c", CLIENT, address, str(n)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, env=child_env(), text=True)
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, address, str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+            text=True,
+        )
         wait_for(lambda: len(stored_logs(store, "restart")) > 300, what="records stored before the crash")
         srv.send_signal(signal.SIGKILL)  # a crash: whatever it had not stored is not acknowledged
         srv.wait(10)

@@ -112,10 +112,16 @@ def test_tcp_needs_the_token(sockdir: str) -> None:
 
 # -- hostile input --------------------------------------------------------------------------
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=True),
-    st.text(max_size=12), st.binary(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.binary(max_size=12),
 )
-_values = st.one_of(_scalars, st.lists(_scalars, max_size=4), st.dictionaries(st.text(max_size=4), _scalars, max_size=3))
+_values = st.one_of(
+    _scalars, st.lists(_scalars, max_size=4), st.dictionaries(st.text(max_size=4), _scalars, max_size=3)
+)
 _tags = st.sampled_from(["hello", "batch", "ping", "bye", "ack", "challenge", 0, 1, 2, 3, 99, ""])
 
 
@@ -140,15 +146,24 @@ def hostile_frame(draw: st.DrawFn) -> bytes:
         return struct.pack(">I", len(body)) + body
     # a well-formed batch with hostile text: escape sequences, huge levels and lines
     text = draw(st.text(max_size=40)) + "\x1b]0;pwned\x07\x1b[2J"
-    rec = P.LogRec(draw(st.floats(0, 1e10)), draw(st.integers(0, 2**31 - 1)), text, text, text, draw(st.integers(0, 2**31 - 1)), text)
+    rec = P.LogRec(
+        draw(st.floats(0, 1e10)),
+        draw(st.integers(0, 2**31 - 1)),
+        text,
+        text,
+        text,
+        draw(st.integers(0, 2**31 - 1)),
+        text,
+    )
     return P.frame(P.Batch(draw(st.integers(0, 2**40)), [rec]))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("store_process", [False, True], ids=["in-process-store", "store-helper"])
 def test_fuzzed_frames_never_stop_the_server(sockdir: str, store_process: bool) -> None:
-    server = ConsoleServer(f"unix:{sockdir}/f.sock", job="t", store=f"{sockdir}/store.db", display=False,
-                           store_process=store_process)
+    server = ConsoleServer(
+        f"unix:{sockdir}/f.sock", job="t", store=f"{sockdir}/store.db", display=False, store_process=store_process
+    )
     server.start()
     try:
         _fuzz(server)
@@ -157,7 +172,7 @@ def test_fuzzed_frames_never_stop_the_server(sockdir: str, store_process: bool) 
 
 
 def _fuzz(server: ConsoleServer) -> None:
-    path = server.address[len("unix:"):]
+    path = server.address[len("unix:") :]
     sent = {"frames": 0, "client": 2**40}
 
     def connection(handshake: bool) -> socket.socket:
@@ -186,7 +201,9 @@ def _fuzz(server: ConsoleServer) -> None:
 
     attack()
     assert sent["frames"] >= 10_000
-    wait_for(lambda: server.bad_frames + server.refused + server.received >= 9_000, what="the server to read the frames")
+    wait_for(
+        lambda: server.bad_frames + server.refused + server.received >= 9_000, what="the server to read the frames"
+    )
     # still answering: a real client connects and its record is stored
     c = ConsoleClient(server.address)
     c.start()
@@ -220,8 +237,9 @@ def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(sockdir: str
 
 
 def test_a_silent_client_is_reported_lost(sockdir: str) -> None:
-    srv = ConsoleServer(f"unix:{sockdir}/hb.sock", job="hb", store=f"{sockdir}/store.db", display=False,
-                        heartbeat_timeout_s=0.5)
+    srv = ConsoleServer(
+        f"unix:{sockdir}/hb.sock", job="hb", store=f"{sockdir}/store.db", display=False, heartbeat_timeout_s=0.5
+    )
     srv.start()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:

@@ -10,7 +10,9 @@ from waiting import wait_for
 
 from .tmux_console import console_in_tmux
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (scripts/install-system-deps.sh installs it)"
+)
 
 CLIENT = r"""
 import logging, os, sys, time
@@ -32,8 +34,10 @@ C.disconnect(timeout_s=10)
 def test_live_console_in_tmux(sockdir: str) -> None:
     with console_in_tmux(sockdir, name="mlgc", job="tm", width=160, module="mlgoodput.console") as t:
         client = t.start_client(CLIENT)
-        text = wait_for(lambda: (s := t.screen()) and "20/50" in s and "hello from the client" in s and s,
-                        what="log lines and the bar (its held-back update included) on screen")
+        text = wait_for(
+            lambda: (s := t.screen()) and "20/50" in s and "hello from the client" in s and s,
+            what="log lines and the bar (its held-back update included) on screen",
+        )
         assert "[#0]" in text and "loss=0.125" in text and "WARNING" in text
         bar_line = next(line for line in text.splitlines() if "epoch one" in line)
         assert "20/50" in bar_line and "━" in bar_line

@@ -48,8 +48,10 @@ def console_in_tmux(sockdir: str, *, name: str, job: str, width: int, module: st
     t = TmuxConsole(sock=f"{name}-{os.getpid()}", address=f"unix:{sockdir}/t.sock", flag=f"{sockdir}/go")
     t.tmux("new-session", "-d", "-s", "console", "-x", str(width), "-y", "40")
     try:
-        cmd = (f"PYTHONPATH={os.path.abspath(SRC)} {sys.executable} -m {module} serve"
-               f" --address {t.address} --job {job} --store {sockdir}/store.db")
+        cmd = (
+            f"PYTHONPATH={os.path.abspath(SRC)} {sys.executable} -m {module} serve"
+            f" --address {t.address} --job {job} --store {sockdir}/store.db"
+        )
         t.tmux("send-keys", "-t", "console", cmd, "Enter")
         wait_for(lambda: os.path.exists(t.address[5:]), what="the server socket")
         yield t

@@ -18,8 +18,9 @@ from mlgoodput.store import open_store
 
 def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = io.StringIO()
-    cfg = DemoConfig(output_dir=tmp_path / "demo-output", steps=40, kill_at_step=25, time_scale=0.05,
-                     workload=DEFAULT_WORKLOAD)  # the simulated workload (the JAX one: tests/jax)
+    cfg = DemoConfig(
+        output_dir=tmp_path / "demo-output", steps=40, kill_at_step=25, time_scale=0.05, workload=DEFAULT_WORKLOAD
+    )  # the simulated workload (the JAX one: tests/jax)
     assert run_demo(cfg, out) == 0
     report = capsys.readouterr().out  # `mlgoodput report` prints to stdout
     assert re.search(r"disruptions\s+1\b", report), report

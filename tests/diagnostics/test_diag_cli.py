@@ -12,8 +12,7 @@ from mlgoodput.diagnostics import machinelearning_run, metric_types, metrics, xp
 
 
 def _make_run(store: str) -> str:
-    run = machinelearning_run(name="cli", run_group="sweep-1", configs={"epochs": 100, "opt": {"lr": 0.1}},
-                              store=store)
+    run = machinelearning_run(name="cli", run_group="sweep-1", configs={"epochs": 100, "opt": {"lr": 0.1}}, store=store)
     for step in (1, 2):
         metrics.record(metric_types.MetricType.LOSS, 1.0 / step, step=step)
         metrics.record(metric_types.MetricType.LEARNING_RATE, 0.1, step=step)

@@ -164,11 +164,14 @@ def test_record_without_a_run_keeps_values_for_the_next_run() -> None:
 
 def test_record_metrics_labels_and_text_values() -> None:
     run = machinelearning_run(name="batch")
-    metrics.record_metrics([
-        {"metric_name": MetricType.TFLOPS, "value": 123.5},
-        {"metric_name": "custom", "value": 5.0, "step": 9, "labels": {"k": "v"}},
-        {"metric_name": "note", "value": {"text": "hello"}},
-    ], step=4)
+    metrics.record_metrics(
+        [
+            {"metric_name": MetricType.TFLOPS, "value": 123.5},
+            {"metric_name": "custom", "value": 5.0, "step": 9, "labels": {"k": "v"}},
+            {"metric_name": "note", "value": {"text": "hello"}},
+        ],
+        step=4,
+    )
     run.end()
     got = load_run(run.name)
     assert got.metrics["tflops"][0][:2] == (4, 123.5)

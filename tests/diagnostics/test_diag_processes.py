@@ -22,7 +22,9 @@ def test_processes_with_one_session_id_form_one_session(tmp_path: Path) -> None:
         subprocess.Popen(
             [*CHILD, "session", "mh", "shared-session"],
             env=child_env(tmp_path, MLGOODPUT_WORKLOAD_ID="launch-1", MLGOODPUT_PROCESS_INDEX=str(i)),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(2)
     ]
@@ -45,7 +47,9 @@ def _start_server(tmp_path: Path, stop: Path) -> tuple[subprocess.Popen[str], st
     p = subprocess.Popen(
         [*CHILD, "serve", "od", str(stop)],
         env=child_env(tmp_path, MLGOODPUT_WORKLOAD_ID="od-launch"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert p.stdout is not None
     line = p.stdout.readline().split()

@@ -38,14 +38,25 @@ def test_configs_from_dict_yaml_json_and_update(tmp_path: Path) -> None:
     y.write_text("model:\n  layers: 12\n  dims: [128, 256]\noptimizer: adam\n")
     j = tmp_path / "c.json"
     j.write_text(json.dumps({"optimizer": "sgd", "lr": 0.1}))
-    run = machinelearning_run(name="cfg", configs=[{"epochs": 100}, y, str(j)], run_group="sweep-1",
-                              project="p", region="r", environment="dev")
+    run = machinelearning_run(
+        name="cfg",
+        configs=[{"epochs": 100}, y, str(j)],
+        run_group="sweep-1",
+        project="p",
+        region="r",
+        environment="dev",
+    )
     run.update_configs({"batch_size": 32})
     run.end()
     got = load_run(run.name)
     assert got.run_group == "sweep-1"
-    assert got.configs == {"epochs": 100, "model": {"layers": 12, "dims": [128, 256]},
-                           "optimizer": "sgd", "lr": 0.1, "batch_size": 32}
+    assert got.configs == {
+        "epochs": 100,
+        "model": {"layers": 12, "dims": [128, 256]},
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "batch_size": 32,
+    }
     assert got.info["project"] == "p" and got.info["environment"] == "dev"
 
 
@@ -137,8 +148,13 @@ def test_a_failed_start_leaves_nothing_running(tmp_path: Path) -> None:
     out = tmp_path / "exp.jsonl"
     try:
         with pytest.raises(ValueError, match="cannot listen"):
-            machinelearning_run(name="clash", on_demand_xprof=True, on_demand_address=f"127.0.0.1:{port}",
-                                exporters=[FileExporter(out)], log_system_metrics=True)
+            machinelearning_run(
+                name="clash",
+                on_demand_xprof=True,
+                on_demand_address=f"127.0.0.1:{port}",
+                exporters=[FileExporter(out)],
+                log_system_metrics=True,
+            )
     finally:
         taken.close()
     assert current_run() is None
@@ -150,9 +166,22 @@ def test_sdk_enums_by_member_or_name_and_metadata_only_arguments() -> None:
     from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
 
     run = machinelearning_run(
-        "enums", "grp", None, None, "http://control-plane.invalid", "cluster-1", "proj", "europe-west4",
-        5.0, False, False, "staging", "pytorch", mlrun_types.ServingEngine.VLLM,
-        application_framework="maxtext", rl_orchestrator="TUNIX",
+        "enums",
+        "grp",
+        None,
+        None,
+        "http://control-plane.invalid",
+        "cluster-1",
+        "proj",
+        "europe-west4",
+        5.0,
+        False,
+        False,
+        "staging",
+        "pytorch",
+        mlrun_types.ServingEngine.VLLM,
+        application_framework="maxtext",
+        rl_orchestrator="TUNIX",
         metrics_exporter_config={"mode": ["otel"]},
     )  # the SDK's positional order, up to environment, framework and serving_engine
     assert (run.run_group, run.project, run.location, run.environment) == ("grp", "proj", "europe-west4", "staging")

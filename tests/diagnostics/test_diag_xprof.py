@@ -148,6 +148,7 @@ def test_unwritable_profile_directory_warns_at_start() -> None:
 
 def test_bare_decorator_gets_a_hint() -> None:
     with pytest.raises(TypeError, match=r"@xprof\(\)"):
+
         @xprof  # type: ignore[arg-type]
         def f() -> None: ...
 
@@ -191,8 +192,10 @@ def test_failed_upload_keeps_the_trace_locally_and_says_where(tmp_path: Path) ->
     with pytest.warns(MlGoodputWarning, match=r"upload to brokenmem://bucket/profiles/.*failed.*403.*kept in"):
         with xprof(session_id="kept") as p:
             work()
-        assert p.files == [f"brokenmem://bucket/profiles/{run.name}/plugins/profile/kept/{n}"
-                           for n in (f"{HOST}-0.trace.json.gz", f"{HOST}-0.xplane.pb")]
+        assert p.files == [
+            f"brokenmem://bucket/profiles/{run.name}/plugins/profile/kept/{n}"
+            for n in (f"{HOST}-0.trace.json.gz", f"{HOST}-0.xplane.pb")
+        ]
         check_trace(local, f"{HOST}-0")  # on local disk as soon as stop() returns
         run.end()  # waits for the background upload, which fails
     check_trace(local, f"{HOST}-0")  # and the trace is still there

@@ -41,8 +41,9 @@ def blocks(page: Path) -> list[Block]:
     for m in _FENCE.finditer(src):
         before = src[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         mark = _MARK.search(before)
-        out.append(Block(page, src[: m.start()].count("\n") + 1, m.group(1), m.group(2),
-                         mark.group(1) if mark else None))
+        out.append(
+            Block(page, src[: m.start()].count("\n") + 1, m.group(1), m.group(2), mark.group(1) if mark else None)
+        )
     return out
 
 
@@ -59,8 +60,12 @@ def _shell_lines(text: str) -> list[str]:
 def test_every_shell_block_is_marked_and_no_command_hides_in_an_indented_block() -> None:
     unmarked = [f"{b.page.name}:{b.line}" for p in PAGES for b in blocks(p) if _is_shell(b) and b.mark is None]
     assert not unmarked, f"shell blocks without <!-- docs: run --> or <!-- docs: show (why) -->: {unmarked}"
-    indented = [f"{p.name}:{i + 1}" for p in PAGES for i, ln in enumerate(p.read_text().splitlines())
-                if re.match(r"^ {4}(\$ )?(mlgoodput|make|tensorboard|pip) ", ln)]
+    indented = [
+        f"{p.name}:{i + 1}"
+        for p in PAGES
+        for i, ln in enumerate(p.read_text().splitlines())
+        if re.match(r"^ {4}(\$ )?(mlgoodput|make|tensorboard|pip) ", ln)
+    ]
     assert not indented, f"commands in indented blocks (fence them and mark them): {indented}"
 
 
@@ -73,9 +78,12 @@ def test_commands_run_as_written(page: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLGOODPUT_")}
-    env.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]))
+    env.update(
+        HOME=str(tmp_path / "home"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]),
+    )
     exports: list[str] = []
     ran = 0
     for b in blocks(page):

@@ -117,7 +117,9 @@ def _cloud_monitoring(tmp_path: Path) -> Iterator[Backend]:
         from mlgoodput.export._names import family
 
         if name in WORKLOAD_METRICS:
-            return svc.latest("compute.googleapis.com/workload/" + WORKLOAD_METRICS[name][0], workload_id=labels["job_name"])
+            return svc.latest(
+                "compute.googleapis.com/workload/" + WORKLOAD_METRICS[name][0], workload_id=labels["job_name"]
+            )
         return svc.latest(CUSTOM_PREFIX + family(name), **labels)
 
     def down() -> None:

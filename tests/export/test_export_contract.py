@@ -45,7 +45,9 @@ def test_latest_value_wins(backend: Any) -> None:
 
 def test_labels_keep_series_apart(backend: Any) -> None:
     other = {"job_name": "job-b", "logger_name": "goodput_job-b"}
-    backend.exporter.export([Sample("goodput/productive_seconds", 1.0, JOB), Sample("goodput/productive_seconds", 2.0, other)])
+    backend.exporter.export(
+        [Sample("goodput/productive_seconds", 1.0, JOB), Sample("goodput/productive_seconds", 2.0, other)]
+    )
     if backend.name == "tensorboard":
         return  # TensorBoard keeps one logdir per job: job labels are not part of the tag
     assert backend.read("goodput/productive_seconds", JOB) == pytest.approx(1.0)

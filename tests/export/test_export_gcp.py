@@ -19,25 +19,29 @@ W = "compute.googleapis.com/workload/"
 
 
 def exporter(svc: FakeMetricService, opts: GCPOptions = OPTS, interval: float = 0.0) -> CloudMonitoringExporter:
-    return CloudMonitoringExporter(opts, api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=interval, timeout_s=5)
+    return CloudMonitoringExporter(
+        opts, api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=interval, timeout_s=5
+    )
 
 
 def test_seed_metric_types_resource_and_labels() -> None:
     with FakeMetricService(min_point_interval_s=0) as svc:
         exp = exporter(svc)
-        exp.export([
-            Sample("goodput/productive_seconds", 100.0, JOB),
-            Sample("badput/{bucket}_seconds", 5.0, {**JOB, "bucket": "program_startup"}),
-            Sample("badput/{bucket}_seconds", 9.0, {**JOB, "bucket": "custom_badput_events"}),
-            Sample("badput/custom/{event}_seconds", 9.0, {**JOB, "event": "eval_step"}),
-            Sample("goodput/total_elapsed_seconds", 120.0, JOB),
-            Sample("goodput/max_productive_step", 41.0, JOB),
-            Sample("goodput/disruptions", 2.0, JOB),
-            Sample("goodput/step_time_deviation_seconds", 0.25, JOB),
-            Sample("goodput/ideal_step_time_seconds", 1.5, JOB),
-            Sample("rolling/{window}/goodput_pct", 88.0, {**JOB, "window": "300s"}),
-            Sample("rolling/{window}/badput/{bucket}_pct", 12.0, {**JOB, "window": "300s", "bucket": "stall"}),
-        ])
+        exp.export(
+            [
+                Sample("goodput/productive_seconds", 100.0, JOB),
+                Sample("badput/{bucket}_seconds", 5.0, {**JOB, "bucket": "program_startup"}),
+                Sample("badput/{bucket}_seconds", 9.0, {**JOB, "bucket": "custom_badput_events"}),
+                Sample("badput/custom/{event}_seconds", 9.0, {**JOB, "event": "eval_step"}),
+                Sample("goodput/total_elapsed_seconds", 120.0, JOB),
+                Sample("goodput/max_productive_step", 41.0, JOB),
+                Sample("goodput/disruptions", 2.0, JOB),
+                Sample("goodput/step_time_deviation_seconds", 0.25, JOB),
+                Sample("goodput/ideal_step_time_seconds", 1.5, JOB),
+                Sample("rolling/{window}/goodput_pct", 88.0, {**JOB, "window": "300s"}),
+                Sample("rolling/{window}/badput/{bucket}_pct", 12.0, {**JOB, "window": "300s", "bucket": "stall"}),
+            ]
+        )
         exp.shutdown(1)
         by_type = {p.name: p for p in svc.points}
         assert svc.requests == ["projects/proj"]
@@ -60,7 +64,9 @@ def test_switches_turn_metric_groups_off() -> None:
     with FakeMetricService(min_point_interval_s=0) as svc:
         opts = GCPOptions(project_id="p", location="l", enable_gcp_step_deviation_metrics=False)
         exp = exporter(svc, opts)
-        exp.export([Sample("goodput/step_time_deviation_seconds", 1.0, JOB), Sample("goodput/productive_seconds", 1.0, JOB)])
+        exp.export(
+            [Sample("goodput/step_time_deviation_seconds", 1.0, JOB), Sample("goodput/productive_seconds", 1.0, JOB)]
+        )
         assert [p.name for p in svc.points] == [W + "goodput_time"]
 
 

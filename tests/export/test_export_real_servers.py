@@ -67,12 +67,30 @@ def test_tensorboard_server_shows_the_scalars(tmp_path: Path, server_proc: list[
     proc.start()
     proc.submit([Sample("goodput/goodput_pct", 61.5, JOB, step=100)])
     assert proc.flush(10)
-    proc.submit([Sample("goodput/goodput_pct", 72.25, JOB, step=200), Sample("badput/{bucket}_pct", 3.5, {**JOB, "bucket": "stall"}, step=200)])
+    proc.submit(
+        [
+            Sample("goodput/goodput_pct", 72.25, JOB, step=200),
+            Sample("badput/{bucket}_pct", 3.5, {**JOB, "bucket": "stall"}, step=200),
+        ]
+    )
     assert proc.stop(10)
 
     port = free_port()
-    tb = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-          "--port", str(port), "--load_fast", "false", "--reload_interval", "1"]
+    tb = [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        str(logdir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--load_fast",
+        "false",
+        "--reload_interval",
+        "1",
+    ]
     server_proc.append(subprocess.Popen(tb, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     base = f"http://127.0.0.1:{port}/data/plugin/scalars"
 
@@ -91,16 +109,20 @@ def test_tensorboard_server_shows_the_scalars(tmp_path: Path, server_proc: list[
 PROMETHEUS = shutil.which("prometheus")
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason="the Debian 'prometheus' package is not installed (scripts/install-system-deps.sh)")
+@pytest.mark.skipif(
+    PROMETHEUS is None, reason="the Debian 'prometheus' package is not installed (scripts/install-system-deps.sh)"
+)
 def test_prometheus_server_scrapes_our_endpoint(tmp_path: Path, server_proc: list[subprocess.Popen[bytes]]) -> None:
     ours, theirs = free_port(), free_port()
     proc = ExporterProcess([PrometheusExporter(port=ours)], interval_s=60)
     proc.start()
     try:
-        proc.submit([
-            Sample("goodput/goodput_pct", 87.5, JOB),
-            Sample("badput/{bucket}_seconds", 12.0, {**JOB, "bucket": "program_startup"}),
-        ])
+        proc.submit(
+            [
+                Sample("goodput/goodput_pct", 87.5, JOB),
+                Sample("badput/{bucket}_seconds", 12.0, {**JOB, "bucket": "program_startup"}),
+            ]
+        )
         assert proc.flush(10)
         cfg = tmp_path / "prometheus.yml"
         cfg.write_text(
@@ -108,11 +130,19 @@ def test_prometheus_server_scrapes_our_endpoint(tmp_path: Path, server_proc: lis
             f"scrape_configs:\n  - job_name: mlgoodput\n    static_configs:\n      - targets: ['127.0.0.1:{ours}']\n"
         )
         assert PROMETHEUS is not None
-        server_proc.append(subprocess.Popen(
-            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{theirs}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
-        ))
+        server_proc.append(
+            subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={cfg}",
+                    f"--storage.tsdb.path={tmp_path / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{theirs}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=tmp_path,
+            )
+        )
 
         def query(expr: str) -> Any:
             url = f"http://127.0.0.1:{theirs}/api/v1/query?" + urllib.parse.urlencode({"query": expr})

@@ -21,8 +21,6 @@ from waiting import wait_for
 JOB = {"job_name": "j"}
 
 
-
-
 def test_child_is_out_of_the_terminals_process_group(tmp_path: Path) -> None:
     """A terminal's Ctrl-C goes to the foreground process group; the exporter child must not be
     in it, or a Ctrl-C while it is still starting kills it before it can ignore SIGINT."""

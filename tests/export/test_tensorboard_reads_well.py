@@ -23,9 +23,14 @@ def _acc(d: Path) -> EventAccumulator:
 def _jax(fun: str, count: float, total: float, mx: float) -> list[Sample]:
     labels = {"job_name": "j", "host": "0", "fun_name": fun}
     n = "jax/core/compile/backend_compile_duration"
-    return [Sample(n + "/count", count, labels, "counter"), Sample(n + "/sum", total, labels, "counter"),
-            Sample(n + "/max", mx, labels), Sample(n + "/min", mx / 2, labels), Sample(n + "/last", mx, labels),
-            Sample(n + "/bucket", count, {**labels, "le": "+Inf"}, "counter")]
+    return [
+        Sample(n + "/count", count, labels, "counter"),
+        Sample(n + "/sum", total, labels, "counter"),
+        Sample(n + "/max", mx, labels),
+        Sample(n + "/min", mx / 2, labels),
+        Sample(n + "/last", mx, labels),
+        Sample(n + "/bucket", count, {**labels, "le": "+Inf"}, "counter"),
+    ]
 
 
 def test_jax_tags_are_summed_over_functions_and_laid_out(tmp_path: Path) -> None:
@@ -87,8 +92,12 @@ def test_tags_follow_the_labels_of_each_upload(tmp_path: Path) -> None:
     another series (its own tag), and a name missing a label still fails on every upload."""
     exp = TensorBoardExporter(tmp_path / "tb")
     for i in range(3):
-        exp.export([Sample("stragglers/held_back_seconds", float(i), {"job_name": "j", "rank": str(r)}, step=i)
-                    for r in range(2 + i)])
+        exp.export(
+            [
+                Sample("stragglers/held_back_seconds", float(i), {"job_name": "j", "rank": str(r)}, step=i)
+                for r in range(2 + i)
+            ]
+        )
     for _ in range(2):
         with pytest.raises(ValueError, match="needs labels"):
             exp.export([Sample("badput/{bucket}_seconds", 1.0, {"job_name": "j"})])

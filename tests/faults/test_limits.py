@@ -25,7 +25,9 @@ def test_a_version_1_journal_file_is_still_recovered(tmp_path: Path) -> None:
     url = "sqlite://" + str(db)
     meta = json.dumps({"store": url, "namespace": "ns", "job": "job", "host": 2}).encode()
     head = struct.pack("<4sIqqqiiBxxxI", b"MLGJ", 1, 77, 0, 4096, 1, 2, 0, len(meta)) + meta
-    recs = b"".join(struct.pack("<IBBHdqd", 32, int(Kind.STEP_START), 0, 0, float(i), i, float("nan")) for i in range(5))
+    recs = b"".join(
+        struct.pack("<IBBHdqd", 32, int(Kind.STEP_START), 0, 0, float(i), i, float("nan")) for i in range(5)
+    )
     d = journal_dirs(url)[0]
     d.mkdir(parents=True)
     (d / "1-000000000000004d.seg").write_bytes(head.ljust(4096, b"\0") + recs + bytes(4096))
@@ -148,7 +150,9 @@ def test_property_damaged_bytes_are_skipped_counted_and_never_wrong(
     last = off
     for i, name in enumerate(names):
         last = off
-        flags, extra, nl = encode_extra(name, {"i": i} if i % 3 == 0 else None) if (name is not None or i % 3 == 0) else (0, b"", 0)
+        flags, extra, nl = (
+            encode_extra(name, {"i": i} if i % 3 == 0 else None) if (name is not None or i % 3 == 0) else (0, b"", 0)
+        )
         off += write_record(buf, off, i, int(Kind.STEP_START), flags, nl, float(i), i, 1.5 * i, extra)
         want.append(Event(Kind.STEP_START, float(i), 0, i, 1.5 * i, name, {"i": i} if i % 3 == 0 else None))
     end = off

@@ -125,14 +125,22 @@ def store_swapped(tmp: Path, how: str, n: int = 20_000) -> Trial:
     j.close()
     stored = (confirmed | _steps(keep) | _steps(db)) & set(range(n))
     after = _steps(db)  # the second half must be in the store now at the path
-    return Trial(f"store {how} mid-run", n, len(stored), lost, secs,
-                 note=f"flush ok={ok}, replacement seen {changes}x, {len(after & set(range(n // 2 + 1, n)))}"
-                      f"/{n - n // 2 - 1} later events in the new store")
+    return Trial(
+        f"store {how} mid-run",
+        n,
+        len(stored),
+        lost,
+        secs,
+        note=f"flush ok={ok}, replacement seen {changes}x, {len(after & set(range(n // 2 + 1, n)))}"
+        f"/{n - n // 2 - 1} later events in the new store",
+    )
 
 
 # -- 2. bytes flipped ---------------------------------------------------------------------------
 def _write_segment(directory: Path, url: str, n: int, sealed: bool = False) -> tuple[Path, list[Event]]:
-    seg = create_segment(directory, HEADER_SIZE + 64 * n + 8192, 3, {"store": url, "namespace": "ns", "job": "job", "host": 3})
+    seg = create_segment(
+        directory, HEADER_SIZE + 64 * n + 8192, 3, {"store": url, "namespace": "ns", "job": "job", "host": 3}
+    )
     events = []
     off = seg.off
     for i in range(n):
@@ -175,8 +183,9 @@ def flipped_bytes(tmp: Path, offsets: list[int] | None = None, n: int = 400) -> 
             raise AssertionError(f"offset {at}: wrong values stored: {wrong[:3]}")
         lost = max(_losses(db), lost_in_process() - before)
         where = "header" if at < HEADER_SIZE else "records"
-        out.append(Trial(f"byte flipped at {at} ({where})", n, len(got), lost, secs,
-                         damaged=0 if at < HEADER_SIZE else 1))
+        out.append(
+            Trial(f"byte flipped at {at} ({where})", n, len(got), lost, secs, damaged=0 if at < HEADER_SIZE else 1)
+        )
     return out
 
 
@@ -215,8 +224,15 @@ def both_headers_damaged(tmp: Path, n: int = 300) -> Trial:
     recover_journals(str(db))
     secs = time.monotonic() - t0
     set_aside = path.with_suffix(".damaged").exists()
-    return Trial("both header copies damaged", n, len(_steps(db)), lost_in_process() - before, secs,
-                 damaged=n, note=f"set aside as .damaged: {set_aside}")
+    return Trial(
+        "both header copies damaged",
+        n,
+        len(_steps(db)),
+        lost_in_process() - before,
+        secs,
+        damaged=n,
+        note=f"set aside as .damaged: {set_aside}",
+    )
 
 
 # -- 3. a file-size limit (ulimit -f) -------------------------------------------------------
@@ -252,8 +268,14 @@ def file_size_limit(tmp: Path, n: int = 100_000, fsize: int = 1 << 20) -> Trial:
     lost = _reported_lost(err)
     os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")  # recover where the child journaled
     recover_journals(str(db))
-    return Trial(f"file-size limit {fsize >> 10} KiB (ulimit -f)", n, len(_steps(db)), lost, secs,
-                 note="close() time in the child; the rest recovered by the next process")
+    return Trial(
+        f"file-size limit {fsize >> 10} KiB (ulimit -f)",
+        n,
+        len(_steps(db)),
+        lost,
+        secs,
+        note="close() time in the child; the rest recovered by the next process",
+    )
 
 
 # -- 4. a small filesystem ----------------------------------------------------------------------
@@ -262,7 +284,9 @@ def small_fs(tmp: Path, size: str = "6m") -> Iterator[Path | None]:
     """A tmpfs of a few MB, or None (with the reason in `small_fs.why`) where mounting is not allowed."""
     mnt = tmp / "small"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if r.returncode != 0:
         small_fs.why = r.stderr.strip() or "mount failed"  # type: ignore[attr-defined]
         yield None
@@ -284,8 +308,14 @@ def small_filesystem(mnt: Path, tmp: Path, n: int = 60_000) -> Trial:
     j.close(5)
     secs = time.monotonic() - t0
     recover_journals(str(db))
-    return Trial("6 MB filesystem", n, len(_steps(db)), j.lost, secs,
-                 note=f"flush ok={ok}; segments on it: {len(sizes)} of at most {max(sizes, default=0) >> 10} KiB")
+    return Trial(
+        "6 MB filesystem",
+        n,
+        len(_steps(db)),
+        j.lost,
+        secs,
+        note=f"flush ok={ok}; segments on it: {len(sizes)} of at most {max(sizes, default=0) >> 10} KiB",
+    )
 
 
 # -- 5. backends down and hanging -------------------------------------------------------------
@@ -303,8 +333,14 @@ def sqlite_locked(tmp: Path, n: int = 20_000, deadline: float = 1.5) -> Trial:
         holder.close()
     os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
     recover_journals(str(db))
-    return Trial(f"SQLite locked (close deadline {deadline:g} s)", n, len(_steps(db)), _reported_lost(err), secs,
-                 note="seconds: close() in the child")
+    return Trial(
+        f"SQLite locked (close deadline {deadline:g} s)",
+        n,
+        len(_steps(db)),
+        _reported_lost(err),
+        secs,
+        note="seconds: close() in the child",
+    )
 
 
 def memory_fallback(tmp: Path, n: int = 5_000) -> Trial:
@@ -324,9 +360,16 @@ def memory_fallback(tmp: Path, n: int = 5_000) -> Trial:
         del os.environ["MLGOODPUT_JOURNAL_DIR"]
     lost = _reported_lost(err)
     said_where = "held in memory because no journal file could be made in" in err
-    return Trial("no journal file possible, store down", n, 0, lost, secs, damaged=n,
-                 note=f"nothing could hold them (counted as damaged); warning names the directory:"
-                      f" {said_where and env_dir in err}")
+    return Trial(
+        "no journal file possible, store down",
+        n,
+        0,
+        lost,
+        secs,
+        damaged=n,
+        note=f"nothing could hold them (counted as damaged); warning names the directory:"
+        f" {said_where and env_dir in err}",
+    )
 
 
 def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5, hanging: bool = False) -> Trial:
@@ -353,9 +396,14 @@ def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5, hanging: bo
                 off, nxt = r.end, r.next_index
                 if r.at_end:
                     break
-    return Trial(f"PostgreSQL {'hanging' if hanging else 'down'} (close deadline {deadline:g} s)", n, kept,
-                 _reported_lost(err), secs,
-                 note="stored = kept in the journal for the next process")
+    return Trial(
+        f"PostgreSQL {'hanging' if hanging else 'down'} (close deadline {deadline:g} s)",
+        n,
+        kept,
+        _reported_lost(err),
+        secs,
+        note="stored = kept in the journal for the next process",
+    )
 
 
 @contextlib.contextmanager
@@ -397,8 +445,9 @@ def exporter_stop(kind: str, timeout_s: float = 4.0) -> Trial:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-        proc = ExporterProcess([OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=2.0)],
-                               interval_s=60)
+        proc = ExporterProcess(
+            [OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=2.0)], interval_s=60
+        )
         proc.start()
         proc.submit([Sample("goodput/goodput_pct", 50.0, {"job_name": "j"})])
         t0 = time.monotonic()
@@ -417,15 +466,26 @@ def monitor_stop_with_failing_exporter(tmp: Path) -> Trial:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     m = monitoring.GoodputMonitor(
-        "job", "ns", None, upload_interval=60, monitoring_enabled=True, store=str(tmp / "s.db"),
+        "job",
+        "ns",
+        None,
+        upload_interval=60,
+        monitoring_enabled=True,
+        store=str(tmp / "s.db"),
         exporters=[OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=1.0)],
     )
     m.start_goodput_uploader()
     t0 = time.monotonic()
     ok = m.stop_goodput_uploader()
     secs = time.monotonic() - t0
-    return Trial("monitor stop, backend refusing", 0, 0, 0, secs,
-                 note=f"stop returned {ok}; default deadline {m.stop_timeout_s:g} s")
+    return Trial(
+        "monitor stop, backend refusing",
+        0,
+        0,
+        0,
+        secs,
+        note=f"stop returned {ok}; default deadline {m.stop_timeout_s:g} s",
+    )
 
 
 # -- 6. a port in TIME_WAIT ---------------------------------------------------------------------
@@ -461,8 +521,9 @@ def time_wait_port() -> Trial:
         status = exp.status
     finally:
         exp.shutdown()
-    return Trial("Prometheus port in TIME_WAIT", 1, int(served), 0, secs,
-                 note=f"port in TIME_WAIT: {in_time_wait}; {status}")
+    return Trial(
+        "Prometheus port in TIME_WAIT", 1, int(served), 0, secs, note=f"port in TIME_WAIT: {in_time_wait}; {status}"
+    )
 
 
 def busy_port_retried(hold_s: float = 1.5) -> Trial:
@@ -490,8 +551,14 @@ def busy_port_retried(hold_s: float = 1.5) -> Trial:
     finally:
         holder.close()
         exp.shutdown()
-    return Trial("Prometheus port held by another process", 1, int("mlgoodput_goodput_ratio" in body), 0, secs,
-                 note=f"status while held: {waiting[:60]}")
+    return Trial(
+        "Prometheus port held by another process",
+        1,
+        int("mlgoodput_goodput_ratio" in body),
+        0,
+        secs,
+        note=f"status while held: {waiting[:60]}",
+    )
 
 
 def monitor_cli_busy_port(tmp: Path) -> Trial:
@@ -504,9 +571,27 @@ def monitor_cli_busy_port(tmp: Path) -> Trial:
     holder.listen()
     port = holder.getsockname()[1]
     t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "mlgoodput", "monitor", "--job", "j", "--store", str(tmp / "s.db"),
-                          "--prometheus-port", str(port), "--interval", "0.5", "--quiet"],
-                         env=_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput",
+            "monitor",
+            "--job",
+            "j",
+            "--store",
+            str(tmp / "s.db"),
+            "--prometheus-port",
+            str(port),
+            "--interval",
+            "0.5",
+            "--quiet",
+        ],
+        env=_env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     served = False
     try:
         time.sleep(2.0)
@@ -531,8 +616,14 @@ def monitor_cli_busy_port(tmp: Path) -> Trial:
         except subprocess.TimeoutExpired:
             p.kill()
             _, err = p.communicate()
-    return Trial("mlgoodput monitor, port held at start", 1, int(served), 0, secs,
-                 note=f"alive while held: {alive_while_busy}; exit {p.returncode}; retried: {'retrying' in err}")
+    return Trial(
+        "mlgoodput monitor, port held at start",
+        1,
+        int(served),
+        0,
+        secs,
+        note=f"alive while held: {alive_while_busy}; exit {p.returncode}; retried: {'retrying' in err}",
+    )
 
 
 # -- 7. servers under idle, slow and oversized strangers --------------------------------------
@@ -603,9 +694,14 @@ def console_under_strangers(idle: int = 1000, oversized: int = 200) -> Trial:
         stop_s = time.monotonic() - t1
         for s in socks:
             s.close()
-    return Trial(f"console: {idle} idle + {oversized} oversized strangers", n, stored, 0, secs,
-                 note=f"good client served in {secs:.2f} s; {srv.evicted} evicted; stop {stop_s:.2f} s;"
-                      f" memory +{grew:.0f} MB")
+    return Trial(
+        f"console: {idle} idle + {oversized} oversized strangers",
+        n,
+        stored,
+        0,
+        secs,
+        note=f"good client served in {secs:.2f} s; {srv.evicted} evicted; stop {stop_s:.2f} s; memory +{grew:.0f} MB",
+    )
 
 
 def ondemand_under_strangers(tmp: Path, idle: int = 1000, slow: int = 20) -> Trial:
@@ -636,9 +732,14 @@ def ondemand_under_strangers(tmp: Path, idle: int = 1000, slow: int = 20) -> Tri
         close_s = time.monotonic() - t1
         for s in socks:
             s.close()
-    return Trial(f"on-demand: {idle} idle + {slow} slow + 50 oversized", n, ok, 0, secs,
-                 note=f"{n} pings in {secs:.2f} s; {srv.limits.evicted} evicted; close {close_s:.2f} s;"
-                      f" memory +{grew:.0f} MB")
+    return Trial(
+        f"on-demand: {idle} idle + {slow} slow + 50 oversized",
+        n,
+        ok,
+        0,
+        secs,
+        note=f"{n} pings in {secs:.2f} s; {srv.limits.evicted} evicted; close {close_s:.2f} s; memory +{grew:.0f} MB",
+    )
 
 
 def prometheus_under_strangers(idle: int = 1000) -> Trial:
@@ -667,8 +768,14 @@ def prometheus_under_strangers(idle: int = 1000) -> Trial:
         close_s = time.monotonic() - t1
         for s in socks:
             s.close()
-    return Trial(f"Prometheus: {idle} idle + 20 slow", n, ok, 0, secs,
-                 note=f"{n} scrapes in {secs:.2f} s; shutdown {close_s:.2f} s; memory +{grew:.0f} MB")
+    return Trial(
+        f"Prometheus: {idle} idle + 20 slow",
+        n,
+        ok,
+        0,
+        secs,
+        note=f"{n} scrapes in {secs:.2f} s; shutdown {close_s:.2f} s; memory +{grew:.0f} MB",
+    )
 
 
 def unix_paths_are_not_ours(tmp: Path) -> Trial:

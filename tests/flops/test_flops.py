@@ -223,7 +223,9 @@ def test_pod_creation_time_from_a_kubernetes_api_server(tmp_path: object) -> Non
         # forbidden (another pod name), no service account, no pod name: None, never an error
         assert pod_creation_time({"HOSTNAME": "other"}, api_url=url, service_account_dir=str(sa)) is None
         assert pod_creation_time(env, api_url=url, service_account_dir=str(sa / "missing")) is None
-        assert pod_creation_time({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, api_url=url, service_account_dir=str(sa)) is None
+        assert (
+            pod_creation_time({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, api_url=url, service_account_dir=str(sa)) is None
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -29,12 +29,15 @@ EACH_SOURCE = [
     ({"MLGOODPUT_PROCESS_INDEX": "7"}, (7, None, 0, 0, "MLGOODPUT_PROCESS_INDEX")),
     ({"JAX_PROCESS_ID": "2"}, (2, None, 0, 0, "JAX_PROCESS_ID")),
     ({"RANK": "3"}, (3, None, 0, 0, "torchrun")),
-    ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "TORCHELASTIC_RESTART_COUNT": "2"},
-     (3, 8, 1, 2, "torchrun")),
-    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "3", "SLURM_RESTART_COUNT": "1"},
-     (5, 16, 3, 1, "slurm")),
-    ({"OMPI_COMM_WORLD_RANK": "4", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "0"},
-     (4, 6, 0, 0, "mpi")),
+    ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "TORCHELASTIC_RESTART_COUNT": "2"}, (3, 8, 1, 2, "torchrun")),
+    (
+        {"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "3", "SLURM_RESTART_COUNT": "1"},
+        (5, 16, 3, 1, "slurm"),
+    ),
+    (
+        {"OMPI_COMM_WORLD_RANK": "4", "OMPI_COMM_WORLD_SIZE": "6", "OMPI_COMM_WORLD_LOCAL_RANK": "0"},
+        (4, 6, 0, 0, "mpi"),
+    ),
     ({"PMI_RANK": "9", "PMI_SIZE": "10", "MPI_LOCALRANKID": "1"}, (9, 10, 1, 0, "mpi")),
     ({"PMIX_RANK": "1"}, (1, None, 0, 0, "mpi")),
     ({"TPU_WORKER_ID": "6", "TPU_WORKER_HOSTNAMES": "a,b,c,d,e,f,g,h"}, (6, 8, 0, 0, "tpu")),
@@ -65,8 +68,14 @@ def test_mpirun_inside_a_slurm_allocation_takes_the_mpi_rank() -> None:
     identity refactor)."""
     ranks = set()
     for r in range(4):
-        env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0",
-               "OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": str(r)}
+        env = {
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "4",
+            "SLURM_LOCALID": "0",
+            "OMPI_COMM_WORLD_RANK": str(r),
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(r),
+        }
         i = _detect(env)
         assert (i.source, i.process_index, i.process_count, i.local_rank) == ("mpi", r, 4, r)
         ranks.add(i.process_index)

@@ -30,12 +30,21 @@ def test_exit_without_shutdown_exports_the_last_totals(tmp_path: Path) -> None:
             jax.monitoring.record_event("/test/atexit")
         print(jm.current().sink.proc.pid, flush=True)
     """)
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={"XDG_DATA_HOME": str(tmp_path / "xdg"), "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"XDG_DATA_HOME": str(tmp_path / "xdg"), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 0, r.stderr
     rows = FileExporter.read(out)
-    values = [x["value"] for row in rows for x in row.get("samples", [])  # type: ignore[attr-defined]
-              if x["name"] == "test/atexit"]
+    values = [
+        x["value"]
+        for row in rows
+        for x in row.get("samples", [])  # type: ignore[attr-defined]
+        if x["name"] == "test/atexit"
+    ]
     assert values and values[-1] == 123.0
     assert rows[-1].get("shutdown") is True
     child = int(r.stdout.split()[0])

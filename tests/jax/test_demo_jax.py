@@ -21,9 +21,7 @@ from mlgoodput.store import open_store
 
 
 @pytest.mark.slow
-def test_jax_demo_is_killed_restarted_and_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert default_workload() == JAX_WORKLOAD
     out = io.StringIO()
     outdir = tmp_path / "demo-output"
@@ -58,10 +56,13 @@ def test_jax_demo_is_killed_restarted_and_reported(
     assert r.badput_total_s(BadputType.PROGRAM_STARTUP) >= max(recompile)
     assert r.disruptions == 1
     assert r.last_step == 39
-    for bucket in (BadputType.WASTED_PROGRESS_FROM_DISRUPTION, BadputType.PROGRAM_STARTUP,
-                   BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
-                   BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
-                   BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION):
+    for bucket in (
+        BadputType.WASTED_PROGRESS_FROM_DISRUPTION,
+        BadputType.PROGRAM_STARTUP,
+        BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
+        BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
+        BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+    ):
         assert r.badput_total_s(bucket) > 0, bucket
     assert r.productive_s > 0
     # the report's lines are in the terminal output

@@ -32,8 +32,6 @@ def _no_session() -> Iterator[None]:
     jm.shutdown()
 
 
-
-
 def _count(path: Path, name: str) -> float:
     """The last value exported for `name` (any labels)."""
     v = -1.0
@@ -47,8 +45,12 @@ def _count(path: Path, name: str) -> float:
 @pytest.mark.slow
 def test_backend_outage_and_exporter_death_never_reach_training(tmp_path: Path) -> None:
     out, down = tmp_path / "out.jsonl", tmp_path / "down"
-    s = jm.init(job_name="outage", exporters=[FileExporter(out, fail_flag=str(down))],
-                store=f"sqlite://{tmp_path}/s.db", interval_s=0.1)
+    s = jm.init(
+        job_name="outage",
+        exporters=[FileExporter(out, fail_flag=str(down))],
+        store=f"sqlite://{tmp_path}/s.db",
+        interval_s=0.1,
+    )
     assert s.sink is not None
     proc = s.sink.proc
     jmon.record_event("/test/outage")
@@ -80,24 +82,31 @@ def test_backend_outage_and_exporter_death_never_reach_training(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_cloud_monitoring_gets_the_seed_prefix_job_label_and_resource(tmp_path: Path) -> None:
-    with FakeMetricService(min_point_interval_s=0.0) as svc, FakeMetadataServer(
-        {"project/project-id": "proj-1", "instance/id": "4242",
-         "instance/zone": "projects/1/zones/europe-west4-a"}
-    ) as md:
+    with (
+        FakeMetricService(min_point_interval_s=0.0) as svc,
+        FakeMetadataServer(
+            {"project/project-id": "proj-1", "instance/id": "4242", "instance/zone": "projects/1/zones/europe-west4-a"}
+        ) as md,
+    ):
         exp = JaxCloudMonitoringExporter(
-            metric_prefix="custom.googleapis.com/jax/monitoring", api_endpoint=svc.endpoint,
-            insecure=True, metadata_host=md.host, min_point_interval_s=0.0,
+            metric_prefix="custom.googleapis.com/jax/monitoring",
+            api_endpoint=svc.endpoint,
+            insecure=True,
+            metadata_host=md.host,
+            min_point_interval_s=0.0,
         )
-        s = jm.init(job_name="gcm-job", exporters=[exp], store=f"sqlite://{tmp_path}/s.db",
-                    interval_s=60)
+        s = jm.init(job_name="gcm-job", exporters=[exp], store=f"sqlite://{tmp_path}/s.db", interval_s=60)
         jax.jit(lambda x: x / 2)(jnp.ones(4)).block_until_ready()
         assert s.flush(30)
         assert jm.shutdown(20)
         names = {p.name for p in svc.points}
         assert "custom.googleapis.com/jax/monitoring/jax/core/compile/backend_compile_duration/sum" in names
         assert not any(n.endswith("/bucket") for n in names)
-        p = next(p for p in svc.points if p.name.endswith("backend_compile_duration/count")
-                 and p.labels.get("fun_name") == "jit(<lambda>)")
+        p = next(
+            p
+            for p in svc.points
+            if p.name.endswith("backend_compile_duration/count") and p.labels.get("fun_name") == "jit(<lambda>)"
+        )
         assert p.labels["job_name"] == "gcm-job"
         assert p.value == 1.0
         assert p.resource == {"instance_id": "4242", "zone": "europe-west4-a", "project_id": "proj-1"}
@@ -109,8 +118,11 @@ def test_default_exporter_is_cloud_monitoring_only_when_a_project_is_known(
 ) -> None:
     from mlgoodput.jax._wiring import default_exporters
 
-    kw: dict[str, Any] = {"metric_prefix": "custom.googleapis.com/jax/monitoring",
-                          "resource_type": None, "resource_labels": None}
+    kw: dict[str, Any] = {
+        "metric_prefix": "custom.googleapis.com/jax/monitoring",
+        "resource_type": None,
+        "resource_labels": None,
+    }
     assert default_exporters(project_id=None, **kw) == []
     (e,) = default_exporters(project_id="p", **kw)
     assert isinstance(e, JaxCloudMonitoringExporter) and e.metric_prefix == kw["metric_prefix"]
@@ -124,8 +136,11 @@ def test_aggregates_reach_the_store_as_jax_metric_events(tmp_path: Path) -> None
     for v in (0.5, 1.5):
         jmon.record_event_duration_secs("/test/stored", v, fun_name="f")
     assert jm.shutdown(20)
-    evs = [e for e in open_store(store).read("mlgoodput.jax", "stored").columns.events()
-           if e.kind == Kind.JAX_METRIC and e.name == "test/stored"]
+    evs = [
+        e
+        for e in open_store(store).read("mlgoodput.jax", "stored").columns.events()
+        if e.kind == Kind.JAX_METRIC and e.name == "test/stored"
+    ]
     assert evs and evs[-1].value == 2.0
     attrs = dict(evs[-1].attrs or {})
     assert attrs["sum"] == 2.0 and attrs["min"] == 0.5 and attrs["max"] == 1.5
@@ -147,15 +162,19 @@ def test_prometheus_serves_the_compile_metrics(tmp_path: Path) -> None:
     from mlgoodput.export import PrometheusExporter
 
     port = _free_port()
-    s = jm.init(job_name="prom-job", exporters=[PrometheusExporter(port=port)],
-                store=f"sqlite://{tmp_path}/s.db", interval_s=60)
+    s = jm.init(
+        job_name="prom-job", exporters=[PrometheusExporter(port=port)], store=f"sqlite://{tmp_path}/s.db", interval_s=60
+    )
     jax.jit(lambda x: x + 5)(jnp.ones(4)).block_until_ready()
     assert s.flush(30)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    lines = [ln for ln in text.splitlines()
-             if ln.startswith("mlgoodput_jax_core_compile_backend_compile_duration_seconds_count")
-             and 'fun_name="jit(<lambda>)"' in ln]
+    lines = [
+        ln
+        for ln in text.splitlines()
+        if ln.startswith("mlgoodput_jax_core_compile_backend_compile_duration_seconds_count")
+        and 'fun_name="jit(<lambda>)"' in ln
+    ]
     assert lines and 'job_name="prom-job"' in lines[0]
     assert float(lines[0].rsplit(" ", 1)[1]) == 1.0
     assert jm.shutdown(20)

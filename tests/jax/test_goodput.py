@@ -79,8 +79,9 @@ def test_recompile_at_step_50_is_program_startup_not_stall(tmp_path: Path) -> No
 
     # Control: the same timeline without the measured compiles. Step 50's compile is then
     # inferred as a stall (or productive time), not program startup.
-    st.append("logs", "control-job", EventBatch(writer=991, first_seq=0, events=[
-        e for e in events if e.kind != Kind.COMPILE]))
+    st.append(
+        "logs", "control-job", EventBatch(writer=991, first_seq=0, events=[e for e in events if e.kind != Kind.COMPILE])
+    )
     control = GoodputCalculator("control-job", "logs", store=st).report()
     assert control.badput_total_s(BadputType.PROGRAM_STARTUP) < startup - 0.9 * compile_50
     assert control.total_s == pytest.approx(report.total_s)
@@ -144,9 +145,11 @@ def test_orbax_saves_and_restores_become_checkpoint_events(tmp_path: Path, async
     report = GoodputCalculator("orbax-job", "logs", store=open_store(store)).report()
     blocking = sum(e.value or 0.0 for e in saves.values())
     assert report.badput_total_s(BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) == pytest.approx(
-        blocking, rel=1e-6, abs=1e-6)
+        blocking, rel=1e-6, abs=1e-6
+    )
     assert report.badput_total_s(BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) == pytest.approx(
-        restores[0].value, rel=1e-6, abs=1e-6)
+        restores[0].value, rel=1e-6, abs=1e-6
+    )
 
 
 def test_orbax_logger_does_not_repeat_what_the_recorder_recorded(tmp_path: Path) -> None:

@@ -47,7 +47,11 @@ def test_set_config_changes_only_what_it_is_given() -> None:
     jm.set_config(metric_prefix="custom.googleapis.com/other")
     c = config.get_config()
     assert (c.project_id, c.job_name, c.metric_prefix, c.monitored_resource_type) == (
-        "p1", "j1", "custom.googleapis.com/other", "global")
+        "p1",
+        "j1",
+        "custom.googleapis.com/other",
+        "global",
+    )
     with pytest.raises(TypeError, match="job_name"):
         jm.set_config(job_name=3)  # type: ignore[arg-type]
 
@@ -86,8 +90,9 @@ def test_listeners_never_raise_into_jax() -> None:
 def test_initialize_client_with_user_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("google.cloud.monitoring_v3", reason="the gcp extra")
     cred = tmp_path / "adc.json"
-    cred.write_text(json.dumps({"type": "authorized_user", "client_id": "id", "client_secret": "secret",
-                                "refresh_token": "token"}))
+    cred.write_text(
+        json.dumps({"type": "authorized_user", "client_id": "id", "client_secret": "secret", "refresh_token": "token"})
+    )
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(cred))
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "adc-project")
     jm.initialize_client()  # creates the client; no request is sent

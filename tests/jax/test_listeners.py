@@ -21,8 +21,12 @@ from mlgoodput.testing import FileExporter  # noqa: E402
 
 
 def _counts() -> tuple[int, int, int, int]:
-    return (len(msrc._event_listeners), len(msrc._event_duration_secs_listeners),
-            len(msrc._scalar_listeners), len(msrc._event_time_span_listeners))
+    return (
+        len(msrc._event_listeners),
+        len(msrc._event_duration_secs_listeners),
+        len(msrc._scalar_listeners),
+        len(msrc._event_time_span_listeners),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +61,7 @@ def _latest(path: Path) -> dict[str, float]:
 
 def test_real_compile_is_exported_with_job_and_function_labels(tmp_path: Path) -> None:
     out = tmp_path / "samples.jsonl"
-    s = jm.init(job_name="compile-job", exporters=[FileExporter(out)], store="memory://jax-c",
-                interval_s=60)
+    s = jm.init(job_name="compile-job", exporters=[FileExporter(out)], store="memory://jax-c", interval_s=60)
 
     @jax.jit  # type: ignore[untyped-decorator]
     def double_it(x: Any) -> Any:
@@ -67,12 +70,20 @@ def test_real_compile_is_exported_with_job_and_function_labels(tmp_path: Path) -
     double_it(jnp.ones((64, 64))).block_until_ready()
     assert s.flush(20)
     samples = _samples(out)
-    counts = [x for x in samples if x["name"] == "jax/core/compile/backend_compile_duration/count"
-              and x["labels"].get("fun_name") == "jit(double_it)"]
+    counts = [
+        x
+        for x in samples
+        if x["name"] == "jax/core/compile/backend_compile_duration/count"
+        and x["labels"].get("fun_name") == "jit(double_it)"
+    ]
     assert counts and counts[-1]["value"] == 1.0
     assert counts[-1]["labels"]["job_name"] == "compile-job"
-    sums = [x for x in samples if x["name"] == "jax/core/compile/backend_compile_duration/sum"
-            and x["labels"].get("fun_name") == "jit(double_it)"]
+    sums = [
+        x
+        for x in samples
+        if x["name"] == "jax/core/compile/backend_compile_duration/sum"
+        and x["labels"].get("fun_name") == "jit(double_it)"
+    ]
     assert sums[-1]["value"] > 0
     # the compile-phase scalars carry a timestamp, not a value worth aggregating
     assert not any(x["name"].startswith("jax/core/compile/") and x["value"] > 1e6 for x in samples)
@@ -82,8 +93,12 @@ def test_real_compile_is_exported_with_job_and_function_labels(tmp_path: Path) -
     double_it(jnp.ones((64, 64))).block_until_ready()
     double_it(jnp.ones((32, 64))).block_until_ready()
     assert s.flush(20)
-    counts = [x for x in _samples(out) if x["name"] == "jax/core/compile/backend_compile_duration/count"
-              and x["labels"].get("fun_name") == "jit(double_it)"]
+    counts = [
+        x
+        for x in _samples(out)
+        if x["name"] == "jax/core/compile/backend_compile_duration/count"
+        and x["labels"].get("fun_name") == "jit(double_it)"
+    ]
     assert counts[-1]["value"] == 2.0
     assert jm.shutdown()
     assert FileExporter.read(out)[-1].get("shutdown") is True
@@ -101,8 +116,7 @@ def test_listener_never_raises_into_jax() -> None:
 
 def test_burst_of_200000_events_loses_nothing(tmp_path: Path) -> None:
     out = tmp_path / "samples.jsonl"
-    s = jm.init(job_name="burst", exporters=[FileExporter(out)], store="memory://jax-b",
-                interval_s=0.05)
+    s = jm.init(job_name="burst", exporters=[FileExporter(out)], store="memory://jax-b", interval_s=0.05)
 
     def worker(n: int) -> None:
         for i in range(n):
@@ -134,7 +148,7 @@ def test_histogram_buckets_are_cumulative_and_complete() -> None:
     assert cums == sorted(cums)
     for le, c in buckets[:-1]:
         assert c == sum(1 for v in values if v < float(le)), (le, c)
-    assert bucket_upper_bound(0) == 2.0 ** -20
+    assert bucket_upper_bound(0) == 2.0**-20
 
 
 def test_cache_misses_are_requests_minus_hits() -> None:
@@ -159,13 +173,14 @@ def test_labels_with_several_keywords_are_kept_apart() -> None:
 
 def test_resource_is_global_off_gce_and_gce_instance_on_it() -> None:
     assert detect_resource("p", None, None, gce=False) == ("p", "global", {"project_id": "p"})
-    md = {"instance/id": "123", "instance/zone": "projects/9/zones/us-central1-a",
-          "project/project-id": "from-md"}
+    md = {"instance/id": "123", "instance/zone": "projects/9/zones/us-central1-a", "project/project-id": "from-md"}
     proj, rtype, labels = detect_resource(None, None, None, gce=True, lookup=md.get)
     assert (proj, rtype) == ("from-md", "gce_instance")
     assert labels == {"instance_id": "123", "zone": "us-central1-a", "project_id": "from-md"}
     assert detect_resource("p", "k8s_container", {"a": "b"}, gce=True, lookup=md.get)[1:] == (
-        "k8s_container", {"a": "b", "project_id": "p"})
+        "k8s_container",
+        {"a": "b", "project_id": "p"},
+    )
 
 
 def test_bad_arguments_are_refused_at_init() -> None:
@@ -213,8 +228,15 @@ class _Capture:
         self.events: list[tuple[Any, ...]] = []
         self.fail = fail
 
-    def append(self, kind: Any, time: float, step: int | None = None, value: float | None = None,
-               name: str | None = None, attrs: dict[str, Any] | None = None) -> None:
+    def append(
+        self,
+        kind: Any,
+        time: float,
+        step: int | None = None,
+        value: float | None = None,
+        name: str | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> None:
         if self.fail:
             raise OSError("journal broken")
         self.events.append((kind, time, value, name))
@@ -237,8 +259,9 @@ def test_compile_listeners_from_spans_and_from_durations() -> None:
 
 def test_histograms_can_be_left_out(tmp_path: Path) -> None:
     out = tmp_path / "samples.jsonl"
-    s = jm.init(job_name="nohist", exporters=[FileExporter(out)], store="memory://jax-nh",
-                interval_s=60, histograms=False)
+    s = jm.init(
+        job_name="nohist", exporters=[FileExporter(out)], store="memory://jax-nh", interval_s=60, histograms=False
+    )
     jmon.record_event_duration_secs("/test/nohist", 0.5)
     assert s.flush(20)
     names = {x["name"] for x in _samples(out)}

@@ -32,8 +32,15 @@ def _segment(recs: list[tuple[Any, ...]], size: int = 1 << 16) -> tuple[bytearra
     return buf, off
 
 
-def _same(buf: Any, start: int, stop: int, limit: int = 1 << 20, expect: int = 0,
-          committed: int | None = None, exact: bool = False) -> int:
+def _same(
+    buf: Any,
+    start: int,
+    stop: int,
+    limit: int = 1 << 20,
+    expect: int = 0,
+    committed: int | None = None,
+    exact: bool = False,
+) -> int:
     """Decode the whole range with both decoders, run by run; assert equal; return the events."""
     off, nxt, total = start, expect, 0
     for _ in range(10_000):
@@ -42,7 +49,12 @@ def _same(buf: Any, start: int, stop: int, limit: int = 1 << 20, expect: int = 0
         ref = Columns.from_events(old.events)
         got = new.columns
         assert (new.first_index, new.next_index, new.end, new.lost, new.at_end) == (
-            old.first_index, old.next_index, old.end, old.lost, old.at_end)
+            old.first_index,
+            old.next_index,
+            old.end,
+            old.lost,
+            old.at_end,
+        )
         assert bytes(got.kinds) == bytes(ref.kinds)
         assert got.times.tobytes() == ref.times.tobytes()
         assert list(got.hosts) == list(ref.hosts)
@@ -129,11 +141,20 @@ def test_a_damaged_record_in_the_middle_of_a_run() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(KINDS), st.floats(allow_nan=False), st.integers(-(2**63), 2**63 - 1),
-                          st.floats(allow_nan=True), st.one_of(st.none(), st.text(max_size=5)),
-                          st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))),
-                max_size=60),
-       st.integers(1, 70))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            st.floats(allow_nan=False),
+            st.integers(-(2**63), 2**63 - 1),
+            st.floats(allow_nan=True),
+            st.one_of(st.none(), st.text(max_size=5)),
+            st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 70),
+)
 def test_property_equal_to_the_record_decoder(recs: list[tuple[Any, ...]], limit: int) -> None:
     buf, stop = _segment(recs)
     assert _same(buf, HEADER_SIZE, stop, limit) == len(recs)
@@ -152,7 +173,6 @@ def test_column_events_are_a_sequence_of_events() -> None:
     assert encode_batch(ce, 4) == encode_batch(evs, 4)
     assert encode_batch(ce, 100) == [encode(Columns.from_events(evs))]
     assert REC == 44
-
 
 
 def test_runs_of_records_with_attrs() -> None:

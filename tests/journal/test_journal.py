@@ -309,6 +309,7 @@ def test_threads_append_concurrently_without_loss(tmp_path: Path) -> None:
 
     db = str(tmp_path / "s.db")
     j = Journal(db, "ns", "job", 0, segment_size=4096 + 32 * 300)
+
     def worker(t: int) -> None:
         for i in range(2000):
             j.append(Kind.STEP_START, float(i), t * 10_000 + i, name=None if i % 5 else f"t{t}")

@@ -37,13 +37,13 @@ rec.close()
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLGOODPUT_")}
-    return {**env, "PYTHONPATH": SRC, "XDG_DATA_HOME": str(tmp_path / "xdg"), "NO_COLOR": "1",
-            "COLUMNS": "200"}
+    return {**env, "PYTHONPATH": SRC, "XDG_DATA_HOME": str(tmp_path / "xdg"), "NO_COLOR": "1", "COLUMNS": "200"}
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mlgoodput", *argv], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlgoodput", *argv], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _journal_files(url: str) -> list[Path]:
@@ -61,8 +61,9 @@ def test_cli_reads_a_job_left_in_a_journal_while_the_store_was_locked(tmp_path: 
     blocker = sqlite3.connect(db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock all along
     try:
-        trainer = subprocess.run([sys.executable, "-c", TRAINER, str(db), "locked-job"], env=env,
-                                 capture_output=True, text=True, timeout=120)
+        trainer = subprocess.run(
+            [sys.executable, "-c", TRAINER, str(db), "locked-job"], env=env, capture_output=True, text=True, timeout=120
+        )
         assert "Traceback" not in trainer.stderr, trainer.stderr
     finally:
         blocker.execute("ROLLBACK")
@@ -77,8 +78,11 @@ def test_cli_reads_a_job_left_in_a_journal_while_the_store_was_locked(tmp_path: 
     assert jobs.returncode == 0, jobs.stderr
     assert "locked-job" in jobs.stdout
     assert _journal_files(url) == []  # shipped, and the dead trainer's files are gone
-    steps = [e for e in open_store(str(db)).read("goodput_locked-job", "locked-job").columns.events()
-             if e.kind.name == "STEP_START"]
+    steps = [
+        e
+        for e in open_store(str(db)).read("goodput_locked-job", "locked-job").columns.events()
+        if e.kind.name == "STEP_START"
+    ]
     assert len(steps) == 1000
 
 
@@ -134,8 +138,12 @@ def test_another_live_journaling_process_means_a_rescan_every_time(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = str(tmp_path / "l.db")
-    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_child.py")), db, "live", "50"],
-                             stdout=subprocess.PIPE, env=_env(tmp_path), text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("_child.py")), db, "live", "50"],
+        stdout=subprocess.PIPE,
+        env=_env(tmp_path),
+        text=True,
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         folder = journal_dirs("sqlite://" + db)[0]

@@ -24,8 +24,6 @@ from waiting import tensorboard_has, wait_for
 JOB, LOGGER = "run-7", "goodput_run-7"
 
 
-
-
 def expected(db: Path) -> dict[str, float]:
     r = GoodputCalculator(JOB, LOGGER, store=str(db)).report()
     return {
@@ -37,7 +35,9 @@ def expected(db: Path) -> dict[str, float]:
         "goodput/ideal_step_time_seconds": r.ideal_step_time_s,
         "badput/{bucket}_seconds|bucket=program_startup": r.badput_total_s(BadputType.PROGRAM_STARTUP),
         "badput/{bucket}_seconds|bucket=tpu_initialization": r.badput_total_s(BadputType.TPU_INITIALIZATION),
-        "badput/{bucket}_seconds|bucket=unproductive_checkpoint_save_time": r.badput_total_s(BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME),
+        "badput/{bucket}_seconds|bucket=unproductive_checkpoint_save_time": r.badput_total_s(
+            BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME
+        ),
         "badput/custom/{event}_seconds|event=EVAL_STEP": r.badput_total_s(BadputType.CUSTOM_BADPUT_EVENTS),
     }
 
@@ -53,9 +53,16 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     tb = tmp_path / "tb"
     m = monitoring.GoodputMonitor(
-        job_name=JOB, logger_name=LOGGER, tensorboard_dir=str(tb), upload_interval=30,
-        monitoring_enabled=True, include_badput_breakdown=True, include_step_deviation=True,
-        configured_ideal_step_time=None, store=str(db), exporters=[FileExporter(out)],
+        job_name=JOB,
+        logger_name=LOGGER,
+        tensorboard_dir=str(tb),
+        upload_interval=30,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        include_step_deviation=True,
+        configured_ideal_step_time=None,
+        store=str(db),
+        exporters=[FileExporter(out)],
     )
     m.start_goodput_uploader()
     m.start_rolling_window_goodput_uploader(rolling_windows_seconds=[60, 300, 900])
@@ -80,7 +87,12 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     acc = EventAccumulator(str(tb / "goodput"))
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    assert {"goodput/goodput_pct", "badput/program_startup_pct", "rolling/60s/goodput_pct", "badput/custom/eval_step_seconds"} <= set(tags)
+    assert {
+        "goodput/goodput_pct",
+        "badput/program_startup_pct",
+        "rolling/60s/goodput_pct",
+        "badput/custom/eval_step_seconds",
+    } <= set(tags)
     last = acc.Scalars("goodput/goodput_pct")[-1]
     assert last.step == 39 and last.value == pytest.approx(expected(db)["goodput/goodput_pct"], rel=1e-6)
     assert m.stop_goodput_uploader()  # not running: a no-op (this kind was warned once above)
@@ -125,7 +137,10 @@ def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) ->
     got = FileExporter.latest(out)
     want = expected(db)
     assert got["goodput/max_productive_step"] == 11.0
-    assert_matches(got, {k: want[k] for k in ("goodput/goodput_pct", "goodput/productive_seconds", "goodput/total_elapsed_seconds")})
+    assert_matches(
+        got,
+        {k: want[k] for k in ("goodput/goodput_pct", "goodput/productive_seconds", "goodput/total_elapsed_seconds")},
+    )
 
 
 def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path) -> None:
@@ -133,8 +148,15 @@ def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path
     events = finished_job(t0)
     write_events(db, LOGGER, JOB, events[: len(events) // 2])
     flag.write_text("")
-    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=0.2, monitoring_enabled=True, include_badput_breakdown=True,
-                                  store=str(db), exporters=[FileExporter(out, fail_flag=str(flag))])
+    m = monitoring.GoodputMonitor(
+        JOB,
+        LOGGER,
+        upload_interval=0.2,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        store=str(db),
+        exporters=[FileExporter(out, fail_flag=str(flag))],
+    )
     m.start_goodput_uploader()
     time.sleep(0.8)  # several failing rounds
     assert FileExporter.read(out) == []
@@ -148,8 +170,14 @@ def test_stop_is_bounded_when_the_backend_hangs(db: Path, t0: float, tmp_path: P
     hang = tmp_path / "hang"
     hang.write_text("")
     write_events(db, LOGGER, JOB, finished_job(t0))
-    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=0.2, monitoring_enabled=True, store=str(db),
-                                  exporters=[FileExporter(tmp_path / "o", hang_flag=str(hang))])
+    m = monitoring.GoodputMonitor(
+        JOB,
+        LOGGER,
+        upload_interval=0.2,
+        monitoring_enabled=True,
+        store=str(db),
+        exporters=[FileExporter(tmp_path / "o", hang_flag=str(hang))],
+    )
     m.start_goodput_uploader()
     pid = m.uploader_pid
     t = time.monotonic()
@@ -162,8 +190,15 @@ def test_a_killed_uploader_is_restarted_and_resumes(db: Path, t0: float, tmp_pat
     out = tmp_path / "out.jsonl"
     events = finished_job(t0)
     write_events(db, LOGGER, JOB, events[:30])
-    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=60, monitoring_enabled=True, include_badput_breakdown=True,
-                                  store=str(db), exporters=[FileExporter(out)])
+    m = monitoring.GoodputMonitor(
+        JOB,
+        LOGGER,
+        upload_interval=60,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        store=str(db),
+        exporters=[FileExporter(out)],
+    )
     m.start_goodput_uploader()
     assert m.flush(20)
     first = m.uploader_pid
@@ -195,7 +230,9 @@ def test_bad_configuration_is_a_clear_error(db: Path, tmp_path: Path) -> None:
 
 
 def test_disabled_monitor_does_nothing(db: Path, tmp_path: Path) -> None:
-    m = monitoring.GoodputMonitor(JOB, LOGGER, tensorboard_dir=str(tmp_path / "tb"), monitoring_enabled=False, store=str(db))
+    m = monitoring.GoodputMonitor(
+        JOB, LOGGER, tensorboard_dir=str(tmp_path / "tb"), monitoring_enabled=False, store=str(db)
+    )
     m.start_goodput_uploader()
     assert m.uploader_pid is None
     assert m.stop_goodput_uploader()
@@ -208,9 +245,17 @@ def test_elastic_monitor_uploads_slice_efficiency(db: Path, t0: float, tmp_path:
     write_events(db, LOGGER, JOB, events)
     out = tmp_path / "out.jsonl"
     m = monitoring_elastic.ElasticGoodputMonitor(
-        job_name=JOB, logger_name=LOGGER, upload_interval=60, monitoring_enabled=True,
-        include_badput_breakdown=True, include_slice_efficiency=True, store=str(db), exporters=[FileExporter(out)],
-        gcp_options=monitoring_elastic.GCPOptions(enable_gcp_goodput_metrics=False, enable_gcp_step_deviation_metrics=False),
+        job_name=JOB,
+        logger_name=LOGGER,
+        upload_interval=60,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        include_slice_efficiency=True,
+        store=str(db),
+        exporters=[FileExporter(out)],
+        gcp_options=monitoring_elastic.GCPOptions(
+            enable_gcp_goodput_metrics=False, enable_gcp_step_deviation_metrics=False
+        ),
     )
     m.start_goodput_uploader()
     assert m.stop_goodput_uploader()
@@ -225,9 +270,24 @@ def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    cmd = [sys.executable, "-m", "mlgoodput", "monitor",
-           "--job", JOB, "--logger-name", LOGGER, "--store", str(db), "--interval", "0.3", "--tensorboard-dir", str(tb),
-           "--rolling-windows", "60,300"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlgoodput",
+        "monitor",
+        "--job",
+        JOB,
+        "--logger-name",
+        LOGGER,
+        "--store",
+        str(db),
+        "--interval",
+        "0.3",
+        "--tensorboard-dir",
+        str(tb),
+        "--rolling-windows",
+        "60,300",
+    ]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # the first upload, not just the folder: the exporter process may still be importing
@@ -272,11 +332,18 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
     with OTLPReceiver("grpc") as rx, FakeMetricService(min_point_interval_s=0.0) as svc:
         gcm = CloudMonitoringExporter(
             GCPOptions(project_id="p", location="us-central2-b", acc_type="v4-8"),
-            api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=0.0,
+            api_endpoint=svc.endpoint,
+            insecure=True,
+            min_point_interval_s=0.0,
         )
         m = monitoring.GoodputMonitor(
-            JOB, LOGGER, tensorboard_dir=str(tmp_path / "tb"), upload_interval=60, monitoring_enabled=True,
-            include_badput_breakdown=True, store=str(db),
+            JOB,
+            LOGGER,
+            tensorboard_dir=str(tmp_path / "tb"),
+            upload_interval=60,
+            monitoring_enabled=True,
+            include_badput_breakdown=True,
+            store=str(db),
             exporters=[PrometheusExporter(port=port), OTLPExporter(endpoint=rx.endpoint), gcm],
         )
         m.start_goodput_uploader()
@@ -290,8 +357,12 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
         assert 'window="120s"' in text
         assert m.stop_goodput_interval_uploader()
         assert m.stop_goodput_uploader()
-        assert rx.latest("mlgoodput.goodput.productive.seconds", job_name=JOB) == pytest.approx(want["goodput/productive_seconds"])
-        assert svc.latest("compute.googleapis.com/workload/goodput_time", workload_id=JOB) == pytest.approx(want["goodput/productive_seconds"])
+        assert rx.latest("mlgoodput.goodput.productive.seconds", job_name=JOB) == pytest.approx(
+            want["goodput/productive_seconds"]
+        )
+        assert svc.latest("compute.googleapis.com/workload/goodput_time", workload_id=JOB) == pytest.approx(
+            want["goodput/productive_seconds"]
+        )
         assert svc.latest("compute.googleapis.com/workload/interval_goodput", rolling_window_size="120") is not None
         assert svc.rejected == 0
 
@@ -300,8 +371,15 @@ def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) ->
     out = tmp_path / "out.jsonl"
     events = finished_job(t0)
     write_events(db, LOGGER, JOB, events[:25])
-    m = monitoring.GoodputMonitor(JOB, LOGGER, upload_interval=60, monitoring_enabled=True, include_badput_breakdown=True,
-                                  store=str(db), exporters=[FileExporter(out)])
+    m = monitoring.GoodputMonitor(
+        JOB,
+        LOGGER,
+        upload_interval=60,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        store=str(db),
+        exporters=[FileExporter(out)],
+    )
     m.start_goodput_uploader()
     first = m.uploader_pid
     assert m.stop_goodput_uploader()

@@ -17,15 +17,17 @@ JOB, LOGGER = "cold-7", "goodput_cold-7"
 def test_stop_without_start_makes_one_final_upload(db: Path, t0: float, tmp_path: Path) -> None:
     write_events(db, LOGGER, JOB, finished_job(t0))
     out = tmp_path / "out.jsonl"
-    m = monitoring.GoodputMonitor(JOB, LOGGER, None, 30, True, store=str(db), exporters=[FileExporter(out)],
-                                  final_flush_timeout_seconds=20)
+    m = monitoring.GoodputMonitor(
+        JOB, LOGGER, None, 30, True, store=str(db), exporters=[FileExporter(out)], final_flush_timeout_seconds=20
+    )
     with pytest.warns(MlGoodputWarning, match="not running; one final upload"):
         assert m.stop_goodput_uploader()
     got = FileExporter.latest(out)
     assert got["goodput/goodput_pct"] > 0
     assert m.uploader_pid is None  # nothing left running
-    m2 = monitoring.GoodputMonitor(JOB, LOGGER, None, 30, True, store=str(db),
-                                   exporters=[FileExporter(tmp_path / "none.jsonl")])
+    m2 = monitoring.GoodputMonitor(
+        JOB, LOGGER, None, 30, True, store=str(db), exporters=[FileExporter(tmp_path / "none.jsonl")]
+    )
     with pytest.warns(MlGoodputWarning, match="the call did nothing"):
         assert m2.stop_goodput_uploader(skip_final_flush=True)
         assert m2.stop_rolling_window_goodput_uploader()  # never started: no windows to upload

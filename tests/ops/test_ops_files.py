@@ -34,11 +34,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_rules_check_and_unit_tests_pass(installed: Path) -> None:
     assert PROMTOOL is not None
     shutil.copy(HERE / "rules_test.yml", installed / "rules_test.yml")
-    res = subprocess.run([PROMTOOL, "check", "rules", "prometheus-rules.yml"], cwd=installed,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [PROMTOOL, "check", "rules", "prometheus-rules.yml"], cwd=installed, capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
-    res = subprocess.run([PROMTOOL, "test", "rules", "rules_test.yml"], cwd=installed,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [PROMTOOL, "test", "rules", "rules_test.yml"], cwd=installed, capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0 and "SUCCESS" in res.stdout, res.stdout + res.stderr
 
 

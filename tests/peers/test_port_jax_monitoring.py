@@ -46,8 +46,13 @@ def service() -> Iterator[FakeMetricService]:
 
 
 def _exporter(svc: FakeMetricService, prefix: str) -> JaxCloudMonitoringExporter:
-    return JaxCloudMonitoringExporter(project_id="test-project", metric_prefix=prefix,
-                                      api_endpoint=svc.endpoint, insecure=True, min_point_interval_s=0.0)
+    return JaxCloudMonitoringExporter(
+        project_id="test-project",
+        metric_prefix=prefix,
+        api_endpoint=svc.endpoint,
+        insecure=True,
+        min_point_interval_s=0.0,
+    )
 
 
 def test_on_duration_plumbing(service: FakeMetricService) -> None:
@@ -55,8 +60,9 @@ def test_on_duration_plumbing(service: FakeMetricService) -> None:
     # its private listener queues {'event', 'value', 'timestamp', 'kwargs'}; the public effect is
     # that a duration event reaches Cloud Monitoring with its value and its keyword labels.
     config.set_config(project_id="test-project")
-    s = jm.init(project_id="test-project", metric_prefix="custom",
-                exporters=[_exporter(service, "custom")], interval_s=60)
+    s = jm.init(
+        project_id="test-project", metric_prefix="custom", exporters=[_exporter(service, "custom")], interval_s=60
+    )
     jax.monitoring.record_event_duration_secs("test_event", 1.23, label="val")
     assert s.flush(30) and jm.shutdown(30)
     point = next(p for p in service.points if p.name == "custom/test_event")
@@ -68,9 +74,15 @@ def test_worker_logic(service: FakeMetricService) -> None:
     # jax-monitoring: tests/test_listeners.py TestListeners.test_worker_logic runs its private
     # worker on a queue with a mocked client and checks the time series type "custom/test_event"
     # and value; here the event goes through the public path to the fake service.
-    s = jm.init(project_id="test-project", metric_prefix="custom", monitored_resource_type="global",
-                monitored_resource_labels={}, job_name="test_job",
-                exporters=[_exporter(service, "custom")], interval_s=60)
+    s = jm.init(
+        project_id="test-project",
+        metric_prefix="custom",
+        monitored_resource_type="global",
+        monitored_resource_labels={},
+        job_name="test_job",
+        exporters=[_exporter(service, "custom")],
+        interval_s=60,
+    )
     jax.monitoring.record_event_duration_secs("test_event", 5.0, l="v")
     assert s.flush(30) and jm.shutdown(30)
     point = next(p for p in service.points if p.name == "custom/test_event")
@@ -89,8 +101,12 @@ class _Live:
         self.job_name = f"integration_test_{self.unique_id}"
         self.metric_prefix = f"custom.googleapis.com/jax/monitoring/test_{self.unique_id}"
         # the original: jm.init(job_name=self.job_name, metric_prefix=self.metric_prefix) with ADC
-        self.session = jm.init(job_name=self.job_name, metric_prefix=self.metric_prefix,
-                               exporters=[_exporter(svc, self.metric_prefix)], interval_s=60)
+        self.session = jm.init(
+            job_name=self.job_name,
+            metric_prefix=self.metric_prefix,
+            exporters=[_exporter(svc, self.metric_prefix)],
+            interval_s=60,
+        )
         self.svc = svc
 
     def wait_and_verify_metric(self, metric_type: str) -> None:

@@ -77,7 +77,11 @@ def test_machinelearning_run_with_all_parameters() -> None:
         run_group=VALID_RUN_GROUP, name=VALID_NAME, configs=VALID_CONFIGS, gcs_path=VALID_GCS_PATH
     )
     assert (run.run_group, run.display_name, dict(run.configs), run.gcs_path) == (
-        VALID_RUN_GROUP, VALID_NAME, VALID_CONFIGS, VALID_GCS_PATH)
+        VALID_RUN_GROUP,
+        VALID_NAME,
+        VALID_CONFIGS,
+        VALID_GCS_PATH,
+    )
     assert run.location == "us-central1" and run.project is None  # the SDK's defaults
     assert run.profile_dir == f"{VALID_GCS_PATH}/{run.name}"
 
@@ -192,8 +196,7 @@ def test_record_non_master_host() -> None:
 def test_record_non_master_host_record_on_all_hosts() -> None:
     # SDK: TestMetricsRecorder.test_record_non_master_host_record_on_all_hosts
     run = api_mlrun.machinelearning_run(name="all-hosts", process_index=1)
-    metrics.record(metric_name="test_metric", value=100, step=5, labels=CUSTOM_LABELS,
-                   record_on_all_hosts=True)
+    metrics.record(metric_name="test_metric", value=100, step=5, labels=CUSTOM_LABELS, record_on_all_hosts=True)
     run.end()
     got = load_run(run.name)
     assert [p[:2] for p in got.metrics["test_metric"]] == [(5, 100.0)]

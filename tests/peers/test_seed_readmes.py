@@ -55,12 +55,30 @@ IMPORT_RUN = "import os\nfrom mlgoodput.diagnostics import machinelearning_run\n
 # (a distinctive line of the block, or "=" and the whole block; what to do): "run", ("prelude", text, {placeholder: filler}),
 # or ("skip", reason).
 PLAN: list[tuple[str, object]] = [
-    ("logging_client.setup_logging()\n\n    # Now, standard", ("skip", "needs Google Cloud credentials: google.cloud.logging.Client()")),
-    ("logging.getLogger().setLevel(logging.DEBUG) # Enable DEBUG", ("skip", "needs Google Cloud credentials: google.cloud.logging.Client()")),
-    ("# 1. Set up Cloud Logging", ("skip", "needs Google Cloud credentials: google.cloud.logging.Client() (the run, metric and xprof calls it makes run in the blocks below)")),
-    ('"mode": ["otel", "cloud_logging"]', ("prelude", IMPORT_RUN, {"# ... other parameters ...": 'name="<run_name>",'})),
+    (
+        "logging_client.setup_logging()\n\n    # Now, standard",
+        ("skip", "needs Google Cloud credentials: google.cloud.logging.Client()"),
+    ),
+    (
+        "logging.getLogger().setLevel(logging.DEBUG) # Enable DEBUG",
+        ("skip", "needs Google Cloud credentials: google.cloud.logging.Client()"),
+    ),
+    (
+        "# 1. Set up Cloud Logging",
+        (
+            "skip",
+            "needs Google Cloud credentials: google.cloud.logging.Client() (the run, metric and xprof calls it makes run in the blocks below)",
+        ),
+    ),
+    (
+        '"mode": ["otel", "cloud_logging"]',
+        ("prelude", IMPORT_RUN, {"# ... other parameters ...": 'name="<run_name>",'}),
+    ),
     ('environment=os.environ.get("ENV", "env")', ("prelude", IMPORT_RUN, {"    # ...\n": '    name="<run_name>",\n'})),
-    ("yaml_data = yaml.safe_load(yaml_file)", ("prelude", IMPORT_RUN + "open('config.yaml', 'w').write('epochs: 100\\nbatch_size: 32\\n')\n", {})),
+    (
+        "yaml_data = yaml.safe_load(yaml_file)",
+        ("prelude", IMPORT_RUN + "open('config.yaml', 'w').write('epochs: 100\\nbatch_size: 32\\n')\n", {}),
+    ),
     ("=metrics.record(metric_types.MetricType.LOSS, 0.123, step=1)", ("prelude", RUN, {})),
     ("for step in range(num_steps):", ("prelude", RUN + STEP_VALUES, {})),
     ('metrics.record("custom_metrics_1", step_size, step=step + 1)', ("prelude", RUN + STEP_VALUES, {})),
@@ -69,8 +87,14 @@ PLAN: list[tuple[str, object]] = [
     ("# starts profiling on all nodes", ("prelude", RUN + TRAIN, {})),
     ('prof.start(session_id="profiling_session")', ("prelude", RUN, {})),
     ("prof = xprof(process_index_list=[0,2])", ("prelude", RUN, {})),
-    ("# Initialize JAX distributed using the environment variables", ("skip", "needs a multi-host JAX cluster (jax.distributed.initialize)")),
-    ("# 1. Determine process ID from Kubernetes JobSet completion index", ("skip", "needs a multi-host JAX cluster on Kubernetes")),
+    (
+        "# Initialize JAX distributed using the environment variables",
+        ("skip", "needs a multi-host JAX cluster (jax.distributed.initialize)"),
+    ),
+    (
+        "# 1. Determine process ID from Kubernetes JobSet completion index",
+        ("skip", "needs a multi-host JAX cluster on Kubernetes"),
+    ),
     ("# specify where profiling data will be stored", ("prelude", IMPORT_RUN, {"    ...\n": ""})),
     ("source venv/bin/activate", ("skip", "a shell command, not Python")),
     ('jm.init(\n        job_name="my-training-job",', ("run", None)),
@@ -84,8 +108,7 @@ def _blocks(distribution: str) -> list[str]:
 
 
 def _plan(block: str) -> object:
-    matches = [what for key, what in PLAN
-               if (block.strip() == key[1:] if key.startswith("=") else key in block)]
+    matches = [what for key, what in PLAN if (block.strip() == key[1:] if key.startswith("=") else key in block)]
     assert len(matches) == 1, f"a README block this test does not know (or knows twice):\n{block}"
     return matches[0]
 
@@ -117,14 +140,23 @@ def _run(tmp_path: Path, blocks: list[tuple[str, str]]) -> subprocess.CompletedP
     spec = tmp_path / "blocks.json"
     spec.write_text(json.dumps(blocks))
     env = {
-        "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": SRC,
-        "MLGOODPUT_STORE": str(tmp_path / "store.db"), "MLGOODPUT_JOURNAL_DIR": str(tmp_path / "journal"),
-        "MLGOODPUT_RUNTIME_DIR": str(tmp_path / "rt"), "MLGOODPUT_PROFILE_DIR": str(tmp_path / "profiles"),
-        "XDG_DATA_HOME": str(tmp_path / "xdg"), "JAX_PLATFORMS": "cpu",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": SRC,
+        "MLGOODPUT_STORE": str(tmp_path / "store.db"),
+        "MLGOODPUT_JOURNAL_DIR": str(tmp_path / "journal"),
+        "MLGOODPUT_RUNTIME_DIR": str(tmp_path / "rt"),
+        "MLGOODPUT_PROFILE_DIR": str(tmp_path / "profiles"),
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+        "JAX_PLATFORMS": "cpu",
     }
     return subprocess.run(
         [sys.executable, "-W", "error::mlgoodput._misuse.MlGoodputWarning", str(RUNNER), str(spec)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
 
 

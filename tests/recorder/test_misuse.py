@@ -41,8 +41,14 @@ Misuse = Callable[[Rec], None]
 _ids = itertools.count()
 
 
-def _run(kind: str, misuse: Misuse, want: list[tuple[str, int | None]], text: str,
-         cls: type[Rec] = Rec, caplog: pytest.LogCaptureFixture | None = None) -> Rec:
+def _run(
+    kind: str,
+    misuse: Misuse,
+    want: list[tuple[str, int | None]],
+    text: str,
+    cls: type[Rec] = Rec,
+    caplog: pytest.LogCaptureFixture | None = None,
+) -> Rec:
     """Do the misuse twice: no exception, one warning naming `text`, the events in `want`."""
     url = f"memory://misuse-{kind}-{cls.__name__}-{next(_ids)}"
     r = _recorder(url, cls)
@@ -80,9 +86,12 @@ def test_end_without_start_is_recorded_and_warned_once(caplog: pytest.LogCapture
 
 @pytest.mark.parametrize(
     ("call", "kind_name"),
-    [("record_job_end_time", "JOB_END"), ("record_training_preparation_end_time", "TRAINING_PREP_END"),
-     ("record_data_loading_end_time", "DATA_LOADING_END"),
-     ("record_custom_badput_event_end_time", "CUSTOM_END")],
+    [
+        ("record_job_end_time", "JOB_END"),
+        ("record_training_preparation_end_time", "TRAINING_PREP_END"),
+        ("record_data_loading_end_time", "DATA_LOADING_END"),
+        ("record_custom_badput_event_end_time", "CUSTOM_END"),
+    ],
 )
 def test_every_end_without_start_is_kept(call: str, kind_name: str) -> None:
     r = _recorder(f"memory://ends-{call}")
@@ -114,8 +123,13 @@ def test_step_end_of_a_step_that_is_not_running() -> None:
     def misuse(r: Rec) -> None:
         r.record_step_end_time(6, at(3))
 
-    _run("end_without_start", misuse, [("STEP_START", 7), ("STEP_END", 6), ("STEP_END", 6)],
-         "step 6 is not the running step", cls=_StepStarted)
+    _run(
+        "end_without_start",
+        misuse,
+        [("STEP_START", 7), ("STEP_END", 6), ("STEP_END", 6)],
+        "step 6 is not the running step",
+        cls=_StepStarted,
+    )
 
 
 class _StepStarted(Rec):
@@ -128,12 +142,20 @@ def test_the_warning_points_at_the_callers_line() -> None:
     r = _recorder(f"memory://stack-{next(_ids)}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r.record_step_start_time(5, at(1)); line = sys._getframe().f_lineno  # noqa: E702
-        r.record_step_start_time(3, at(2)); line_back = sys._getframe().f_lineno  # noqa: E702
-        r.record_step_start_time(-1); line_bad = sys._getframe().f_lineno  # noqa: E702
-        r.record_job_end_time("later"); line_time = sys._getframe().f_lineno  # type: ignore[arg-type] # noqa: E702
+        r.record_step_start_time(5, at(1))
+        line = sys._getframe().f_lineno - 1
+        r.record_step_start_time(3, at(2))
+        line_back = sys._getframe().f_lineno - 1
+        r.record_step_start_time(-1)
+        line_bad = sys._getframe().f_lineno - 1
+        r.record_job_end_time("later")  # type: ignore[arg-type]
+        line_time = sys._getframe().f_lineno - 1  # the call's line, just above
     assert [(w.filename, w.lineno) for w in caught] == [
-        (__file__, line_back), (__file__, line_bad), (__file__, line_time), (__file__, line_time)]
+        (__file__, line_back),
+        (__file__, line_bad),
+        (__file__, line_time),
+        (__file__, line_time),
+    ]
     assert line < line_back
     r.close()
 
@@ -143,16 +165,14 @@ def test_steps_going_back_are_recorded() -> None:
         r.record_step_start_time(3, at(5))
         r.record_step_start_time(7, at(6))
 
-    _run("step_back", misuse, [("STEP_START", n) for n in (7, 3, 7, 3, 7)], "step number went back",
-         cls=_StepStarted)
+    _run("step_back", misuse, [("STEP_START", n) for n in (7, 3, 7, 3, 7)], "step number went back", cls=_StepStarted)
 
 
 def test_start_twice_is_recorded() -> None:
     def misuse(r: Rec) -> None:
         r.record_data_loading_start_time(at(1))
 
-    _run("start_twice", misuse, [("DATA_LOADING_START", None)] * 3, "started again before its end",
-         cls=_LoadingStarted)
+    _run("start_twice", misuse, [("DATA_LOADING_START", None)] * 3, "started again before its end", cls=_LoadingStarted)
 
 
 class _LoadingStarted(Rec):

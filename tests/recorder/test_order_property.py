@@ -35,8 +35,10 @@ def _calls(row: dict[str, Any]) -> list[Call]:
     t, ev = float(row["t"]), row["ev"]
     w = _when(t)
     simple = {
-        "job_start": "record_job_start_time", "job_end": "record_job_end_time",
-        "accel_init_start": "record_tpu_init_start_time", "accel_init_end": "record_tpu_init_end_time",
+        "job_start": "record_job_start_time",
+        "job_end": "record_job_end_time",
+        "accel_init_start": "record_tpu_init_start_time",
+        "accel_init_end": "record_tpu_init_end_time",
         "training_prep_start": "record_training_preparation_start_time",
         "training_prep_end": "record_training_preparation_end_time",
         "data_loading_start": "record_data_loading_start_time",
@@ -57,8 +59,10 @@ def _calls(row: dict[str, Any]) -> list[Call]:
         step = int(row["step"])
         end = _when(t + float(row["blocking_s"] if ev == "ckpt_save" else row["duration_s"]))
         what = "save" if ev == "ckpt_save" else "restore"
-        return [lambda r: getattr(r, f"record_checkpoint_{what}_start_time")(step, w),
-                lambda r: getattr(r, f"record_checkpoint_{what}_end_time")(step, end)]
+        return [
+            lambda r: getattr(r, f"record_checkpoint_{what}_start_time")(step, w),
+            lambda r: getattr(r, f"record_checkpoint_{what}_end_time")(step, end),
+        ]
     raise AssertionError(f"not a public-API event: {ev}")
 
 
@@ -104,8 +108,7 @@ def _shuffled(draw: st.DrawFn) -> tuple[dict[str, Any], list[Call]]:
     return header, out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_shuffled())
 def test_any_order_and_duplicates_give_the_truth(case: tuple[dict[str, Any], list[Call]]) -> None:
     _check(*case)

@@ -72,12 +72,26 @@ def test_every_call_records_its_event() -> None:
     got = read(url, "j1")
     assert {e.host for e in got} == {2}
     assert kinds(got) == [
-        "JOB_START", "ACCEL_INIT_START", "ACCEL_INIT_END", "TRAINING_PREP_START",
-        "CKPT_RESTORE_START", "CKPT_RESTORE_END", "TRAINING_PREP_END", "DATA_LOADING_START",
-        "DATA_LOADING_END", "STEP_START", "CUSTOM_START", "CUSTOM_END", "STEP_END",
-        "CKPT_SAVE_START", "CKPT_SAVE_END", "JOB_END",
+        "JOB_START",
+        "ACCEL_INIT_START",
+        "ACCEL_INIT_END",
+        "TRAINING_PREP_START",
+        "CKPT_RESTORE_START",
+        "CKPT_RESTORE_END",
+        "TRAINING_PREP_END",
+        "DATA_LOADING_START",
+        "DATA_LOADING_END",
+        "STEP_START",
+        "CUSTOM_START",
+        "CUSTOM_END",
+        "STEP_END",
+        "CKPT_SAVE_START",
+        "CKPT_SAVE_END",
+        "JOB_END",
     ]
-    assert [e.time - T0.timestamp() for e in got] == pytest.approx([0, 1, 2, 3, 3.5, 3.7, 4, 5, 6, 7, 7.5, 7.6, 8, 8, 8.5, 9], abs=1e-5)
+    assert [e.time - T0.timestamp() for e in got] == pytest.approx(
+        [0, 1, 2, 3, 3.5, 3.7, 4, 5, 6, 7, 7.5, 7.6, 8, 8, 8.5, 9], abs=1e-5
+    )
     assert [e.step for e in got if e.step is not None] == [40, 40, 41, 41, 41, 41]
     assert [e.name for e in got if e.name] == ["eval_step", "eval_step"]
 
@@ -96,12 +110,22 @@ def test_elastic_calls() -> None:
     assert r.close()
     got = read(url, "e1")
     assert kinds(got) == [
-        "JOB_START", "SLICE_COUNTS", "ELASTIC_WAIT_START", "ELASTIC_WAIT_END",
-        "ELASTIC_REINIT_START", "ELASTIC_REINIT_END", "ELASTIC_WAIT_START", "ELASTIC_WAIT_END",
+        "JOB_START",
+        "SLICE_COUNTS",
+        "ELASTIC_WAIT_START",
+        "ELASTIC_WAIT_END",
+        "ELASTIC_REINIT_START",
+        "ELASTIC_REINIT_END",
+        "ELASTIC_WAIT_START",
+        "ELASTIC_WAIT_END",
     ]
     assert got[1].attrs == {"active": 2, "total": 4, "available": 3}
     assert [e.name for e in got if e.kind in (Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END)] == [
-        "slice_down", "slice_down", "scale_up", "scale_up"]
+        "slice_down",
+        "slice_down",
+        "scale_up",
+        "scale_up",
+    ]
 
 
 def test_times_default_to_now_and_naive_means_local() -> None:
@@ -145,17 +169,35 @@ def test_bad_construction_arguments() -> None:
 
 # every variable mlgoodput.identity reads for a process index (docs/recording.md, "Who a process is")
 _IDENTITY_VARS = (
-    "MLGOODPUT_PROCESS_INDEX", "JAX_PROCESS_ID", "RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "PMIX_SIZE",
-    "TPU_WORKER_ID", "CLOUD_TPU_TASK_ID", "TPU_WORKER_HOSTNAMES",
+    "MLGOODPUT_PROCESS_INDEX",
+    "JAX_PROCESS_ID",
+    "RANK",
+    "WORLD_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "PMIX_SIZE",
+    "TPU_WORKER_ID",
+    "CLOUD_TPU_TASK_ID",
+    "TPU_WORKER_HOSTNAMES",
 )
 
 
 @pytest.mark.parametrize(
     ("env", "want"),
-    [({}, 0), ({"RANK": "3"}, 3), ({"SLURM_PROCID": "5"}, 5), ({"JAX_PROCESS_ID": "2", "RANK": "9"}, 2),
-     ({"OMPI_COMM_WORLD_RANK": "x", "PMI_RANK": "4"}, 4), ({"TPU_WORKER_ID": "6"}, 6),
-     ({"CLOUD_TPU_TASK_ID": "1"}, 1)],
+    [
+        ({}, 0),
+        ({"RANK": "3"}, 3),
+        ({"SLURM_PROCID": "5"}, 5),
+        ({"JAX_PROCESS_ID": "2", "RANK": "9"}, 2),
+        ({"OMPI_COMM_WORLD_RANK": "x", "PMI_RANK": "4"}, 4),
+        ({"TPU_WORKER_ID": "6"}, 6),
+        ({"CLOUD_TPU_TASK_ID": "1"}, 1),
+    ],
 )
 def test_process_index_from_launcher_environment(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], want: int
@@ -190,8 +232,9 @@ def test_process_index_from_jax_only_once_it_is_initialized() -> None:
 def test_sigkill_loses_nothing(tmp_path: Path) -> None:
     db = str(tmp_path / "k.db")
     env = {**os.environ, "PYTHONPATH": SRC}
-    p = subprocess.Popen([sys.executable, PROC, "kill", db, "killed", "0", "1000"],
-                         stdout=subprocess.PIPE, env=env, text=True)
+    p = subprocess.Popen(
+        [sys.executable, PROC, "kill", db, "killed", "0", "1000"], stdout=subprocess.PIPE, env=env, text=True
+    )
     try:
         assert p.stdout is not None
         assert p.stdout.readline().strip() == "ready"
@@ -203,8 +246,17 @@ def test_sigkill_loses_nothing(tmp_path: Path) -> None:
     recover_journals(db)
     got = read(db, "killed")
     c = Counter(kinds(got))
-    assert c == Counter({"JOB_START": 1, "ACCEL_INIT_START": 1, "ACCEL_INIT_END": 1, "STEP_START": 1000,
-                         "CKPT_SAVE_START": 10, "CKPT_SAVE_END": 10, "CUSTOM_START": 1})
+    assert c == Counter(
+        {
+            "JOB_START": 1,
+            "ACCEL_INIT_START": 1,
+            "ACCEL_INIT_END": 1,
+            "STEP_START": 1000,
+            "CKPT_SAVE_START": 10,
+            "CKPT_SAVE_END": 10,
+            "CUSTOM_START": 1,
+        }
+    )
     assert sorted(e.step or 0 for e in got if e.kind is Kind.STEP_START) == list(range(1000))
 
 
@@ -215,8 +267,12 @@ def test_many_processes_write_one_store(tmp_path: Path) -> None:
     writers = [("a", 0), ("a", 1), ("b", 0), ("c", 0)]
     n = 3000
     procs = [
-        subprocess.Popen([sys.executable, PROC, "write", db, job, str(host), str(n), str(go)],
-                         env=env, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, PROC, "write", db, job, str(host), str(n), str(go)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for job, host in writers
     ]
     assert wait_for(lambda: all(Path(f"{go}.ready-{job}-{host}").exists() for job, host in writers), 120)
@@ -300,8 +356,10 @@ def test_forked_child_records_into_its_own_journal(tmp_path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore::mlgoodput.MlGoodputWarning")  # random steps go back: warned, kept
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10**9), st.floats(0, 1e6, allow_nan=False)), max_size=50),
-       st.lists(st.sampled_from(["eval", "sdc_check", "Ünïcode"]), max_size=5))
+@given(
+    st.lists(st.tuples(st.integers(0, 10**9), st.floats(0, 1e6, allow_nan=False)), max_size=50),
+    st.lists(st.sampled_from(["eval", "sdc_check", "Ünïcode"]), max_size=5),
+)
 def test_property_steps_and_custom_events_arrive_as_recorded(
     steps: list[tuple[int, float]], customs: list[str]
 ) -> None:
@@ -318,8 +376,10 @@ def test_property_steps_and_custom_events_arrive_as_recorded(
     got = list(store.read("goodput_p", "p", cursor).columns.events())
     want = [Event(Kind.STEP_START, at(t).timestamp(), 1, step=s) for s, t in steps]
     for name in customs:
-        want += [Event(Kind.CUSTOM_START, at(1).timestamp(), 1, name=name),
-                 Event(Kind.CUSTOM_END, at(2).timestamp(), 1, name=name)]
+        want += [
+            Event(Kind.CUSTOM_START, at(1).timestamp(), 1, name=name),
+            Event(Kind.CUSTOM_END, at(2).timestamp(), 1, name=name),
+        ]
     assert got == want
 
 
@@ -329,8 +389,9 @@ def test_a_fresh_calculator_sees_every_event_of_a_killed_process(tmp_path: Path)
     blocker = sqlite3.connect(db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # the worker ships nothing before it dies
     env = {**os.environ, "PYTHONPATH": SRC}
-    p = subprocess.Popen([sys.executable, PROC, "kill", db, "calc", "0", "500"],
-                         stdout=subprocess.PIPE, env=env, text=True)
+    p = subprocess.Popen(
+        [sys.executable, PROC, "kill", db, "calc", "0", "500"], stdout=subprocess.PIPE, env=env, text=True
+    )
     try:
         assert p.stdout is not None
         assert p.stdout.readline().strip() == "ready"
@@ -347,7 +408,8 @@ def test_a_fresh_calculator_sees_every_event_of_a_killed_process(tmp_path: Path)
     assert rep.last_step == 499
     assert rep.disruptions == 0
     assert rep.productive_s + sum(
-        v if isinstance(v, float) else sum(v.values()) for k, v in rep.badput_s.items()
+        v if isinstance(v, float) else sum(v.values())
+        for k, v in rep.badput_s.items()
         if k is not goodput.BadputType.DATA_LOADING_ASYNC
     ) == pytest.approx(rep.total_s)
     assert len(read(db, "calc")) == 500 + 10 + 4

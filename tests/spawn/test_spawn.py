@@ -30,9 +30,18 @@ def test_child_env_puts_this_package_first_and_keeps_the_rest() -> None:
 
 def test_the_child_imports_this_mlgoodput_from_anywhere(tmp_path: Path) -> None:
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = start_python(["-c", "import mlgoodput, os, sys; print(os.path.dirname(mlgoodput.__file__)); "
-                      "print(os.environ['MARK']); print(sys.executable)"],
-                     env=base, extra_env={"MARK": "here"}, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    p = start_python(
+        [
+            "-c",
+            "import mlgoodput, os, sys; print(os.path.dirname(mlgoodput.__file__)); "
+            "print(os.environ['MARK']); print(sys.executable)",
+        ],
+        env=base,
+        extra_env={"MARK": "here"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 0
     pkg, mark, exe = out.split("\n")[:3]
@@ -41,8 +50,14 @@ def test_the_child_imports_this_mlgoodput_from_anywhere(tmp_path: Path) -> None:
 
 def _interrupted(ignore: bool) -> tuple[int, str]:
     code = "import sys; print('ready', flush=True); sys.stdin.read(); print('done', flush=True)"
-    p = start_python(["-c", code], ignore_sigint=ignore, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                     stderr=subprocess.DEVNULL, text=True)
+    p = start_python(
+        ["-c", code],
+        ignore_sigint=ignore,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert p.stdout is not None and p.stdin is not None
     assert p.stdout.readline().strip() == "ready"  # its handlers are in place
     p.send_signal(signal.SIGINT)

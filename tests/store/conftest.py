@@ -47,7 +47,9 @@ def postgres_url() -> Iterator[str]:
     """A PostgreSQL server of our own: initdb in a temp dir, listening on 127.0.0.1 only."""
     initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
     if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL server programs not found (scripts/install-system-deps.sh installs Debian's postgresql)")
+        pytest.skip(
+            "PostgreSQL server programs not found (scripts/install-system-deps.sh installs Debian's postgresql)"
+        )
     try:
         import psycopg
     except ImportError:
@@ -67,11 +69,19 @@ def postgres_url() -> Iterator[str]:
         os.chown(base, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
     port = _free_port()
-    subprocess.run([*as_user, initdb, "-D", data, "-A", "trust", "-U", "mlgoodput", "--no-sync"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*as_user, initdb, "-D", data, "-A", "trust", "-U", "mlgoodput", "--no-sync"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     opts = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
-    subprocess.run([*as_user, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "start"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*as_user, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "start"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     url = f"postgresql://mlgoodput@127.0.0.1:{port}/postgres"
     try:
         deadline = time.time() + 30
@@ -94,7 +104,9 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def fake_logging() -> Iterator[object]:
     """A fake Cloud Logging API on 127.0.0.1 (mlgoodput.testing.FakeLoggingService)."""
-    pytest.importorskip("google.cloud.logging_v2", reason="google-cloud-logging is not installed (pip install 'mlgoodput[gcp]')")
+    pytest.importorskip(
+        "google.cloud.logging_v2", reason="google-cloud-logging is not installed (pip install 'mlgoodput[gcp]')"
+    )
     from mlgoodput.testing import FakeLoggingService
 
     with FakeLoggingService() as svc:

@@ -155,13 +155,18 @@ def test_jobs_lists_the_log_of_the_url_or_the_whole_project(fake_logging: Any) -
 
 def test_every_event_kind_survives_the_payload_schema() -> None:
     evs = [
-        Event(Kind.JOB_START, 1.5), Event(Kind.STEP_START, 2.0, step=3), Event(Kind.STEP_END, 2.5, 1, step=3),
-        Event(Kind.CUSTOM_START, 3.0, name="eval"), Event(Kind.CKPT_SAVE, 4.0, step=7, value=1.25),
-        Event(Kind.CKPT_RESTORE, 5.0, 2, step=7, value=0.5), Event(Kind.ELASTIC_WAIT_END, 6.0, name="scale_up"),
+        Event(Kind.JOB_START, 1.5),
+        Event(Kind.STEP_START, 2.0, step=3),
+        Event(Kind.STEP_END, 2.5, 1, step=3),
+        Event(Kind.CUSTOM_START, 3.0, name="eval"),
+        Event(Kind.CKPT_SAVE, 4.0, step=7, value=1.25),
+        Event(Kind.CKPT_RESTORE, 5.0, 2, step=7, value=0.5),
+        Event(Kind.ELASTIC_WAIT_END, 6.0, name="scale_up"),
         Event(Kind.SLICE_COUNTS, 7.0, attrs={"active": 1, "total": 2, "available": 2}),
         Event(Kind.COMPILE, 8.0, value=3.5, name="train_step"),
         Event(Kind.METRIC, 9.0, step=None, value=0.25, name="loss", attrs={"unit": "nats", "tags": [1, "x"]}),
-        Event(Kind.CKPT_SAVE_START, 10.0, step=8), Event(Kind.ELASTIC_REINIT_END, 11.0, 4),
+        Event(Kind.CKPT_SAVE_START, 10.0, step=8),
+        Event(Kind.ELASTIC_REINIT_END, 11.0, 4),
     ]
     for e in evs:
         p = json.loads(json.dumps(to_payload("job", e)))  # what a JSON payload can carry
@@ -169,8 +174,11 @@ def test_every_event_kind_survives_the_payload_schema() -> None:
         assert to_event(p) == e, p
     # the seed's own keys for what its schema holds
     assert to_payload("job", evs[1]) == {"job_name": "job", "step_count": 3, "step_start_time": 2.0}
-    assert to_payload("job", evs[3]) == {"job_name": "job", "custom_badput_event_type": "eval",
-                                        "custom_badput_event_start_time": 3.0}
+    assert to_payload("job", evs[3]) == {
+        "job_name": "job",
+        "custom_badput_event_type": "eval",
+        "custom_badput_event_start_time": 3.0,
+    }
     assert to_event({"job_name": "job", "some": "other entry"}) is None
 
 
@@ -288,7 +296,8 @@ def test_the_jobs_command_lists_cloud_logging_jobs(fake_logging: Any, capsys: py
     rows = json.loads(capsys.readouterr().out)
     keys = ("job", "logger", "events", "first_time", "last_time")  # `jobs` adds goodput, duration, status
     assert [{k: r[k] for k in keys} for r in rows] == [
-        {"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}]
+        {"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}
+    ]
     assert rows[0]["status"] == "stopped (no job end)" and rows[0]["goodput_pct"] is None
 
 

@@ -23,7 +23,9 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import from_cloud_logger, open_store
 from timelines import TRUTH_KEYS, Timeline, all_timelines, load
 
-goodput = pytest.importorskip("ml_goodput_measurement.src.goodput", reason="pip install ml-goodput-measurement==0.2.3 (the test extra)")
+goodput = pytest.importorskip(
+    "ml_goodput_measurement.src.goodput", reason="pip install ml-goodput-measurement==0.2.3 (the test extra)"
+)
 goodput_elastic = pytest.importorskip("ml_goodput_measurement.src.goodput_elastic")
 
 TOL = 0.05
@@ -71,11 +73,13 @@ def seed_writes(tl: Timeline, log: str, svc: Any) -> None:
     def rec(host: int) -> Any:
         if host not in recorders:
             recorders[host] = goodput_elastic.ElasticGoodputRecorder(
-                tl.job_name, log, host == 0, background_max_latency_s=0.05, background_grace_period_s=0.5)
+                tl.job_name, log, host == 0, background_max_latency_s=0.05, background_grace_period_s=0.5
+            )
         return recorders[host]
 
-    orbax = orbax_logging.CloudLogger(orbax_logging.CloudLoggerOptions(
-        job_name=tl.job_name, logger_name=log, client=svc.client(PROJECT)))
+    orbax = orbax_logging.CloudLogger(
+        orbax_logging.CloudLoggerOptions(job_name=tl.job_name, logger_name=log, client=svc.client(PROJECT))
+    )
     ours: list[Event] = []
     for e in tl.events:
         r, t = rec(e.host), _utc(e.time)
@@ -114,17 +118,36 @@ def seed_writes(tl: Timeline, log: str, svc: Any) -> None:
             a = e.attrs or {}
             r.record_elastic_slice_counts(a["active"], a["total"], a["available"], t)
         elif k is Kind.CKPT_SAVE:
-            orbax.log_entry(dataclasses.asdict(step_statistics.SaveStepStatistics(
-                step=e.step, directory="gs://bucket/ckpt", synchronous=True,
-                checkpointer_blocking_start_time=e.time, checkpointer_blocking_duration_secs=e.value,
-                checkpoint_manager_blocking_start_time=e.time, checkpoint_manager_blocking_duration_secs=e.value,
-                wait_for_prev_start_time=e.time, wait_for_prev_duration_secs=0.0,
-                get_old_steps_start_time=e.time, get_old_steps_duration_secs=0.0)))
+            orbax.log_entry(
+                dataclasses.asdict(
+                    step_statistics.SaveStepStatistics(
+                        step=e.step,
+                        directory="gs://bucket/ckpt",
+                        synchronous=True,
+                        checkpointer_blocking_start_time=e.time,
+                        checkpointer_blocking_duration_secs=e.value,
+                        checkpoint_manager_blocking_start_time=e.time,
+                        checkpoint_manager_blocking_duration_secs=e.value,
+                        wait_for_prev_start_time=e.time,
+                        wait_for_prev_duration_secs=0.0,
+                        get_old_steps_start_time=e.time,
+                        get_old_steps_duration_secs=0.0,
+                    )
+                )
+            )
         elif k is Kind.CKPT_RESTORE:
-            orbax.log_entry(dataclasses.asdict(step_statistics.RestoreStepStatistics(
-                step=e.step, directory="gs://bucket/ckpt",
-                checkpointer_start_time=e.time, checkpointer_duration_secs=e.value,
-                checkpoint_manager_start_time=e.time, checkpoint_manager_duration_secs=e.value)))
+            orbax.log_entry(
+                dataclasses.asdict(
+                    step_statistics.RestoreStepStatistics(
+                        step=e.step,
+                        directory="gs://bucket/ckpt",
+                        checkpointer_start_time=e.time,
+                        checkpointer_duration_secs=e.value,
+                        checkpoint_manager_start_time=e.time,
+                        checkpoint_manager_duration_secs=e.value,
+                    )
+                )
+            )
         else:
             ours.append(e)
     for r in recorders.values():
@@ -195,7 +218,17 @@ def _seed_numbers(calc: Any) -> tuple[float, dict[str, Any], int]:
     return round(g, 6), {k.name: (round(v, 6) if isinstance(v, float) else v) for k, v in breakdown.items()}, step
 
 
-@pytest.mark.parametrize("stem", ["s1_clean_run", "s2_custom_and_async_data", "s3_checkpoint_save_restore", "s9_elastic_pause", "s10_recompile", "s11_step_end_sync_loading"])
+@pytest.mark.parametrize(
+    "stem",
+    [
+        "s1_clean_run",
+        "s2_custom_and_async_data",
+        "s3_checkpoint_save_restore",
+        "s9_elastic_pause",
+        "s10_recompile",
+        "s11_step_end_sync_loading",
+    ],
+)
 def test_the_seed_reads_what_mlgoodput_writes(stem: str, seed_clients: Any, tmp_path: Path) -> None:
     """ml-goodput-measurement's own calculator gets the same numbers from entries that
     mlgoodput wrote as from entries it wrote itself for the same job."""
@@ -209,10 +242,7 @@ def test_the_seed_reads_what_mlgoodput_writes(stem: str, seed_clients: Any, tmp_
     st.append(bare, tl.job_name, EventBatch(uuid.uuid4().int >> 65, 0, seedable))
     st.close()
     calc_cls = goodput_elastic.ElasticGoodputCalculator if stem.startswith("s9") else goodput.GoodputCalculator
-    numbers = [
-        _seed_numbers(calc_cls(tl.job_name, log, cache_dir=str(tmp_path / log)))
-        for log in (theirs, ours, bare)
-    ]
+    numbers = [_seed_numbers(calc_cls(tl.job_name, log, cache_dir=str(tmp_path / log))) for log in (theirs, ours, bare)]
     assert numbers[0] == numbers[1] == numbers[2]  # entries of our own change nothing for it
     assert numbers[1][2] == tl.truth["last_step"]
 
@@ -252,9 +282,24 @@ def test_the_cli_in_a_process_of_its_own(seed_clients: Any) -> None:
     seed_writes(tl, log, seed_clients)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(
-        [sys.executable, "-m", "mlgoodput", "report", "--store", seed_clients.url(PROJECT, log),
-         "--job", tl.job_name, "--at", repr(tl.query), "--json"],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput",
+            "report",
+            "--store",
+            seed_clients.url(PROJECT, log),
+            "--job",
+            tl.job_name,
+            "--at",
+            repr(tl.query),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert_truth(json.loads(out.stdout), tl)
@@ -265,7 +310,9 @@ def test_the_seeds_reader_pages_through_a_big_log(seed_clients: Any) -> None:
     high-level client: it asks for a million a page, the service gives 1,000 and tokens."""
     log = f"big-{uuid.uuid4().hex[:6]}"
     st = open_store(seed_clients.url(PROJECT))
-    st.append(log, "big-job", EventBatch(9, 0, [Event(Kind.STEP_START, 1_700_000_000.0 + i, step=i) for i in range(2500)]))
+    st.append(
+        log, "big-job", EventBatch(9, 0, [Event(Kind.STEP_START, 1_700_000_000.0 + i, step=i) for i in range(2500)])
+    )
     st.close()
     mark = len(seed_clients.list_requests)
     payloads, _ = goodput._CloudLogger("big-job", log).read_cloud_logging_entries()

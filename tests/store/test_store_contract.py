@@ -90,8 +90,12 @@ def test_column_batches_store_what_event_batches_store(store_url: str) -> None:
 
     st = open_store(store_url)
     job = uuid.uuid4().hex
-    evs = [*steps(0, 6), Event(Kind.CUSTOM_START, 1010.0, 0, name="eval"),
-           Event(Kind.SLICE_COUNTS, 1011.0, 0, attrs={"active": 2}), *steps(6, 4, t0=1006.0)]
+    evs = [
+        *steps(0, 6),
+        Event(Kind.CUSTOM_START, 1010.0, 0, name="eval"),
+        Event(Kind.SLICE_COUNTS, 1011.0, 0, attrs={"active": 2}),
+        *steps(6, 4, t0=1006.0),
+    ]
     cols = ColumnEvents(Columns.from_events(evs))
     w = uuid.uuid4().int >> 65
     st.append("ns", job, EventBatch(w, 0, cols[:7]))

@@ -12,9 +12,24 @@ import pytest
 @pytest.mark.slow
 def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "mlgoodput", "demo", "--framework", "torch", "--output-dir",
-         str(tmp_path), "--steps", "8", "--kill-at-step", "5"],
-        capture_output=True, text=True, timeout=180, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput",
+            "demo",
+            "--framework",
+            "torch",
+            "--output-dir",
+            str(tmp_path),
+            "--steps",
+            "8",
+            "--kill-at-step",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     out = p.stdout
@@ -26,9 +41,24 @@ def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
 
 def test_torch_demo_rejects_bad_arguments(tmp_path: Path) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "mlgoodput", "demo", "--framework", "torch", "--output-dir",
-         str(tmp_path), "--steps", "8", "--kill-at-step", "9"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput",
+            "demo",
+            "--framework",
+            "torch",
+            "--output-dir",
+            str(tmp_path),
+            "--steps",
+            "8",
+            "--kill-at-step",
+            "9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert p.returncode == 2 and "--kill-at-step must be between 1 and 7" in p.stderr
     assert "Traceback" not in p.stderr

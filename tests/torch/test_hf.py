@@ -51,13 +51,24 @@ def test_hf_trainer_callback_buckets(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/g.db"
     cb = GoodputCallback(job_name="hf", store=store, peak_flops_per_s=1e10)
     args = TrainingArguments(
-        output_dir=str(tmp_path / "out"), max_steps=STEPS, per_device_train_batch_size=1,
-        per_device_eval_batch_size=1, eval_strategy="steps", eval_steps=EVERY,
-        save_strategy="steps", save_steps=EVERY, logging_steps=1000, report_to=[], use_cpu=True,
-        dataloader_num_workers=0, disable_tqdm=True, learning_rate=0.01,
+        output_dir=str(tmp_path / "out"),
+        max_steps=STEPS,
+        per_device_train_batch_size=1,
+        per_device_eval_batch_size=1,
+        eval_strategy="steps",
+        eval_steps=EVERY,
+        save_strategy="steps",
+        save_steps=EVERY,
+        logging_steps=1000,
+        report_to=[],
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        learning_rate=0.01,
     )
-    trainer = Trainer(model=Tiny(), args=args, train_dataset=Slow(STEPS, DATA_S),
-                      eval_dataset=Slow(VAL_BATCHES, 0.0), callbacks=[cb])
+    trainer = Trainer(
+        model=Tiny(), args=args, train_dataset=Slow(STEPS, DATA_S), eval_dataset=Slow(VAL_BATCHES, 0.0), callbacks=[cb]
+    )
     trainer.train()
     assert cb.recorder is not None and cb.recorder.process_index == 0
 
@@ -72,8 +83,12 @@ def test_hf_trainer_callback_buckets(tmp_path: Path) -> None:
     assert r.badput_total_s(B.TRAINING_PREP) > 0
     assert r.ideal_step_time_s == pytest.approx(STEP_S, abs=0.04)
     assert (STEPS - 1) * STEP_S * 0.9 <= r.productive_s <= STEPS * (STEP_S + 0.04)
-    for b in (B.WASTED_PROGRESS_FROM_DISRUPTION, B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
-              B.STALL, B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME):
+    for b in (
+        B.WASTED_PROGRESS_FROM_DISRUPTION,
+        B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+        B.STALL,
+        B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
+    ):
         assert r.badput_total_s(b) == 0, b
     parts = r.productive_s + sum(r.badput_total_s(b) for b in B if b is not B.DATA_LOADING_ASYNC)
     assert parts == pytest.approx(r.total_s, abs=1e-6)

@@ -52,17 +52,28 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def _fit(tmp_path: Path, store: str, epochs: int, ckpt_path: str | None = None, job: str = "lit",
-         accumulate: int = 1) -> GoodputCallback:
+def _fit(
+    tmp_path: Path, store: str, epochs: int, ckpt_path: str | None = None, job: str = "lit", accumulate: int = 1
+) -> GoodputCallback:
     cb = GoodputCallback(job_name=job, store=store, peak_flops_per_s=1e10)
     trainer = pl.Trainer(
         accumulate_grad_batches=accumulate,
-        max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=VAL_BATCHES, default_root_dir=tmp_path,
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=VAL_BATCHES,
+        default_root_dir=tmp_path,
         callbacks=[cb, pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", save_last=True)],
     )
-    trainer.fit(Tiny(), DataLoader(Slow(TRAIN_BATCHES, DATA_S), batch_size=1),
-                DataLoader(Slow(VAL_BATCHES, 0.0), batch_size=1), ckpt_path=ckpt_path)
+    trainer.fit(
+        Tiny(),
+        DataLoader(Slow(TRAIN_BATCHES, DATA_S), batch_size=1),
+        DataLoader(Slow(VAL_BATCHES, 0.0), batch_size=1),
+        ckpt_path=ckpt_path,
+    )
     return cb
 
 

@@ -39,15 +39,19 @@ def test_the_pinned_torch_still_has_the_compile_hook() -> None:
     assert not any("callback" in n for n in dir(torch.compiler))
     from torch._dynamo.callback import CallbackTrigger, callback_handler
 
-    for m in ("register_start_callback", "register_end_callback", "remove_start_callback",
-              "remove_end_callback"):
+    for m in ("register_start_callback", "register_end_callback", "remove_start_callback", "remove_end_callback"):
         assert callable(getattr(callback_handler, m))
     assert {"DYNAMO", "LAZY_BACKWARD"} <= {t.name for t in CallbackTrigger}
 
 
 def test_identity_from_torchrun_variables() -> None:
-    env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "TORCHELASTIC_RESTART_COUNT": "2",
-           "TORCHELASTIC_RUN_ID": "abc"}
+    env = {
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "TORCHELASTIC_RESTART_COUNT": "2",
+        "TORCHELASTIC_RUN_ID": "abc",
+    }
     i = mt.torchrun_identity(env)
     assert (i.rank, i.local_rank, i.world_size, i.attempt, i.run_id) == (3, 1, 4, 2, "abc")
     assert not i.is_lead and i.launched and i.default_job_name() == "torchrun-abc"
@@ -69,8 +73,7 @@ def test_plain_loop_compile_flops_and_checkpoints(tmp_path: Path, caplog: pytest
     store = f"sqlite://{tmp_path}/g.db"
     out = tmp_path / "metrics.jsonl"
     gp = mt.TorchRecorder(job_name="loop", store=store, peak_flops_per_s=1e10)
-    session = mt.init(job_name="loop", recorder=gp, store=store, exporters=[FileExporter(out)],
-                      interval_s=0.1)
+    session = mt.init(job_name="loop", recorder=gp, store=store, exporters=[FileExporter(out)], interval_s=0.1)
     assert mt.init(job_name="loop") is session  # a second call returns the running session
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -92,8 +95,7 @@ def test_plain_loop_compile_flops_and_checkpoints(tmp_path: Path, caplog: pytest
             if step == 2:
                 ckpt.save(state, checkpoint_id=str(tmp_path / "c2"), recorder=gp, step=step, no_dist=True)
             if step == 4:
-                fut = ckpt.async_save(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=step,
-                                     no_dist=True)
+                fut = ckpt.async_save(state, checkpoint_id=str(tmp_path / "c4"), recorder=gp, step=step, no_dist=True)
                 ckpt.wait(fut, recorder=gp, step=step)
             if step == 6:
                 with gp.custom("eval"):
@@ -118,8 +120,11 @@ def test_plain_loop_compile_flops_and_checkpoints(tmp_path: Path, caplog: pytest
     assert sum(e.value or 0 for e in compiles) == pytest.approx(stats.total_s)
     r = GoodputCalculator("loop", "goodput", store=store).report()
     # the recompile at step 5 happened inside a later step: measured program startup
-    recompile = sum(e.value or 0 for e in compiles if e.time > min(c.time for c in compiles) + 1e-9
-                    and "dynamo" in (e.name or "") and not e.name.endswith("/0"))
+    recompile = sum(
+        e.value or 0
+        for e in compiles
+        if e.time > min(c.time for c in compiles) + 1e-9 and "dynamo" in (e.name or "") and not e.name.endswith("/0")
+    )
     assert recompile > 0
     assert r.badput_total_s(B.PROGRAM_STARTUP) >= recompile - 1e-6
     assert r.last_step == 7 and r.disruptions == 0
@@ -166,8 +171,7 @@ def test_cpu_attention_is_counted() -> None:
     b, h, s, d = 2, 4, 16, 8
     q, k, v = (torch.randn(b, h, s, d, requires_grad=True) for _ in range(3))
     fwd = 4 * b * h * s * s * d
-    counted = flops.torch_step_flops(
-        lambda: nn.functional.scaled_dot_product_attention(q, k, v).sum().backward())
+    counted = flops.torch_step_flops(lambda: nn.functional.scaled_dot_product_attention(q, k, v).sum().backward())
     assert counted == 3.5 * fwd
 
 

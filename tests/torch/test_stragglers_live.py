@@ -67,7 +67,9 @@ def test_live_analysis_equals_the_full_pass(tmp_path: Path, seed: int) -> None:
     st.close()
 
 
-def test_saved_analysis_is_used_only_while_nothing_new_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_saved_analysis_is_used_only_while_nothing_new_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlgoodput.torch import _stragglers as mod
 
     monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")  # saved whatever the job's size

@@ -23,10 +23,29 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
     (tmp_path / "ck").mkdir()
     truth = tmp_path / "truth.jsonl"
-    p = torchrun(["--store", store, "--job", "ddp", "--ckpt-dir", str(tmp_path / "ck"),
-                  "--steps", str(STEPS), "--kill-at-step", str(KILL_AT), "--ckpt-every", str(EVERY),
-                  "--slow-rank", "1", "--slow-s", str(SLOW_S), "--truth", str(truth)],
-                 timeout_s=270)  # 3 torch imports a rank: ~110 s on a loaded 2-core machine; pytest's is 300 s
+    p = torchrun(
+        [
+            "--store",
+            store,
+            "--job",
+            "ddp",
+            "--ckpt-dir",
+            str(tmp_path / "ck"),
+            "--steps",
+            str(STEPS),
+            "--kill-at-step",
+            str(KILL_AT),
+            "--ckpt-every",
+            str(EVERY),
+            "--slow-rank",
+            "1",
+            "--slow-s",
+            str(SLOW_S),
+            "--truth",
+            str(truth),
+        ],
+        timeout_s=270,
+    )  # 3 torch imports a rank: ~110 s on a loaded 2-core machine; pytest's is 300 s
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = [json.loads(line) for line in truth.read_text().splitlines()]
     start = {(r["attempt"], r["step"]): r["t"] for r in rows if r["phase"] == "step"}

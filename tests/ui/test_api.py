@@ -33,9 +33,15 @@ def expected_phases(tl: Any) -> list[Counter[str]]:
     """Per attempt (lead host), how many segments of each phase the timeline must show."""
     out: list[Counter[str]] = []
     steps: list[int] = []
-    names = {Kind.ACCEL_INIT_START: "init", Kind.TRAINING_PREP_START: "prep", Kind.CKPT_SAVE: "ckpt_save",
-             Kind.CKPT_RESTORE: "ckpt_restore", Kind.CKPT_SAVE_START: "ckpt_save",
-             Kind.CKPT_RESTORE_START: "ckpt_restore", Kind.CUSTOM_START: "custom"}
+    names = {
+        Kind.ACCEL_INIT_START: "init",
+        Kind.TRAINING_PREP_START: "prep",
+        Kind.CKPT_SAVE: "ckpt_save",
+        Kind.CKPT_RESTORE: "ckpt_restore",
+        Kind.CKPT_SAVE_START: "ckpt_save",
+        Kind.CKPT_RESTORE_START: "ckpt_restore",
+        Kind.CUSTOM_START: "custom",
+    }
     for e in tl.events:
         if e.host != 0:
             continue
@@ -175,8 +181,9 @@ def test_errors_are_one_json_line(store: SQLiteStore, serve: Any) -> None:
     assert get(srv.url + "api/runs/none/profiles/0/0")[0] == 404
 
 
-def test_missing_chart_files_are_named_with_the_build_command(tmp_path: Path, monkeypatch: Any,
-                                                              store: SQLiteStore, serve: Any) -> None:
+def test_missing_chart_files_are_named_with_the_build_command(
+    tmp_path: Path, monkeypatch: Any, store: SQLiteStore, serve: Any
+) -> None:
     monkeypatch.setattr(_server, "VENDOR", tmp_path / "none")
     assert _server.assets_missing() == ["uPlot.iife.min.js", "uPlot.min.css"]
     srv = serve(store)
@@ -187,11 +194,19 @@ def test_missing_chart_files_are_named_with_the_build_command(tmp_path: Path, mo
 def test_nan_metric_values_become_null(tmp_path: Path, serve: Any) -> None:
     st = SQLiteStore(tmp_path / "r.db")
     t0 = 1_700_000_000.0
-    st.append("mlgoodput.run", "r1", EventBatch(1, 0, [
-        Event(Kind.RUN_START, t0, attrs={"configs": {"lr": 0.1}}),
-        Event(Kind.METRIC, t0 + 1, step=1, value=math.nan, name="loss"),
-        Event(Kind.METRIC, t0 + 2, step=2, value=0.5, name="loss"),
-    ]))
+    st.append(
+        "mlgoodput.run",
+        "r1",
+        EventBatch(
+            1,
+            0,
+            [
+                Event(Kind.RUN_START, t0, attrs={"configs": {"lr": 0.1}}),
+                Event(Kind.METRIC, t0 + 1, step=1, value=math.nan, name="loss"),
+                Event(Kind.METRIC, t0 + 2, step=2, value=0.5, name="loss"),
+            ],
+        ),
+    )
     srv = serve(st)
     status, run, _ = get(srv.url + "api/runs/r1")
     assert status == 200

@@ -12,8 +12,15 @@ from mlgoodput.store import SQLiteStore
 from mlgoodput.ui import _charts
 from mlgoodput.ui._job import JobView
 
-NAMES = ["s2_custom_and_async_data", "s3_checkpoint_save_restore", "s4_disruption_restart",
-         "s7_crash_loop", "s8_multihost_duplicates", "s9_elastic_pause", "s12_custom_at_edges"]
+NAMES = [
+    "s2_custom_and_async_data",
+    "s3_checkpoint_save_restore",
+    "s4_disruption_restart",
+    "s7_crash_loop",
+    "s8_multihost_duplicates",
+    "s9_elastic_pause",
+    "s12_custom_at_edges",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -42,7 +42,9 @@ def _same(logs: dict[int, HostLog], start: float, end: float) -> None:
         assert (x.last_steps, x.held_back_s, x.mean_lag_s) == pytest.approx((r.last_steps, r.held_back_s, r.mean_lag_s))
 
 
-def _job(lead_steps: int, others: list[tuple[int, float]], restarts: list[float], order: list[int] | None) -> list[Event]:
+def _job(
+    lead_steps: int, others: list[tuple[int, float]], restarts: list[float], order: list[int] | None
+) -> list[Event]:
     """A lead host (0) with `lead_steps` steps and hosts with (steps, lateness) each; restarts at
     the given times on every host; `order`: step numbers of the lead (not monotonic when shuffled)."""
     ev = [Event(Kind.JOB_START, 0.0, 0)]
@@ -57,10 +59,16 @@ def _job(lead_steps: int, others: list[tuple[int, float]], restarts: list[float]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(2, 400), st.lists(st.tuples(st.integers(0, 60), st.floats(0.0, 0.5)), min_size=1, max_size=4),
-       st.lists(st.floats(1.5, 300.0), max_size=3), st.booleans(), st.randoms(use_true_random=False))
-def test_lateness_equals_torch_analysis(lead: int, others: list[tuple[int, float]], restarts: list[float],
-                                        shuffle: bool, rng: object) -> None:
+@given(
+    st.integers(2, 400),
+    st.lists(st.tuples(st.integers(0, 60), st.floats(0.0, 0.5)), min_size=1, max_size=4),
+    st.lists(st.floats(1.5, 300.0), max_size=3),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_lateness_equals_torch_analysis(
+    lead: int, others: list[tuple[int, float]], restarts: list[float], shuffle: bool, rng: object
+) -> None:
     order = None
     if shuffle:
         order = list(range(lead))

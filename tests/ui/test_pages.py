@@ -30,15 +30,30 @@ def js(b: Browser, script: str) -> Any:
 
 def open_page(b: Browser, url: str, ready: str, timeout_s: float = 20.0) -> None:
     b.driver.get(url)
-    assert wait_for(lambda: js(b, f"return !!({ready})"), timeout_s), f"{url}: {ready} never held; errors {b.console_errors()}"
+    assert wait_for(lambda: js(b, f"return !!({ready})"), timeout_s), (
+        f"{url}: {ready} never held; errors {b.console_errors()}"
+    )
 
 
 def sample(store_path: Path, job: str, steps: int, step_s: float) -> subprocess.Popen[bytes]:
     """The sample workload (goodput, console, run) recording into the store, in its own process."""
     return subprocess.Popen(
-        [sys.executable, "-m", "mlgoodput._demo.workload_ui", "--store", str(store_path), "--job", job,
-         "--steps", str(steps), "--step-s", str(step_s)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput._demo.workload_ui",
+            "--store",
+            str(store_path),
+            "--job",
+            job,
+            "--steps",
+            str(steps),
+            "--step-s",
+            str(step_s),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_every_page_loads_without_console_errors(tmp_path: Path, browser: Browser, serve: Any) -> None:
@@ -53,7 +68,10 @@ def test_every_page_loads_without_console_errors(tmp_path: Path, browser: Browse
     run = next(j.job for j in st.jobs() if j.namespace == "mlgoodput.run")
     pages = [
         ("/", "document.querySelector('#jobs .goodput')"),
-        (f"/jobs/{quote(tl.job_name)}", "document.body.dataset.jobReady && document.querySelector('#steps-chart canvas')"),
+        (
+            f"/jobs/{quote(tl.job_name)}",
+            "document.body.dataset.jobReady && document.querySelector('#steps-chart canvas')",
+        ),
         ("/jobs/sample", "document.body.dataset.jobReady && document.querySelector('#timeline rect.seg')"),
         ("/runs", "document.querySelector('#runs .run-link')"),
         (f"/runs/{quote(run)}", "document.querySelector('#metric-chart canvas') && document.querySelector('#configs')"),
@@ -77,9 +95,14 @@ def test_job_page_numbers_equal_report_json(name: str, store: SQLiteStore, brows
     want = cli_report(store.url, tl.job_name, tl.query)
     open_page(browser, f"{srv.url}jobs/{quote(tl.job_name)}", "document.querySelector('#breakdown tbody tr')")
     browser.driver.find_element("id", "zeros").click()
-    assert js(browser, "return document.getElementById('goodput').firstChild.textContent") == f"{want['goodput_pct']:.2f}"
-    rows = js(browser, """return Array.from(document.querySelectorAll('#breakdown tbody tr')).map(
-        (r) => [r.dataset.bucket, r.querySelector('.seconds').textContent, r.querySelector('.pct').textContent])""")
+    assert (
+        js(browser, "return document.getElementById('goodput').firstChild.textContent") == f"{want['goodput_pct']:.2f}"
+    )
+    rows = js(
+        browser,
+        """return Array.from(document.querySelectorAll('#breakdown tbody tr')).map(
+        (r) => [r.dataset.bucket, r.querySelector('.seconds').textContent, r.querySelector('.pct').textContent])""",
+    )
     got = {k: (float(s.replace(",", "")), float(p)) for k, s, p in rows}
     expect: dict[str, tuple[float, float]] = {"productive": (want["productive_s"], want["goodput_pct"])}
     for k, v in want["badput_s"].items():
@@ -100,7 +123,10 @@ def test_timeline_shows_one_segment_per_attempt_phase(store: SQLiteStore, browse
     fill(store, tl)
     srv = serve(store, clock=lambda: tl.query)
     open_page(browser, f"{srv.url}jobs/{quote(tl.job_name)}", "document.querySelector('#timeline rect.seg')")
-    segs = js(browser, "return Array.from(document.querySelectorAll('#timeline rect.seg')).map((r) => [r.dataset.lane, r.dataset.phase])")
+    segs = js(
+        browser,
+        "return Array.from(document.querySelectorAll('#timeline rect.seg')).map((r) => [r.dataset.lane, r.dataset.phase])",
+    )
     want = expected_phases(tl)
     for k, exp in enumerate(want):
         seen = Counter(ph for lane, ph in segs if lane == f"attempt {k + 1}" and ph not in ("data", "stall"))
@@ -130,7 +156,9 @@ def test_live_page_updates_while_a_workload_records(tmp_path: Path, browser: Bro
     finally:
         p.wait(60)
     assert p.returncode == 0
-    assert wait_for(lambda: js(browser, "return document.querySelector('[data-status]').dataset.status") == "finished", 20)
+    assert wait_for(
+        lambda: js(browser, "return document.querySelector('[data-status]').dataset.status") == "finished", 20
+    )
     st.close()
 
 
@@ -138,12 +166,30 @@ def test_store_text_is_shown_as_text(tmp_path: Path, browser: Browser, serve: An
     st = SQLiteStore(tmp_path / "x.db")
     evil = "<img src=x onerror=window.__xss=1>"
     t0 = time.time() - 100
-    st.append("goodput_x", evil, EventBatch(1, 0, [
-        Event(Kind.JOB_START, t0), Event(Kind.STEP_START, t0 + 1, step=0), Event(Kind.STEP_START, t0 + 2, step=1),
-        Event(Kind.CUSTOM_START, t0 + 2.1, name="<b>bold</b>"), Event(Kind.CUSTOM_END, t0 + 2.2, name="<b>bold</b>"),
-        Event(Kind.STEP_START, t0 + 3, step=2), Event(Kind.JOB_END, t0 + 4)]))
-    st.append("mlgoodput.console", evil, EventBatch(2, 0, [
-        Event(Kind.LOG, t0 + 1, value=20, name="app", attrs={"msg": "<script>window.__xss=2</script>"})]))
+    st.append(
+        "goodput_x",
+        evil,
+        EventBatch(
+            1,
+            0,
+            [
+                Event(Kind.JOB_START, t0),
+                Event(Kind.STEP_START, t0 + 1, step=0),
+                Event(Kind.STEP_START, t0 + 2, step=1),
+                Event(Kind.CUSTOM_START, t0 + 2.1, name="<b>bold</b>"),
+                Event(Kind.CUSTOM_END, t0 + 2.2, name="<b>bold</b>"),
+                Event(Kind.STEP_START, t0 + 3, step=2),
+                Event(Kind.JOB_END, t0 + 4),
+            ],
+        ),
+    )
+    st.append(
+        "mlgoodput.console",
+        evil,
+        EventBatch(
+            2, 0, [Event(Kind.LOG, t0 + 1, value=20, name="app", attrs={"msg": "<script>window.__xss=2</script>"})]
+        ),
+    )
     srv = serve(st)
     base = srv.url.rstrip("/")
     open_page(browser, base + "/", "document.querySelector('#jobs .job-link')")
@@ -153,7 +199,10 @@ def test_store_text_is_shown_as_text(tmp_path: Path, browser: Browser, serve: An
     assert js(browser, "return document.querySelector('#breakdown').textContent").count("custom: <B>BOLD</B>") == 1
     open_page(browser, f"{base}/console/{quote(evil, safe='')}", "document.querySelector('#logs .line')")
     assert js(browser, "return document.querySelector('#logs .msg').textContent") == "<script>window.__xss=2</script>"
-    assert js(browser, "return window.__xss === undefined && document.querySelectorAll('main img, main script, main b').length === 0")
+    assert js(
+        browser,
+        "return window.__xss === undefined && document.querySelectorAll('main img, main script, main b').length === 0",
+    )
     st.close()
 
 

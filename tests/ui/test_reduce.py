@@ -14,8 +14,11 @@ from mlgoodput.ui._reduce import BLOCK, Blocks, minmax_points
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(0.001, 100.0) | st.just(math.nan), min_size=1, max_size=3 * BLOCK + 7),
-       st.lists(st.integers(1, 400), max_size=6), st.integers(1, 50))
+@given(
+    st.lists(st.floats(0.001, 100.0) | st.just(math.nan), min_size=1, max_size=3 * BLOCK + 7),
+    st.lists(st.integers(1, 400), max_size=6),
+    st.integers(1, 50),
+)
 def test_blocks_grown_in_pieces_equal_one_pass(ys: list[float], cuts: list[int], width: int) -> None:
     xs = [float(i) for i in range(len(ys))]
     one = Blocks()

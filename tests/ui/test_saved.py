@@ -115,15 +115,20 @@ def test_damaged_saved_series_are_ignored(tmp_path: Path, monkeypatch: pytest.Mo
     st.close()
 
 
-def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlgoodput.ui import _job
 
     monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
     ev = _big(5_000)
     for h in (1, 2, 3):
         ev.append(Event(Kind.JOB_START, 0.01 * h, h))
-        ev += [Event(Kind.STEP_START, e.time + (0.05 if h == 2 else 0.001 * h), h, e.step)
-               for e in ev[:900] if e.kind == Kind.STEP_START and e.host == 0]
+        ev += [
+            Event(Kind.STEP_START, e.time + (0.05 if h == 2 else 0.001 * h), h, e.step)
+            for e in ev[:900]
+            if e.kind == Kind.STEP_START and e.host == 0
+        ]
     ev.append(Event(Kind.JOB_END, max(e.time for e in ev) + 1.0))
     st = SQLiteStore(tmp_path / "s.db")
     st.append("g", "big", EventBatch(1, 0, sorted(ev, key=lambda e: e.time)))

@@ -124,8 +124,9 @@ def test_exit_with_the_sqlite_store_locked_by_another_process(db: str, env: dict
     assert steps_in_store(db) == STEPS  # shipped later, by the next process of the store
 
 
-def test_exit_with_an_otlp_endpoint_that_never_answers(db: str, env: dict[str, str], tmp_path: Path,
-                                                       silent_server: int) -> None:
+def test_exit_with_an_otlp_endpoint_that_never_answers(
+    db: str, env: dict[str, str], tmp_path: Path, silent_server: int
+) -> None:
     body = """
 from mlgoodput.diagnostics import machinelearning_run, metrics
 from mlgoodput.export import OTLPExporter

@@ -226,10 +226,17 @@ def test_exit_deadline_is_one_shared_constant() -> None:
     import subprocess
     import sys
 
-    code = ("import time; from mlgoodput._worker import exit_time_left as left\n"
-            "a = left(); time.sleep(0.3); b = left(); print(a, b)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    code = (
+        "import time; from mlgoodput._worker import exit_time_left as left\n"
+        "a = left(); time.sleep(0.3); b = left(); print(a, b)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)),
+    )
     a, b = map(float, r.stdout.split())
     assert 4.9 <= a <= 5.0 and b <= a - 0.3
 
@@ -322,20 +329,31 @@ def test_debug_prints_one_line_per_worker_at_exit(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "xdg"), MLGOODPUT_DEBUG="1",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(
+        os.environ,
+        XDG_DATA_HOME=str(tmp_path / "xdg"),
+        MLGOODPUT_DEBUG="1",
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )
     env.pop("MLGOODPUT_JOURNAL_DIR", None)
-    script = ("from mlgoodput import goodput\n"
-              f"rec = goodput.GoodputRecorder(job_name='j', logger_name='ns', logging_enabled=True,"
-              f" store='sqlite://{tmp_path}/d.db')\n"
-              "rec.record_job_start_time()\n")
+    script = (
+        "from mlgoodput import goodput\n"
+        f"rec = goodput.GoodputRecorder(job_name='j', logger_name='ns', logging_enabled=True,"
+        f" store='sqlite://{tmp_path}/d.db')\n"
+        "rec.record_job_start_time()\n"
+    )
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("mlgoodput: worker ")]
     assert len(lines) == 1 and "(Journal): closed pending=0" in lines[0], r.stderr
     env.pop("MLGOODPUT_DEBUG")
-    r = subprocess.run([sys.executable, "-m", "mlgoodput", "--debug", "jobs", "--store", f"{tmp_path}/d.db"],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlgoodput", "--debug", "jobs", "--store", f"{tmp_path}/d.db"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "mlgoodput: no background workers in this process" in r.stderr
 

@@ -25,12 +25,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--job", required=True, help="the job name (job_name of the recorder)")
     p.add_argument("--logger", help="the logger name (default: the one the store holds for the job)")
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
-    p.add_argument("--mtbi-s", type=_positive, metavar="SECONDS",
-                   help="assume this mean time between interruptions (default: measured)")
-    p.add_argument("--save-s", type=_positive, metavar="SECONDS",
-                   help="assume this blocking checkpoint save time (default: measured mean)")
-    p.add_argument("--recovery-s", type=_positive, metavar="SECONDS",
-                   help="assume this time to recover (default: measured MTTR, else restore time)")
+    p.add_argument(
+        "--mtbi-s",
+        type=_positive,
+        metavar="SECONDS",
+        help="assume this mean time between interruptions (default: measured)",
+    )
+    p.add_argument(
+        "--save-s",
+        type=_positive,
+        metavar="SECONDS",
+        help="assume this blocking checkpoint save time (default: measured mean)",
+    )
+    p.add_argument(
+        "--recovery-s",
+        type=_positive,
+        metavar="SECONDS",
+        help="assume this time to recover (default: measured MTTR, else restore time)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_advise)
 

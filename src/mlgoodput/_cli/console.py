@@ -19,10 +19,15 @@ def register(sub: Any) -> None:
     s = csub.add_parser("serve", help="start a console server that processes connect to")
     s.add_argument("--address", required=True, help="HOST:PORT, :PORT (127.0.0.1), unix:/path or a plain name")
     s.add_argument("--job", default=None, help="console job name (the store stream); default: console-TIME-PID")
-    s.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
+    s.add_argument(
+        "--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)"
+    )
     s.add_argument("--token", default=None, help="TCP token (default: $MLGOODPUT_CONSOLE_TOKEN, else a new random one)")
-    s.add_argument("--in-process-store", action="store_true",
-                   help="write the store on the server's own thread instead of a helper process")
+    s.add_argument(
+        "--in-process-store",
+        action="store_true",
+        help="write the store on the server's own thread instead of a helper process",
+    )
     s.set_defaults(func=_serve)
 
     lg = csub.add_parser("logs", help="replay (or follow) the stored log lines of a console job")
@@ -30,13 +35,28 @@ def register(sub: Any) -> None:
     lg.add_argument("--store", default=None)
     lg.add_argument("--json", action="store_true", help="one JSON object per line")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until Ctrl-C")
-    lg.add_argument("--process", type=int, action="append", metavar="N",
-                    help="only lines of console process #N (repeat for several)")
-    lg.add_argument("--level", type=_level, default=None, metavar="LEVEL",
-                    help="only lines at LEVEL or above (DEBUG, INFO, WARNING, ERROR, CRITICAL or a number)")
+    lg.add_argument(
+        "--process",
+        type=int,
+        action="append",
+        metavar="N",
+        help="only lines of console process #N (repeat for several)",
+    )
+    lg.add_argument(
+        "--level",
+        type=_level,
+        default=None,
+        metavar="LEVEL",
+        help="only lines at LEVEL or above (DEBUG, INFO, WARNING, ERROR, CRITICAL or a number)",
+    )
     lg.add_argument("--grep", default=None, metavar="TEXT", help="only lines whose message contains TEXT (any case)")
-    lg.add_argument("--run", type=int, default=None, metavar="N",
-                    help="only run N of the job name (1 is its first serving; runs are marked in the output)")
+    lg.add_argument(
+        "--run",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only run N of the job name (1 is its first serving; runs are marked in the output)",
+    )
     lg.set_defaults(func=_logs)
 
     u = csub.add_parser("usage-report", help="draw the usage of every process over time (.html or .png)")
@@ -55,8 +75,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     db = store_file(resolve_store_url(args.store, "--store"))
     created = [p for p in ((db, db + "-wal", db + "-shm") if db else ()) if not os.path.exists(p)]
-    srv = ConsoleServer(args.address, job=args.job, store=args.store, token=token,
-                        store_process=not args.in_process_store)
+    srv = ConsoleServer(
+        args.address, job=args.job, store=args.store, token=token, store_process=not args.in_process_store
+    )
     try:
         address = srv.start()
     except OSError as e:
@@ -68,8 +89,10 @@ def _serve(args: argparse.Namespace) -> int:
                 os.unlink(path)
             except OSError:
                 pass
-        raise CLIError(f"cannot serve at {args.address}: {e.strerror or e}"
-                       " (use a local address such as :7000, 127.0.0.1:7000 or unix:/path)") from e
+        raise CLIError(
+            f"cannot serve at {args.address}: {e.strerror or e}"
+            " (use a local address such as :7000, 127.0.0.1:7000 or unix:/path)"
+        ) from e
     # stop on Ctrl-C or SIGTERM from before the address is shown: a Ctrl-C the moment it
     # shows (as print returns) would otherwise end the command as interrupted (130)
     stop = threading.Event()

@@ -32,13 +32,23 @@ def register(sub: Any) -> None:
     dsub.required = True
     pr = dsub.add_parser("print", help="print one file to stdout")
     pr.add_argument("which", choices=sorted(FILES), help="grafana (dashboard JSON) or rules (Prometheus YAML)")
-    pr.add_argument("--goodput-threshold", type=_threshold, default=None, metavar="RATIO",
-                    help="alert when goodput stays below RATIO (default 0.5)")
+    pr.add_argument(
+        "--goodput-threshold",
+        type=_threshold,
+        default=None,
+        metavar="RATIO",
+        help="alert when goodput stays below RATIO (default 0.5)",
+    )
     pr.set_defaults(func=_print)
     ins = dsub.add_parser("install", help="write both files into DIR")
     ins.add_argument("dir", help="directory to write into (created if missing)")
-    ins.add_argument("--goodput-threshold", type=_threshold, default=None, metavar="RATIO",
-                     help="alert when goodput stays below RATIO (default 0.5)")
+    ins.add_argument(
+        "--goodput-threshold",
+        type=_threshold,
+        default=None,
+        metavar="RATIO",
+        help="alert when goodput stays below RATIO (default 0.5)",
+    )
     ins.add_argument("--force", action="store_true", help="overwrite files that exist")
     ins.set_defaults(func=_install)
 

@@ -17,9 +17,17 @@ def register(sub: Any) -> None:
     p.add_argument("--store", default=None, help="store URL (default: a fresh demo-output/demo.db)")
     p.add_argument("--output-dir", default="demo-output", help="where the demo writes")
     p.add_argument("--job", default="demo", help="job name (default: demo)")
-    p.add_argument("--framework", choices=("jax", "torch"), default=None,
-                   help="torch: two CPU ranks under torchrun, one killed; jax: the JAX workload (default: JAX when installed, else a simulated one)")
-    p.add_argument("--workload", default=None, help="workload module (default: mlgoodput._demo.workload_jax when JAX is installed, else workload_sim)")
+    p.add_argument(
+        "--framework",
+        choices=("jax", "torch"),
+        default=None,
+        help="torch: two CPU ranks under torchrun, one killed; jax: the JAX workload (default: JAX when installed, else a simulated one)",
+    )
+    p.add_argument(
+        "--workload",
+        default=None,
+        help="workload module (default: mlgoodput._demo.workload_jax when JAX is installed, else workload_sim)",
+    )
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--kill-at-step", type=int, default=None)
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply every duration (0.1: ten times faster)")

@@ -33,24 +33,39 @@ def _positive(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", required=True, help="job (run) name")
-    p.add_argument("--logger", "--logger-name", dest="logger_name", default=None,
-                   help="logger name (default: the one the store holds for the job, else goodput_<job>)")
-    p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)")
+    p.add_argument(
+        "--logger",
+        "--logger-name",
+        dest="logger_name",
+        default=None,
+        help="logger name (default: the one the store holds for the job, else goodput_<job>)",
+    )
+    p.add_argument(
+        "--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE or the local SQLite file)"
+    )
     p.add_argument("--interval", type=_positive, default=30.0, help="seconds between uploads (default 30)")
     p.add_argument("--tensorboard-dir", default=None, help="write TensorBoard scalars under DIR/goodput")
     p.add_argument("--prometheus-port", type=int, default=None, help="serve Prometheus metrics on this port")
-    p.add_argument("--prometheus-addr", default="127.0.0.1", help="address for the Prometheus endpoint (default 127.0.0.1)")
+    p.add_argument(
+        "--prometheus-addr", default="127.0.0.1", help="address for the Prometheus endpoint (default 127.0.0.1)"
+    )
     p.add_argument("--otlp-endpoint", default=None, help="push OTLP metrics to this endpoint")
     p.add_argument("--otlp-protocol", choices=("grpc", "http"), default="grpc")
     p.add_argument("--gcp-project", default=None, help="upload to Google Cloud Monitoring in this project")
-    p.add_argument("--gcp-location", default=None, help="location label for Cloud Monitoring (default: metadata server)")
-    p.add_argument("--rolling-windows", type=_windows, default=None, help="also upload rolling windows, e.g. 60,300,900")
+    p.add_argument(
+        "--gcp-location", default=None, help="location label for Cloud Monitoring (default: metadata server)"
+    )
+    p.add_argument(
+        "--rolling-windows", type=_windows, default=None, help="also upload rolling windows, e.g. 60,300,900"
+    )
     p.add_argument("--no-badput", action="store_true", help="leave out the badput breakdown")
     p.add_argument("--quiet", action="store_true", help="no progress line")
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("monitor", help="upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring")
+    p = subparsers.add_parser(
+        "monitor", help="upload a job's goodput to TensorBoard, Prometheus, OTLP or Cloud Monitoring"
+    )
     add_arguments(p)
     p.set_defaults(func=run)
 
@@ -67,9 +82,13 @@ def run(args: argparse.Namespace) -> int:
     if args.otlp_endpoint:
         exporters.append(make_exporter("otlp", endpoint=args.otlp_endpoint, protocol=args.otlp_protocol))
     if args.gcp_project:
-        exporters.append(make_exporter("gcp", gcp_options=GCPOptions(project_id=args.gcp_project, location=args.gcp_location)))
+        exporters.append(
+            make_exporter("gcp", gcp_options=GCPOptions(project_id=args.gcp_project, location=args.gcp_location))
+        )
     if not exporters and not args.tensorboard_dir:
-        raise ValueError("nothing to upload to: give --tensorboard-dir, --prometheus-port, --otlp-endpoint or --gcp-project")
+        raise ValueError(
+            "nothing to upload to: give --tensorboard-dir, --prometheus-port, --otlp-endpoint or --gcp-project"
+        )
     monitor = GoodputMonitor(
         job_name=args.job,
         logger_name=logger_name,
@@ -100,8 +119,12 @@ def run(args: argparse.Namespace) -> int:
             if calc is not None:
                 r = calc.report()
                 if not r.total_s > 0:
-                    print(f"\r{time.strftime('%H:%M:%S')} {args.job}: no data yet (waiting for the job to record)",
-                          end="", file=sys.stderr, flush=True)
+                    print(
+                        f"\r{time.strftime('%H:%M:%S')} {args.job}: no data yet (waiting for the job to record)",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     continue
                 print(
                     f"\r{time.strftime('%H:%M:%S')} {args.job}: goodput {r.goodput_pct:6.2f}%  "
@@ -150,8 +173,7 @@ def _default_logger(store: str | None, job: str, given: str | None = None) -> st
         # that does not exist is a typo, not a job to come
         folder = os.path.dirname(path)
         if not os.path.isdir(folder):
-            raise CLIError(f"no store at {path} and no folder {folder} for it"
-                           " (check --store or MLGOODPUT_STORE)")
+            raise CLIError(f"no store at {path} and no folder {folder} for it (check --store or MLGOODPUT_STORE)")
         return given or f"goodput_{job}"
     st = open_read_store(store, "--store", recover=False)
     try:

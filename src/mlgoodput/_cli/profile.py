@@ -47,8 +47,9 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from mlgoodput.diagnostics import capture
 
-    results = capture(args.run, args.duration, session=args.session, hosts=args.hosts,
-                      address=args.address, token=args.token)
+    results = capture(
+        args.run, args.duration, session=args.session, hosts=args.hosts, address=args.address, token=args.token
+    )
     if args.json:
         print(json.dumps(results, indent=2))
     else:

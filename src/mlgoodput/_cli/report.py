@@ -47,8 +47,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--logger", help="the logger name (default: the one the store holds for the job)")
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument("--at", help="show the job as it was at this time (ISO 8601 or UNIX seconds)")
-    p.add_argument("--window", type=float, metavar="SECONDS",
-                   help="only the last SECONDS (before --at, else before now or the job's end)")
+    p.add_argument(
+        "--window",
+        type=float,
+        metavar="SECONDS",
+        help="only the last SECONDS (before --at, else before now or the job's end)",
+    )
     p.add_argument("--ideal-step-time", type=float, metavar="SECONDS", help="use this ideal step time")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_report)
@@ -71,7 +75,9 @@ def parse_time(text: str, arg: str) -> float:
     try:
         dt.datetime.fromtimestamp(t)
     except (ValueError, OverflowError, OSError):
-        raise ValueError(f"{arg}: {text!r} is not a time this machine can show (UNIX seconds from 0 to about 2.5e11)") from None
+        raise ValueError(
+            f"{arg}: {text!r} is not a time this machine can show (UNIX seconds from 0 to about 2.5e11)"
+        ) from None
     return t
 
 
@@ -133,9 +139,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             print_losses({(logger, args.job): lost}, sys.stdout)
         if args.logger and args.logger not in names:
             also = f"; it holds job {args.job!r} under {sorted(names)}" if names else ""
-            raise LookupError(f"no job named {args.job!r} under logger {args.logger!r} in {store.url}{also}"
-                              " (`mlgoodput jobs` lists them)")
-        raise CLIError(f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}")
+            raise LookupError(
+                f"no job named {args.job!r} under logger {args.logger!r} in {store.url}{also}"
+                " (`mlgoodput jobs` lists them)"
+            )
+        raise CLIError(
+            f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}"
+        )
     if args.json:
         d = r.to_dict()
         if lost:
@@ -181,8 +191,11 @@ def journal_losses(store: Store) -> dict[tuple[str, str], int]:
 def print_losses(losses: dict[tuple[str, str], int], out: Any) -> None:
     """One warning line per stream that lost events, so a loss is never silent."""
     for (ns, job), n in sorted(losses.items()):
-        print(f"warning: {n} events of job {job} (logger {ns}) were lost to damaged journal records"
-              " (see the mlgoodput log of the recovering process for the file)", file=out)
+        print(
+            f"warning: {n} events of job {job} (logger {ns}) were lost to damaged journal records"
+            " (see the mlgoodput log of the recovering process for the file)",
+            file=out,
+        )
 
 
 def _fmt_time(t: float) -> str:
@@ -202,9 +215,7 @@ def _fmt_duration(s: float) -> str:
 
 
 def _is_elastic(r: GoodputReport) -> bool:
-    return r.slice_efficiency is not None or any(
-        r.badput_total_s(b) > 0 for b in r.badput_s if b.name in _ELASTIC
-    )
+    return r.slice_efficiency is not None or any(r.badput_total_s(b) > 0 for b in r.badput_s if b.name in _ELASTIC)
 
 
 def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
@@ -231,10 +242,7 @@ def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
 
 def print_report(r: GoodputReport, out: Any) -> None:
     overlapped = sum(v for b, v in r.overlapped_s.items() if b.name == "DATA_LOADING_ASYNC")
-    head = (
-        f"Job {r.job_name} (logger {r.logger_name}): {_fmt_time(r.start)} .. {_fmt_time(r.end)}"
-        f" ({r.total_s:,.1f} s)"
-    )
+    head = f"Job {r.job_name} (logger {r.logger_name}): {_fmt_time(r.start)} .. {_fmt_time(r.end)} ({r.total_s:,.1f} s)"
     facts = [
         ("goodput", f"{r.goodput_pct:.2f} %"),
         ("disruptions", str(r.disruptions)),
@@ -245,12 +253,17 @@ def print_report(r: GoodputReport, out: Any) -> None:
     ]
     if r.slice_efficiency is not None:
         facts.append(
-            ("slice efficiency", f"stepping {r.slice_efficiency.stepping:.1f} %, available {r.slice_efficiency.available:.1f} %")
+            (
+                "slice efficiency",
+                f"stepping {r.slice_efficiency.stepping:.1f} %, available {r.slice_efficiency.available:.1f} %",
+            )
         )
     facts += productivity_facts(r)
     rows = report_rows(r)
-    hosts = [(str(h.host), str(h.steps), f"{h.median_s:.4g}", f"{h.p90_s:.4g}", f"{h.max_s:.4g}",
-              _straggler(h.median_s, r)) for h in r.hosts]
+    hosts = [
+        (str(h.host), str(h.steps), f"{h.median_s:.4g}", f"{h.p90_s:.4g}", f"{h.max_s:.4g}", _straggler(h.median_s, r))
+        for h in r.hosts
+    ]
     host_head = ("host", "steps", "median s", "p90 s", "max s", "vs. fastest median")
     try:
         from rich.table import Table
@@ -279,8 +292,14 @@ def print_report(r: GoodputReport, out: Any) -> None:
         table.add_row(label, f"{s:,.2f}", f"{pct:.2f}", style=style)
     console.print(table)
     if hosts:
-        ht = Table(title="step times by host (stragglers)", title_justify="left", show_header=True,
-                   header_style="bold", box=None, pad_edge=False)
+        ht = Table(
+            title="step times by host (stragglers)",
+            title_justify="left",
+            show_header=True,
+            header_style="bold",
+            box=None,
+            pad_edge=False,
+        )
         for i, h in enumerate(host_head):
             ht.add_column(h, justify="left" if i == 0 else "right")
         for row in hosts:
@@ -337,12 +356,18 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
                 return f"{v / scale:,.4g} {unit}"
         return f"{v:,.4g} FLOP/s"
 
-    peak = "unknown (record_peak_flops)" if p.peak_flops_per_s is None else (
-        f"{rate(p.peak_flops_per_s)} ({p.peak_source})")
+    peak = (
+        "unknown (record_peak_flops)"
+        if p.peak_flops_per_s is None
+        else (f"{rate(p.peak_flops_per_s)} ({p.peak_source})")
+    )
     rows = [
         ("ML productivity goodput", pct(p.ml_productivity_goodput, "needs submit time, FLOPs and peak")),
-        ("scheduling goodput", pct(p.scheduling_goodput, "no submit time")
-         + ("" if p.queue_s is None else f", queued {p.queue_s:,.1f} s ({p.submit_source})")),
+        (
+            "scheduling goodput",
+            pct(p.scheduling_goodput, "no submit time")
+            + ("" if p.queue_s is None else f", queued {p.queue_s:,.1f} s ({p.submit_source})"),
+        ),
         ("runtime goodput", pct(p.runtime_goodput)),
         ("program goodput", pct(p.program_goodput, "needs step FLOPs and peak")),
         ("MFU", pct(p.mfu, "needs step FLOPs and peak")),
@@ -359,11 +384,21 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
             parts.append(f"queued {secs(att.queue_s)} since its submit ({att.source})")
         rows.append((f"attempt {att.attempt + 1}", ", ".join(parts)))
     if p.checkpoint_save.count:
-        rows.append(("checkpoint save", f"{p.checkpoint_save.count} x, mean {secs(p.checkpoint_save.mean_s)},"
-                     f" p95 {secs(p.checkpoint_save.p95_s)}"))
+        rows.append(
+            (
+                "checkpoint save",
+                f"{p.checkpoint_save.count} x, mean {secs(p.checkpoint_save.mean_s)},"
+                f" p95 {secs(p.checkpoint_save.p95_s)}",
+            )
+        )
     if p.checkpoint_restore.count:
-        rows.append(("checkpoint restore", f"{p.checkpoint_restore.count} x, mean {secs(p.checkpoint_restore.mean_s)},"
-                     f" p95 {secs(p.checkpoint_restore.p95_s)}"))
+        rows.append(
+            (
+                "checkpoint restore",
+                f"{p.checkpoint_restore.count} x, mean {secs(p.checkpoint_restore.mean_s)},"
+                f" p95 {secs(p.checkpoint_restore.p95_s)}",
+            )
+        )
     if p.lost_progress_per_interruption_s is not None:
         rows.append(("progress lost / interruption", secs(p.lost_progress_per_interruption_s)))
     return rows
@@ -379,12 +414,20 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         now = time.time()
         rows: list[dict[str, Any]] = []
         for j in infos:
-            row: dict[str, Any] = {"job": j.job, "logger": j.namespace, "events": j.events,
-                                   "first_time": j.first_time, "last_time": j.last_time}
+            row: dict[str, Any] = {
+                "job": j.job,
+                "logger": j.namespace,
+                "events": j.events,
+                "first_time": j.first_time,
+                "last_time": j.last_time,
+            }
             if not j.namespace.startswith(RESERVED_PREFIX):
                 r = GoodputCalculator(j.job, j.namespace, store=store).report()
-                row.update(goodput_pct=r.goodput_pct if r.total_s > 0 else None, duration_s=r.total_s,
-                           status=job_status(store, j.namespace, j.job, now))
+                row.update(
+                    goodput_pct=r.goodput_pct if r.total_s > 0 else None,
+                    duration_s=r.total_s,
+                    status=job_status(store, j.namespace, j.job, now),
+                )
             if (j.namespace, j.job) in losses:
                 row["journal_lost_events"] = losses[(j.namespace, j.job)]
             rows.append(row)
@@ -400,13 +443,24 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     table: list[tuple[str, ...]] = [("job", "logger", "goodput", "duration", "status", "events", "last event")]
     for row in rows:
         g = row.get("goodput_pct")
-        table.append((row["job"], row["logger"], "-" if g is None else f"{g:.2f} %",
-                      _fmt_duration(row["duration_s"]) if "duration_s" in row else "-",
-                      row.get("status", "-"), str(row["events"]), _fmt_time(row["last_time"])))
+        table.append(
+            (
+                row["job"],
+                row["logger"],
+                "-" if g is None else f"{g:.2f} %",
+                _fmt_duration(row["duration_s"]) if "duration_s" in row else "-",
+                row.get("status", "-"),
+                str(row["events"]),
+                _fmt_time(row["last_time"]),
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     right = {2, 3, 5}
     for cells in table:
-        print("  ".join(c.rjust(w) if i in right else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
+        print(
+            "  ".join(
+                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
     print_losses(losses, sys.stdout)
     return 0

@@ -45,8 +45,17 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     rows = [("RUN", "GROUP", "STARTED", "LAST EVENT", "PROCS", "METRICS", "PROFILES")]
     for r in runs:
-        rows.append((r["name"], r["run_group"] or "-", _when(r["first_time"]), _when(r["last_time"]),
-                     str(r["processes"]), str(r["metric_values"]), str(r["profile_starts"])))
+        rows.append(
+            (
+                r["name"],
+                r["run_group"] or "-",
+                _when(r["first_time"]),
+                _when(r["last_time"]),
+                str(r["processes"]),
+                str(r["metric_values"]),
+                str(r["profile_starts"]),
+            )
+        )
     _table(rows)
     return 0
 
@@ -68,16 +77,22 @@ def _show(args: argparse.Namespace) -> int:
         if run.info.get(k):
             print(f"  {k}: {run.info[k]}")
     hosts = sorted({s["host"] for s in run.starts})
-    print(f"  started: {_when(run.starts[0]['time']) if run.starts else '-'}; processes: {len(hosts)};"
-          f" starts: {len(run.starts)}")
+    print(
+        f"  started: {_when(run.starts[0]['time']) if run.starts else '-'}; processes: {len(hosts)};"
+        f" starts: {len(run.starts)}"
+    )
     sw = run.software
     if sw:
-        print(f"  software: {sw.get('framework') or '-'} {sw.get('framework_version') or ''}"
-              f" python {sw.get('python_version')}; XLA_FLAGS={sw.get('xla_flags') or '(none)'}")
+        print(
+            f"  software: {sw.get('framework') or '-'} {sw.get('framework_version') or ''}"
+            f" python {sw.get('python_version')}; XLA_FLAGS={sw.get('xla_flags') or '(none)'}"
+        )
     if run.system:
         s0 = run.system[min(run.system)]
-        print(f"  system: {s0.get('hostname')}; devices: {s0.get('device_count', '-')} x"
-              f" {s0.get('device_kind', '-')}; process count: {s0.get('process_count', len(hosts))}")
+        print(
+            f"  system: {s0.get('hostname')}; devices: {s0.get('device_count', '-')} x"
+            f" {s0.get('device_kind', '-')}; process count: {s0.get('process_count', len(hosts))}"
+        )
     print("configs:")
     flat = _flatten(run.configs)
     if not flat:
@@ -94,9 +109,17 @@ def _show(args: argparse.Namespace) -> int:
             pts = series[name]
             vals = [p[1] for p in pts if not math.isnan(p[1])]
             steps = [p[0] for p in pts if p[0] is not None]
-            rows.append((name, str(len(pts)), _num(pts[-1][1]), _num(min(vals) if vals else None),
-                         _num(sum(vals) / len(vals) if vals else None), _num(max(vals) if vals else None),
-                         str(steps[-1]) if steps else "-"))
+            rows.append(
+                (
+                    name,
+                    str(len(pts)),
+                    _num(pts[-1][1]),
+                    _num(min(vals) if vals else None),
+                    _num(sum(vals) / len(vals) if vals else None),
+                    _num(max(vals) if vals else None),
+                    str(steps[-1]) if steps else "-",
+                )
+            )
         _table(rows, indent=2)
     print("profiles:")
     if not run.profiles:
@@ -104,9 +127,17 @@ def _show(args: argparse.Namespace) -> int:
     else:
         rows = [("SESSION", "TRIGGER", "STARTED", "SECONDS", "HOSTS", "FILES", "PATH")]
         for p in run.profiles:
-            rows.append((p["session"], p["trigger"] or "-", _when(p["start"]),
-                         _num(p["duration_s"]) if p["complete"] else "running",
-                         ",".join(map(str, p["hosts"])), str(len(p["files"])), p["path"] or "-"))
+            rows.append(
+                (
+                    p["session"],
+                    p["trigger"] or "-",
+                    _when(p["start"]),
+                    _num(p["duration_s"]) if p["complete"] else "running",
+                    ",".join(map(str, p["hosts"])),
+                    str(len(p["files"])),
+                    p["path"] or "-",
+                )
+            )
         _table(rows, indent=2)
     return 0
 

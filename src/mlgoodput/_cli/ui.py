@@ -19,8 +19,13 @@ def register(sub: Any) -> None:
     p.add_argument("--store", default=None, help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--stale-after", type=float, default=120.0, metavar="SECONDS",
-                   help="a job without job_end silent this long is stale (ten times this: crashed)")
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a job without job_end silent this long is stale (ten times this: crashed)",
+    )
     p.set_defaults(func=_run)
 
 

@@ -29,7 +29,9 @@ def render_report(report: Any, out: IO[str]) -> None:
     for b, v in report.overlapped_s.items():
         if v > 0:
             out.write(f"  (overlapped, not badput: {b.name.lower()} {v:.2f} s)\n")
-    out.write(f"  disruptions: {report.disruptions}   last step: {report.last_step}"
-              f"   max productive step: {report.max_productive_step}"
-              f"   ideal step time: {report.ideal_step_time_s:.3f} s\n")
+    out.write(
+        f"  disruptions: {report.disruptions}   last step: {report.last_step}"
+        f"   max productive step: {report.max_productive_step}"
+        f"   ideal step time: {report.ideal_step_time_s:.3f} s\n"
+    )
     out.flush()

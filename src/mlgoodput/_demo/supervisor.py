@@ -81,8 +81,10 @@ class _Progress:
             step, total = int(msg["step"]), int(msg["steps"])
             width = 30
             filled = int(width * (step + 1) / total)
-            line = (f"attempt {attempt}  [{'#' * filled}{'.' * (width - filled)}] step {step + 1}/{total}"
-                    f"  loss {msg.get('loss', '')}")
+            line = (
+                f"attempt {attempt}  [{'#' * filled}{'.' * (width - filled)}] step {step + 1}/{total}"
+                f"  loss {msg.get('loss', '')}"
+            )
             if self.tty:
                 self.out.write("\r" + line.ljust(len(self.last_line)))
                 self.last_line = line
@@ -119,10 +121,29 @@ def _fresh_store(cfg: DemoConfig) -> str:
 DEMO_CPU_PEAK_FLOPS = "1e11"
 
 
-def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int | None, ui: _Progress,
-             seen: dict[str, Any] | None = None) -> int:
-    cmd = ["-m", cfg.workload, "--store", url, "--job", cfg.job, "--ckpt-dir", str(ckpt),
-           "--steps", str(cfg.steps), "--time-scale", str(cfg.time_scale)]
+def _attempt(
+    cfg: DemoConfig,
+    url: str,
+    ckpt: Path,
+    attempt: int,
+    kill_at: int | None,
+    ui: _Progress,
+    seen: dict[str, Any] | None = None,
+) -> int:
+    cmd = [
+        "-m",
+        cfg.workload,
+        "--store",
+        url,
+        "--job",
+        cfg.job,
+        "--ckpt-dir",
+        str(ckpt),
+        "--steps",
+        str(cfg.steps),
+        "--time-scale",
+        str(cfg.time_scale),
+    ]
     # the supervisor "submits" each attempt now
     env = {"PYTHONUNBUFFERED": "1", "MLGOODPUT_JOB_SUBMIT_TIME": repr(time.time())}
     if "MLGOODPUT_CPU_PEAK_FLOPS" not in os.environ:
@@ -144,8 +165,10 @@ def _attempt(cfg: DemoConfig, url: str, ckpt: Path, attempt: int, kill_at: int |
             if kill_at is not None and msg.get("phase") == "step" and int(msg["step"]) >= kill_at:
                 os.kill(p.pid, signal.SIGKILL)
                 p.wait()
-                ui.note(f"attempt {attempt}: worker {p.pid} killed with SIGKILL after step {msg['step']}"
-                        " (no clean shutdown, no flush)")
+                ui.note(
+                    f"attempt {attempt}: worker {p.pid} killed with SIGKILL after step {msg['step']}"
+                    " (no clean shutdown, no flush)"
+                )
                 return p.returncode
         return p.wait()
     finally:
@@ -209,12 +232,15 @@ def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
         activate = os.path.join(bindir, "activate")
         if os.path.exists(activate):
             rel = os.path.relpath(activate)
-            lines.append(f"  source {activate if rel.startswith('..') else rel}"
-                         "   # puts mlgoodput and tensorboard on the PATH")
+            lines.append(
+                f"  source {activate if rel.startswith('..') else rel}   # puts mlgoodput and tensorboard on the PATH"
+            )
     lines.append(f"  export MLGOODPUT_STORE={path}")
     lines.append("  mlgoodput jobs                              # goodput, duration and status of each job")
     lines.append(f"  mlgoodput report --job {job} --window 30     # the last 30 s of the job")
-    lines.append(f"  mlgoodput ui                                # then open http://127.0.0.1:8787/jobs/{quote(job, safe='')}")
+    lines.append(
+        f"  mlgoodput ui                                # then open http://127.0.0.1:8787/jobs/{quote(job, safe='')}"
+    )
     if tensorboard_dir:
         lines.append(f"  tensorboard --logdir {tensorboard_dir}   # then open http://localhost:6006")
     return "\n".join(lines)

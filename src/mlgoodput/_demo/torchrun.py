@@ -24,8 +24,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_torch_demo(output_dir: Path, store: str | None, job: str, steps: int = 40,
-                   kill_at_step: int | None = None, out: IO[str] | None = None) -> int:
+def run_torch_demo(
+    output_dir: Path,
+    store: str | None,
+    job: str,
+    steps: int = 40,
+    kill_at_step: int | None = None,
+    out: IO[str] | None = None,
+) -> int:
     """Run the demo; returns the report's exit code (non-zero when torchrun failed)."""
     out = out or sys.stdout
     if steps < 4:
@@ -46,16 +52,47 @@ def run_torch_demo(output_dir: Path, store: str | None, job: str, steps: int = 4
         for p in output_dir.glob("demo-torch.db*"):
             p.unlink()
         store = "sqlite://" + str(db.resolve())
-    cmd = ["-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
-           "--max-restarts=1", "--monitor-interval=0.1", "--rdzv-backend=c10d",
-           f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "-m", "mlgoodput.torch._workload",
-           "--store", store, "--job", job, "--ckpt-dir", str(ckpt), "--steps", str(steps),
-           "--ckpt-every", str(max(2, steps // 5)), "--kill-at-step", str(kill), "--kill-rank", "1",
-           "--step-s", "0.1"]
-    print(f"$ torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload ... "
-          f"(rank 1 is killed at step {kill})", file=out, flush=True)
-    proc = start_python(cmd, extra_env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    cmd = [
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        "--max-restarts=1",
+        "--monitor-interval=0.1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{_free_port()}",
+        "-m",
+        "mlgoodput.torch._workload",
+        "--store",
+        store,
+        "--job",
+        job,
+        "--ckpt-dir",
+        str(ckpt),
+        "--steps",
+        str(steps),
+        "--ckpt-every",
+        str(max(2, steps // 5)),
+        "--kill-at-step",
+        str(kill),
+        "--kill-rank",
+        "1",
+        "--step-s",
+        "0.1",
+    ]
+    print(
+        f"$ torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload ... "
+        f"(rank 1 is killed at step {kill})",
+        file=out,
+        flush=True,
+    )
+    proc = start_python(
+        cmd,
+        extra_env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         try:

@@ -39,14 +39,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job", required=True)
     ap.add_argument("--logger", default=None, help="logger_name (default goodput_JOB)")
     ap.add_argument("--ckpt-dir", required=True, type=Path)
-    ap.add_argument("--tensorboard-dir", type=Path, default=None,
-                    help="default: 'tensorboard' beside the checkpoint directory")
+    ap.add_argument(
+        "--tensorboard-dir", type=Path, default=None, help="default: 'tensorboard' beside the checkpoint directory"
+    )
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--ckpt-every", type=int, default=10)
     ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--time-scale", type=float, default=1.0,
-                    help="multiply the simulated parts (device bring-up, input pipeline latency)")
+    ap.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply the simulated parts (device bring-up, input pipeline latency)",
+    )
     a = ap.parse_args(argv)
     k = a.time_scale
     logger_name = a.logger or f"goodput_{a.job}"
@@ -77,11 +82,23 @@ def main(argv: list[str] | None = None) -> int:
     rec.record_tpu_init_end_time()
 
     # JAX compile metrics (to TensorBoard) and measured compile time (to the recorder)
-    jm.init(job_name=a.job, recorder=rec, store=a.store,
-            exporters=[TensorBoardExporter(tb_dir / "jax")], interval_s=5, histograms=False)
-    monitor = GoodputMonitor(a.job, logger_name, tensorboard_dir=str(tb_dir), upload_interval=5,
-                             monitoring_enabled=True, include_badput_breakdown=True,
-                             store=a.store)
+    jm.init(
+        job_name=a.job,
+        recorder=rec,
+        store=a.store,
+        exporters=[TensorBoardExporter(tb_dir / "jax")],
+        interval_s=5,
+        histograms=False,
+    )
+    monitor = GoodputMonitor(
+        a.job,
+        logger_name,
+        tensorboard_dir=str(tb_dir),
+        upload_interval=5,
+        monitoring_enabled=True,
+        include_badput_breakdown=True,
+        store=a.store,
+    )
     monitor.start_goodput_uploader()
 
     # -- training preparation: model, optimizer, checkpoint manager, restore -------------

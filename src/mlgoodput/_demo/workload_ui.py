@@ -27,9 +27,13 @@ def run(store: str, job: str, steps: int, step_s: float, *, flush_every: int = 5
         time.sleep(step_s * 3)
         rec.record_tpu_init_end_time()
         rec.record_training_preparation_start_time()
-        mlrun = machinelearning_run(name=job, configs={"model": {"layers": 4, "width": 256}, "lr": 3e-4,
-                                                      "batch_size": 64, "steps": steps}, store=store,
-                                   log_system_metrics=True, system_metrics_interval_s=max(0.2, step_s * 4))
+        mlrun = machinelearning_run(
+            name=job,
+            configs={"model": {"layers": 4, "width": 256}, "lr": 3e-4, "batch_size": 64, "steps": steps},
+            store=store,
+            log_system_metrics=True,
+            system_metrics_interval_s=max(0.2, step_s * 4),
+        )
         time.sleep(step_s * 2)
         rec.record_training_preparation_end_time()
         bar = console.Progress.new(total=steps, msg="training")

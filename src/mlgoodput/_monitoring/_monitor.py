@@ -100,11 +100,15 @@ class GoodputMonitor:
         self.strict = resolve_strict(strict)
         self._misuse = MisuseReporter(type(self).__name__, self.strict)
         self.upload_interval = _check_seconds(upload_interval, "upload_interval")
-        self.step_deviation_interval_seconds = _check_seconds(step_deviation_interval_seconds, "step_deviation_interval_seconds")
+        self.step_deviation_interval_seconds = _check_seconds(
+            step_deviation_interval_seconds, "step_deviation_interval_seconds"
+        )
         if final_flush_timeout_seconds is None:
             self.final_flush_timeout_seconds: float | None = None  # the seed's "wait for it"
         else:
-            self.final_flush_timeout_seconds = _check_seconds(final_flush_timeout_seconds, "final_flush_timeout_seconds")
+            self.final_flush_timeout_seconds = _check_seconds(
+                final_flush_timeout_seconds, "final_flush_timeout_seconds"
+            )
         if stop_timeout_s is not None:
             self.stop_timeout_s = _check_seconds(stop_timeout_s, "stop_timeout_s")
         else:
@@ -136,12 +140,21 @@ class GoodputMonitor:
             store = url
         self.store_url = resolve_store_url(store)
         if is_process_local(self.store_url):
-            raise ValueError(f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file")
+            raise ValueError(
+                f"store: the uploader runs in another process and cannot see {self.store_url!r}; use a SQLite file"
+            )
         all_exporters: list[Exporter] = []
         if tensorboard_dir is not None and os.fspath(tensorboard_dir):
-            all_exporters.append(make_exporter("tensorboard", logdir=os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR),
-                                               exclusive=True))
-        if gcp_options is not None and gcp_options.enabled and not any(isinstance(e, CloudMonitoringExporter) for e in exporters):
+            all_exporters.append(
+                make_exporter(
+                    "tensorboard", logdir=os.path.join(os.fspath(tensorboard_dir), TENSORBOARD_SUBDIR), exclusive=True
+                )
+            )
+        if (
+            gcp_options is not None
+            and gcp_options.enabled
+            and not any(isinstance(e, CloudMonitoringExporter) for e in exporters)
+        ):
             g = gcp_options
             if not include_step_deviation and g.enable_gcp_step_deviation_metrics:
                 import dataclasses
@@ -182,9 +195,13 @@ class GoodputMonitor:
         if proc is None:
             return
         if proc.has_source(key):
-            self._misuse.report("uploader_started_twice", f"start_{key}_uploader", "job_name", self.job_name,
-                                f"the {key} goodput uploader of job {self.job_name!r} is already running;"
-                                " the call did nothing")
+            self._misuse.report(
+                "uploader_started_twice",
+                f"start_{key}_uploader",
+                "job_name",
+                self.job_name,
+                f"the {key} goodput uploader of job {self.job_name!r} is already running; the call did nothing",
+            )
             return
         proc.start()  # raises on a bad exporter (a port in use, ...)
         proc.add_source(key, source)
@@ -199,9 +216,14 @@ class GoodputMonitor:
         if not proc.has_source(key):
             source = self._sources.get(key) or (self._source(key) if key in (_CUMULATIVE, _STEP_DEVIATION) else None)
             cold = not skip and source is not None
-            self._misuse.report("uploader_not_running", f"stop_{key}_uploader", "job_name", self.job_name,
-                                f"the {key} goodput uploader of job {self.job_name!r} is not running;"
-                                + (" one final upload, as the seed does" if cold else " the call did nothing"))
+            self._misuse.report(
+                "uploader_not_running",
+                f"stop_{key}_uploader",
+                "job_name",
+                self.job_name,
+                f"the {key} goodput uploader of job {self.job_name!r} is not running;"
+                + (" one final upload, as the seed does" if cold else " the call did nothing"),
+            )
             if not cold:
                 return True
             try:  # the seed's cold final flush: one query and upload, bounded by the timeout
@@ -219,7 +241,9 @@ class GoodputMonitor:
             ok = proc.stop(max(0.1, deadline - time.monotonic()), final_flush=False) and ok
             self._proc = ExporterProcess(self.exporters, interval_s=self.upload_interval, name=proc.name)
         if not ok:
-            log.warning("GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout)
+            log.warning(
+                "GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout
+            )
         return ok
 
     @property
@@ -251,7 +275,9 @@ class GoodputMonitor:
         windows = _check_windows(rolling_windows_seconds, "rolling_windows_seconds")
         self._start(_ROLLING, self._source(_ROLLING, windows))
 
-    def stop_rolling_window_goodput_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+    def stop_rolling_window_goodput_uploader(
+        self, skip_final_flush: bool | None = None, timeout_s: float | None = None
+    ) -> bool:
         return self._stop(_ROLLING, skip_final_flush, timeout_s)
 
     def start_goodput_interval_uploader(self, window_size_seconds: float) -> None:
@@ -261,7 +287,9 @@ class GoodputMonitor:
         w = _check_seconds(window_size_seconds, "window_size_seconds")
         self._start(_INTERVAL, self._source(_ROLLING, _check_windows([round(w) or 1], "window_size_seconds")))
 
-    def stop_goodput_interval_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+    def stop_goodput_interval_uploader(
+        self, skip_final_flush: bool | None = None, timeout_s: float | None = None
+    ) -> bool:
         return self._stop(_INTERVAL, skip_final_flush, timeout_s)
 
     def start_step_deviation_uploader(self) -> None:
@@ -271,7 +299,9 @@ class GoodputMonitor:
             return
         self._start(_STEP_DEVIATION, self._source(_STEP_DEVIATION))
 
-    def stop_step_deviation_uploader(self, skip_final_flush: bool | None = None, timeout_s: float | None = None) -> bool:
+    def stop_step_deviation_uploader(
+        self, skip_final_flush: bool | None = None, timeout_s: float | None = None
+    ) -> bool:
         if not self.include_step_deviation:
             return True
         return self._stop(_STEP_DEVIATION, skip_final_flush, timeout_s)

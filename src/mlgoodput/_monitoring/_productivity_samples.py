@@ -9,15 +9,35 @@ from mlgoodput.export import Sample
 
 #: sample name -> (Productivity attribute, factor, unit, description)
 PRODUCTIVITY_SAMPLES: tuple[tuple[str, str, float, str, str], ...] = (
-    ("productivity/ml_productivity_goodput_pct", "ml_productivity_goodput", 100.0, "%",
-     "ML Productivity Goodput: scheduling x runtime x program goodput"),
-    ("productivity/scheduling_goodput_pct", "scheduling_goodput", 100.0, "%",
-     "share of the time since submission that the job held its machines"),
-    ("productivity/program_goodput_pct", "program_goodput", 100.0, "%",
-     "achieved FLOP/s during productive time over peak FLOP/s"),
+    (
+        "productivity/ml_productivity_goodput_pct",
+        "ml_productivity_goodput",
+        100.0,
+        "%",
+        "ML Productivity Goodput: scheduling x runtime x program goodput",
+    ),
+    (
+        "productivity/scheduling_goodput_pct",
+        "scheduling_goodput",
+        100.0,
+        "%",
+        "share of the time since submission that the job held its machines",
+    ),
+    (
+        "productivity/program_goodput_pct",
+        "program_goodput",
+        100.0,
+        "%",
+        "achieved FLOP/s during productive time over peak FLOP/s",
+    ),
     ("productivity/mfu_pct", "mfu", 100.0, "%", "model FLOPs utilization of the time in steps"),
-    ("productivity/achieved_flops_per_second", "achieved_flops_per_s", 1.0, "FLOP/s",
-     "model FLOPs of kept steps per productive second"),
+    (
+        "productivity/achieved_flops_per_second",
+        "achieved_flops_per_s",
+        1.0,
+        "FLOP/s",
+        "model FLOPs of kept steps per productive second",
+    ),
     ("productivity/peak_flops_per_second", "peak_flops_per_s", 1.0, "FLOP/s", "peak FLOP/s of the job's devices"),
     ("productivity/ettr_pct", "ettr", 100.0, "%", "effective training time ratio"),
     ("productivity/interruptions", "interruptions", 1.0, "", "interruptions (restarts) of the job"),

@@ -38,18 +38,32 @@ def cumulative_samples(
         s("goodput/productive_seconds", report.productive_s, "s", desc="productive (goodput) time"),
         s("goodput/total_elapsed_seconds", report.total_s, "s", desc="elapsed time of the job"),
         s("goodput/disruptions", report.disruptions, desc="restarts of the job (attempts - 1)"),
-        s("goodput/ideal_step_time_seconds", report.ideal_step_time_s, "s", desc="ideal (median or configured) step time"),
+        s(
+            "goodput/ideal_step_time_seconds",
+            report.ideal_step_time_s,
+            "s",
+            desc="ideal (median or configured) step time",
+        ),
     ]
     if report.max_productive_step is not None:
-        out.append(s("goodput/max_productive_step", report.max_productive_step, desc="largest step whose work was kept"))
+        out.append(
+            s("goodput/max_productive_step", report.max_productive_step, desc="largest step whose work was kept")
+        )
     if report.last_step is not None:
         out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
     if include_badput_breakdown:
         out += _badput_samples("badput/", report, s)
     for h in report.hosts:  # per-host step times, for spotting stragglers
         for stat, v in (("median", h.median_s), ("p90", h.p90_s), ("max", h.max_s)):
-            out.append(s("hosts/{host}/step_time_{stat}_seconds", v, "s", {"host": str(h.host), "stat": stat},
-                         desc="step time seen by one host (median, p90, max)"))
+            out.append(
+                s(
+                    "hosts/{host}/step_time_{stat}_seconds",
+                    v,
+                    "s",
+                    {"host": str(h.host), "stat": stat},
+                    desc="step time seen by one host (median, p90, max)",
+                )
+            )
     out += productivity_samples(report, s)
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
@@ -80,14 +94,24 @@ def _badput_samples(prefix: str, report: GoodputReport, s: Any, *, seconds: bool
     return out
 
 
-def rolling_samples(reports: Mapping[int, GoodputReport], *, time: float | None = None, include_badput_breakdown: bool = True) -> list[Sample]:
+def rolling_samples(
+    reports: Mapping[int, GoodputReport], *, time: float | None = None, include_badput_breakdown: bool = True
+) -> list[Sample]:
     """Per-window goodput and badput (`rolling/{window}/...`, window label like `60s`)."""
     out: list[Sample] = []
     for w, report in sorted(reports.items()):
         base = {"job_name": report.job_name, "logger_name": report.logger_name, "window": f"{int(w)}s"}
         step = report.last_step
 
-        def s(name: str, value: float, unit: str = "", extra: Mapping[str, str] | None = None, desc: str = "", _base: dict[str, str] = base, _step: int | None = step) -> Sample:
+        def s(
+            name: str,
+            value: float,
+            unit: str = "",
+            extra: Mapping[str, str] | None = None,
+            desc: str = "",
+            _base: dict[str, str] = base,
+            _step: int | None = step,
+        ) -> Sample:
             labels = dict(_base, **extra) if extra else _base
             return Sample(name, float(value), labels, step=_step, time=time, unit=unit, description=desc)
 

@@ -14,10 +14,23 @@ def straggler_samples(report: GoodputReport, lag: Any, *, time: float | None = N
     base = {"job_name": report.job_name, "logger_name": report.logger_name}
     step = report.last_step
     out = [
-        Sample("stragglers/straggler_rank", float(-1 if lag.straggler is None else lag.straggler), base,
-               step=step, time=time, description="the rank holding collectives back (-1: none)"),
-        Sample("stragglers/straggler_cost_seconds", lag.straggler_cost_s, base, step=step, time=time,
-               unit="s", description="seconds the straggler held the other ranks back"),
+        Sample(
+            "stragglers/straggler_rank",
+            float(-1 if lag.straggler is None else lag.straggler),
+            base,
+            step=step,
+            time=time,
+            description="the rank holding collectives back (-1: none)",
+        ),
+        Sample(
+            "stragglers/straggler_cost_seconds",
+            lag.straggler_cost_s,
+            base,
+            step=step,
+            time=time,
+            unit="s",
+            description="seconds the straggler held the other ranks back",
+        ),
     ]
     for r in lag.ranks:
         labels = dict(base, rank=str(r.rank))

@@ -29,8 +29,17 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
-_SEVERITY = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400,
-             "ERROR": 500, "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
+_SEVERITY = {
+    "DEFAULT": 0,
+    "DEBUG": 100,
+    "INFO": 200,
+    "NOTICE": 300,
+    "WARNING": 400,
+    "ERROR": 500,
+    "CRITICAL": 600,
+    "ALERT": 700,
+    "EMERGENCY": 800,
+}
 _SEVERITY_NAME = {v: k for k, v in _SEVERITY.items()}
 _TS = re.compile(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)?$")
 _LOG_NAME = re.compile(r"^projects/([^/]+)/logs/([A-Za-z0-9_.%-]+)$")
@@ -55,7 +64,9 @@ def parse_rfc3339(text: str) -> int:
 
 
 # -- the query language subset -------------------------------------------------------------
-_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=~|!~|[=<>:()])|(?P<word>\d[^\s()"]*|[^\s()"=<>:!]+))')
+_TOKEN = re.compile(
+    r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<op><=|>=|!=|=~|!~|[=<>:()])|(?P<word>\d[^\s()"]*|[^\s()"=<>:!]+))'
+)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -435,7 +446,8 @@ class FakeLoggingService:
                 version = (len(self._stored), self._released)
                 rows = [s for s in self._stored if s.visible]
             rows = [
-                s for s in rows
+                s
+                for s in rows
                 if _LOG_NAME.match(s.entry.log_name).group(1) in projects and pred(s.entry)  # type: ignore[union-attr]
             ]
             rows.sort(key=key, reverse=desc)
@@ -455,7 +467,8 @@ class FakeLoggingService:
         if more:
             t, q = key(page[-1])
             resp.next_page_token = base64.urlsafe_b64encode(
-                json.dumps({"q": query_key, "t": t, "s": q}).encode()).decode()
+                json.dumps({"q": query_key, "t": t, "s": q}).encode()
+            ).decode()
         return resp
 
     def start(self) -> FakeLoggingService:
@@ -470,15 +483,21 @@ class FakeLoggingService:
             "google.logging.v2.LoggingServiceV2",
             {
                 "WriteLogEntries": grpc.unary_unary_rpc_method_handler(
-                    self._write, request_deserializer=write_req.FromString,
-                    response_serializer=write_resp.SerializeToString),
+                    self._write,
+                    request_deserializer=write_req.FromString,
+                    response_serializer=write_resp.SerializeToString,
+                ),
                 "ListLogEntries": grpc.unary_unary_rpc_method_handler(
-                    self._list, request_deserializer=list_req.FromString,
-                    response_serializer=list_resp.SerializeToString),
+                    self._list,
+                    request_deserializer=list_req.FromString,
+                    response_serializer=list_resp.SerializeToString,
+                ),
             },
         )
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
-                             options=[("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES)])
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4),
+            options=[("grpc.max_receive_message_length", 2 * MAX_REQUEST_BYTES)],
+        )
         server.add_generic_rpc_handlers((handler,))
         self.port = server.add_insecure_port("127.0.0.1:0")
         server.start()
@@ -502,7 +521,11 @@ class FakeLoggingService:
         )
 
         client = Client(project=project, credentials=AnonymousCredentials(), _use_grpc=True)  # type: ignore[no-untyped-call]
-        transport = LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(self.endpoint, options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]))
+        transport = LoggingServiceV2GrpcTransport(
+            channel=grpc.insecure_channel(
+                self.endpoint, options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+            )
+        )
         client._logging_api = _gapic._LoggingAPI(LoggingServiceV2Client(transport=transport), client)  # type: ignore[no-untyped-call]
         return client
 

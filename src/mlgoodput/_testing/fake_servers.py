@@ -185,7 +185,12 @@ class FakeMetricService:
             seen: set[tuple[Any, ...]] = set()
             rows = []
             for ts in request.time_series:
-                key = (ts.metric.type, tuple(sorted(ts.metric.labels.items())), ts.resource.type, tuple(sorted(ts.resource.labels.items())))
+                key = (
+                    ts.metric.type,
+                    tuple(sorted(ts.metric.labels.items())),
+                    ts.resource.type,
+                    tuple(sorted(ts.resource.labels.items())),
+                )
                 if key in seen or len(ts.points) != 1:
                     self.rejected += 1
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"one point per series per request: {key}")
@@ -204,7 +209,9 @@ class FakeMetricService:
                     self._last[key] = now
                     which = p.value.WhichOneof("value")
                     v = float(getattr(p.value, which))
-                    self.points.append(ReceivedPoint(ts.metric.type, dict(ts.metric.labels), v, t, dict(ts.resource.labels)))
+                    self.points.append(
+                        ReceivedPoint(ts.metric.type, dict(ts.metric.labels), v, t, dict(ts.resource.labels))
+                    )
                 self.requests.append(request.name)
             return empty_pb2.Empty()
 
@@ -212,7 +219,9 @@ class FakeMetricService:
             "google.monitoring.v3.MetricService",
             {
                 "CreateTimeSeries": grpc.unary_unary_rpc_method_handler(
-                    create, request_deserializer=req_cls.FromString, response_serializer=empty_pb2.Empty.SerializeToString
+                    create,
+                    request_deserializer=req_cls.FromString,
+                    response_serializer=empty_pb2.Empty.SerializeToString,
                 )
             },
         )

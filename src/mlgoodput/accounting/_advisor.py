@@ -26,8 +26,10 @@ _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 def expected_goodput(tau: float, save_s: float, mtbi_s: float, recovery_s: float = 0.0) -> float:
     """G(tau): the expected share of wall time kept as work at checkpoint interval `tau`."""
     if not (tau > 0 and mtbi_s > 0 and save_s >= 0 and recovery_s >= 0):
-        raise ValueError(f"need tau > 0, mtbi_s > 0, save_s >= 0, recovery_s >= 0; got "
-                         f"{tau!r}, {mtbi_s!r}, {save_s!r}, {recovery_s!r}")
+        raise ValueError(
+            f"need tau > 0, mtbi_s > 0, save_s >= 0, recovery_s >= 0; got "
+            f"{tau!r}, {mtbi_s!r}, {save_s!r}, {recovery_s!r}"
+        )
     m = mtbi_s
     x = (tau + save_s) / m
     if x > 700 or recovery_s / m > 700:
@@ -125,10 +127,19 @@ def advise(
 
     def done(msg: str, **kw: Any) -> Advice:
         base: dict[str, Any] = dict(
-            save_s=save, mtbi_s=m, recovery_s=rec, interruptions=p.interruptions, step_time_s=step,
-            current_interval_s=cur, young_interval_s=None, daly_interval_s=None,
-            optimal_interval_s=None, goodput_current=None, goodput_optimal=None,
-            recommended_every_steps=None, recommendation=msg,
+            save_s=save,
+            mtbi_s=m,
+            recovery_s=rec,
+            interruptions=p.interruptions,
+            step_time_s=step,
+            current_interval_s=cur,
+            young_interval_s=None,
+            daly_interval_s=None,
+            optimal_interval_s=None,
+            goodput_current=None,
+            goodput_optimal=None,
+            recommended_every_steps=None,
+            recommendation=msg,
         )
         base.update(kw)
         return Advice(**base)
@@ -136,25 +147,40 @@ def advise(
     if save is None or save <= 0:
         return done("No checkpoint save was recorded: record checkpoint saves (or pass --save-s) to get advice.")
     if m is None:
-        return done("No interruptions recorded yet, so the interruption rate is unknown: "
-                    "pass --mtbi-s with an expected mean time between interruptions to get advice.")
+        return done(
+            "No interruptions recorded yet, so the interruption rate is unknown: "
+            "pass --mtbi-s with an expected mean time between interruptions to get advice."
+        )
     young, daly = young_interval(save, m), daly_interval(save, m)
     opt = optimal_interval(save, m, rec)
     g_opt = expected_goodput(opt, save, m, rec)
     g_cur = expected_goodput(cur, save, m, rec) if cur is not None else None
     every = max(1, round(opt / step)) if step else None
-    kw = dict(young_interval_s=young, daly_interval_s=daly, optimal_interval_s=opt,
-              goodput_current=g_cur, goodput_optimal=g_opt, recommended_every_steps=every)
+    kw = dict(
+        young_interval_s=young,
+        daly_interval_s=daly,
+        optimal_interval_s=opt,
+        goodput_current=g_cur,
+        goodput_optimal=g_opt,
+        recommended_every_steps=every,
+    )
     target = f"every {every} steps (about {_fmt_s(opt)} of work)" if every else f"after every {_fmt_s(opt)} of work"
     if g_cur is None or cur is None:
-        return done(f"Checkpoint {target}: expected goodput {100 * g_opt:.1f}% "
-                    "(no current interval measured: fewer than two saves in one attempt).", **kw)
+        return done(
+            f"Checkpoint {target}: expected goodput {100 * g_opt:.1f}% "
+            "(no current interval measured: fewer than two saves in one attempt).",
+            **kw,
+        )
     if p.checkpoint_interval_steps is not None:
         now = f"every {p.checkpoint_interval_steps:.3g} steps"
     else:
         now = f"every {max(1, round(cur / step))} steps" if step else f"every {_fmt_s(cur)}"
     if g_cur >= 0.99 * g_opt:
-        return done(f"Keep checkpointing {now} (about {_fmt_s(cur)} of work): expected goodput "
-                    f"{100 * g_cur:.1f}%, within 1% of the optimum {100 * g_opt:.1f}% at {_fmt_s(opt)}.", **kw)
-    return done(f"Checkpoint {target} instead of {now}: expected goodput "
-                f"{100 * g_cur:.1f}% -> {100 * g_opt:.1f}%.", **kw)
+        return done(
+            f"Keep checkpointing {now} (about {_fmt_s(cur)} of work): expected goodput "
+            f"{100 * g_cur:.1f}%, within 1% of the optimum {100 * g_opt:.1f}% at {_fmt_s(opt)}.",
+            **kw,
+        )
+    return done(
+        f"Checkpoint {target} instead of {now}: expected goodput {100 * g_cur:.1f}% -> {100 * g_opt:.1f}%.", **kw
+    )

@@ -131,9 +131,7 @@ class GoodputCalculator:
         if not self._restored:
             self._restored = True
             if self._save_every is not None and self._cursor == 0:
-                got = _snapshot.restore(
-                    self._store, self.logger_name, self.job_name, stall_factor=self._stall_factor
-                )
+                got = _snapshot.restore(self._store, self.logger_name, self.job_name, stall_factor=self._stall_factor)
                 if got is not None:
                     self._engine, self._cursor = got
                     self._saved = self._engine.timeline.events
@@ -189,7 +187,10 @@ class GoodputCalculator:
                 engine = self._engine
                 q = max(q, engine.timeline.max_time) if q_at is None else q
             r = _with_productivity(
-                engine, engine.report(self.job_name, self.logger_name, q, a, b, ideal), q, a,
+                engine,
+                engine.report(self.job_name, self.logger_name, q, a, b, ideal),
+                q,
+                a,
                 self._facts if engine is self._engine else None,
             )
             if engine is self._engine:
@@ -227,7 +228,10 @@ class GoodputCalculator:
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
             out = {
                 int(w): _with_productivity(
-                    engine, engine.report(self.job_name, self.logger_name, q, q - w, q, ideal), q, q - w,
+                    engine,
+                    engine.report(self.job_name, self.logger_name, q, q - w, q, ideal),
+                    q,
+                    q - w,
                     self._facts if engine is self._engine else None,
                 )
                 for w in ws
@@ -260,13 +264,9 @@ class GoodputCalculator:
         a = _when(interval_start, "interval_start")
         b = _when(interval_end, "interval_end")
         if a is None or b is None:
-            raise ValueError(
-                f"interval_start and interval_end are required, got {interval_start!r}, {interval_end!r}"
-            )
+            raise ValueError(f"interval_start and interval_end are required, got {interval_start!r}, {interval_end!r}")
         if b <= a:
-            raise ValueError(
-                f"interval_end must be after interval_start, got {interval_start!r} .. {interval_end!r}"
-            )
+            raise ValueError(f"interval_end must be after interval_start, got {interval_start!r} .. {interval_end!r}")
         r = self.report(a, b)
         return (r.goodput_pct, _breakdown(r), _productive_step(r, window=True), r.total_s, r.disruptions)
 
@@ -350,9 +350,7 @@ class GoodputCalculator:
         """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,
         max productive step, elapsed seconds, disruptions, step deviations and ideal step time."""
         r = self.report()
-        badput: dict[BadputType, Any] = {
-            b: (dict(v) if isinstance(v, Mapping) else v) for b, v in r.badput_s.items()
-        }
+        badput: dict[BadputType, Any] = {b: (dict(v) if isinstance(v, Mapping) else v) for b, v in r.badput_s.items()}
         badput.update(r.overlapped_s)
         times = self._seed_step_times()
         ideal = self._seed_ideal(times) if times else None
@@ -403,8 +401,13 @@ class GoodputCalculator:
             times, nums = log_.times, log_.nums
             n = len(times)
             c = self._seed_cache
-            if c is not None and c.lead == lead and 0 < c.n <= n and times[c.n - 1] == c.last_time \
-                    and nums[c.n - 1] == c.last_num:
+            if (
+                c is not None
+                and c.lead == lead
+                and 0 < c.n <= n
+                and times[c.n - 1] == c.last_time
+                and nums[c.n - 1] == c.last_num
+            ):
                 out, start = c.times, c.n
             else:
                 out, start = {}, 1
@@ -486,6 +489,7 @@ def _normalize_intervals(intervals: Sequence[tuple[TimeArg, TimeArg]]) -> list[t
         else:
             merged.append((a, b))
     return merged
+
 
 def retention_period(value: object) -> _dt.timedelta | None:
     """The seed's `max_logs_retention_period`: a timedelta, or seconds (as its README passes)."""

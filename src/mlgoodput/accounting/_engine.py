@@ -69,9 +69,9 @@ class Engine:
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self._je_cache: tuple[HostLog, int, list[float]] | None = None
         self._acts_cache: tuple[object, float, Activities] | None = None
-        self._part_cache: (
-            tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
-        ) = None
+        self._part_cache: tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None = (
+            None
+        )
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
@@ -169,9 +169,7 @@ class Engine:
                 elif kind == Kind.SLICE_COUNTS and r.attrs is not None:
                     d = json.loads(r.attrs)
                     try:
-                        acts.slices.append(
-                            (r.time, float(d["active"]), float(d["total"]), float(d["available"]))
-                        )
+                        acts.slices.append((r.time, float(d["active"]), float(d["total"]), float(d["available"])))
                     except (KeyError, TypeError, ValueError):
                         pass
         acts.buckets = {key: union(v) for key, v in raw.items()}
@@ -248,13 +246,7 @@ class Engine:
         d = self._derived
         n = len(log.times)
         tl = self.timeline
-        if (
-            d is None
-            or d.host != log.host
-            or n < d.n
-            or tl.earliest_change < d.frontier
-            or d.open_before
-        ):
+        if d is None or d.host != log.host or n < d.n or tl.earliest_change < d.frontier or d.open_before:
             d = Derived(log.host, 0, -INF, {}, {}, SortedFloats(), 0.0, False)
         start = max(0, d.n - 1)
         times = log.times
@@ -363,7 +355,7 @@ class Engine:
         su_end = steps_union[-1][1] if steps_union else -INF
         key = (a, tuple(ctx.infra), tuple(steps_union[:-1]), steps_union[-1][0] if steps_union else None)
         c = self._part_cache
-        if c is not None and c[4] is acts and c[0] == key   and min(b, su_end) > c[1]:
+        if c is not None and c[4] is acts and c[0] == key and min(b, su_end) > c[1]:
             return c[2], c[3]
         res: dict[object, float] = {}
         covered: Intervals = []
@@ -393,9 +385,7 @@ class Engine:
         self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
         return res, overlapped
 
-    def step_deviation(
-        self, q: float, configured_ideal: float | None, last_n: int | None = None
-    ) -> dict[int, float]:
+    def step_deviation(self, q: float, configured_ideal: float | None, last_n: int | None = None) -> dict[int, float]:
         """Step number -> net time minus the ideal step time, for the lead host's regular steps
         (only the `last_n` latest ones when given: a cost of last_n, not of the job's length)."""
         lead = self.timeline.lead_host(q)
@@ -454,9 +444,7 @@ class Engine:
         return res
 
 
-def _slices(
-    slices: list[tuple[float, float, float, float]], a: float, b: float
-) -> SliceEfficiency | None:
+def _slices(slices: list[tuple[float, float, float, float]], a: float, b: float) -> SliceEfficiency | None:
     if not slices:
         return None
     w = step_w = avail_w = 0.0
@@ -479,9 +467,7 @@ def _slices(
 
 def _empty(job: str, logger: str, a: float, b: float) -> GoodputReport:
     badput: dict[BadputType, object] = {
-        bk: ({} if bk is B.CUSTOM_BADPUT_EVENTS else 0.0)
-        for bk in BadputType
-        if bk is not B.DATA_LOADING_ASYNC
+        bk: ({} if bk is B.CUSTOM_BADPUT_EVENTS else 0.0) for bk in BadputType if bk is not B.DATA_LOADING_ASYNC
     }
     return GoodputReport(
         job_name=job,

@@ -145,8 +145,16 @@ def _scan(tl: Timeline, q: float) -> _Scan:
             if k >= 0 and (k not in restored or r.time < restored[k][0]):
                 restored[k] = (r.time, r.step)
     return _Scan(
-        tuple(flops), tuple(peaks), tuple(submits), lead, tuple(js), tuple(je), step_ends,
-        tuple(sorted(saves)), tuple(sorted(save_steps)), tuple(sorted(restores)),
+        tuple(flops),
+        tuple(peaks),
+        tuple(submits),
+        lead,
+        tuple(js),
+        tuple(je),
+        step_ends,
+        tuple(sorted(saves)),
+        tuple(sorted(save_steps)),
+        tuple(sorted(restores)),
         {k: v[1] for k, v in restored.items()},
     )
 
@@ -189,6 +197,15 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
         i1 = bisect_right(times, end) if how == "running" else bisect_left(times, end)
         attempts.append(AttemptFacts(s, end, how, i0, max(i0, i1), sc.restored.get(k)))
     return JobFacts(
-        q, tuple(attempts), times, nums, sc.step_ends, sc.saves, sc.save_steps, sc.restores,
-        sc.flops, sc.peaks, sc.submits,
+        q,
+        tuple(attempts),
+        times,
+        nums,
+        sc.step_ends,
+        sc.saves,
+        sc.save_steps,
+        sc.restores,
+        sc.flops,
+        sc.peaks,
+        sc.submits,
     )

@@ -31,8 +31,14 @@ class AttemptQueue:
     waiting_s: float | None = None  # from the previous attempt's stop to this start
 
     def to_dict(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "start": self.start, "submit": self.submit,
-                "source": self.source, "queue_s": self.queue_s, "waiting_s": self.waiting_s}
+        return {
+            "attempt": self.attempt,
+            "start": self.start,
+            "submit": self.submit,
+            "source": self.source,
+            "queue_s": self.queue_s,
+            "waiting_s": self.waiting_s,
+        }
 
 
 @dataclass(frozen=True, slots=True)

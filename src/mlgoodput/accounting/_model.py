@@ -44,7 +44,6 @@ HIGH = (
 LOW = (B.TRAINING_PREP, B.TPU_INITIALIZATION)
 
 
-
 @dataclass(slots=True)
 class Attempt:
     start: float
@@ -101,5 +100,3 @@ def median(xs: list[float]) -> float:
     ys = sorted(xs)
     n = len(ys)
     return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2.0
-
-

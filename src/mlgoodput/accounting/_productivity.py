@@ -21,8 +21,7 @@ B = BadputType
 
 
 #: The productivity keys that a report's JSON carries at its top level.
-TOP_KEYS = ("mfu", "program_goodput", "scheduling_goodput", "ml_productivity_goodput", "ettr",
-            "mtbi_s", "mttr_s")
+TOP_KEYS = ("mfu", "program_goodput", "scheduling_goodput", "ml_productivity_goodput", "ettr", "mtbi_s", "mttr_s")
 
 
 def percentile(xs: Sequence[float], p: float) -> float | None:
@@ -215,9 +214,16 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     for k, att in enumerate(atts):
         j = bisect_right(subs, (att.start, "\uffff")) - 1
         sub = subs[j] if j >= 0 and subs[j][0] > prev_start else None
-        queues.append(AttemptQueue(k, att.start, sub[0] if sub else None, sub[1] if sub else None,
-                                   att.start - sub[0] if sub else None,
-                                   att.start - inter_at[k - 1] if k else None))
+        queues.append(
+            AttemptQueue(
+                k,
+                att.start,
+                sub[0] if sub else None,
+                sub[1] if sub else None,
+                att.start - sub[0] if sub else None,
+                att.start - inter_at[k - 1] if k else None,
+            )
+        )
         prev_start = att.start
     q0 = queues[0] if queues else None
     queue0 = q0.queue_s if q0 is not None else None

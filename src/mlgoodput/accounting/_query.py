@@ -330,5 +330,3 @@ class Query:
             if i >= att.i0:
                 return int(self.log.nums[i])
         return None
-
-

@@ -38,9 +38,7 @@ class BadputType(enum.Enum):
 
 
 #: The buckets of the partition (DATA_LOADING_ASYNC is reported beside it, in overlapped_s).
-PARTITION_BUCKETS: tuple[BadputType, ...] = tuple(
-    b for b in BadputType if b is not BadputType.DATA_LOADING_ASYNC
-)
+PARTITION_BUCKETS: tuple[BadputType, ...] = tuple(b for b in BadputType if b is not BadputType.DATA_LOADING_ASYNC)
 
 BadputSeconds = Mapping[BadputType, "float | Mapping[str, float]"]
 
@@ -140,16 +138,13 @@ class GoodputReport:
             "last_step": self.last_step,
             "max_productive_step": self.max_productive_step,
             "ideal_step_time_s": self.ideal_step_time_s,
-            "slice_efficiency": None
-            if self.slice_efficiency is None
-            else self.slice_efficiency.to_dict(),
+            "slice_efficiency": None if self.slice_efficiency is None else self.slice_efficiency.to_dict(),
             "hosts": [h.to_dict() for h in self.hosts],
             **self._productivity_dict(),
         }
 
     def _productivity_dict(self) -> dict[str, Any]:
-        keys = ("mfu", "program_goodput", "scheduling_goodput", "ml_productivity_goodput", "ettr",
-                "mtbi_s", "mttr_s")
+        keys = ("mfu", "program_goodput", "scheduling_goodput", "ml_productivity_goodput", "ettr", "mtbi_s", "mttr_s")
         p = self.productivity
         if p is None:
             return {k: None for k in keys} | {"productivity": None}

@@ -66,8 +66,11 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
         add("compile.i", array("q", d.compile.keys()))
         add("compile.v", array("d", d.compile.values()))
         derived = {
-            "host": d.host, "n": d.n, "frontier": d.frontier,
-            "compile_total": d.compile_total, "open_before": d.open_before,
+            "host": d.host,
+            "n": d.n,
+            "frontier": d.frontier,
+            "compile_total": d.compile_total,
+            "open_before": d.open_before,
         }
     steps = []
     for h, hs in sorted(engine._hosts.items()):
@@ -77,9 +80,18 @@ def dump(engine: Engine, *, url: str, namespace: str, job: str, cursor: int) -> 
         steps.append({"host": h, "n": hs.n, "version": hs.version})
     counts = [max(1, -(-len(_view(data)) // PIECE)) for data in payload]
     head = {
-        "magic": _MAGIC, "format": FORMAT, "url": url, "namespace": namespace, "job": job,
-        "cursor": cursor, "events": tl.events, "max_time": tl.max_time,
-        "sections": sections, "hosts": hosts, "derived": derived, "host_steps": steps,
+        "magic": _MAGIC,
+        "format": FORMAT,
+        "url": url,
+        "namespace": namespace,
+        "job": job,
+        "cursor": cursor,
+        "events": tl.events,
+        "max_time": tl.max_time,
+        "sections": sections,
+        "hosts": hosts,
+        "derived": derived,
+        "host_steps": steps,
         "pieces": sum(counts),
     }
     yield json.dumps(head, separators=(",", ":")).encode()
@@ -189,7 +201,9 @@ def _load(h: dict[str, Any], it: Iterator[bytes], stall_factor: float) -> Engine
         hs.n, hs.version = int(meta["n"]), int(meta["version"])
         host = int(meta["host"])
         hs.diffs = SortedFloats.from_sorted(
-            _arr(out.pop(f"gaps.{host}"), "d"), _arr(out[f"gaps.sizes.{host}"], "q"), _arr(out[f"gaps.sums.{host}"], "d")
+            _arr(out.pop(f"gaps.{host}"), "d"),
+            _arr(out[f"gaps.sizes.{host}"], "q"),
+            _arr(out[f"gaps.sums.{host}"], "d"),
         )
         e._hosts[host] = hs
     return e
@@ -237,7 +251,9 @@ def save(store: object, engine: Engine, namespace: str, job: str, cursor: int) -
     if not isinstance(store, StateStore):
         return False
     try:
-        store.save_state(namespace, job, dump(engine, url=getattr(store, "url", ""), namespace=namespace, job=job, cursor=cursor))
+        store.save_state(
+            namespace, job, dump(engine, url=getattr(store, "url", ""), namespace=namespace, job=job, cursor=cursor)
+        )
     except OSError as e:
         log.info("mlgoodput: cannot save the accounting state of %s/%s (%s)", namespace, job, e)
         return False

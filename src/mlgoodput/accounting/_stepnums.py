@@ -155,9 +155,7 @@ class StepNums(Sequence[int]):
         return self._starts, self._base, keys, packed
 
     @classmethod
-    def from_state(
-        cls, n: int, starts: array[int], base: array[int], keys: array[int], packed: array[int]
-    ) -> StepNums:
+    def from_state(cls, n: int, starts: array[int], base: array[int], keys: array[int], packed: array[int]) -> StepNums:
         """The inverse of `state` (checked: a mismatch raises ValueError)."""
         s = cls()
         if len(starts) != len(base) or list(starts) != sorted(set(starts)) or (starts and starts[0] != 0):

@@ -69,8 +69,7 @@ class HostLog:
             self.times.extend(times)
             counted = self.nums.extend(nums)  # True when the batch counts up by one
             if self.monotonic and (
-                (last is not None and nums[0] < last)
-                or not (counted or all(map(operator.le, nums[:-1], nums[1:])))
+                (last is not None and nums[0] < last) or not (counted or all(map(operator.le, nums[:-1], nums[1:])))
             ):
                 self.monotonic = False
             return times[0]
@@ -144,9 +143,7 @@ class Timeline:
                 s.append(cols.steps[i])
             for h, (t, s) in per.items():
                 order = sorted(range(len(t)), key=t.__getitem__)
-                earliest = min(
-                    earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order])
-                )
+                earliest = min(earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order]))
         others = range(0) if n_steps == n else itertools.compress(range(n), kinds.translate(_OTHER_MASK))
         for i in others:
             step = cols.steps[i]
@@ -180,4 +177,3 @@ class Timeline:
         if q >= latest_first:
             self._lead = (self.events, latest_first, best)
         return best
-

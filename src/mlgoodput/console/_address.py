@@ -69,6 +69,4 @@ def parse_address(address: object, arg: str = "address") -> Address:
         return Address(host=hp.host, port=hp.port)
     if _NAME.match(a):
         return Address(path=str(private_dir() / f"{a}.sock"))
-    raise ValueError(
-        f"{arg} must be 'HOST:PORT', ':PORT', 'unix:/path/to.sock' or a plain name, got {address!r}"
-    )
+    raise ValueError(f"{arg} must be 'HOST:PORT', ':PORT', 'unix:/path/to.sock' or a plain name, got {address!r}")

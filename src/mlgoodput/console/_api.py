@@ -207,8 +207,7 @@ def _sigterm_watcher(r: int) -> None:
         if not data:
             return
         # only while SIGTERM is still ours: a handler the program put in its place decides alone
-        if (signal.SIGTERM in data and not _handler_ran.wait(1.0)
-                and signal.getsignal(signal.SIGTERM) is _on_sigterm):
+        if signal.SIGTERM in data and not _handler_ran.wait(1.0) and signal.getsignal(signal.SIGTERM) is _on_sigterm:
             t = threading.Thread(target=_leave_at_exit, name="mlgoodput-console-sigterm", daemon=True)
             t.start()
             t.join(3.0)

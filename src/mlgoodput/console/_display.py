@@ -168,7 +168,9 @@ class Display(BackgroundWorker):
                 text += f" · gpu {u.gpu_util:.0f}%"
             if u.gpu_mem is not None:
                 text += f" · gpu mem {u.gpu_mem / 2**20:,.0f} MiB"
-            grid.add_row(Text("usage", style="dim"), Text(text), Text(""), Text(f"[#{process}]", style="cyan"), Text(""))
+            grid.add_row(
+                Text("usage", style="dim"), Text(text), Text(""), Text(f"[#{process}]", style="cyan"), Text("")
+            )
         if self._goodput_text:
             grid.add_row(Text(self._goodput_text, style="bold magenta"))
         return grid
@@ -201,8 +203,7 @@ class Display(BackgroundWorker):
         # drop finished bars after a while, so the live area stays small
         with self._lock:
             # (an interrupted bar stays longer, so the person sees where it stopped)
-            for k in [k for k, b in self.bars.items()
-                      if b.done and now - b.updated > (30.0 if b.interrupted else 3.0)]:
+            for k in [k for k, b in self.bars.items() if b.done and now - b.updated > (30.0 if b.interrupted else 3.0)]:
                 del self.bars[k]
         if con.is_terminal and self._live is None:
             from rich.live import Live

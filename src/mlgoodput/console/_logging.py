@@ -97,6 +97,7 @@ class RecordFactory:
         if old is logging.LogRecord:
             logging.setLogRecordFactory(ConsoleLogRecord)
         else:
+
             def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
                 rec = old(*args, **kwargs)
                 if type(rec) is logging.LogRecord:
@@ -143,7 +144,9 @@ class ConsoleHandler(logging.Handler):
             if record.stack_info:
                 exc = (exc + "\n" if exc else "") + record.stack_info
             q = self.client.queue
-            q.append(LogRec(record.created, record.levelno, record.name, text, record.pathname, record.lineno, ansi, exc))
+            q.append(
+                LogRec(record.created, record.levelno, record.name, text, record.pathname, record.lineno, ansi, exc)
+            )
             if len(q) == 1:
                 self.client._wake.set()
         except Exception:

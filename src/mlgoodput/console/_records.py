@@ -14,9 +14,13 @@ def _fast_event_factory() -> Any:
     """Event(kind, time, host, step, value, name, attrs), built through the slot descriptors:
     the same frozen Event, at half the cost of its generated __init__ (the server's hot loop)."""
     new = Event.__new__
-    sk, st, sh, ss, sv, sn, sa = (Event.__dict__[f].__set__ for f in ("kind", "time", "host", "step", "value", "name", "attrs"))
+    sk, st, sh, ss, sv, sn, sa = (
+        Event.__dict__[f].__set__ for f in ("kind", "time", "host", "step", "value", "name", "attrs")
+    )
 
-    def make(kind: Kind, t: float, host: int, step: int | None, value: float | None, name: str | None, attrs: Any) -> Event:
+    def make(
+        kind: Kind, t: float, host: int, step: int | None, value: float | None, name: str | None, attrs: Any
+    ) -> Event:
         e = new(Event)
         sk(e, kind)
         st(e, t)

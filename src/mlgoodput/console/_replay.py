@@ -33,9 +33,7 @@ def log_entries(store: Store, job: str) -> list[dict[str, Any]]:
     return log_entries_after(store, job, 0, {})[0]
 
 
-def log_entries_after(
-    store: Store, job: str, cursor: int, state: dict[str, Any]
-) -> tuple[list[dict[str, Any]], int]:
+def log_entries_after(store: Store, job: str, cursor: int, state: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """The log lines of `job` stored after `cursor`, and the next cursor (for following a job).
 
     `state` carries what earlier reads learned (process numbers -> pid and hostname, the

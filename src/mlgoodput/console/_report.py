@@ -13,7 +13,9 @@ from mlgoodput.events import Kind
 from mlgoodput.store import Store
 
 
-def usage_series(store: Store, job: str) -> tuple[dict[str, dict[int, list[tuple[float, float, int]]]], list[tuple[float, str, int | None]]]:
+def usage_series(
+    store: Store, job: str
+) -> tuple[dict[str, dict[int, list[tuple[float, float, int]]]], list[tuple[float, str, int | None]]]:
     """{hostname: {process: [(time, cpu %, rss bytes)]}} and the checkpoints [(time, name, step)]."""
     cols = read_job(store, job)
     procs = clients(cols)
@@ -46,7 +48,9 @@ def write_usage_report(store: Store, job: str, out: str) -> int:
     series, marks = usage_series(store, job)
     n = sum(len(v) for h in series.values() for v in h.values())
     if n == 0:
-        raise LookupError(f"console job {job!r} has no usage samples (enable them with Usage.enable() or session(usage=True))")
+        raise LookupError(
+            f"console job {job!r} has no usage samples (enable them with Usage.enable() or session(usage=True))"
+        )
     hosts = sorted(series)
     t0 = min(t for h in series.values() for v in h.values() for t, _, _ in v)
     fig, axes = plt.subplots(2 * len(hosts), 1, figsize=(11, 3.2 * 2 * len(hosts)), sharex=True, squeeze=False)
@@ -80,8 +84,15 @@ def write_usage_report(store: Store, job: str, out: str) -> int:
             ax.legend(loc="upper left", fontsize="small", ncol=min(8, len(labels)))
     top = axes[0][0]
     for t, name, step in marks:
-        top.annotate(f"{name}{'' if step is None else f' {step}'}", (t - t0, 1.0), xycoords=("data", "axes fraction"),
-                     rotation=90, fontsize="x-small", va="top", ha="right")
+        top.annotate(
+            f"{name}{'' if step is None else f' {step}'}",
+            (t - t0, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize="x-small",
+            va="top",
+            ha="right",
+        )
     axes[-1][0].set_xlabel("seconds since the first sample")
     fig.suptitle(f"mlgoodput console usage: job {job}")
     fig.tight_layout()
@@ -98,9 +109,10 @@ def write_usage_report(store: Store, job: str, out: str) -> int:
 def _write_html(out: str, job: str, svg: str, n: int, marks: list[Any]) -> None:
     import html
 
-    svg = svg[svg.find("<svg"):]
+    svg = svg[svg.find("<svg") :]
     rows = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>{'' if step is None else step}</td><td>{t:.3f}</td></tr>" for t, name, step in marks
+        f"<tr><td>{html.escape(name)}</td><td>{'' if step is None else step}</td><td>{t:.3f}</td></tr>"
+        for t, name, step in marks
     )
     with open(out, "w", encoding="utf-8") as f:
         f.write(

@@ -137,15 +137,24 @@ class ConsoleServer:
             self._thread = None
             raise err
         self._mark_run()
-        self._note(f"mlgoodput console: serving job {self.job!r} at {self.address}"
-                   + (f" (run {self._runs} of this job)" if self._runs > 1 else ""))
+        self._note(
+            f"mlgoodput console: serving job {self.job!r} at {self.address}"
+            + (f" (run {self._runs} of this job)" if self._runs > 1 else "")
+        )
         return self.address
 
     def _mark_run(self) -> None:
         """A `serve` marker in the store: replays tell the runs of one job name apart."""
         self._runs += 1
-        ev = Event(_CLIENT, time.time(), 0, None, None, "serve",
-                   {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": " ".join(sys.argv)[:500]})
+        ev = Event(
+            _CLIENT,
+            time.time(),
+            0,
+            None,
+            None,
+            "serve",
+            {"pid": os.getpid(), "hostname": socket.gethostname(), "argv": " ".join(sys.argv)[:500]},
+        )
         self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
@@ -205,8 +214,9 @@ class ConsoleServer:
             # else at the path (a regular file, a live server) is an error, never deleted
             sock = bind_unix(a.path)
             self._sock_id = socket_identity(a.path)
-            self._server = await asyncio.start_unix_server(self._handle, sock=sock, limit=PREAUTH_READ_LIMIT,
-                                                           backlog=BACKLOG)
+            self._server = await asyncio.start_unix_server(
+                self._handle, sock=sock, limit=PREAUTH_READ_LIMIT, backlog=BACKLOG
+            )
             self.address = str(a)
         else:
             self._server = await asyncio.start_server(
@@ -307,7 +317,9 @@ class ConsoleServer:
                 try:
                     msg, body = await asyncio.wait_for(self._read(reader), self.heartbeat_timeout_s)
                 except TimeoutError:
-                    self._warn(peer, f"lost: no heartbeat from process #{state.process} in {self.heartbeat_timeout_s:g} s")
+                    self._warn(
+                        peer, f"lost: no heartbeat from process #{state.process} in {self.heartbeat_timeout_s:g} s"
+                    )
                     return
                 if isinstance(msg, P.Batch):
                     await self._on_batch(state, msg, writer, body)
@@ -356,19 +368,25 @@ class ConsoleServer:
                 a = cols.attr(i) or {}
                 cid = a.get("client")
                 if isinstance(cid, int) and cid not in self.clients:
-                    self.clients[cid] = ClientState(cid, cols.hosts[i], int(a.get("pid", 0)), str(a.get("hostname", "")), str(a.get("argv", "")))
+                    self.clients[cid] = ClientState(
+                        cid, cols.hosts[i], int(a.get("pid", 0)), str(a.get("hostname", "")), str(a.get("argv", ""))
+                    )
 
     def _client_joined(self, hello: P.Hello, writer: asyncio.StreamWriter) -> ClientState:
         st = self.clients.get(hello.client)
         if st is None:
-            st = ClientState(hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
+            st = ClientState(
+                hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500]
+            )
             self.clients[hello.client] = st
         st.connected, was_lost, st.lost = True, st.lost, False
         st.conn = writer
         if isinstance(self.sink, StoreProcess):
             self.sink.register_client(st.client, st.process, st.pid, st.hostname)
         self._server_event(_CLIENT, st.process, "connect", st)
-        self._note(f"[#{st.process}] {'reconnected' if was_lost else 'joined'}: pid {st.pid} on {st.hostname} ({st.argv[:80]})")
+        self._note(
+            f"[#{st.process}] {'reconnected' if was_lost else 'joined'}: pid {st.pid} on {st.hostname} ({st.argv[:80]})"
+        )
         if self.display is not None and was_lost:
             self.display.mark_lost(st.process, False)
         return st
@@ -386,8 +404,15 @@ class ConsoleServer:
                     b.lost = True
 
     def _server_event(self, kind: Kind, process: int, what: str, st: ClientState) -> None:
-        ev = Event(kind, time.time(), process, None, None, what,
-                   {"client": st.client, "pid": st.pid, "hostname": st.hostname, "argv": st.argv})
+        ev = Event(
+            kind,
+            time.time(),
+            process,
+            None,
+            None,
+            what,
+            {"client": st.client, "pid": st.pid, "hostname": st.hostname, "argv": st.argv},
+        )
         self.sink.submit_run(self._writer_id, self._own_seq, [ev])
         self._own_seq += 1
 
@@ -467,9 +492,22 @@ class ConsoleServer:
         b.updated = time.monotonic()
         if self.display is not None:
             self.display.progress(st.process, r, b)
-        return Event(_PROGRESS, r.time, st.process, None, b.completed, r.bar,
-                     {"desc": b.desc, "total": b.total, "completed": b.completed, "delta": r.delta,
-                      "done": r.done, "distributed": r.distributed})
+        return Event(
+            _PROGRESS,
+            r.time,
+            st.process,
+            None,
+            b.completed,
+            r.bar,
+            {
+                "desc": b.desc,
+                "total": b.total,
+                "completed": b.completed,
+                "delta": r.delta,
+                "done": r.done,
+                "distributed": r.distributed,
+            },
+        )
 
 
 def _stored(st: ClientState, writer: asyncio.StreamWriter, next_seq: int) -> None:
@@ -504,10 +542,15 @@ def _goodput_line(store: Store, job: str) -> Any:
                 if calc is None:
                     calc = calcs[j.namespace] = calc_cls(job, j.namespace, store=store)
                 r = calc.report()
-                worst = max(((b, v) for b, v in r.badput_s.items() if isinstance(v, (int, float))),
-                            key=lambda bv: bv[1], default=None)
-                text = (f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s (as of {time.strftime('%H:%M:%S')})"
-                        f" · productive {r.productive_s:.0f} s · last step {r.last_step}")
+                worst = max(
+                    ((b, v) for b, v in r.badput_s.items() if isinstance(v, (int, float))),
+                    key=lambda bv: bv[1],
+                    default=None,
+                )
+                text = (
+                    f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s (as of {time.strftime('%H:%M:%S')})"
+                    f" · productive {r.productive_s:.0f} s · last step {r.last_step}"
+                )
                 if worst is not None and worst[1] > 0:
                     text += f" · top badput {getattr(worst[0], 'name', worst[0]).lower()} {worst[1]:.0f} s"
                 return text

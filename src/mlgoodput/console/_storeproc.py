@@ -100,12 +100,21 @@ class StoreProcess(BackgroundWorker):
             self._hosts[writer] = data
             self._inflight.append([writer, -1, data, 0, None, False])
 
-    def submit_raw(self, writer: int, first_seq: int, process: int, n: int, body: bytes,
-                   on_stored: Callable[[], None] | None = None) -> None:
+    def submit_raw(
+        self,
+        writer: int,
+        first_seq: int,
+        process: int,
+        n: int,
+        body: bytes,
+        on_stored: Callable[[], None] | None = None,
+    ) -> None:
         data = HEADER.pack(RAW, writer, first_seq, process, 0, len(body)) + body
         self._add(writer, first_seq + n, data, n, on_stored)
 
-    def submit_run(self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None) -> None:
+    def submit_run(
+        self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
+    ) -> None:
         payload = _pack_events(events)
         data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
         self._add(writer, first_seq + len(events), data, len(events), on_stored)
@@ -119,12 +128,21 @@ class StoreProcess(BackgroundWorker):
     # -- the child, from the parent ------------------------------------------------------
     def _spawn(self) -> None:
         self._proc = start_python(
-            ["-c", "import sys; from mlgoodput.console._storeproc import child_main;"
-             " sys.exit(child_main(sys.argv[1], sys.argv[2]))", self.store_url, self.job],
+            [
+                "-c",
+                "import sys; from mlgoodput.console._storeproc import child_main;"
+                " sys.exit(child_main(sys.argv[1], sys.argv[2]))",
+                self.store_url,
+                self.job,
+            ],
             # Out of the terminal's process group, and SIGINT ignored: a terminal's Ctrl-C reaches
             # the whole foreground group (even while this child is still starting), and the server
             # stops this child itself once it has stored everything
-            ignore_sigint=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, process_group=0,
+            ignore_sigint=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            process_group=0,
         )
         assert self._proc.stdout is not None
         self._reader = _AckReader(self._proc.stdout.fileno(), self._on_ack)
@@ -220,6 +238,7 @@ def _records_count(payload: bytes, typ: int) -> list[Any]:
         return list(obj[2]) if typ == RAW else list(obj)
     except Exception:
         return []
+
 
 def child_main(store_url: str, job: str) -> int:
     """Read frames on stdin, store them, report stored runs on stdout; exit at end of input."""

@@ -15,8 +15,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_PACKAGES = ("jax", "jaxlib", "libtpu", "torch", "torch_xla", "tensorflow", "flax", "optax",
-             "orbax-checkpoint", "numpy", "mlgoodput")
+_PACKAGES = (
+    "jax",
+    "jaxlib",
+    "libtpu",
+    "torch",
+    "torch_xla",
+    "tensorflow",
+    "flax",
+    "optax",
+    "orbax-checkpoint",
+    "numpy",
+    "mlgoodput",
+)
 
 
 def load_configs(configs: object, arg: str = "configs") -> dict[str, Any]:
@@ -52,8 +63,9 @@ def _read_url(url: str, arg: str) -> object:
     try:
         import fsspec
     except ImportError as e:
-        raise ImportError(f"{arg}={url!r} needs fsspec (and its backend, e.g. gcsfs): "
-                          "pip install 'mlgoodput[diagnostics]'") from e
+        raise ImportError(
+            f"{arg}={url!r} needs fsspec (and its backend, e.g. gcsfs): pip install 'mlgoodput[diagnostics]'"
+        ) from e
     suffix = os.path.splitext(url.split("?", 1)[0])[1].lower()
     _check_suffix(suffix, url, arg)
     try:
@@ -188,8 +200,11 @@ def system_configs(process_index: int) -> dict[str, Any]:
             import torch  # type: ignore[import-not-found,unused-ignore]
 
             if torch.cuda.is_available():
-                out.update(device_kind=torch.cuda.get_device_name(0), device_platform="gpu",
-                           local_device_count=torch.cuda.device_count())
+                out.update(
+                    device_kind=torch.cuda.get_device_name(0),
+                    device_platform="gpu",
+                    local_device_count=torch.cuda.device_count(),
+                )
             if torch.distributed.is_available() and torch.distributed.is_initialized():
                 out["process_count"] = torch.distributed.get_world_size()
         except Exception as e:

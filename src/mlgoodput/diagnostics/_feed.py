@@ -34,8 +34,7 @@ class MetricFeed(BackgroundWorker):
             for i, e in enumerate(exporters):
                 if not isinstance(e, Exporter):
                     raise TypeError(f"exporters[{i}] must have export(samples) and shutdown(timeout_s), got {e!r}")
-            self.process = ExporterProcess(list(exporters), interval_s=export_interval_s,
-                                           name="mlgoodput-run-exporter")
+            self.process = ExporterProcess(list(exporters), interval_s=export_interval_s, name="mlgoodput-run-exporter")
             self._owns = True
         self.labels = dict(labels)
         self.submitted = 0  # values handed to the exporter process

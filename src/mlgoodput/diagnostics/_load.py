@@ -83,28 +83,49 @@ def load_run(name: str, store: Any = None) -> Run:
         elif k == Kind.LOG:
             a = cols.attr(i) or {}
             if "namespace" in a:
-                run.entries.append({"time": t, "host": cols.hosts[i], "namespace": a.get("namespace"),
-                                    "step": a.get("step"), "body": a.get("body"), "labels": a.get("labels") or {}})
+                run.entries.append(
+                    {
+                        "time": t,
+                        "host": cols.hosts[i],
+                        "namespace": a.get("namespace"),
+                        "step": a.get("step"),
+                        "body": a.get("body"),
+                        "labels": a.get("labels") or {},
+                    }
+                )
         elif k == Kind.RUN_START:
             a = cols.attr(i) or {}
             host = cols.hosts[i]
             if not run.info:
-                run.info = {x: a.get(x) for x in ("base_name", "project", "region", "environment",
-                                                 "workload_id", "profile_dir")}
+                run.info = {
+                    x: a.get(x) for x in ("base_name", "project", "region", "environment", "workload_id", "profile_dir")
+                }
                 run.run_group = a.get("run_group")
             run.configs.update(a.get("configs") or {})
             run.software = a.get("software") or run.software
             run.system[host] = a.get("system") or {}
-            run.starts.append({"time": t, "host": host, "on_demand": a.get("on_demand"),
-                               "pid": (a.get("system") or {}).get("pid")})
+            run.starts.append(
+                {"time": t, "host": host, "on_demand": a.get("on_demand"), "pid": (a.get("system") or {}).get("pid")}
+            )
         elif k == Kind.RUN_CONFIG:
             run.configs.update((cols.attr(i) or {}).get("configs") or {})
         elif k == Kind.PROFILE_START or k == Kind.PROFILE_STOP:
             a = cols.attr(i) or {}
             sid = a.get("session") or cols.name(i) or "?"
-            p = sessions.setdefault(sid, {"session": sid, "path": a.get("path"), "trigger": a.get("trigger"),
-                                          "start": t, "stop": None, "hosts": [], "files": [],
-                                          "duration_s": None, "_open": 0})
+            p = sessions.setdefault(
+                sid,
+                {
+                    "session": sid,
+                    "path": a.get("path"),
+                    "trigger": a.get("trigger"),
+                    "start": t,
+                    "stop": None,
+                    "hosts": [],
+                    "files": [],
+                    "duration_s": None,
+                    "_open": 0,
+                },
+            )
             host = cols.hosts[i]
             if k == Kind.PROFILE_START:
                 p["start"] = min(p["start"], t)
@@ -146,7 +167,16 @@ def list_runs(store: Any = None) -> list[dict[str, Any]]:
                 metrics += 1
             elif k == Kind.PROFILE_START:
                 profiles += 1
-        out.append({"name": j.job, "run_group": group, "first_time": j.first_time,
-                    "last_time": j.last_time, "events": j.events, "processes": len(hosts),
-                    "metric_values": metrics, "profile_starts": profiles})
+        out.append(
+            {
+                "name": j.job,
+                "run_group": group,
+                "first_time": j.first_time,
+                "last_time": j.last_time,
+                "events": j.events,
+                "processes": len(hosts),
+                "metric_values": metrics,
+                "profile_starts": profiles,
+            }
+        )
     return sorted(out, key=lambda r: r["first_time"])

@@ -88,9 +88,14 @@ class OnDemandServer:
             else:
                 sock = socket.socket(fam, socket.SOCK_STREAM)
                 try:
-                    if not is_loopback(bind[0]) and not is_loopback(socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]):
-                        log.warning("mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
-                                    " still need the token, which travels unencrypted", address)
+                    if not is_loopback(bind[0]) and not is_loopback(
+                        socket.gethostbyname(bind[0]) if fam == socket.AF_INET else bind[0]
+                    ):
+                        log.warning(
+                            "mlgoodput: on-demand profiling listens on %s, beyond this machine; requests"
+                            " still need the token, which travels unencrypted",
+                            address,
+                        )
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     sock.bind(bind)
                 except BaseException:
@@ -104,16 +109,30 @@ class OnDemandServer:
         self._closed = False
         self.captures = 0
         self._server = LimitedServer(
-            sock, self._reply, name=f"mlgoodput-ondemand-{run.name}", terminator=b"\n",
-            max_request_bytes=MAX_REQUEST_BYTES, request_timeout_s=self.request_timeout_s,
-            max_connections=self.max_connections, workers=self.workers,
+            sock,
+            self._reply,
+            name=f"mlgoodput-ondemand-{run.name}",
+            terminator=b"\n",
+            max_request_bytes=MAX_REQUEST_BYTES,
+            request_timeout_s=self.request_timeout_s,
+            max_connections=self.max_connections,
+            workers=self.workers,
         )
         self.endpoint_file = _endpoint_dir(run.name) / f"{run.process_index}-{os.getpid()}.json"
         self.endpoint_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.endpoint_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump({"run": run.name, "host": run.process_index, "pid": os.getpid(),
-                       "hostname": run.hostname, "address": self.address, "token": self.token}, f)
+            json.dump(
+                {
+                    "run": run.name,
+                    "host": run.process_index,
+                    "pid": os.getpid(),
+                    "hostname": run.hostname,
+                    "address": self.address,
+                    "token": self.token,
+                },
+                f,
+            )
         self._pid = os.getpid()
         at_fork_in_child(self._stop_in_child)
 
@@ -158,7 +177,11 @@ class OnDemandServer:
             return {"ok": False, "error": f"duration_s must be in (0, {MAX_DURATION_S:g}], got {dur!r}"}
         sess = req.get("session")
         try:
-            session = check_session_id(sess, "session") if sess is not None else default_session_id(run.process_index, "ondemand_")
+            session = (
+                check_session_id(sess, "session")
+                if sess is not None
+                else default_session_id(run.process_index, "ondemand_")
+            )
         except (TypeError, ValueError) as e:
             return {"ok": False, "error": str(e)}
         cap = Capture(run, session, "on_demand")
@@ -213,8 +236,10 @@ def endpoints(run: str) -> list[dict[str, Any]]:
         if len(live) > 1:
             raise LookupError(f"run {run!r} matches several runs: {', '.join(p.name for p in live)}")
         if not live:
-            raise LookupError(f"no process of run {run!r} accepts on-demand profiles on this machine"
-                              " (was it started with on_demand_xprof=True?)")
+            raise LookupError(
+                f"no process of run {run!r} accepts on-demand profiles on this machine"
+                " (was it started with on_demand_xprof=True?)"
+            )
         d = live[0]
     out = _live(d)
     if not out:
@@ -283,9 +308,12 @@ def capture(
 
     def one(i: int, ep: dict[str, Any]) -> None:
         try:
-            results[i] = request(ep["address"], ep["token"],
-                                 {"op": "capture", "duration_s": duration_s, "session": session},
-                                 timeout_s=duration_s + 120.0)
+            results[i] = request(
+                ep["address"],
+                ep["token"],
+                {"op": "capture", "duration_s": duration_s, "session": session},
+                timeout_s=duration_s + 120.0,
+            )
         except (OSError, ValueError) as e:
             results[i] = {"ok": False, "error": f"{ep['address']}: {e}", "host": ep.get("host")}
 

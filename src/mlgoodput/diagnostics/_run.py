@@ -50,6 +50,7 @@ def stream_name(name: str) -> str:
     safe = _UNSAFE.sub("-", name).strip("-._")[:100].rstrip("-._")
     return safe or "run"
 
+
 _current: MLRun | None = None
 _current_lock = threading.Lock()
 
@@ -169,9 +170,9 @@ class MLRun:
         self.framework: Framework = opts.get("framework", Framework.JAX)
         self.serving_engine: ServingEngine = opts.get("serving_engine", ServingEngine.NONE)
         self.accelerator_orchestrator: AcceleratorOrchestrator = opts.get(
-            "accelerator_orchestrator", AcceleratorOrchestrator.NONE)
-        self.application_framework: ApplicationFramework = opts.get(
-            "application_framework", ApplicationFramework.NONE)
+            "accelerator_orchestrator", AcceleratorOrchestrator.NONE
+        )
+        self.application_framework: ApplicationFramework = opts.get("application_framework", ApplicationFramework.NONE)
         self.rl_orchestrator: RlOrchestrator = opts.get("rl_orchestrator", RlOrchestrator.NONE)
         self.metrics_exporter_config: dict[str, Any] | None = opts.get("metrics_exporter_config")
         self.control_plane_url: str | None = opts.get("base_url")
@@ -197,14 +198,21 @@ class MLRun:
         try:
             stored = load_configs(data)
         except Exception as e:  # a value JSON cannot hold (or one whose repr fails): its text, said once
-            misuse("MLRun.configs", "configs", data, f"{shown(e)}; stored as text", kind="config_value",
-                   strict=self.strict)
+            misuse(
+                "MLRun.configs", "configs", data, f"{shown(e)}; stored as text", kind="config_value", strict=self.strict
+            )
             stored = {_text(k): _text(v) for k, v in data.items()}
         try:
             self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
         except ValueError as e:  # what the journal cannot hold (an int too long to print)
-            misuse("MLRun.configs", "configs", data, f"cannot be journaled ({e}); not stored",
-                   kind="config_unrecordable", strict=self.strict)
+            misuse(
+                "MLRun.configs",
+                "configs",
+                data,
+                f"cannot be journaled ({e}); not stored",
+                kind="config_unrecordable",
+                strict=self.strict,
+            )
 
     def update_configs(self, configs: object) -> None:
         """Add or change user configs (a dict or a YAML/JSON path or URL); stored as a RUN_CONFIG event."""

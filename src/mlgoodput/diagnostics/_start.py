@@ -106,40 +106,58 @@ def machinelearning_run(
         raise MLRunConfigurationError(f"name is required: a non-empty string such as 'training_v1', got {name!r}")
     if run_group is None:
         run_group = ""
-    for arg, v in (("run_group", run_group), ("project", project), ("region", region),
-                   ("base_url", base_url), ("cluster_id", cluster_id), ("run_workload_id", run_workload_id)):
+    for arg, v in (
+        ("run_group", run_group),
+        ("project", project),
+        ("region", region),
+        ("base_url", base_url),
+        ("cluster_id", cluster_id),
+        ("run_workload_id", run_workload_id),
+    ):
         _check_str(arg, v)
     if not isinstance(environment, str):
         raise TypeError(f"environment must be a string, got {environment!r}")
-    for arg, flag in (("on_demand_xprof", on_demand_xprof), ("log_system_metrics", log_system_metrics),
-                      ("metric_only_run", metric_only_run)):
+    for arg, flag in (
+        ("on_demand_xprof", on_demand_xprof),
+        ("log_system_metrics", log_system_metrics),
+        ("metric_only_run", metric_only_run),
+    ):
         if not isinstance(flag, bool):
             raise TypeError(f"{arg} must be a bool, got {flag!r}")
     interval = metrics_record_interval_sec if system_metrics_interval_s is None else system_metrics_interval_s
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
         raise MLRunConfigurationError(
-            f"metrics_record_interval_sec must be a positive number of seconds, got {interval!r}")
+            f"metrics_record_interval_sec must be a positive number of seconds, got {interval!r}"
+        )
     if metrics_exporter_config is not None and not isinstance(metrics_exporter_config, dict):
         raise TypeError(f"metrics_exporter_config must be a dict or None, got {metrics_exporter_config!r}")
     if strict is not None and not isinstance(strict, bool):
         raise TypeError(f"strict must be a bool or None, got {strict!r}")
     options: dict[str, Any] = {
         "strict": strict,
-        "on_demand_xprof": on_demand_xprof, "log_system_metrics": log_system_metrics,
-        "metric_only_run": metric_only_run, "metrics_exporter_config": metrics_exporter_config,
-        "base_url": base_url, "cluster_id": cluster_id,
+        "on_demand_xprof": on_demand_xprof,
+        "log_system_metrics": log_system_metrics,
+        "metric_only_run": metric_only_run,
+        "metrics_exporter_config": metrics_exporter_config,
+        "base_url": base_url,
+        "cluster_id": cluster_id,
         "framework": _enum_arg(Framework, framework, "framework"),
         "serving_engine": _enum_arg(ServingEngine, serving_engine, "serving_engine"),
-        "accelerator_orchestrator": _enum_arg(AcceleratorOrchestrator, accelerator_orchestrator,
-                                              "accelerator_orchestrator"),
+        "accelerator_orchestrator": _enum_arg(
+            AcceleratorOrchestrator, accelerator_orchestrator, "accelerator_orchestrator"
+        ),
         "application_framework": _enum_arg(ApplicationFramework, application_framework, "application_framework"),
         "rl_orchestrator": _enum_arg(RlOrchestrator, rl_orchestrator, "rl_orchestrator"),
     }
-    if process_index is not None and (isinstance(process_index, bool) or not isinstance(process_index, int) or process_index < 0):
+    if process_index is not None and (
+        isinstance(process_index, bool) or not isinstance(process_index, int) or process_index < 0
+    ):
         raise ValueError(f"process_index must be a non-negative int, got {process_index!r}")
     if base_url or metrics_exporter_config:
-        log.info("mlgoodput: base_url and metrics_exporter_config are kept as run metadata only"
-                 " (there is no control plane; send metric values elsewhere with exporters=)")
+        log.info(
+            "mlgoodput: base_url and metrics_exporter_config are kept as run metadata only"
+            " (there is no control plane; send metric values elsewhere with exporters=)"
+        )
     user_configs = load_configs(configs)
     wid = workload_id if workload_id is not None else (run_workload_id or workload_id_from_env())
     full_name = run_name(stream_name(name), wid)
@@ -173,10 +191,19 @@ def machinelearning_run(
             prev.end()
 
         run = MLRun(
-            name=full_name, base_name=name, run_group=run_group, project=project, region=region,
-            environment=environment, configs=user_configs, store=st, process_index=pidx,
-            profile_dir=profile_dir, workload_id=wid,
-            gcs_path=None if base_path is None else os.fspath(base_path), options=options,
+            name=full_name,
+            base_name=name,
+            run_group=run_group,
+            project=project,
+            region=region,
+            environment=environment,
+            configs=user_configs,
+            store=st,
+            process_index=pidx,
+            profile_dir=profile_dir,
+            workload_id=wid,
+            gcs_path=None if base_path is None else os.fspath(base_path),
+            options=options,
         )
         if feed is not None:
             run._feed_put = feed.submit

@@ -74,8 +74,15 @@ class SystemSampler(BackgroundWorker):
 
     after_fork = "stop"  # a forked child is not one of the run's samplers
 
-    def __init__(self, run_name: str, process_index: int, *, interval_s: float = 10.0,
-                 nvml: bool = True, runtime: Path | None = None) -> None:
+    def __init__(
+        self,
+        run_name: str,
+        process_index: int,
+        *,
+        interval_s: float = 10.0,
+        nvml: bool = True,
+        runtime: Path | None = None,
+    ) -> None:
         if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
             raise ValueError(f"system_metrics_interval_s must be a positive number, got {interval_s!r}")
         try:

@@ -72,8 +72,10 @@ class ProfileUploader(BackgroundWorker):
         except Exception as e:  # any backend failure: the local copy is the trace
             why = " ".join(f"{type(e).__name__}: {e}".split())  # one line
             self.failed.append((job, why))
-            say(f"mlgoodput: profile session {job.session}: upload to {job.remote_dir} failed ({why}); "
-                f"the trace is kept in {job.local_dir}")
+            say(
+                f"mlgoodput: profile session {job.session}: upload to {job.remote_dir} failed ({why}); "
+                f"the trace is kept in {job.local_dir}"
+            )
             return
         for name in job.names:
             try:
@@ -92,6 +94,8 @@ class ProfileUploader(BackgroundWorker):
         """Finish the uploads within `timeout_s`; whatever is left stays on local disk (warned)."""
         ok = super().close(timeout_s)
         for job in self.pending():
-            say(f"mlgoodput: profile session {job.session}: upload to {job.remote_dir} did not finish "
-                f"before the run ended; the trace is kept in {job.local_dir}")
+            say(
+                f"mlgoodput: profile session {job.session}: upload to {job.remote_dir} did not finish "
+                f"before the run ended; the trace is kept in {job.local_dir}"
+            )
         return ok

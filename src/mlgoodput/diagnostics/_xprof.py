@@ -35,8 +35,15 @@ __all__ = ["Capture", "default_session_id", "xprof"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SUFFIXES = (".xplane.pb", ".trace.json.gz", ".trace.json", ".memory_profile.json.gz",
-             ".input_pipeline.pb", ".overview_page.pb", ".tensorflow_stats.pb")
+_SUFFIXES = (
+    ".xplane.pb",
+    ".trace.json.gz",
+    ".trace.json",
+    ".memory_profile.json.gz",
+    ".input_pipeline.pb",
+    ".overview_page.pb",
+    ".tensorflow_stats.pb",
+)
 
 
 def default_session_id(process_index: int, prefix: str = "") -> str:
@@ -86,10 +93,18 @@ class Capture:
             raise
         self._staging = staging
         self._t0 = time.time()
-        run._append(Kind.PROFILE_START, self._t0, name=self.session, attrs={
-            "session": self.session, "path": self.session_path, "trigger": self.trigger,
-            "hostname": run.hostname, "pid": os.getpid(),
-        })
+        run._append(
+            Kind.PROFILE_START,
+            self._t0,
+            name=self.session,
+            attrs={
+                "session": self.session,
+                "path": self.session_path,
+                "trigger": self.trigger,
+                "hostname": run.hostname,
+                "pid": os.getpid(),
+            },
+        )
 
     def end(self) -> list[str]:
         """Stop the trace, move its files into the session directory and return their paths."""
@@ -105,8 +120,11 @@ class Capture:
             shutil.rmtree(staging, ignore_errors=True)
         run = self.run
         attrs: dict[str, object] = {
-            "session": self.session, "path": self.session_path, "trigger": self.trigger,
-            "hostname": run.hostname, "files": [os.path.basename(f) for f in self.files],
+            "session": self.session,
+            "path": self.session_path,
+            "trigger": self.trigger,
+            "hostname": run.hostname,
+            "files": [os.path.basename(f) for f in self.files],
         }
         if self.local_path is not None:
             attrs["local_path"] = self.local_path
@@ -186,16 +204,26 @@ class xprof:
     def _the_run(self, call: str) -> _run.MLRun | None:
         run = self._run if self._run is not None else _run.current_run()
         if run is None:
-            self._misuse(call, "run", None, "no active run: call machinelearning_run(name=...) first; not profiling",
-                         kind="no_run")
+            self._misuse(
+                call,
+                "run",
+                None,
+                "no active run: call machinelearning_run(name=...) first; not profiling",
+                kind="no_run",
+            )
         return run
 
     def start(self, session_id: str | None = None) -> None:
         """Start capturing. Never raises for the state it meets (no run, already started, another
         profile running, a bad session id): it warns once per kind and does not profile."""
         if self._capture is not None:
-            self._misuse("xprof.start", "session_id", session_id,
-                         "this xprof is already capturing; call stop() first (the call is ignored)", kind="twice")
+            self._misuse(
+                "xprof.start",
+                "session_id",
+                session_id,
+                "this xprof is already capturing; call stop() first (the call is ignored)",
+                kind="twice",
+            )
             return
         self._quiet_stop = True  # the stop() paired with a start that did not capture says nothing more
         run = self._the_run("xprof.start")
@@ -211,7 +239,9 @@ class xprof:
             try:
                 sid = check_session_id(sid)
             except (TypeError, ValueError) as e:
-                self._misuse("xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id")
+                self._misuse(
+                    "xprof.start", "session_id", sid, f"{e}; a generated session id is used", kind="session_id"
+                )
                 sid = None
         if sid is None:
             sid = default_session_id(run.process_index)
@@ -222,8 +252,13 @@ class xprof:
             self._misuse("xprof.start", "session_id", sid, f"{e} (not profiling)", kind="busy")
             return
         except (OSError, ValueError, RuntimeError) as e:
-            self._misuse("xprof.start", "session_id", sid, f"the profiler could not start: {e} (not profiling)",
-                         kind="start_failed")
+            self._misuse(
+                "xprof.start",
+                "session_id",
+                sid,
+                f"the profiler could not start: {e} (not profiling)",
+                kind="start_failed",
+            )
             return
         self.session_id = sid
         self._capture = cap
@@ -236,15 +271,21 @@ class xprof:
         if cap is None:
             quiet, self._quiet_stop = self._quiet_stop, False
             if not quiet:
-                self._misuse("xprof.stop", "self", self,
-                             "no profile is being captured by this xprof (nothing to stop)", kind="not_started")
+                self._misuse(
+                    "xprof.stop",
+                    "self",
+                    self,
+                    "no profile is being captured by this xprof (nothing to stop)",
+                    kind="not_started",
+                )
             return []
         self._capture = None
         try:
             self.files = cap.end()
         except (OSError, RuntimeError, ValueError) as e:
-            self._misuse("xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}",
-                         kind="stop_failed")
+            self._misuse(
+                "xprof.stop", "session_id", cap.session, f"stopping the profiler failed: {e}", kind="stop_failed"
+            )
             self.files = []
         return self.files
 

@@ -32,8 +32,8 @@ _NAMES: dict[object, str] = {m: m.value for m in MetricType}
 _MAX_CACHED = 4096
 #: How many values recorded before `machinelearning_run` are kept for the next run (the SDK's queue size).
 PENDING_MAX = 10_000
-_pending: collections.deque[tuple[str, Any, int | None, float, dict[str, str] | None, bool]] = (
-    collections.deque(maxlen=PENDING_MAX)
+_pending: collections.deque[tuple[str, Any, int | None, float, dict[str, str] | None, bool]] = collections.deque(
+    maxlen=PENDING_MAX
 )
 _pending_lock = threading.Lock()
 _CALL = "metrics.record"
@@ -107,17 +107,32 @@ def record_metrics(
     `step` and `labels`; `step` applies to the items without a "step" key. An item that is
     not such a dict is reported and skipped, like a bad value."""
     if isinstance(metrics_data, (str, bytes, Mapping)) or not isinstance(metrics_data, Sequence):
-        _report("record_metrics", "metrics_data", metrics_data, "must be a list of dicts; nothing recorded",
-                kind="metrics_data")
+        _report(
+            "record_metrics",
+            "metrics_data",
+            metrics_data,
+            "must be a list of dicts; nothing recorded",
+            kind="metrics_data",
+        )
         return
     for item in metrics_data:
         if not isinstance(item, Mapping) or "metric_name" not in item:
-            _report("record_metrics", "metrics_data", item,
-                    "each item must be a dict with 'metric_name' and 'value'; item skipped", kind="item")
+            _report(
+                "record_metrics",
+                "metrics_data",
+                item,
+                "each item must be a dict with 'metric_name' and 'value'; item skipped",
+                kind="item",
+            )
             continue
         s = item.get("step", step)  # as in the SDK: only a missing step is filled in
-        record(item["metric_name"], item.get("value"), s,
-               labels=item.get("labels"), record_on_all_hosts=record_on_all_hosts)
+        record(
+            item["metric_name"],
+            item.get("value"),
+            s,
+            labels=item.get("labels"),
+            record_on_all_hosts=record_on_all_hosts,
+        )
 
 
 # -- what cannot be recorded as given -----------------------------------------------------
@@ -136,8 +151,13 @@ def _resolve_name(m: object) -> str | None:
     if isinstance(m, MetricType):
         return m.value
     if not isinstance(m, str):
-        _report(_CALL, "metric_name", m, "must be a metric_types.MetricType or a metric name string; value skipped",
-                kind="metric_name")
+        _report(
+            _CALL,
+            "metric_name",
+            m,
+            "must be a metric_types.MetricType or a metric name string; value skipped",
+            kind="metric_name",
+        )
         return None
     name = m.strip()
     if not name:
@@ -157,8 +177,13 @@ def _check_step(name: str, step: object) -> int | None:
                 return int(n)
         except TypeError:
             pass
-    _report(_CALL, "step", step, f"must be a non-negative integer; the {name!r} value is recorded without a step",
-            kind="step")
+    _report(
+        _CALL,
+        "step",
+        step,
+        f"must be a non-negative integer; the {name!r} value is recorded without a step",
+        kind="step",
+    )
     return None
 
 
@@ -183,8 +208,7 @@ def _to_number(name: str, value: object) -> float | None:
         try:
             return float(value)  # type: ignore[arg-type]
         except OverflowError:
-            _report(_CALL, "value", value, f"too large for a float; the {name!r} value is skipped",
-                    kind="value_type")
+            _report(_CALL, "value", value, f"too large for a float; the {name!r} value is skipped", kind="value_type")
             return None
         except (TypeError, ValueError):
             pass  # an array of several values: averaged below
@@ -198,15 +222,21 @@ def _to_number(name: str, value: object) -> float | None:
             flat = None
         if isinstance(flat, list):
             return _mean(name, _flatten(flat), value)
-    _report(_CALL, "value", value, f"must be a number or a list of numbers; the {name!r} value is skipped",
-            kind="value_type")
+    _report(
+        _CALL,
+        "value",
+        value,
+        f"must be a number or a list of numbers; the {name!r} value is skipped",
+        kind="value_type",
+    )
     return None
 
 
 def _mean(name: str, items: list[object], original: object) -> float | None:
     if not items:
-        _report(_CALL, "value", original, f"an empty list has no mean; the {name!r} value is skipped",
-                kind="value_empty")
+        _report(
+            _CALL, "value", original, f"an empty list has no mean; the {name!r} value is skipped", kind="value_empty"
+        )
         return None
     out: list[float] = []
     for x in items:
@@ -218,8 +248,13 @@ def _mean(name: str, items: list[object], original: object) -> float | None:
                 raise TypeError
             out.append(float(x))  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError):
-            _report(_CALL, "value", original,
-                    f"a list must hold numbers only; the {name!r} value is skipped", kind="value_type")
+            _report(
+                _CALL,
+                "value",
+                original,
+                f"a list must hold numbers only; the {name!r} value is skipped",
+                kind="value_type",
+            )
             return None
     return math.fsum(out) / len(out)
 
@@ -234,12 +269,19 @@ def _flatten(xs: list[object]) -> list[object]:
     return out
 
 
-def _record_entry(run: _run.MLRun | None, name: str, body: object, step: object,
-                  labels: object, all_hosts: bool) -> None:
+def _record_entry(
+    run: _run.MLRun | None, name: str, body: object, step: object, labels: object, all_hosts: bool
+) -> None:
     """A string or dict value: stored as a text entry of the run (the SDK writes it as a log entry)."""
     if run is None:
-        _hold(name, body, None if not isinstance(step, int) else step, _time.time(),
-              _check_labels(labels) if labels is not None else None, bool(all_hosts))
+        _hold(
+            name,
+            body,
+            None if not isinstance(step, int) else step,
+            _time.time(),
+            _check_labels(labels) if labels is not None else None,
+            bool(all_hosts),
+        )
         return
     if run.process_index != 0 and not all_hosts:
         return
@@ -251,8 +293,15 @@ def _record_entry(run: _run.MLRun | None, name: str, body: object, step: object,
         payload = str(body)
     lab = _check_labels(labels) if labels is not None else None
     st = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
-    attrs = {"logger": "mlgoodput.metrics", "level": "INFO", "namespace": name, "body": payload,
-             "step": st, "labels": lab or {}, "unit": METRIC_UNITS.get(name, "1")}
+    attrs = {
+        "logger": "mlgoodput.metrics",
+        "level": "INFO",
+        "namespace": name,
+        "body": payload,
+        "step": st,
+        "labels": lab or {},
+        "unit": METRIC_UNITS.get(name, "1"),
+    }
     try:
         run._append(Kind.LOG, _time.time(), st, None, name, attrs)
     except ValueError as e:
@@ -261,24 +310,38 @@ def _record_entry(run: _run.MLRun | None, name: str, body: object, step: object,
 
 def _unrecordable(name: str, step: object, error: Exception) -> None:
     """A value the run's journal refused (a step beyond 64 bits, a name too long): reported, skipped."""
-    _report(_CALL, "metric_name", name, f"cannot be journaled at step={step!r} ({error}); value skipped",
-            kind="unrecordable")
+    _report(
+        _CALL,
+        "metric_name",
+        name,
+        f"cannot be journaled at step={step!r} ({error}); value skipped",
+        kind="unrecordable",
+    )
 
 
 # -- before the first run -----------------------------------------------------------------
 
 
 def _hold(name: str, value: Any, step: int | None, now: float, labels: dict[str, str] | None, all_hosts: bool) -> None:
-    _report(_CALL, "metric_name", name,
-            "no active run: call machinelearning_run(name=...) first; values are kept (up to "
-            f"{PENDING_MAX}) and written into the next run started in this process", kind="no_run")
+    _report(
+        _CALL,
+        "metric_name",
+        name,
+        "no active run: call machinelearning_run(name=...) first; values are kept (up to "
+        f"{PENDING_MAX}) and written into the next run started in this process",
+        kind="no_run",
+    )
     with _pending_lock:
         full = len(_pending) == PENDING_MAX
         _pending.append((name, value, step, now, labels, all_hosts))
     if full:
-        _report(_CALL, "metric_name", name,
-                f"more than {PENDING_MAX} values recorded before any run; the oldest are dropped",
-                kind="pending_full")
+        _report(
+            _CALL,
+            "metric_name",
+            name,
+            f"more than {PENDING_MAX} values recorded before any run; the oldest are dropped",
+            kind="pending_full",
+        )
 
 
 def _drain_pending(run: _run.MLRun) -> int:
@@ -297,8 +360,9 @@ def _drain_pending(run: _run.MLRun) -> int:
                 _unrecordable(name, step, e)
                 continue
             if run._feed_put is not None:
-                run._feed_put(("metrics", name, value, step, t) if labels is None
-                              else ("metrics", name, value, step, t, labels))
+                run._feed_put(
+                    ("metrics", name, value, step, t) if labels is None else ("metrics", name, value, step, t, labels)
+                )
         else:
             _record_entry(run, name, value, step, labels, True)
         n += 1

@@ -83,7 +83,11 @@ WORKLOAD_METRICS: dict[str, _Mapping] = {
     "goodput/productive_seconds": ("goodput_time", "DOUBLE", {"goodput_source": "TOTAL"}, {}, "goodput"),
     "badput/{bucket}_seconds": ("badput_time", "DOUBLE", {}, {"badput_source": ("bucket", _upper)}, "goodput"),
     "badput/custom/{event}_seconds": (
-        "badput_time", "DOUBLE", {}, {"badput_source": ("event", lambda v: "CUSTOM_BADPUT_EVENTS." + v.upper())}, "goodput",
+        "badput_time",
+        "DOUBLE",
+        {},
+        {"badput_source": ("event", lambda v: "CUSTOM_BADPUT_EVENTS." + v.upper())},
+        "goodput",
     ),
     "goodput/total_elapsed_seconds": ("total_elapsed_time", "DOUBLE", {"window_type": "CUMULATIVE"}, {}, "goodput"),
     "goodput/max_productive_step": ("max_productive_steps", "INT64", {}, {}, "goodput"),
@@ -91,15 +95,27 @@ WORKLOAD_METRICS: dict[str, _Mapping] = {
     "goodput/ideal_step_time_seconds": ("performance", "DOUBLE", {}, {}, "goodput"),
     "goodput/step_time_deviation_seconds": ("step_time_deviation", "DOUBLE", {}, {}, "step_deviation"),
     "rolling/{window}/goodput_pct": (
-        "interval_goodput", "DOUBLE", {"goodput_source": "TOTAL"}, {"rolling_window_size": ("window", _window_seconds)}, "goodput",
+        "interval_goodput",
+        "DOUBLE",
+        {"goodput_source": "TOTAL"},
+        {"rolling_window_size": ("window", _window_seconds)},
+        "goodput",
     ),
     "rolling/{window}/badput/{bucket}_pct": (
-        "interval_badput", "DOUBLE", {},
-        {"badput_source": ("bucket", _upper), "rolling_window_size": ("window", _window_seconds)}, "goodput",
+        "interval_badput",
+        "DOUBLE",
+        {},
+        {"badput_source": ("bucket", _upper), "rolling_window_size": ("window", _window_seconds)},
+        "goodput",
     ),
     "rolling/{window}/badput/custom/{event}_pct": (
-        "interval_badput", "DOUBLE", {},
-        {"badput_source": ("event", lambda v: "CUSTOM_BADPUT_EVENTS." + v.upper()), "rolling_window_size": ("window", _window_seconds)},
+        "interval_badput",
+        "DOUBLE",
+        {},
+        {
+            "badput_source": ("event", lambda v: "CUSTOM_BADPUT_EVENTS." + v.upper()),
+            "rolling_window_size": ("window", _window_seconds),
+        },
         "goodput",
     ),
 }
@@ -171,7 +187,16 @@ class CloudMonitoringExporter:
         return f"CloudMonitoringExporter({self.gcp_options!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("gcp_options", "api_endpoint", "insecure", "credentials", "min_point_interval_s", "timeout_s", "metadata_host", "metadata_timeout_s")
+        keep = (
+            "gcp_options",
+            "api_endpoint",
+            "insecure",
+            "credentials",
+            "min_point_interval_s",
+            "timeout_s",
+            "metadata_host",
+            "metadata_timeout_s",
+        )
         return {k: getattr(self, k) for k in keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -184,7 +209,9 @@ class CloudMonitoringExporter:
         """Resolve project/location/accelerator (metadata server, fail-fast) and build the client."""
         if self._resolved is not None:
             return
-        opts = resolve_gcp_options(self.gcp_options, metadata_host=self.metadata_host, timeout_s=self.metadata_timeout_s)
+        opts = resolve_gcp_options(
+            self.gcp_options, metadata_host=self.metadata_host, timeout_s=self.metadata_timeout_s
+        )
         self._resolved = opts
         if not opts.enabled:
             return
@@ -244,16 +271,30 @@ class CloudMonitoringExporter:
                 "workload_id": labels.get("job_name", ""),
                 "replica_id": opts.replica_id,
             }
-            spec: dict[str, Any] = {"type": WORKLOAD_PREFIX + metric, "labels": mlabels, "rtype": WORKLOAD_RESOURCE, "rlabels": rlabels, "vtype": value_type}
+            spec: dict[str, Any] = {
+                "type": WORKLOAD_PREFIX + metric,
+                "labels": mlabels,
+                "rtype": WORKLOAD_RESOURCE,
+                "rlabels": rlabels,
+                "vtype": value_type,
+            }
         elif s.name in SKIPPED:
             return None
         else:
             mlabels = {label_name(k): v for k, v in labels.items()}
             spec = {
-                "type": CUSTOM_PREFIX + family(s.name), "labels": mlabels, "rtype": "global",
-                "rlabels": {"project_id": opts.project_id or ""}, "vtype": "DOUBLE",
+                "type": CUSTOM_PREFIX + family(s.name),
+                "labels": mlabels,
+                "rtype": "global",
+                "rlabels": {"project_id": opts.project_id or ""},
+                "vtype": "DOUBLE",
             }
-        key = (spec["type"], tuple(sorted(spec["labels"].items())), spec["rtype"], tuple(sorted(spec["rlabels"].items())))
+        key = (
+            spec["type"],
+            tuple(sorted(spec["labels"].items())),
+            spec["rtype"],
+            tuple(sorted(spec["rlabels"].items())),
+        )
         return key, spec
 
     def export(self, samples: Sequence[Sample]) -> None:
@@ -319,7 +360,9 @@ class CloudMonitoringExporter:
                 now = time.monotonic()
                 wait = min(self.min_point_interval_s - (now - self._last_sent.get(k, -1e18)) for k in self._deferred)
                 if now + max(0.0, wait) >= deadline:
-                    log.warning("Cloud Monitoring: %d latest values not sent (10 s rule, no time left)", len(self._deferred))
+                    log.warning(
+                        "Cloud Monitoring: %d latest values not sent (10 s rule, no time left)", len(self._deferred)
+                    )
                     break
                 if wait > 0:
                     time.sleep(wait)

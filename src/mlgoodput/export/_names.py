@@ -39,11 +39,7 @@ def tensorboard_tag(name: str, labels: Mapping[str, str]) -> str:
     """The TensorBoard tag of a sample (placeholders filled, other labels appended)."""
     used = set(placeholders(name))
     tag = _PLACEHOLDER.sub(lambda m: _tag_part(labels[m.group(1)]), name)
-    extra = [
-        f"{k}={_tag_part(v)}"
-        for k, v in sorted(labels.items())
-        if k not in used and k not in IDENTITY_LABELS
-    ]
+    extra = [f"{k}={_tag_part(v)}" for k, v in sorted(labels.items()) if k not in used and k not in IDENTITY_LABELS]
     return "/".join([tag, *extra])
 
 

@@ -39,7 +39,9 @@ def _require_otlp(protocol: str) -> Any:
                 OTLPMetricExporter,
             )
     except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError("OTLPExporter needs the OpenTelemetry SDK and exporters: pip install 'mlgoodput[otlp]'") from e
+        raise ImportError(
+            "OTLPExporter needs the OpenTelemetry SDK and exporters: pip install 'mlgoodput[otlp]'"
+        ) from e
     return mexport, MetricExportResult, Resource, InstrumentationScope, OTLPMetricExporter
 
 
@@ -100,7 +102,9 @@ class OTLPExporter:
                     endpoint=self.endpoint, insecure=self.insecure, headers=self.headers or None, timeout=self.timeout_s
                 )
             else:
-                self._exporter = OTLPMetricExporter(endpoint=self.endpoint, headers=self.headers or None, timeout=self.timeout_s)
+                self._exporter = OTLPMetricExporter(
+                    endpoint=self.endpoint, headers=self.headers or None, timeout=self.timeout_s
+                )
         return self._exporter
 
     def export(self, samples: Sequence[Sample]) -> None:
@@ -129,15 +133,15 @@ class OTLPExporter:
                 )
             else:
                 data = mexport.Gauge(data_points=points)
-            metrics.append(mexport.Metric(name=name, description=first.description or None, unit=unit or None, data=data))
+            metrics.append(
+                mexport.Metric(name=name, description=first.description or None, unit=unit or None, data=data)
+            )
         payload = mexport.MetricsData(
             resource_metrics=[
                 mexport.ResourceMetrics(
                     resource=Resource.create({"service.name": self.service_name}),
                     scope_metrics=[
-                        mexport.ScopeMetrics(
-                            scope=InstrumentationScope("mlgoodput"), metrics=metrics, schema_url=""
-                        )
+                        mexport.ScopeMetrics(scope=InstrumentationScope("mlgoodput"), metrics=metrics, schema_url="")
                     ],
                     schema_url="",
                 )

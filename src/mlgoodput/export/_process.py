@@ -233,12 +233,25 @@ class ExporterProcess:
             # Out of the terminal's process group, and SIGINT ignored: a Ctrl-C reaches the whole
             # foreground group (even while this child is still starting), and the parent must still
             # be able to make its final upload through this process after it.
-            popen = start_python(["-c", code], ignore_sigint=True, pass_fds=[child_sock.fileno()],
-                                 stdin=subprocess.DEVNULL, process_group=0)
+            popen = start_python(
+                ["-c", code],
+                ignore_sigint=True,
+                pass_fds=[child_sock.fileno()],
+                stdin=subprocess.DEVNULL,
+                process_group=0,
+            )
         finally:
             child_sock.close()
         conn = Connection(parent_sock.detach())
-        init = ("init", self.exporters, self.interval_s, self.export_interval_s, self.max_backoff_s, self.name, os.getpid())
+        init = (
+            "init",
+            self.exporters,
+            self.interval_s,
+            self.export_interval_s,
+            self.max_backoff_s,
+            self.name,
+            os.getpid(),
+        )
         try:
             conn.send(init)
             if not conn.poll(timeout_s):

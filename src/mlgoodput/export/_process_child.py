@@ -56,8 +56,14 @@ class _ExportWorker(BackgroundWorker):
 
 class _Child:
     def __init__(
-        self, conn: Connection, exporters: list[Exporter], interval_s: float, export_interval_s: float | None,
-        max_backoff_s: float, name: str, ppid: int,
+        self,
+        conn: Connection,
+        exporters: list[Exporter],
+        interval_s: float,
+        export_interval_s: float | None,
+        max_backoff_s: float,
+        name: str,
+        ppid: int,
     ) -> None:
         self.conn = conn
         self.interval_s = interval_s
@@ -102,7 +108,9 @@ class _Child:
             ok = w.close(max(0.0, deadline - time.monotonic())) and ok
         threads = []
         for w in self.workers:
-            t = threading.Thread(target=_quiet_shutdown, args=(w.exporter, max(0.1, deadline - time.monotonic())), daemon=True)
+            t = threading.Thread(
+                target=_quiet_shutdown, args=(w.exporter, max(0.1, deadline - time.monotonic())), daemon=True
+            )
             t.start()
             threads.append(t)
         for t in threads:
@@ -193,7 +201,9 @@ def _quiet_shutdown(exporter: Exporter, timeout_s: float) -> None:
 
 def child_main(fd: int) -> None:
     """Entry point of the child interpreter."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s[exporter %(process)d] %(levelname)s %(message)s"
+    )
     conn = Connection(fd)
     msg = conn.recv()
     _, exporters, interval_s, export_interval_s, max_backoff_s, name, ppid = msg

@@ -111,8 +111,13 @@ def _warn_if_busy(addr: str, port: int) -> None:
     """A busy port is a condition time resolves (a previous process's port): warn, do not raise."""
     problem = port_problem(addr, port)
     if problem is not None:
-        log.warning("PrometheusExporter: port %d on %s is not available now (%s); the exporter keeps"
-                    " retrying it in the background once started", port, addr, problem)
+        log.warning(
+            "PrometheusExporter: port %d on %s is not available now (%s); the exporter keeps"
+            " retrying it in the background once started",
+            port,
+            addr,
+            problem,
+        )
 
 
 __all__ = ["PrometheusExporter", "check_port_free", "prometheus_name"]

@@ -68,8 +68,9 @@ def scrape_reply(request: bytes, render: Callable[[str], tuple[bytes, str]]) -> 
 
 def _response(code: int, body: bytes, ctype: str, *, head_only: bool = False) -> bytes:
     reason = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed"}[code]
-    head = (f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode("latin-1")
+    head = (
+        f"HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode("latin-1")
     return head if head_only else head + body
 
 
@@ -90,8 +91,13 @@ class ScrapeEndpoint(BackgroundWorker):
         """Bind now if the port is free, else start retrying in the background; never raises
         for a busy port."""
         if not self._try_bind():
-            log.warning("%s: port %d on %s is not available yet (%s); retrying in the background",
-                        self.name, self.port, self.addr, self.status)
+            log.warning(
+                "%s: port %d on %s is not available yet (%s); retrying in the background",
+                self.name,
+                self.port,
+                self.addr,
+                self.status,
+            )
             self.start()
 
     def _try_bind(self) -> bool:
@@ -102,8 +108,15 @@ class ScrapeEndpoint(BackgroundWorker):
             self.status = f"waiting for port {self.port} on {self.addr}: {e} (try {self.tries})"
             return False
         self.port = sock.getsockname()[1]
-        server = LimitedServer(sock, self._reply, name=self.name, terminator=b"\r\n\r\n",
-                               max_request_bytes=MAX_REQUEST_BYTES, request_timeout_s=10.0, workers=2)
+        server = LimitedServer(
+            sock,
+            self._reply,
+            name=self.name,
+            terminator=b"\r\n\r\n",
+            max_request_bytes=MAX_REQUEST_BYTES,
+            request_timeout_s=10.0,
+            workers=2,
+        )
         server.start()
         self.server = server
         self.status = f"serving http://{self.addr}:{self.port}/metrics"

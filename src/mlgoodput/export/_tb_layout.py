@@ -64,7 +64,10 @@ def layout(tags: Iterable[str]) -> dict[str, dict[str, list[Any]]]:
         }
     if "goodput" in has or "hosts" in has:
         out["3. Steps"] = {
-            "ideal step time and deviation (s)": ["Multiline", [r"^goodput/(ideal_step_time|step_time_deviation)_seconds$"]],
+            "ideal step time and deviation (s)": [
+                "Multiline",
+                [r"^goodput/(ideal_step_time|step_time_deviation)_seconds$"],
+            ],
             "step time by host (s)": ["Multiline", [r"^hosts/"]],
             "last step": ["Multiline", [r"^goodput/(last_step|max_productive_step)$"]],
         }

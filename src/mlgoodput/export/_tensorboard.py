@@ -25,9 +25,7 @@ def _require_tensorboardx() -> Any:
         from tensorboardX.proto import event_pb2, summary_pb2
         from tensorboardX.record_writer import RecordWriter
     except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "TensorBoardExporter needs tensorboardX: pip install 'mlgoodput[tensorboard]'"
-        ) from e
+        raise ImportError("TensorBoardExporter needs tensorboardX: pip install 'mlgoodput[tensorboard]'") from e
     return event_pb2, summary_pb2, RecordWriter
 
 
@@ -47,8 +45,9 @@ class TensorBoardExporter:
     doubling every point.
     """
 
-    def __init__(self, logdir: str | os.PathLike[str], *, exclusive: bool = False,
-                 lock_wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(
+        self, logdir: str | os.PathLike[str], *, exclusive: bool = False, lock_wait_s: float = LOCK_WAIT_S
+    ) -> None:
         if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir).strip():
             raise TypeError(f"logdir must be a directory path, got {logdir!r}")
         self.logdir = os.fspath(logdir)
@@ -65,12 +64,19 @@ class TensorBoardExporter:
         return f"TensorBoardExporter({self.logdir!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"logdir": self.logdir, "uploads": self.uploads, "exclusive": self.exclusive,
-                "lock_wait_s": self.lock_wait_s}
+        return {
+            "logdir": self.logdir,
+            "uploads": self.uploads,
+            "exclusive": self.exclusive,
+            "lock_wait_s": self.lock_wait_s,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["logdir"], exclusive=state.get("exclusive", False),  # type: ignore[misc]
-                      lock_wait_s=state.get("lock_wait_s", LOCK_WAIT_S))
+        self.__init__(  # type: ignore[misc]
+            state["logdir"],
+            exclusive=state.get("exclusive", False),
+            lock_wait_s=state.get("lock_wait_s", LOCK_WAIT_S),
+        )
         self.uploads = state["uploads"]
 
     def start(self) -> None:

@@ -23,10 +23,26 @@ PEAKS: tuple[tuple[str, str, dict[str, float]], ...] = (
     # NVIDIA GPUs (per GPU, dense tensor-core figures; fp32 is the non-tensor rate)
     ("gb200", "NVIDIA GB200", {"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "tf32": 1250 * T}),
     ("b200", "NVIDIA B200", {"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T}),
-    ("h200", "NVIDIA H200", {"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T}),
-    ("h100 pcie", "NVIDIA H100 PCIe", {"bf16": 756.5 * T, "fp16": 756.5 * T, "fp8": 1513 * T, "tf32": 378 * T, "fp32": 51.2 * T}),
-    ("h100 nvl", "NVIDIA H100 NVL", {"bf16": 835.5 * T, "fp16": 835.5 * T, "fp8": 1671 * T, "tf32": 417.5 * T, "fp32": 60 * T}),
-    ("h100", "NVIDIA H100 SXM", {"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T}),
+    (
+        "h200",
+        "NVIDIA H200",
+        {"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
+    ),
+    (
+        "h100 pcie",
+        "NVIDIA H100 PCIe",
+        {"bf16": 756.5 * T, "fp16": 756.5 * T, "fp8": 1513 * T, "tf32": 378 * T, "fp32": 51.2 * T},
+    ),
+    (
+        "h100 nvl",
+        "NVIDIA H100 NVL",
+        {"bf16": 835.5 * T, "fp16": 835.5 * T, "fp8": 1671 * T, "tf32": 417.5 * T, "fp32": 60 * T},
+    ),
+    (
+        "h100",
+        "NVIDIA H100 SXM",
+        {"bf16": 989.4 * T, "fp16": 989.4 * T, "fp8": 1978.9 * T, "tf32": 494.7 * T, "fp32": 66.9 * T},
+    ),
     ("a100", "NVIDIA A100", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T, "int8": 624 * T}),
     ("l40s", "NVIDIA L40S", {"bf16": 362 * T, "fp16": 362 * T, "fp8": 733 * T, "fp32": 91.6 * T}),
     ("l4", "NVIDIA L4", {"bf16": 121 * T, "fp16": 121 * T, "fp8": 242.5 * T, "fp32": 30.3 * T}),
@@ -35,9 +51,17 @@ PEAKS: tuple[tuple[str, str, dict[str, float]], ...] = (
 )
 
 _ALIASES = {
-    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
-    "tensorfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-    "e4m3": "fp8", "e5m2": "fp8",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+    "tensorfloat32": "tf32",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
 }
 
 

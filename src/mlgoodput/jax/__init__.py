@@ -48,8 +48,6 @@ def __getattr__(name: str) -> Any:
         try:
             from mlgoodput.jax._orbax import OrbaxLogger
         except ImportError as e:
-            raise ImportError(
-                "mlgoodput.jax.OrbaxLogger needs Orbax: pip install 'mlgoodput[jax]'"
-            ) from e
+            raise ImportError("mlgoodput.jax.OrbaxLogger needs Orbax: pip install 'mlgoodput[jax]'") from e
         return OrbaxLogger
     raise AttributeError(f"module 'mlgoodput.jax' has no attribute {name!r}")

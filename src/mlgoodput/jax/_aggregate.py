@@ -93,9 +93,7 @@ class Aggregator:
 
     def _build(
         self,
-    ) -> tuple[
-        Callable[..., None], Callable[..., None], Callable[..., None], Callable[..., None]
-    ]:
+    ) -> tuple[Callable[..., None], Callable[..., None], Callable[..., None], Callable[..., None]]:
         # Everything a listener touches is a local of these closures: no attribute or
         # global lookups on the hot path. A value is checked (`+ 0.0` raises for anything
         # that is not a number) before it is appended, so a fold never meets a bad one.
@@ -213,8 +211,7 @@ class Aggregator:
 
     def _series(self) -> list[tuple[str, str, list[Any]]]:
         items = [(kind, ev, s) for kind, d in self._plain.items() for ev, s in d.items()]
-        items += [(kind, ev, s) for kind, d in self._labeled.items()
-                  for ev, t in d.items() for s in t.values()]
+        items += [(kind, ev, s) for kind, d in self._labeled.items() for ev, t in d.items() for s in t.values()]
         return items
 
     def snapshot(self) -> list[SeriesSnapshot]:
@@ -230,9 +227,15 @@ class Aggregator:
         for kind, event, s, buckets, labels in items:
             out.append(
                 SeriesSnapshot(
-                    kind=kind, event=event, labels=labels, count=int(s[_COUNT]),
-                    sum=float(s[_SUM]), min=float(s[_MIN]), max=float(s[_MAX]),
-                    last=float(s[_LAST]), buckets=() if kind == EVENT else buckets,
+                    kind=kind,
+                    event=event,
+                    labels=labels,
+                    count=int(s[_COUNT]),
+                    sum=float(s[_SUM]),
+                    min=float(s[_MIN]),
+                    max=float(s[_MAX]),
+                    last=float(s[_LAST]),
+                    buckets=() if kind == EVENT else buckets,
                 )
             )
         out.sort(key=lambda x: (x.event, x.kind, repr(x.labels)))
@@ -268,7 +271,7 @@ def _fold(s: list[Any]) -> None:
     s[_LAST] = chunk[-1]
     b = s[_BUCKETS]
     top = N_BUCKETS - 1
-    scale = 2.0 ** -LOW_EXP
+    scale = 2.0**-LOW_EXP
     for v in chunk:
         i = int(v * scale).bit_length() if v > 0.0 else 0
         b[i if i < top else top] += 1
@@ -305,8 +308,9 @@ def to_samples(
             labels[str(k)] = str(v)
         name = metric_name(s.event, s.kind)
         if s.kind == EVENT:
-            out.append(Sample(name, float(s.count), labels, "counter", time=now,
-                              description=f"jax.monitoring event {s.event}"))
+            out.append(
+                Sample(name, float(s.count), labels, "counter", time=now, description=f"jax.monitoring event {s.event}")
+            )
             if not s.labels:
                 counts[s.event] = s.count
             continue
@@ -324,14 +328,23 @@ def to_samples(
                 ub = bucket_upper_bound(i)
                 if math.isinf(ub):
                     break
-                out.append(Sample(name + "/bucket", float(cum), {**labels, "le": repr(ub)},
-                                  "counter", time=now, unit=unit))
-            out.append(Sample(name + "/bucket", float(s.count), {**labels, "le": "+Inf"},
-                              "counter", time=now, unit=unit))
+                out.append(
+                    Sample(name + "/bucket", float(cum), {**labels, "le": repr(ub)}, "counter", time=now, unit=unit)
+                )
+            out.append(
+                Sample(name + "/bucket", float(s.count), {**labels, "le": "+Inf"}, "counter", time=now, unit=unit)
+            )
     req = counts.get("/jax/compilation_cache/compile_requests_use_cache")
     if req is not None:
         hits = counts.get("/jax/compilation_cache/cache_hits", 0)
-        out.append(Sample("jax/compilation_cache/cache_misses_derived", float(max(0, req - hits)),
-                          dict(base_labels), "counter", time=now,
-                          description="compile requests that used the cache minus cache hits"))
+        out.append(
+            Sample(
+                "jax/compilation_cache/cache_misses_derived",
+                float(max(0, req - hits)),
+                dict(base_labels),
+                "counter",
+                time=now,
+                description="compile requests that used the cache minus cache hits",
+            )
+        )
     return out

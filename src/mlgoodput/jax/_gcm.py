@@ -65,8 +65,11 @@ class JaxCloudMonitoringExporter(CloudMonitoringExporter):
                 return metadata_value(path, host=host, timeout_s=self.metadata_timeout_s)
 
             project, rtype, rlabels = detect_resource(
-                self.project_id, self.resource_type, self.resource_labels,
-                gce=bool(host) or on_gce(), lookup=lookup,
+                self.project_id,
+                self.resource_type,
+                self.resource_labels,
+                gce=bool(host) or on_gce(),
+                lookup=lookup,
             )
             self._resource = (rtype, rlabels)
             if project is not None:
@@ -84,8 +87,11 @@ class JaxCloudMonitoringExporter(CloudMonitoringExporter):
             # writes (`<prefix>/<event>`), so its dashboards and alerts keep working
             name = name[: -len("/last")]
         spec: dict[str, Any] = {
-            "type": f"{self.metric_prefix}/{name}", "labels": mlabels,
-            "rtype": rtype, "rlabels": dict(rlabels), "vtype": "DOUBLE",
+            "type": f"{self.metric_prefix}/{name}",
+            "labels": mlabels,
+            "rtype": rtype,
+            "rlabels": dict(rlabels),
+            "vtype": "DOUBLE",
         }
         key = (spec["type"], tuple(sorted(mlabels.items())), rtype, tuple(sorted(rlabels.items())))
         return key, spec

@@ -53,9 +53,7 @@ def init(
     if monitored_resource_type is not None:
         check_name(monitored_resource_type, "monitored_resource_type")
     if monitored_resource_labels is not None and not isinstance(monitored_resource_labels, Mapping):
-        raise TypeError(
-            f"monitored_resource_labels must be a mapping of str to str, got {monitored_resource_labels!r}"
-        )
+        raise TypeError(f"monitored_resource_labels must be a mapping of str to str, got {monitored_resource_labels!r}")
     if exporters is not None and (isinstance(exporters, (str, bytes)) or not isinstance(exporters, Sequence)):
         raise TypeError(f"exporters must be a list of exporters or None, got {exporters!r}")
     if isinstance(interval_s, bool) or not isinstance(interval_s, (int, float)) or not interval_s > 0:
@@ -65,15 +63,21 @@ def init(
     existing = _session.current()
     if existing is not None:
         if existing.job_name != job_name:
-            misuse("mlgoodput.jax.init", "job_name", job_name,
-                   f"already running for job {existing.job_name!r}; this call is ignored"
-                   " (call shutdown() first to start another)", kind="twice")
+            misuse(
+                "mlgoodput.jax.init",
+                "job_name",
+                job_name,
+                f"already running for job {existing.job_name!r}; this call is ignored"
+                " (call shutdown() first to start another)",
+                kind="twice",
+            )
         return existing
     from mlgoodput.jax._resource import project_from_env
 
     config.set_config(
         project_id=project_id if project_id is not None else project_from_env(),
-        metric_prefix=metric_prefix, monitored_resource_type=monitored_resource_type,
+        metric_prefix=metric_prefix,
+        monitored_resource_type=monitored_resource_type,
         monitored_resource_labels=None if monitored_resource_labels is None else dict(monitored_resource_labels),
         job_name=job_name,
     )
@@ -91,21 +95,31 @@ def init(
         else:
             compile_sink = _wiring.find_goodput_journal(job_name)
         host = _wiring.default_host(compile_sink)
-        exps = list(exporters) if exporters is not None else _wiring.default_exporters(
-            project_id=project_id, metric_prefix=metric_prefix,
-            resource_type=monitored_resource_type, resource_labels=monitored_resource_labels,
+        exps = (
+            list(exporters)
+            if exporters is not None
+            else _wiring.default_exporters(
+                project_id=project_id,
+                metric_prefix=metric_prefix,
+                resource_type=monitored_resource_type,
+                resource_labels=monitored_resource_labels,
+            )
         )
         sink = _wiring.make_sink(exps, interval_s=float(interval_s))  # raises if one cannot open
-        callbacks = {"event": agg.on_event, "duration": agg.on_duration,
-                     "scalar": agg.on_scalar, "span": agg.on_span}
+        callbacks = {"event": agg.on_event, "duration": agg.on_duration, "scalar": agg.on_scalar, "span": agg.on_span}
         added = _listeners.install(callbacks)
         try:
             if compile_sink is not None:
                 added += _listeners.install(_listeners.compile_listeners(compile_sink))
             metric_journal = _wiring.metric_journal(store, job_name, host)
             shipper = _session.Shipper(
-                agg, {"job_name": job_name}, sink, metric_journal, lambda: host,
-                interval_s=float(interval_s), histograms=bool(histograms),
+                agg,
+                {"job_name": job_name},
+                sink,
+                metric_journal,
+                lambda: host,
+                interval_s=float(interval_s),
+                histograms=bool(histograms),
             )
             shipper.start()
         except BaseException:
@@ -114,13 +128,23 @@ def init(
                 sink.shutdown(5.0)
             raise
         return _session.Session(
-            job_name=job_name, aggregator=agg, added=added, shipper=shipper, sink=sink,
-            compile_sink=compile_sink, host=host,
-            options={"project_id": project_id, "metric_prefix": metric_prefix,
-                     "monitored_resource_type": monitored_resource_type,
-                     "monitored_resource_labels": dict(monitored_resource_labels or {}),
-                     "store": store, "interval_s": interval_s, "exporters": exps,
-                     "histograms": histograms},
+            job_name=job_name,
+            aggregator=agg,
+            added=added,
+            shipper=shipper,
+            sink=sink,
+            compile_sink=compile_sink,
+            host=host,
+            options={
+                "project_id": project_id,
+                "metric_prefix": metric_prefix,
+                "monitored_resource_type": monitored_resource_type,
+                "monitored_resource_labels": dict(monitored_resource_labels or {}),
+                "store": store,
+                "interval_s": interval_s,
+                "exporters": exps,
+                "histograms": histograms,
+            },
         )
 
     return _session.start(build)
@@ -140,7 +164,9 @@ def register_listeners() -> _session.Session:
     `register_listeners`); returns the running session, which a second call returns again."""
     c = config.get_config()
     return init(
-        project_id=c.project_id, metric_prefix=c.metric_prefix,
+        project_id=c.project_id,
+        metric_prefix=c.metric_prefix,
         monitored_resource_type=c.monitored_resource_type,
-        monitored_resource_labels=dict(c.monitored_resource_labels), job_name=c.job_name,
+        monitored_resource_labels=dict(c.monitored_resource_labels),
+        job_name=c.job_name,
     )

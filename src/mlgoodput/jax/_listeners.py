@@ -54,9 +54,7 @@ def monitoring_module() -> Any:
     try:
         import jax.monitoring as m
     except ImportError as e:  # pragma: no cover - jax is installed in our test environment
-        raise ImportError(
-            "mlgoodput.jax needs JAX: pip install 'mlgoodput[jax]'"
-        ) from e
+        raise ImportError("mlgoodput.jax needs JAX: pip install 'mlgoodput[jax]'") from e
     return m
 
 
@@ -109,8 +107,12 @@ def compile_listeners(
             return
         try:
             name = kw.get("fun_name")
-            sink.append(Kind.COMPILE, float(start_time), value=max(0.0, end_time - start_time),
-                        name=str(name) if name is not None else event.rsplit("/", 1)[-1])
+            sink.append(
+                Kind.COMPILE,
+                float(start_time),
+                value=max(0.0, end_time - start_time),
+                name=str(name) if name is not None else event.rsplit("/", 1)[-1],
+            )
         except Exception as e:
             _fail(e)
 
@@ -120,8 +122,9 @@ def compile_listeners(
         try:
             d = max(0.0, float(duration_secs))
             name = kw.get("fun_name")
-            sink.append(Kind.COMPILE, clock() - d, value=d,
-                        name=str(name) if name is not None else event.rsplit("/", 1)[-1])
+            sink.append(
+                Kind.COMPILE, clock() - d, value=d, name=str(name) if name is not None else event.rsplit("/", 1)[-1]
+            )
         except Exception as e:
             _fail(e)
 

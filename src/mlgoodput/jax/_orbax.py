@@ -72,8 +72,7 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
     by ours otherwise). Never raises into Orbax: a failure is counted and logged once.
     """
 
-    def __init__(self, recorder: Any = None, *, sink: EventSink | None = None,
-                 forward_to: Any = None) -> None:
+    def __init__(self, recorder: Any = None, *, sink: EventSink | None = None, forward_to: Any = None) -> None:
         if recorder is None and sink is None:
             raise TypeError("OrbaxLogger needs a recorder (a GoodputRecorder) or a sink, got neither")
         if forward_to is not None and not callable(getattr(forward_to, "log_entry", None)):
@@ -98,8 +97,7 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
                         elif _covered(self._recorder, kind, step):
                             self.skipped += 1
                         else:
-                            self._sink.append(kind, start, step=step, value=dur,
-                                              attrs={"source": "orbax"})
+                            self._sink.append(kind, start, step=step, value=dur, attrs={"source": "orbax"})
                             self.recorded += 1
         except Exception as e:
             self.errors += 1
@@ -118,8 +116,6 @@ def _recorder_sink(recorder: Any) -> EventSink | None:
 
     j = recorder_journal(recorder)
     return j  # type: ignore[no-any-return]
-
-
 
 
 def _covered(recorder: Any, kind: Kind, step: int | None) -> bool:

@@ -57,6 +57,7 @@ def detect_resource(
 
         def lookup(path: str) -> str | None:
             return metadata_value(path, timeout_s=0.5)
+
     project = project_id or project_from_env()
     if project is None and is_gce:
         project = lookup("project/project-id")

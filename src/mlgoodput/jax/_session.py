@@ -65,11 +65,19 @@ class Shipper(BackgroundWorker):
             for s in changed:
                 try:
                     self._journal.append(
-                        Kind.JAX_METRIC, now, value=float(s.count),
+                        Kind.JAX_METRIC,
+                        now,
+                        value=float(s.count),
                         name=metric_name(s.event, s.kind),
-                        attrs={"kind": s.kind, "labels": {str(k): str(v) for k, v in s.labels},
-                               "count": s.count, "sum": s.sum, "min": s.min, "max": s.max,
-                               "last": s.last},
+                        attrs={
+                            "kind": s.kind,
+                            "labels": {str(k): str(v) for k, v in s.labels},
+                            "count": s.count,
+                            "sum": s.sum,
+                            "min": s.min,
+                            "max": s.max,
+                            "last": s.last,
+                        },
                     )
                 except ValueError as e:  # a name or labels too large for a journal record
                     self.skipped += 1

@@ -33,8 +33,11 @@ def find_goodput_journal(job_name: str) -> Any:
 
     found = [j for j in Journal.live(job_name) if not j.namespace.startswith(RESERVED_PREFIX)]
     if len(found) > 1:
-        log.warning("mlgoodput.jax: several recorders of job %r in this process; compile events "
-                    "go to the first (pass recorder= to choose)", job_name)
+        log.warning(
+            "mlgoodput.jax: several recorders of job %r in this process; compile events "
+            "go to the first (pass recorder= to choose)",
+            job_name,
+        )
     return found[0] if found else None
 
 
@@ -87,8 +90,14 @@ def default_exporters(
         return []
     from mlgoodput.jax._gcm import JaxCloudMonitoringExporter
 
-    return [JaxCloudMonitoringExporter(project_id=project_id, metric_prefix=metric_prefix,
-                                       resource_type=resource_type, resource_labels=resource_labels)]
+    return [
+        JaxCloudMonitoringExporter(
+            project_id=project_id,
+            metric_prefix=metric_prefix,
+            resource_type=resource_type,
+            resource_labels=resource_labels,
+        )
+    ]
 
 
 def make_sink(exporters: Sequence[Any], *, interval_s: float) -> ProcessSink | None:

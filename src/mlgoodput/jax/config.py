@@ -49,12 +49,18 @@ def set_config(
     job_name: str | None = None,
 ) -> None:
     """Change the given settings; an argument left at None keeps its current value."""
-    for arg, v in (("project_id", project_id), ("metric_prefix", metric_prefix),
-                   ("monitored_resource_type", monitored_resource_type), ("job_name", job_name)):
+    for arg, v in (
+        ("project_id", project_id),
+        ("metric_prefix", metric_prefix),
+        ("monitored_resource_type", monitored_resource_type),
+        ("job_name", job_name),
+    ):
         if v is not None and (not isinstance(v, str) or not v.strip()):
             raise TypeError(f"{arg} must be a non-empty string or None, got {v!r}")
     if monitored_resource_labels is not None and not isinstance(monitored_resource_labels, dict):
-        raise TypeError(f"monitored_resource_labels must be a dict of str to str or None, got {monitored_resource_labels!r}")
+        raise TypeError(
+            f"monitored_resource_labels must be a dict of str to str or None, got {monitored_resource_labels!r}"
+        )
     with _lock:
         c = _GLOBAL_CONFIG
         if project_id is not None:

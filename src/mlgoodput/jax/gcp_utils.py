@@ -37,8 +37,10 @@ def initialize_client() -> None:
             if project_id:
                 config.project_id = project_id
             else:
-                log.warning("mlgoodput.jax: no project id in the credentials and none configured;"
-                            " metrics cannot be exported to Cloud Monitoring")
+                log.warning(
+                    "mlgoodput.jax: no project id in the credentials and none configured;"
+                    " metrics cannot be exported to Cloud Monitoring"
+                )
         _CLIENT = monitoring_v3.MetricServiceClient(credentials=credentials)
         if config.project_id:
             _PROJECT_PATH = _CLIENT.common_project_path(config.project_id)

@@ -72,7 +72,7 @@ class CloudLoggerStore:
             part = self._marks.new_part(batch)
             if part is None:
                 return
-            for i, e in enumerate(batch.events[part.skip:], start=part.first):
+            for i, e in enumerate(batch.events[part.skip :], start=part.first):
                 try:
                     self.cloud_logger.write_cloud_logging_entry(to_payload(job, e))
                 except Exception as err:
@@ -150,7 +150,11 @@ class CloudLoggerStore:
             except Exception as e:  # said, not raised: close() runs on the way out of training
                 logging.getLogger("mlgoodput").warning(
                     "mlgoodput: %s: the cloud_logger's flush() failed at close (%s: %s); entries it still"
-                    " held may not be written", self.url, type(e).__name__, e)
+                    " held may not be written",
+                    self.url,
+                    type(e).__name__,
+                    e,
+                )
 
 
 def from_cloud_logger(cloud_logger: Any, logger_name: str) -> Store:

@@ -69,7 +69,9 @@ def parse_url(url: str, arg: str = "store") -> tuple[str, str | None, dict[str, 
         raise ValueError(f"{arg}: expected cloudlogging://PROJECT[/LOG_NAME], got project {project!r} in {url!r}")
     log = urllib.parse.unquote(parts.path.lstrip("/")) or None
     if log is not None and not _LOG_ID.match(log):
-        raise ValueError(f"{arg}: a log name has only letters, digits and _ . / - (at most 511), got {log!r} in {url!r}")
+        raise ValueError(
+            f"{arg}: a log name has only letters, digits and _ . / - (at most 511), got {log!r} in {url!r}"
+        )
     opts: dict[str, str] = {}
     for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
         if key not in ("endpoint", "insecure", "settle", "deadline"):
@@ -219,7 +221,9 @@ class CloudLoggingStore:
                 endpoint = str(self.endpoint)
 
                 def transport(**kw: Any) -> Any:
-                    return LoggingServiceV2GrpcTransport(channel=grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS), **kw)
+                    return LoggingServiceV2GrpcTransport(
+                        channel=grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS), **kw
+                    )
 
                 self._client = LoggingServiceV2Client(
                     credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
@@ -273,7 +277,7 @@ class CloudLoggingStore:
             part = self._marks.new_part(batch, log_name)
             if part is None:
                 return
-            events = batch.events[part.skip:]
+            events = batch.events[part.skip :]
             from google.cloud.logging_v2.types import log_entry
             from google.protobuf import struct_pb2
 
@@ -286,8 +290,9 @@ class CloudLoggingStore:
             for i, e in enumerate(events):
                 payload = struct_pb2.Struct()
                 payload.update(to_payload(job, e))
-                entry = entry_cls(insert_id=f"mlgoodput-{batch.writer}-{first + i}", severity=_INFO,
-                                  json_payload=payload)
+                entry = entry_cls(
+                    insert_id=f"mlgoodput-{batch.writer}-{first + i}", severity=_INFO, json_payload=payload
+                )
                 entry.timestamp.FromNanoseconds(now_ns)
                 n = entry.ByteSize()
                 if chunk and (len(chunk) >= MAX_ENTRIES_PER_WRITE or size + n > MAX_BYTES_PER_WRITE):
@@ -309,8 +314,12 @@ class CloudLoggingStore:
         req_pb.resource.labels["project_id"] = self.project
         request = logging_types.WriteLogEntriesRequest(req_pb)
         gapic = self._gapic()
-        self._call("WriteLogEntries", lambda: gapic.write_log_entries(
-            request=request, retry=self._retry(), timeout=min(60.0, self.deadline_s or 60.0)))
+        self._call(
+            "WriteLogEntries",
+            lambda: gapic.write_log_entries(
+                request=request, retry=self._retry(), timeout=min(60.0, self.deadline_s or 60.0)
+            ),
+        )
 
     # -- reading ---------------------------------------------------------------------
     def _list(self, scan: _Scan) -> Iterable[Any]:
@@ -325,8 +334,10 @@ class CloudLoggingStore:
         )
         gapic = self._gapic()
         retry = self._retry()
-        pager = self._call("ListLogEntries", lambda: gapic.list_log_entries(
-            request=request, retry=retry, timeout=min(60.0, self.deadline_s or 60.0)))
+        pager = self._call(
+            "ListLogEntries",
+            lambda: gapic.list_log_entries(request=request, retry=retry, timeout=min(60.0, self.deadline_s or 60.0)),
+        )
         got: list[Any] = []
         pages = iter(pager.pages)
         while True:
@@ -359,8 +370,14 @@ class CloudLoggingStore:
                 if ev is None:
                     self.skipped += 1
                     if self.skipped == 1:
-                        log.warning("%s: entry %s of job %r in log %r is not a goodput event; skipping"
-                                    " such entries (counted in .skipped)", self.url, entry.insert_id, job, namespace)
+                        log.warning(
+                            "%s: entry %s of job %r in log %r is not a goodput event; skipping"
+                            " such entries (counted in .skipped)",
+                            self.url,
+                            entry.insert_id,
+                            job,
+                            namespace,
+                        )
                 else:
                     events.append(ev)
             if events:
@@ -414,5 +431,8 @@ def _canonical(url: str, arg: str) -> str:
     return url
 
 
-register(StoreBackend("cloudlogging", ("cloudlogging",), CloudLoggingStore, "cloudlogging://PROJECT/LOG_NAME",
-                      canonical=_canonical))
+register(
+    StoreBackend(
+        "cloudlogging", ("cloudlogging",), CloudLoggingStore, "cloudlogging://PROJECT/LOG_NAME", canonical=_canonical
+    )
+)

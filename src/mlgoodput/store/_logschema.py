@@ -92,13 +92,24 @@ def _seed_payload(e: Event) -> dict[str, Any] | None:
         return {_CUSTOM_TYPE: e.name, _CUSTOM[e.kind]: e.time}
     if e.kind in _WAIT and e.name is not None and e.step is None and e.value is None and not e.attrs:
         return {_WAIT_TYPE: e.name, _WAIT[e.kind]: e.time}
-    if e.kind is Kind.SLICE_COUNTS and e.attrs and set(e.attrs) == set(_SLICE_ATTRS) and e.step is None \
-            and e.value is None and e.name is None:
+    if (
+        e.kind is Kind.SLICE_COUNTS
+        and e.attrs
+        and set(e.attrs) == set(_SLICE_ATTRS)
+        and e.step is None
+        and e.value is None
+        and e.name is None
+    ):
         counts = [e.attrs[a] for a in _SLICE_ATTRS]
         if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
             return {**dict(zip(_SLICES, counts, strict=True)), _SLICE_TIME: e.time}
-    if e.kind in (Kind.CKPT_SAVE, Kind.CKPT_RESTORE) and e.step is not None and _finite(e.value) \
-            and e.name is None and not e.attrs:
+    if (
+        e.kind in (Kind.CKPT_SAVE, Kind.CKPT_RESTORE)
+        and e.step is not None
+        and _finite(e.value)
+        and e.name is None
+        and not e.attrs
+    ):
         secs = float(e.value)  # type: ignore[arg-type]
         if e.kind is Kind.CKPT_SAVE:  # Orbax's SaveStepStatistics fields, as its CloudLogger writes them
             return {
@@ -152,12 +163,16 @@ def _orbax(p: Mapping[str, Any]) -> Event | None:
     etype = p.get("event_type")
     if etype == "save":
         kind = Kind.CKPT_SAVE
-        pairs = (("checkpoint_manager_blocking_start_time", "checkpoint_manager_blocking_duration_secs"),
-                 ("checkpointer_blocking_start_time", "checkpointer_blocking_duration_secs"))
+        pairs = (
+            ("checkpoint_manager_blocking_start_time", "checkpoint_manager_blocking_duration_secs"),
+            ("checkpointer_blocking_start_time", "checkpointer_blocking_duration_secs"),
+        )
     elif etype in ("restore", "emergency_restore"):
         kind = Kind.CKPT_RESTORE
-        pairs = (("checkpoint_manager_start_time", "checkpoint_manager_duration_secs"),
-                 ("checkpointer_start_time", "checkpointer_duration_secs"))
+        pairs = (
+            ("checkpoint_manager_start_time", "checkpoint_manager_duration_secs"),
+            ("checkpointer_start_time", "checkpointer_duration_secs"),
+        )
     else:
         return None
     for start_key, dur_key in pairs:  # the checkpoint manager's view first, as the seed counts it
@@ -182,8 +197,15 @@ def _extension(p: Mapping[str, Any]) -> Event | None:
         except ValueError:
             return None
         attrs = loaded if isinstance(loaded, dict) and loaded else None
-    return Event(kind, t, _host(p), step=_int(p.get(EXT_STEP)), value=value,
-                 name=name if isinstance(name, str) else None, attrs=attrs)
+    return Event(
+        kind,
+        t,
+        _host(p),
+        step=_int(p.get(EXT_STEP)),
+        value=value,
+        name=name if isinstance(name, str) else None,
+        attrs=attrs,
+    )
 
 
 def to_event(p: Mapping[str, Any]) -> Event | None:

@@ -30,7 +30,7 @@ class MemoryStore:
             part = self._marks.new_part(batch)
             if part is None:
                 return
-            kept = Columns.from_events(batch.events[part.skip:])
+            kept = Columns.from_events(batch.events[part.skip :])
             _exactly_once.before_mark(part)
             self._chunks.append((namespace, job, kept))
             self._marks.advance(part.writer, part.mark)
@@ -64,10 +64,7 @@ class MemoryStore:
 
     def jobs(self) -> list[JobInfo]:
         with self._lock:
-            return [
-                JobInfo(ns, job, int(v[0]), v[1], v[2])
-                for (ns, job), v in sorted(self._jobs.items())
-            ]
+            return [JobInfo(ns, job, int(v[0]), v[1], v[2]) for (ns, job), v in sorted(self._jobs.items())]
 
     def close(self) -> None:
         self.closed = True

@@ -63,9 +63,7 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise ImportError(
-            "the PostgreSQL store needs psycopg: pip install 'mlgoodput[postgres]'"
-        ) from None
+        raise ImportError("the PostgreSQL store needs psycopg: pip install 'mlgoodput[postgres]'") from None
     return psycopg
 
 
@@ -92,8 +90,10 @@ class PostgresStore:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
                 conn.execute(_SCHEMA)
-                conn.execute("INSERT INTO mlgoodput_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
-                             (secrets.token_hex(8),))
+                conn.execute(
+                    "INSERT INTO mlgoodput_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
+                    (secrets.token_hex(8),),
+                )
                 _use_lz4(conn, psycopg)
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
@@ -123,11 +123,22 @@ class PostgresStore:
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
         chunks = encode_batch(batch.events, MAX_CHUNK_EVENTS)  # before any row lock is taken
         rest: Callable[[int], list[Chunk]] = lambda skip: encode_batch(batch.events[skip:], MAX_CHUNK_EVENTS)  # noqa: E731
-        self._in_transaction("append to", lambda conn: self._append(
-            conn, namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks, rest))
+        self._in_transaction(
+            "append to",
+            lambda conn: self._append(
+                conn, namespace, job, batch.writer, batch.first_seq, len(batch.events), chunks, rest
+            ),
+        )
 
     def _append(
-        self, conn: Any, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        self,
+        conn: Any,
+        ns: str,
+        job: str,
+        writer: int,
+        first_seq: int,
+        n: int,
+        chunks: list[Chunk],
         rest: Callable[[int], list[Chunk]],
     ) -> None:
         conn.execute(
@@ -154,8 +165,24 @@ class PostgresStore:
         ) as cp:
             cp.set_types(_CHUNK_TYPES)
             for k, ch in enumerate(chunks):
-                cp.write_row((ns, job, tmp - k, writer, first + total, ch.n, now, ch.kinds, ch.times,
-                              ch.hosts, ch.steps, ch.values, ch.names, ch.attrs))
+                cp.write_row(
+                    (
+                        ns,
+                        job,
+                        tmp - k,
+                        writer,
+                        first + total,
+                        ch.n,
+                        now,
+                        ch.kinds,
+                        ch.times,
+                        ch.hosts,
+                        ch.steps,
+                        ch.values,
+                        ch.names,
+                        ch.attrs,
+                    )
+                )
                 lo, hi, total = min(lo, ch.t_min), max(hi, ch.t_max), total + ch.n
         _exactly_once.before_mark(part)
         conn.execute(  # this writer's row is locked already (FOR UPDATE above)
@@ -187,8 +214,9 @@ class PostgresStore:
     def identity(self) -> str:
         """The store id written when the schema was made: a dropped and recreated schema (or
         another database at the URL) has another one."""
-        row = self._in_transaction("read", lambda conn: conn.execute(
-            "SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone())
+        row = self._in_transaction(
+            "read", lambda conn: conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone()
+        )
         return "" if row is None else str(row[0])
 
     def _drop_broken(self) -> None:
@@ -200,19 +228,24 @@ class PostgresStore:
         self._conn = None
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
-        rows = self._in_transaction("read", lambda conn: conn.execute(
-            "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
-            " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
-            (namespace, job, cursor),
-        ).fetchall())
+        rows = self._in_transaction(
+            "read",
+            lambda conn: conn.execute(
+                "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+                " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
+                (namespace, job, cursor),
+            ).fetchall(),
+        )
         parts = [decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7]) for r in rows]
         return ReadResult(parts, rows[-1][0] if rows else cursor)
 
     def jobs(self) -> list[JobInfo]:
-        rows = self._in_transaction("read", lambda conn: conn.execute(
-            "SELECT ns, job, events, first_time, last_time FROM mlgoodput_streams"
-            " WHERE events > 0 ORDER BY ns, job"
-        ).fetchall())
+        rows = self._in_transaction(
+            "read",
+            lambda conn: conn.execute(
+                "SELECT ns, job, events, first_time, last_time FROM mlgoodput_streams WHERE events > 0 ORDER BY ns, job"
+            ).fetchall(),
+        )
         return [JobInfo(r[0], r[1], int(r[2]), float(r[3]), float(r[4])) for r in rows]
 
     def close(self) -> None:
@@ -316,20 +349,36 @@ def _use_lz4(conn: Any, psycopg: Any) -> None:
         return
     rows = conn.execute(
         "SELECT attname, attcompression FROM pg_attribute WHERE attrelid = 'mlgoodput_chunks'::regclass"
-        " AND attname = ANY(%s)", (list(_PAYLOAD),)
+        " AND attname = ANY(%s)",
+        (list(_PAYLOAD),),
     ).fetchall()
     if all(str(c) == "l" for _, c in rows):
         return
     try:
         with conn.transaction():  # a savepoint: a server without lz4 refuses, and nothing changes
-            conn.execute("ALTER TABLE mlgoodput_chunks "
-                         + ", ".join(f"ALTER COLUMN {c} SET COMPRESSION lz4" for c in _PAYLOAD))
+            conn.execute(
+                "ALTER TABLE mlgoodput_chunks " + ", ".join(f"ALTER COLUMN {c} SET COMPRESSION lz4" for c in _PAYLOAD)
+            )
     except psycopg.Error:
         pass
 
 
-_CHUNK_TYPES = ["text", "text", "int8", "int8", "int8", "int4", "float8",
-                "bytea", "bytea", "bytea", "bytea", "bytea", "text", "text"]
+_CHUNK_TYPES = [
+    "text",
+    "text",
+    "int8",
+    "int8",
+    "int8",
+    "int4",
+    "float8",
+    "bytea",
+    "bytea",
+    "bytea",
+    "bytea",
+    "bytea",
+    "text",
+    "text",
+]
 
 
 def _state_schema(conn: Any) -> None:

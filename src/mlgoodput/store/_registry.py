@@ -121,7 +121,9 @@ def resolve_store_url(store: str | os.PathLike[str] | None, arg: str = "store") 
         found = backend_for(store)
         if found is None:
             known = ", ".join(b.example for b in sorted(backends(), key=lambda b: not b.takes_paths))
-            raise ValueError(f"{arg}: unknown store URL scheme {scheme!r} in {store!r} (expected {known} or a file path)")
+            raise ValueError(
+                f"{arg}: unknown store URL scheme {scheme!r} in {store!r} (expected {known} or a file path)"
+            )
         backend = found
     return backend.canonical(store, arg) if backend.canonical is not None else store
 

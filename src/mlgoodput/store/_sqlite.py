@@ -205,22 +205,41 @@ class SQLiteStore:
         chunks = encode_batch(events, TX_EVENTS)  # before the lock: writers only wait for inserts
         at = 0
         for ch in chunks:
-            self._append_chunks(namespace, job, batch.writer, batch.first_seq + at, ch.n, [ch],
-                                partial(_encode_range, events, at, at + ch.n))
+            self._append_chunks(
+                namespace,
+                job,
+                batch.writer,
+                batch.first_seq + at,
+                ch.n,
+                [ch],
+                partial(_encode_range, events, at, at + ch.n),
+            )
             at += ch.n
 
     def append_many(self, namespace: str, job: str, batches: list[EventBatch]) -> None:
         """`append` for several writers' batches in one transaction: one lock, one commit, so
         a server taking in many clients' records writes once per round, not once per client."""
         work: list[_Work] = [
-            (b.writer, b.first_seq, len(b.events), encode_batch(b.events, MAX_CHUNK_EVENTS),
-             partial(_encode_from, b.events))
-            for b in batches if b.events
+            (
+                b.writer,
+                b.first_seq,
+                len(b.events),
+                encode_batch(b.events, MAX_CHUNK_EVENTS),
+                partial(_encode_from, b.events),
+            )
+            for b in batches
+            if b.events
         ]
         self._append_all(namespace, job, work)
 
     def _append_chunks(
-        self, ns: str, job: str, writer: int, first_seq: int, n: int, chunks: list[Chunk],
+        self,
+        ns: str,
+        job: str,
+        writer: int,
+        first_seq: int,
+        n: int,
+        chunks: list[Chunk],
         rest: Callable[[int], list[Chunk]],
     ) -> None:
         self._append_all(ns, job, [(writer, first_seq, n, chunks, rest)])
@@ -281,12 +300,23 @@ class SQLiteStore:
         """Log (at most once a minute) an append that waited long, mostly for another writer's lock."""
         if waited >= LOCK_WAIT_LOG_S and time.monotonic() - self._wait_logged > 60.0:
             self._wait_logged = time.monotonic()
-            log.warning("mlgoodput: an append to the SQLite store %s took %.1f s, waiting for its lock"
-                        " (another process is writing or holds a transaction open)", self.path, waited)
+            log.warning(
+                "mlgoodput: an append to the SQLite store %s took %.1f s, waiting for its lock"
+                " (another process is writing or holds a transaction open)",
+                self.path,
+                waited,
+            )
 
     def _append(
-        self, conn: sqlite3.Connection, ns: str, job: str, writer: int, first_seq: int, n: int,
-        chunks: list[Chunk], rest: Callable[[int], list[Chunk]],
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        job: str,
+        writer: int,
+        first_seq: int,
+        n: int,
+        chunks: list[Chunk],
+        rest: Callable[[int], list[Chunk]],
     ) -> None:
         """One writer's run, inside the caller's transaction; what the store has is skipped."""
         row = conn.execute("SELECT next_seq FROM writers WHERE writer = ?", (writer,)).fetchone()
@@ -303,8 +333,23 @@ class SQLiteStore:
                 "INSERT INTO chunks (ns, job, writer, first_seq, n, t_min, t_max, stored_at,"
                 " kinds, times, hosts, steps, vals, names, attrs)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, job, writer, first + total, ch.n, ch.t_min, ch.t_max, now,
-                 ch.kinds, ch.times, ch.hosts, ch.steps, ch.values, ch.names, ch.attrs),
+                (
+                    ns,
+                    job,
+                    writer,
+                    first + total,
+                    ch.n,
+                    ch.t_min,
+                    ch.t_max,
+                    now,
+                    ch.kinds,
+                    ch.times,
+                    ch.hosts,
+                    ch.steps,
+                    ch.values,
+                    ch.names,
+                    ch.attrs,
+                ),
             )
             t_lo, t_hi, total = min(t_lo, ch.t_min), max(t_hi, ch.t_max), total + ch.n
         _exactly_once.before_mark(part)
@@ -338,9 +383,11 @@ class SQLiteStore:
     def jobs(self) -> list[JobInfo]:
         with self._lock:
             try:
-                rows = self._connect_current().execute(
-                    "SELECT ns, job, events, first_time, last_time FROM streams ORDER BY ns, job"
-                ).fetchall()
+                rows = (
+                    self._connect_current()
+                    .execute("SELECT ns, job, events, first_time, last_time FROM streams ORDER BY ns, job")
+                    .fetchall()
+                )
             except sqlite3.Error as e:
                 raise StoreError(f"cannot read SQLite store {self.path!r}: {e}") from e
         return [JobInfo(*r) for r in rows]
@@ -417,9 +464,7 @@ class SQLiteStore:
                     " saved_at = excluded.saved_at",
                     (namespace, job, gen, n, time.time()),
                 )
-                conn.execute(
-                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen)
-                )
+                conn.execute("DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen))
             conn.execute("COMMIT")
 
         self._run("save state in", lambda conn: conn.executescript(_STATE_SCHEMA))
@@ -517,5 +562,8 @@ def _open(url: str) -> SQLiteStore:
     return SQLiteStore(_file_of(url))
 
 
-register(StoreBackend("sqlite", ("sqlite",), _open, "sqlite:///path.db", canonical=_canonical,
-                      file_of=_file_of, takes_paths=True))
+register(
+    StoreBackend(
+        "sqlite", ("sqlite",), _open, "sqlite:///path.db", canonical=_canonical, file_of=_file_of, takes_paths=True
+    )
+)

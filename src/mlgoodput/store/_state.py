@@ -34,4 +34,3 @@ class PagedStore(Protocol):
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
         """The stream's chunks after `cursor`, each with its cursor, read a page at a time."""
         ...
-

@@ -127,8 +127,7 @@ class CompileListener:
 class CompileSession:
     """What `init` built; `shutdown` undoes it."""
 
-    def __init__(self, job_name: str, listener: CompileListener, shipper: Any, sink: Any,
-                 handler: Any) -> None:
+    def __init__(self, job_name: str, listener: CompileListener, shipper: Any, sink: Any, handler: Any) -> None:
         self.job_name = job_name
         self.listener = listener
         self.shipper = shipper
@@ -194,8 +193,9 @@ def init(
     with _lock:
         if _session is not None:
             if _session.job_name != job_name:
-                log.warning("mlgoodput.torch.init: already running for job %r; ignoring %r",
-                            _session.job_name, job_name)
+                log.warning(
+                    "mlgoodput.torch.init: already running for job %r; ignoring %r", _session.job_name, job_name
+                )
             return _session
         from mlgoodput._journal import Journal
         from mlgoodput.jax import pipeline as _wiring
@@ -208,8 +208,15 @@ def init(
         agg = Aggregator()
         proc = _wiring.make_sink(list(exporters or []), interval_s=float(interval_s))
         metrics = Journal.for_stream(store, NAMESPACE, job_name, host)
-        shipper = Shipper(agg, {"job_name": job_name}, proc, metrics, lambda: host,
-                          interval_s=float(interval_s), histograms=bool(histograms))
+        shipper = Shipper(
+            agg,
+            {"job_name": job_name},
+            proc,
+            metrics,
+            lambda: host,
+            interval_s=float(interval_s),
+            histograms=bool(histograms),
+        )
         shipper.start()
         listener = CompileListener(sink_j, agg)
         handler.register_start_callback(listener.on_start)
@@ -234,8 +241,10 @@ def shutdown(timeout_s: float | None = 10.0) -> bool:
         s, _session = _session, None
     if s is None:
         return True
-    for remove, fn in ((s.handler.remove_start_callback, s.listener.on_start),
-                       (s.handler.remove_end_callback, s.listener.on_end)):
+    for remove, fn in (
+        (s.handler.remove_start_callback, s.listener.on_start),
+        (s.handler.remove_end_callback, s.listener.on_end),
+    ):
         try:
             remove(fn)
         except ValueError:

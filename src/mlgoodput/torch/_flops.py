@@ -37,15 +37,23 @@ def cpu_attention_formulas() -> dict[Any, Any]:
     bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
     if fwd is not None and fwd not in fc.flop_registry and fwd.default not in fc.flop_registry:
 
-        def forward(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
-                    out_shape: Any = None, **kwargs: Any) -> int:
+        def forward(
+            query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any
+        ) -> int:
             return int(fc.sdpa_flop_count(query_shape, key_shape, value_shape))
 
         out[fwd] = forward
     if bwd is not None and bwd not in fc.flop_registry and bwd.default not in fc.flop_registry:
 
-        def backward(grad_out_shape: Any, query_shape: Any, key_shape: Any, value_shape: Any,
-                     *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+        def backward(
+            grad_out_shape: Any,
+            query_shape: Any,
+            key_shape: Any,
+            value_shape: Any,
+            *args: Any,
+            out_shape: Any = None,
+            **kwargs: Any,
+        ) -> int:
             return int(fc.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
 
         out[bwd] = backward

@@ -62,11 +62,15 @@ class TorchRecorder:
         if job_name is None:
             job_name = self.identity.default_job_name()
         self.recorder = GoodputRecorder(
-            job_name, logger_name, logging_enabled, store=store,
+            job_name,
+            logger_name,
+            logging_enabled,
+            store=store,
             process_index=self.identity.rank,
         )
         if peak_flops_per_s is not None and not (
-            isinstance(peak_flops_per_s, (int, float)) and not isinstance(peak_flops_per_s, bool)
+            isinstance(peak_flops_per_s, (int, float))
+            and not isinstance(peak_flops_per_s, bool)
             and peak_flops_per_s > 0
         ):
             raise ValueError(f"peak_flops_per_s must be a positive number, got {peak_flops_per_s!r}")
@@ -76,8 +80,9 @@ class TorchRecorder:
         self._flops = StepFlops(self.identity.world_size) if self.measure_flops else None
         self._step_open: int | None = None
         if peak_flops_per_s is not None and self.identity.is_lead:
-            self._safe("record_peak_flops", self.recorder.record_peak_flops,
-                       float(peak_flops_per_s), source="configured")
+            self._safe(
+                "record_peak_flops", self.recorder.record_peak_flops, float(peak_flops_per_s), source="configured"
+            )
 
     @property
     def step_flops(self) -> float | None:
@@ -120,14 +125,20 @@ class TorchRecorder:
                 self.record("record_step_flops", total)
             elif self._flops.skipped_compiled:
                 self._flops.skipped_compiled = False
-                self._safe.warn_once("flops", "step FLOPs not counted: the step runs torch.compile'd"
-                                     " code, which FlopCounterMode would turn eager; record them"
-                                     " with recorder.record_step_flops(mlgoodput.flops"
-                                     ".torch_step_flops(eager_model, batch))")
+                self._safe.warn_once(
+                    "flops",
+                    "step FLOPs not counted: the step runs torch.compile'd"
+                    " code, which FlopCounterMode would turn eager; record them"
+                    " with recorder.record_step_flops(mlgoodput.flops"
+                    ".torch_step_flops(eager_model, batch))",
+                )
             elif not total:
-                self._safe.warn_once("flops", "FlopCounterMode counted no FLOPs in a step (a"
-                                     " compiled kernel it cannot see?); record them with"
-                                     " recorder.record_step_flops(mlgoodput.flops.torch_step_flops(...))")
+                self._safe.warn_once(
+                    "flops",
+                    "FlopCounterMode counted no FLOPs in a step (a"
+                    " compiled kernel it cannot see?); record them with"
+                    " recorder.record_step_flops(mlgoodput.flops.torch_step_flops(...))",
+                )
 
     # -- intervals -------------------------------------------------------------------------
     @contextmanager
@@ -157,8 +168,7 @@ class TorchRecorder:
 
     def training_preparation(self) -> Any:
         """Building the model, optimizer and data pipeline."""
-        return self._interval("record_training_preparation_start_time",
-                              "record_training_preparation_end_time")
+        return self._interval("record_training_preparation_start_time", "record_training_preparation_end_time")
 
     def data_loading(self) -> Any:
         """Waiting for a batch (outside a step it blocks training)."""
@@ -166,19 +176,19 @@ class TorchRecorder:
 
     def checkpoint_save(self, step: int) -> Any:
         """The blocking part of saving the checkpoint of `step`."""
-        return self._interval("record_checkpoint_save_start_time",
-                              "record_checkpoint_save_end_time", step)
+        return self._interval("record_checkpoint_save_start_time", "record_checkpoint_save_end_time", step)
 
     def checkpoint_restore(self, step: int) -> Any:
         """Restoring the checkpoint of `step`."""
-        return self._interval("record_checkpoint_restore_start_time",
-                              "record_checkpoint_restore_end_time", step)
+        return self._interval("record_checkpoint_restore_start_time", "record_checkpoint_restore_end_time", step)
 
     def custom(self, event_type: str = "eval") -> Any:
         """An unproductive activity of your own, as custom badput (evaluation by default)."""
-        return self._interval("record_custom_badput_event_start_time",
-                              "record_custom_badput_event_end_time",
-                              custom_badput_event_type=event_type)
+        return self._interval(
+            "record_custom_badput_event_start_time",
+            "record_custom_badput_event_end_time",
+            custom_badput_event_type=event_type,
+        )
 
     @contextmanager
     def step(self, step: int) -> Iterator[None]:
@@ -227,8 +237,9 @@ class TorchRecorder:
 
     def __repr__(self) -> str:
         i = self.identity
-        return (f"TorchRecorder(job_name={self.job_name!r}, rank={i.rank}, world_size={i.world_size},"
-                f" attempt={i.attempt})")
+        return (
+            f"TorchRecorder(job_name={self.job_name!r}, rank={i.rank}, world_size={i.world_size}, attempt={i.attempt})"
+        )
 
 
 def now() -> float:

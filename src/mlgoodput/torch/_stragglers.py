@@ -70,9 +70,13 @@ class StragglerReport:
     max_spread_s: float  # the largest start-time spread of one step
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ranks": [r.to_dict() for r in self.ranks], "steps_compared": self.steps_compared,
-                "straggler": self.straggler, "straggler_cost_s": self.straggler_cost_s,
-                "max_spread_s": self.max_spread_s}
+        return {
+            "ranks": [r.to_dict() for r in self.ranks],
+            "steps_compared": self.steps_compared,
+            "straggler": self.straggler,
+            "straggler_cost_s": self.straggler_cost_s,
+            "max_spread_s": self.max_spread_s,
+        }
 
     def lines(self) -> list[str]:
         """A few lines for a console report."""
@@ -80,17 +84,23 @@ class StragglerReport:
             return []
         out = []
         if self.straggler is None:
-            out.append(f"stragglers: none (ranks started each step within {self.max_spread_s:.3f} s"
-                       f" of each other over {self.steps_compared} steps)")
+            out.append(
+                f"stragglers: none (ranks started each step within {self.max_spread_s:.3f} s"
+                f" of each other over {self.steps_compared} steps)"
+            )
         else:
-            out.append(f"straggler: rank {self.straggler} held the others back "
-                       f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps "
-                       f"(largest step-start spread {self.max_spread_s:.3f} s)")
+            out.append(
+                f"straggler: rank {self.straggler} held the others back "
+                f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps "
+                f"(largest step-start spread {self.max_spread_s:.3f} s)"
+            )
         for r in self.ranks:
-            out.append(f"  rank {r.rank}: {r.steps} steps, median {r.median_step_s:.3f} s, "
-                       f"p90 {r.p90_step_s:.3f} s, max {r.max_step_s:.3f} s, late by "
-                       f"{r.mean_lag_s:.3f} s on average, last in {r.last_steps}, held back "
-                       f"{r.held_back_s:.3f} s")
+            out.append(
+                f"  rank {r.rank}: {r.steps} steps, median {r.median_step_s:.3f} s, "
+                f"p90 {r.p90_step_s:.3f} s, max {r.max_step_s:.3f} s, late by "
+                f"{r.mean_lag_s:.3f} s on average, last in {r.last_steps}, held back "
+                f"{r.held_back_s:.3f} s"
+            )
         return out
 
 
@@ -373,20 +383,31 @@ class _Live:
         for r in sorted(self.ranks):
             d = self.gaps[r]
             k = len(d)
-            ranks.append(RankStepStats(
-                rank=r, steps=k + 1 if k else self.count[r],
-                median_step_s=d.median() if k else 0.0,
-                p90_step_s=d.kth(min(k - 1, int(0.9 * k))) if k else 0.0,
-                max_step_s=d.kth(k - 1) if k else 0.0,
-                mean_lag_s=lag[r] / lag_n[r] if lag_n[r] else 0.0,
-                last_steps=last[r], held_back_s=held[r],
-            ))
+            ranks.append(
+                RankStepStats(
+                    rank=r,
+                    steps=k + 1 if k else self.count[r],
+                    median_step_s=d.median() if k else 0.0,
+                    p90_step_s=d.kth(min(k - 1, int(0.9 * k))) if k else 0.0,
+                    max_step_s=d.kth(k - 1) if k else 0.0,
+                    mean_lag_s=lag[r] / lag_n[r] if lag_n[r] else 0.0,
+                    last_steps=last[r],
+                    held_back_s=held[r],
+                )
+            )
         return _verdict(ranks, compared, max_spread)
 
 
-def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[int, float]], compared: int,
-               max_spread: float, lag: dict[int, float], lag_n: dict[int, int], last: dict[int, int],
-               held: dict[int, float]) -> tuple[int, float]:
+def _sum_steps(
+    keys: list[tuple[int, int]],
+    starts: dict[tuple[int, int], dict[int, float]],
+    compared: int,
+    max_spread: float,
+    lag: dict[int, float],
+    lag_n: dict[int, int],
+    last: dict[int, int],
+    held: dict[int, float],
+) -> tuple[int, float]:
     """The per-step part of `analyze` over `keys` in order, added into the totals given."""
     for key in keys:
         st = starts[key]
@@ -410,8 +431,12 @@ def _sum_steps(keys: list[tuple[int, int]], starts: dict[tuple[int, int], dict[i
 _BY_TIME_RANK = operator.itemgetter(1, 0)  # (rank, time) -> (time, rank)
 
 
-def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[float, int]]],
-            start: float | None = None, end: float | None = None) -> StragglerReport:
+def analyze(
+    job_starts: dict[int, list[float]],
+    steps: dict[int, list[tuple[float, int]]],
+    start: float | None = None,
+    end: float | None = None,
+) -> StragglerReport:
     """Pure: job-start times and (time, step) starts per rank -> the straggler report."""
     lo = float("-inf") if start is None else start
     hi = float("inf") if end is None else end
@@ -455,14 +480,18 @@ def analyze(job_starts: dict[int, list[float]], steps: dict[int, list[tuple[floa
     for r in sorted(steps):
         d = sorted(gaps.get(r, []))
         n_steps = len(d) + 1 if d else sum(1 for t, _ in steps[r] if lo <= t <= hi)
-        ranks.append(RankStepStats(
-            rank=r, steps=n_steps,
-            median_step_s=median(d) if d else 0.0,
-            p90_step_s=d[min(len(d) - 1, int(0.9 * len(d)))] if d else 0.0,
-            max_step_s=d[-1] if d else 0.0,
-            mean_lag_s=sum(lag[r]) / len(lag[r]) if lag[r] else 0.0,
-            last_steps=last[r], held_back_s=held[r],
-        ))
+        ranks.append(
+            RankStepStats(
+                rank=r,
+                steps=n_steps,
+                median_step_s=median(d) if d else 0.0,
+                p90_step_s=d[min(len(d) - 1, int(0.9 * len(d)))] if d else 0.0,
+                max_step_s=d[-1] if d else 0.0,
+                mean_lag_s=sum(lag[r]) / len(lag[r]) if lag[r] else 0.0,
+                last_steps=last[r],
+                held_back_s=held[r],
+            )
+        )
     return _verdict(ranks, compared, max_spread)
 
 
@@ -474,8 +503,9 @@ def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> St
     straggler = None
     if worst is not None and compared and worst.last_steps and worst.held_back_s / worst.last_steps > floor:
         straggler = worst.rank
-    return StragglerReport(tuple(ranks), compared, straggler,
-                           worst.held_back_s if straggler is not None and worst else 0.0, max_spread)
+    return StragglerReport(
+        tuple(ranks), compared, straggler, worst.held_back_s if straggler is not None and worst else 0.0, max_spread
+    )
 
 
 STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
@@ -483,8 +513,9 @@ _MAGIC = "mlgoodput-stragglers"
 _SAVE_FROM = 100_000  # step starts from which an analysis is worth saving (unless $MLGOODPUT_SNAPSHOT=always)
 
 
-def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: float | None = None,
-                     end: float | None = None) -> StragglerReport:
+def saved_stragglers(
+    job_name: str, logger_name: str, *, store: Any, start: float | None = None, end: float | None = None
+) -> StragglerReport:
     """`stragglers(...)`, answered from the analysis saved in the store when no event was stored
     since it and its window covered the same steps; otherwise analysed (and saved, where the
     store keeps state). A saved analysis that fails any check is recomputed, never used."""
@@ -502,7 +533,11 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
         try:
             pieces = st.load_state(STATE_NAMESPACE, key)
             saved = json.loads(b"".join(pieces)) if pieces is not None else None
-            if isinstance(saved, dict) and saved.get("magic") == _MAGIC and saved.get("url") == getattr(st, "url", None):
+            if (
+                isinstance(saved, dict)
+                and saved.get("magic") == _MAGIC
+                and saved.get("url") == getattr(st, "url", None)
+            ):
                 cursor, events = int(saved["cursor"]), int(saved["events"])
                 span_lo, span_hi = float(saved["span"][0]), float(saved["span"][1])
                 same = saved["window"] == [start, end] or (saved["whole"] and lo <= span_lo and span_hi <= hi)
@@ -517,9 +552,16 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
         try:
             head, upto = st.stream_position(logger_name, job_name, a._cursor)
             if head == a._cursor:  # nothing stored while it read: the analysis is of `upto` events
-                doc = {"magic": _MAGIC, "url": getattr(st, "url", None), "cursor": a._cursor, "events": upto,
-                       "span": list(a._span), "window": [start, end],
-                       "whole": lo <= a._span[0] and a._span[1] <= hi, "report": rep.to_dict()}
+                doc = {
+                    "magic": _MAGIC,
+                    "url": getattr(st, "url", None),
+                    "cursor": a._cursor,
+                    "events": upto,
+                    "span": list(a._span),
+                    "window": [start, end],
+                    "whole": lo <= a._span[0] and a._span[1] <= hi,
+                    "report": rep.to_dict(),
+                }
                 st.save_state(STATE_NAMESPACE, key, [json.dumps(doc).encode()])
         except OSError as e:
             log.info("mlgoodput: cannot save the straggler analysis of %s/%s (%s)", logger_name, job_name, e)
@@ -529,12 +571,23 @@ def saved_stragglers(job_name: str, logger_name: str, *, store: Any, start: floa
 def _from_dict(d: dict[str, Any]) -> StragglerReport:
     ranks = tuple(RankStepStats(**r) for r in d["ranks"])
     straggler = d["straggler"]
-    return StragglerReport(ranks, int(d["steps_compared"]), None if straggler is None else int(straggler),
-                           float(d["straggler_cost_s"]), float(d["max_spread_s"]))
+    return StragglerReport(
+        ranks,
+        int(d["steps_compared"]),
+        None if straggler is None else int(straggler),
+        float(d["straggler_cost_s"]),
+        float(d["max_spread_s"]),
+    )
 
 
-def stragglers(job_name: str, logger_name: str = "goodput", *, store: Any = None,
-               start: float | None = None, end: float | None = None) -> StragglerReport:
+def stragglers(
+    job_name: str,
+    logger_name: str = "goodput",
+    *,
+    store: Any = None,
+    start: float | None = None,
+    end: float | None = None,
+) -> StragglerReport:
     """The straggler report of a job's stored events (one-off; keep a StragglerAnalysis to
     query again incrementally)."""
     return StragglerAnalysis(job_name, logger_name, store=store).report(start, end)

@@ -41,7 +41,8 @@ class CallbackTimeline:
         if not (isinstance(store, Store) and not isinstance(store, (str, os.PathLike))):
             resolve_store_url(store)  # a bad URL fails here, not in training
         if peak_flops_per_s is not None and (
-            isinstance(peak_flops_per_s, bool) or not isinstance(peak_flops_per_s, (int, float))
+            isinstance(peak_flops_per_s, bool)
+            or not isinstance(peak_flops_per_s, (int, float))
             or not peak_flops_per_s > 0
         ):
             raise ValueError(f"peak_flops_per_s must be a positive number, got {peak_flops_per_s!r}")
@@ -65,14 +66,25 @@ class CallbackTimeline:
             return
         ident = torchrun_identity()
         if rank is not None and world_size is not None and world_size >= 1 and 0 <= rank < world_size:
-            ident = TorchrunIdentity(rank=rank, local_rank=ident.local_rank, world_size=world_size,
-                                     restart_count=ident.restart_count, run_id=ident.run_id,
-                                     hostname=ident.hostname, launched=ident.launched)
+            ident = TorchrunIdentity(
+                rank=rank,
+                local_rank=ident.local_rank,
+                world_size=world_size,
+                restart_count=ident.restart_count,
+                run_id=ident.run_id,
+                hostname=ident.hostname,
+                launched=ident.launched,
+            )
         try:
-            self.gp = TorchRecorder(self.job_name, self.logger_name, store=self.store, identity=ident,
-                                    measure_flops=self.measure_flops,
-                                    peak_flops_per_s=self.peak_flops_per_s,
-                                    logging_enabled=self.logging_enabled)
+            self.gp = TorchRecorder(
+                self.job_name,
+                self.logger_name,
+                store=self.store,
+                identity=ident,
+                measure_flops=self.measure_flops,
+                peak_flops_per_s=self.peak_flops_per_s,
+                logging_enabled=self.logging_enabled,
+            )
         except Exception as e:  # the store cannot open now: the callback stays quiet
             import logging
 
@@ -134,14 +146,12 @@ class CallbackTimeline:
     def eval_begin(self, t: float | None = None) -> None:
         if self.gp is not None and not self._eval:
             self._eval = True
-            self.gp.record("record_custom_badput_event_start_time", None if t is None else utc(t),
-                           self.eval_event_type)
+            self.gp.record("record_custom_badput_event_start_time", None if t is None else utc(t), self.eval_event_type)
 
     def eval_end(self) -> None:
         if self.gp is not None and self._eval:
             self._eval = False
-            self.gp.record("record_custom_badput_event_end_time", None,
-                           self.eval_event_type)
+            self.gp.record("record_custom_badput_event_end_time", None, self.eval_event_type)
 
     def save(self, step: int, t0: float, t1: float | None = None) -> None:
         """A checkpoint save of `step` blocked training from `t0` to `t1` (default: now)."""

@@ -72,10 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         with gp.accelerator_init():
             # The agent's store outlives a restart: keys under this attempt's own prefix keep
             # a restarted rank from meeting the dead attempt's addresses.
-            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                  ident.world_size, is_master=False)
-            dist.init_process_group("gloo", store=dist.PrefixStore(f"attempt-{ident.attempt}", store),
-                                    rank=ident.rank, world_size=ident.world_size)
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), ident.world_size, is_master=False
+            )
+            dist.init_process_group(
+                "gloo",
+                store=dist.PrefixStore(f"attempt-{ident.attempt}", store),
+                rank=ident.rank,
+                world_size=ident.world_size,
+            )
         with gp.training_preparation():
             torch.manual_seed(0)
             model: nn.Module = DDP(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)))
@@ -111,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             say(phase="step_end", step=step, loss=float(loss.detach()))
             if (step + 1) % a.ckpt_every == 0:
                 path = a.ckpt_dir / f"step_{step}"
-                ckpt.save({"model": model.state_dict(), "opt": opt.state_dict()},
-                          checkpoint_id=str(path), recorder=gp, step=step)
+                ckpt.save(
+                    {"model": model.state_dict(), "opt": opt.state_dict()},
+                    checkpoint_id=str(path),
+                    recorder=gp,
+                    step=step,
+                )
                 dist.barrier()
                 if ident.rank == 0:
                     (path / ".done").touch()

@@ -48,8 +48,11 @@ class _Timed:
         if isinstance(r, TorchRecorder):
             r.record(f"record_checkpoint_{self.kind}_start_time", self.step)
         else:
-            _safe(f"record_checkpoint_{self.kind}_start_time",
-                  getattr(r, f"record_checkpoint_{self.kind}_start_time"), self.step)
+            _safe(
+                f"record_checkpoint_{self.kind}_start_time",
+                getattr(r, f"record_checkpoint_{self.kind}_start_time"),
+                self.step,
+            )
 
     def __exit__(self, *exc: object) -> None:
         r = self.recorder
@@ -58,8 +61,11 @@ class _Timed:
         if isinstance(r, TorchRecorder):
             r.record(f"record_checkpoint_{self.kind}_end_time", self.step)
         else:
-            _safe(f"record_checkpoint_{self.kind}_end_time",
-                  getattr(r, f"record_checkpoint_{self.kind}_end_time"), self.step)
+            _safe(
+                f"record_checkpoint_{self.kind}_end_time",
+                getattr(r, f"record_checkpoint_{self.kind}_end_time"),
+                self.step,
+            )
 
 
 def _timed(recorder: Any, kind: str, step: int | None) -> AbstractContextManager[None]:
@@ -70,16 +76,14 @@ def _timed(recorder: Any, kind: str, step: int | None) -> AbstractContextManager
     return _Timed(recorder, kind, step)
 
 
-def save(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None,
-         **kwargs: Any) -> Any:
+def save(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None, **kwargs: Any) -> Any:
     """`torch.distributed.checkpoint.save(state_dict, **kwargs)`, timed as the save of `step`."""
     dcp = _dcp()
     with _timed(recorder, "save", step):
         return dcp.save(state_dict, **kwargs)
 
 
-def async_save(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None,
-               **kwargs: Any) -> Any:
+def async_save(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None, **kwargs: Any) -> Any:
     """`torch.distributed.checkpoint.async_save(...)`: the call (staging) is timed as the
     blocking part of the save of `step`; returns dcp's future."""
     dcp = _dcp()
@@ -87,16 +91,14 @@ def async_save(state_dict: dict[str, Any], *, recorder: Any = None, step: int | 
         return dcp.async_save(state_dict, **kwargs)
 
 
-def wait(future: Any, *, recorder: Any = None, step: int | None = None,
-         timeout_s: float | None = None) -> Any:
+def wait(future: Any, *, recorder: Any = None, step: int | None = None, timeout_s: float | None = None) -> Any:
     """Wait for an async save to finish (`future.result()`), timed as blocking save time."""
     with _timed(recorder, "save", step):
         upload = getattr(future, "upload_completion", None)  # AsyncSaveResponse in newer torch
         return (upload if upload is not None else future).result(timeout_s)
 
 
-def load(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None,
-         **kwargs: Any) -> None:
+def load(state_dict: dict[str, Any], *, recorder: Any = None, step: int | None = None, **kwargs: Any) -> None:
     """`torch.distributed.checkpoint.load(state_dict, **kwargs)`, timed as the restore of `step`."""
     dcp = _dcp()
     with _timed(recorder, "restore", step):

@@ -51,9 +51,14 @@ class GoodputCallback(TrainerCallback):
         logging_enabled: bool = True,
     ) -> None:
         self._timeline = CallbackTimeline(
-            "mlgoodput.torch.hf.GoodputCallback", job_name, logger_name, store,
-            eval_event_type=eval_event_type, measure_flops=measure_flops,
-            peak_flops_per_s=peak_flops_per_s, logging_enabled=logging_enabled,
+            "mlgoodput.torch.hf.GoodputCallback",
+            job_name,
+            logger_name,
+            store,
+            eval_event_type=eval_event_type,
+            measure_flops=measure_flops,
+            peak_flops_per_s=peak_flops_per_s,
+            logging_enabled=logging_enabled,
         )
         self._mark = time.time()  # when the last thing we saw ended
 
@@ -65,8 +70,7 @@ class GoodputCallback(TrainerCallback):
     def _begin(self, args: Any) -> None:
         rank = getattr(args, "process_index", None)
         world = getattr(args, "world_size", None)
-        self._timeline.begin(rank if isinstance(rank, int) else None,
-                             world if isinstance(world, int) else None)
+        self._timeline.begin(rank if isinstance(rank, int) else None, world if isinstance(world, int) else None)
 
     # -- job --------------------------------------------------------------------------------------
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -87,9 +87,14 @@ class GoodputCallback(pl.Callback):
     ) -> None:
         super().__init__()
         self._timeline = CallbackTimeline(
-            "mlgoodput.torch.lightning.GoodputCallback", job_name, logger_name, store,
-            eval_event_type=eval_event_type, measure_flops=measure_flops,
-            peak_flops_per_s=peak_flops_per_s, logging_enabled=logging_enabled,
+            "mlgoodput.torch.lightning.GoodputCallback",
+            job_name,
+            logger_name,
+            store,
+            eval_event_type=eval_event_type,
+            measure_flops=measure_flops,
+            peak_flops_per_s=peak_flops_per_s,
+            logging_enabled=logging_enabled,
         )
         self._save_t0: float | None = None
         self._step: int | None = None  # the optimizer step whose batches are running

@@ -132,8 +132,9 @@ class Api:
         with self._lock:
             v = self._views.get(key)
             if v is None:
-                v = self._views[key] = JobView(self.store, job, logger, stale_after_s=self.stale_after_s,
-                                               clock=self.clock)
+                v = self._views[key] = JobView(
+                    self.store, job, logger, stale_after_s=self.stale_after_s, clock=self.clock
+                )
         return v
 
     def _warm_one(self, key: tuple[str, str]) -> None:
@@ -183,13 +184,25 @@ class Api:
                     self._view(*key)
                     self._warm.submit(key)
                 loading += 1
-                rows.append({"job": info.job, "logger": info.namespace, "status": "loading",
-                             "start": info.first_time, "end": info.last_time, "wall_s": None,
-                             "goodput_pct": None, "last_step": None, "attempts": None, "hosts": None,
-                             "events": info.events, "disruptions": None, "last_event": info.last_time})
+                rows.append(
+                    {
+                        "job": info.job,
+                        "logger": info.namespace,
+                        "status": "loading",
+                        "start": info.first_time,
+                        "end": info.last_time,
+                        "wall_s": None,
+                        "goodput_pct": None,
+                        "last_step": None,
+                        "attempts": None,
+                        "hosts": None,
+                        "events": info.events,
+                        "disruptions": None,
+                        "last_event": info.last_time,
+                    }
+                )
         rows.sort(key=lambda r: -(r["start"] or 0))
-        return {"jobs": rows, "loading": loading, "store": self.store.url, "now": self.clock(),
-                "labels": BUCKET_LABELS}
+        return {"jobs": rows, "loading": loading, "store": self.store.url, "now": self.clock(), "labels": BUCKET_LABELS}
 
     def job(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])
@@ -279,10 +292,13 @@ class Api:
 
     # -- console ---------------------------------------------------------------------------
     def consoles(self) -> dict[str, Any]:
-        return {"consoles": [
-            {"job": j.job, "events": j.events, "first_time": j.first_time, "last_time": j.last_time}
-            for j in self.store.jobs() if j.namespace == CONSOLE_NS
-        ]}
+        return {
+            "consoles": [
+                {"job": j.job, "events": j.events, "first_time": j.first_time, "last_time": j.last_time}
+                for j in self.store.jobs()
+                if j.namespace == CONSOLE_NS
+            ]
+        }
 
     def _console(self, job: str) -> ConsoleView:
         if not any(j.namespace == CONSOLE_NS and j.job == job for j in self.store.jobs()):

@@ -98,22 +98,41 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
         i1 = _index(hs, e) if a["ended"] != "open" else len(hs.times)
         if i1 > i0:
             first_end = hs.times[i0 + 1] if i1 > i0 + 1 else a["last_event"]
-            segs.append({"phase": "compile", "start": hs.times[i0], "end": first_end,
-                         "step": int(hs.nums[i0]), "label": "first step (compilation)"})
+            segs.append(
+                {
+                    "phase": "compile",
+                    "start": hs.times[i0],
+                    "end": first_end,
+                    "step": int(hs.nums[i0]),
+                    "label": "first step (compilation)",
+                }
+            )
             if i1 > i0 + 1:
                 stop = a["last_event"] if a["ended"] != "finished" else min(e, _after(hs, hs.times[i1 - 1], e))
-                segs.append({"phase": "steps", "start": hs.times[i0 + 1], "end": max(stop, hs.times[i1 - 1]),
-                             "first_step": int(hs.nums[i0 + 1]), "last_step": int(hs.nums[i1 - 1])})
+                segs.append(
+                    {
+                        "phase": "steps",
+                        "start": hs.times[i0 + 1],
+                        "end": max(stop, hs.times[i1 - 1]),
+                        "first_step": int(hs.nums[i0 + 1]),
+                        "last_step": int(hs.nums[i1 - 1]),
+                    }
+                )
         lo_p = bisect_left(starts, s)
         hi_p = len(pairs) if a["ended"] == "open" else bisect_left(starts, e)
         segs.extend(pairs[lo_p:hi_p])  # _reduce_lane copies what it keeps
         for st, d, step in _stalls(hs, threshold, i0 + 1, max(i0 + 1, i1 - 1))[:MAX_STALLS]:
             segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
         if a["ended"] == "restarted":
-            segs.append({"phase": "recovery", "start": a["last_event"], "end": e,
-                         "label": "crash and recovery"})
-        lanes.append({"lane": f"attempt {a['attempt']}", "kind": "attempt", "attempt": a["attempt"],
-                      "segments": _reduce_lane(segs, px)})
+            segs.append({"phase": "recovery", "start": a["last_event"], "end": e, "label": "crash and recovery"})
+        lanes.append(
+            {
+                "lane": f"attempt {a['attempt']}",
+                "kind": "attempt",
+                "attempt": a["attempt"],
+                "segments": _reduce_lane(segs, px),
+            }
+        )
     hidden = 0
     if len(view.hosts) > 1:
         shown = sorted(view.hosts)
@@ -129,8 +148,15 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
                 i0 = _index(hsh, a["start"])
                 i1 = _index(hsh, a["end"]) if a["ended"] != "open" else len(hsh.times)
                 if i1 > i0:
-                    segs.append({"phase": "steps", "start": hsh.times[i0], "end": hsh.times[i1 - 1],
-                                 "first_step": int(hsh.nums[i0]), "last_step": int(hsh.nums[i1 - 1])})
+                    segs.append(
+                        {
+                            "phase": "steps",
+                            "start": hsh.times[i0],
+                            "end": hsh.times[i1 - 1],
+                            "first_step": int(hsh.nums[i0]),
+                            "last_step": int(hsh.nums[i1 - 1]),
+                        }
+                    )
                 for st, d, step in _stalls(hsh, threshold, i0, max(i0, i1 - 1))[:MAX_STALLS]:
                     segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
             lanes.append({"lane": f"host {h}", "kind": "host", "host": h, "segments": _reduce_lane(segs, px)})
@@ -173,19 +199,33 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
         xs, mean, lo, hi = _series(hs, max(10, width))
         ideal = r.ideal_step_time_s
         firsts = {hs.times[i] for i in (bisect_left(hs.times, js) for js in hs.job_starts) if i < len(hs.times)}
-        st = [x for x in _stalls(hs, STALL_FACTOR * ideal if ideal > 0 else math.inf, 0, len(hs.durs))
-              if x[0] not in firsts]  # an attempt's first step is its compilation, not a stall
+        st = [
+            x
+            for x in _stalls(hs, STALL_FACTOR * ideal if ideal > 0 else math.inf, 0, len(hs.durs))
+            if x[0] not in firsts
+        ]  # an attempt's first step is its compilation, not a stall
         st.sort(key=lambda s: -s[1])
         st = sorted(st[:MAX_STALLS])
         steps_at = [int(hs.nums[min(i, len(hs.nums) - 1)]) for i in _block_first(hs, xs)]
-        return {"host": h, "x": xs, "mean": mean, "min": lo, "max": hi, "step": steps_at,
-                "stalls": [{"time": t, "seconds": d, "step": s} for t, d, s in st],
-                "ideal_s": ideal, "points": len(hs.durs), "stall_factor": STALL_FACTOR}
+        return {
+            "host": h,
+            "x": xs,
+            "mean": mean,
+            "min": lo,
+            "max": hi,
+            "step": steps_at,
+            "stalls": [{"time": t, "seconds": d, "step": s} for t, d, s in st],
+            "ideal_s": ideal,
+            "points": len(hs.durs),
+            "stall_factor": STALL_FACTOR,
+        }
 
     return view._cached(key, make, r.end)  # type: ignore[no-any-return]
 
 
-def _series(hs: HostSeries, width: int) -> tuple[list[float], list[float | None], list[float | None], list[float | None]]:
+def _series(
+    hs: HostSeries, width: int
+) -> tuple[list[float], list[float | None], list[float | None], list[float | None]]:
     """(x, mean, min, max): raw durations when they fit the width, per-bucket summaries of the
     raw values while that is cheap, else merged block summaries."""
     n = len(hs.durs)
@@ -234,8 +274,7 @@ def goodput_series(view: JobView, max_points: int, window_s: float | None, wait_
     is (`complete` false: ask again)."""
     r = view.report()
     if r.total_s <= 0:
-        return {"x": [], "cumulative": [], "rolling": [], "window_s": window_s, "piece_s": None,
-                "complete": True}
+        return {"x": [], "cumulative": [], "rolling": [], "window_s": window_s, "piece_s": None, "complete": True}
     t0, t1 = r.start, r.end
     width = piece_width(t1 - t0, max(4, max_points))
     n = max(1, math.ceil((t1 - t0) / width))
@@ -259,5 +298,11 @@ def goodput_series(view: JobView, max_points: int, window_s: float | None, wait_
         cum.append(100.0 * cp / ct if ct > 0 else None)
         rp, rt = sum(prod[-wk:]), sum(tot[-wk:])
         roll.append(100.0 * rp / rt if rt > 0 else None)
-    return {"x": xs, "cumulative": cum, "rolling": roll if window_s else [],
-            "window_s": wk * width if window_s else None, "piece_s": width, "complete": done}
+    return {
+        "x": xs,
+        "cumulative": cum,
+        "rolling": roll if window_s else [],
+        "window_s": wk * width if window_s else None,
+        "piece_s": width,
+        "complete": done,
+    }

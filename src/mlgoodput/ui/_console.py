@@ -39,18 +39,30 @@ class ConsoleView:
                     if k == Kind.LOG:
                         a = cols.attr(i) or {}
                         levelno = int(cols.values[i])
-                        line = {"seq": len(self.lines), "time": t, "process": p,
-                                "level": logging.getLevelName(levelno), "levelno": levelno,
-                                "logger": cols.name(i) or "", "message": str(a.get("msg", ""))}
+                        line = {
+                            "seq": len(self.lines),
+                            "time": t,
+                            "process": p,
+                            "level": logging.getLevelName(levelno),
+                            "levelno": levelno,
+                            "logger": cols.name(i) or "",
+                            "message": str(a.get("msg", "")),
+                        }
                         if a.get("exc"):
                             line["exc"] = str(a["exc"])
                         self.lines.append(line)
                     elif k == Kind.PROGRESS:
                         a = cols.attr(i) or {}
                         bar = cols.name(i) or "?"
-                        self.bars[f"{p}/{bar}"] = {"process": p, "bar": bar, "desc": str(a.get("desc") or ""),
-                                                   "total": a.get("total"), "completed": a.get("completed"),
-                                                   "done": bool(a.get("done")), "time": t}
+                        self.bars[f"{p}/{bar}"] = {
+                            "process": p,
+                            "bar": bar,
+                            "desc": str(a.get("desc") or ""),
+                            "total": a.get("total"),
+                            "completed": a.get("completed"),
+                            "done": bool(a.get("done")),
+                            "time": t,
+                        }
                     elif k == Kind.USAGE:
                         a = cols.attr(i) or {}
                         self.usage.append((t, p, float(a.get("cpu", 0.0)), float(a.get("rss", 0))))
@@ -64,18 +76,23 @@ class ConsoleView:
             for n, line in enumerate(self.lines):
                 line["seq"] = n
 
-    def logs(self, after: int = -1, process: int | None = None, min_level: int = 0, text: str = "",
-             limit: int = MAX_LINES) -> dict[str, Any]:
+    def logs(
+        self, after: int = -1, process: int | None = None, min_level: int = 0, text: str = "", limit: int = MAX_LINES
+    ) -> dict[str, Any]:
         """Lines after sequence number `after` that pass the filters (the newest `limit`)."""
         self.refresh()
         needle = text.lower()
         out = [
-            ln for ln in self.lines[after + 1 :]
-            if (process is None or ln["process"] == process) and ln["levelno"] >= min_level
+            ln
+            for ln in self.lines[after + 1 :]
+            if (process is None or ln["process"] == process)
+            and ln["levelno"] >= min_level
             and (not needle or needle in ln["message"].lower() or needle in ln["logger"].lower())
         ]
         return {
-            "job": self.job, "lines": out[-limit:], "next": len(self.lines) - 1,
+            "job": self.job,
+            "lines": out[-limit:],
+            "next": len(self.lines) - 1,
             "processes": sorted({ln["process"] for ln in self.lines} | set(self.procs)),
             "bars": sorted(self.bars.values(), key=lambda b: (b["process"], b["bar"])),
             "truncated": max(0, len(out) - limit),

@@ -52,7 +52,9 @@ _DURATIONS: dict[int, str] = {
     Kind.COMPILE: "compile",
 }
 
-Rec = tuple[int, float, int | None, float | None, str | None, dict[str, Any] | None]  # kind, time, step, value, name, attrs
+Rec = tuple[
+    int, float, int | None, float | None, str | None, dict[str, Any] | None
+]  # kind, time, step, value, name, attrs
 
 
 class Durations(Sequence[float]):
@@ -175,8 +177,15 @@ def _quantiles(durs: array[float]) -> dict[str, float] | None:
 class JobView:
     """The pages' view of one goodput job (a logger's stream in the store)."""
 
-    def __init__(self, store: Store, job: str, logger: str, *, stale_after_s: float = 120.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: Store,
+        job: str,
+        logger: str,
+        *,
+        stale_after_s: float = 120.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.job = job
         self.logger = logger
         self.stale_after_s = stale_after_s
@@ -295,8 +304,11 @@ class JobView:
         if plan is None or lead is None:
             return None
         t0, _, width, _, _ = plan
-        rows = {k: (p[0], p[1], p[3], p[4]) for k, p in self.pieces.get((t0, width), {}).items()
-                if p[5] and self.settled(p[0], p[2], p[6])}
+        rows = {
+            k: (p[0], p[1], p[3], p[4])
+            for k, p in self.pieces.get((t0, width), {}).items()
+            if p[5] and self.settled(p[0], p[2], p[6])
+        }
         if not rows:
             return None
         last = max(b for b, *_ in rows.values())
@@ -311,8 +323,10 @@ class JobView:
             return True
         # a finished job's straggler analysis or goodput pieces, not saved yet (a live job's
         # analysis changes with every step, and its pieces are saved with its series' growth)
-        return self._finished and ((self._lag is not None and self._lag[0] != self._lag_saved)
-                                   or (self._pieces_done is not None and self._pieces_saved != self._pieces_done))
+        return self._finished and (
+            (self._lag is not None and self._lag[0] != self._lag_saved)
+            or (self._pieces_done is not None and self._pieces_saved != self._pieces_done)
+        )
 
     # -- goodput over time: pieces computed in the background --------------------------------
     def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
@@ -321,8 +335,9 @@ class JobView:
         with self._piece_lock:
             self._plan = plan
             if self._piece_thread is None or not self._piece_thread.is_alive():
-                self._piece_thread = threading.Thread(target=self._compute_pieces, name="mlgoodput-ui-pieces",
-                                                      daemon=True)
+                self._piece_thread = threading.Thread(
+                    target=self._compute_pieces, name="mlgoodput-ui-pieces", daemon=True
+                )
                 self._piece_thread.start()
         deadline = time.monotonic() + wait_s
         while True:
@@ -333,8 +348,13 @@ class JobView:
             time.sleep(0.01)
 
     def _fresh(self, have: tuple[float, float, int, float, float, bool, int] | None, b: float, ideal: float) -> bool:
-        return (have is not None and have[0] == b and abs(have[1] - ideal) <= 0.01 * ideal
-                and have[5] and self.settled(b, have[2], have[6]))
+        return (
+            have is not None
+            and have[0] == b
+            and abs(have[1] - ideal) <= 0.01 * ideal
+            and have[5]
+            and self.settled(b, have[2], have[6])
+        )
 
     def _compute_pieces(self) -> None:
         while True:
@@ -359,8 +379,15 @@ class JobView:
                 # half the time at most: requests for the pages go first (the GIL is shared)
                 time.sleep(min(0.5, time.perf_counter() - t))
                 with self.lock:
-                    pieces[k] = (b, ideal, self.events, rep.productive_s, rep.total_s,
-                                 b <= self.settled_until(), self.gen)
+                    pieces[k] = (
+                        b,
+                        ideal,
+                        self.events,
+                        rep.productive_s,
+                        rep.total_s,
+                        b <= self.settled_until(),
+                        self.gen,
+                    )
             else:
                 with self._piece_lock:
                     self._pieces_done = plan
@@ -474,12 +501,18 @@ class JobView:
             j = len(o) if how == "open" else bisect_left(o, end)
             if j > 0 and o[j - 1] >= s:
                 last_evt = max(last_evt, o[j - 1])
-            out.append({
-                "attempt": k + 1, "start": s, "end": end, "ended": how,
-                "first_step": int(hs.nums[i0]) if i1 > i0 else None,
-                "last_step": int(hs.nums[i1 - 1]) if i1 > i0 else None,
-                "steps": i1 - i0, "last_event": last_evt,
-            })
+            out.append(
+                {
+                    "attempt": k + 1,
+                    "start": s,
+                    "end": end,
+                    "ended": how,
+                    "first_step": int(hs.nums[i0]) if i1 > i0 else None,
+                    "last_step": int(hs.nums[i1 - 1]) if i1 > i0 else None,
+                    "steps": i1 - i0,
+                    "last_event": last_evt,
+                }
+            )
         return out
 
     def status(self) -> str:
@@ -499,11 +532,19 @@ class JobView:
         r = self.report()
         atts = self.attempts()
         return {
-            "job": self.job, "logger": self.logger, "status": self.status(),
-            "start": atts[0]["start"] if atts else None, "end": r.end,
-            "wall_s": r.total_s, "goodput_pct": r.goodput_pct, "last_step": r.last_step,
-            "attempts": len(atts), "hosts": len(self.hosts), "events": self.events,
-            "disruptions": r.disruptions, "last_event": self.max_time if self.events else None,
+            "job": self.job,
+            "logger": self.logger,
+            "status": self.status(),
+            "start": atts[0]["start"] if atts else None,
+            "end": r.end,
+            "wall_s": r.total_s,
+            "goodput_pct": r.goodput_pct,
+            "last_step": r.last_step,
+            "attempts": len(atts),
+            "hosts": len(self.hosts),
+            "events": self.events,
+            "disruptions": r.disruptions,
+            "last_event": self.max_time if self.events else None,
         }
 
     # -- the job page ----------------------------------------------------------------------
@@ -520,14 +561,26 @@ class JobView:
         if lead is not None:
             for seg in self._pairs(self.hosts[lead]):
                 if seg["phase"] in ("ckpt_save", "ckpt_restore"):
-                    checkpoints.append({"kind": "save" if seg["phase"] == "ckpt_save" else "restore",
-                                        "start": seg["start"], "end": seg["end"], "seconds": seg["end"] - seg["start"],
-                                        "step": seg.get("step")})
+                    checkpoints.append(
+                        {
+                            "kind": "save" if seg["phase"] == "ckpt_save" else "restore",
+                            "start": seg["start"],
+                            "end": seg["end"],
+                            "seconds": seg["end"] - seg["start"],
+                            "step": seg.get("step"),
+                        }
+                    )
             for rec in self.hosts[lead].special:
                 if rec[0] == Kind.SLICE_COUNTS and rec[5]:
                     a = rec[5]
-                    slices.append({"time": rec[1], "active": a.get("active"), "total": a.get("total"),
-                                   "available": a.get("available")})
+                    slices.append(
+                        {
+                            "time": rec[1],
+                            "active": a.get("active"),
+                            "total": a.get("total"),
+                            "available": a.get("available"),
+                        }
+                    )
         for h, hs in sorted(self.hosts.items()):
             for rec in hs.special:
                 if rec[0] == Kind.COMPILE:
@@ -536,10 +589,16 @@ class JobView:
         compiles = compiles[-500:]
         atts = self.attempts()
         disruptions = [
-            {"attempt": a["attempt"], "crashed_at": a["last_event"], "restarted_at": b["start"],
-             "recovery_s": b["start"] - a["last_event"], "last_step": a["last_step"],
-             "resumed_step": b["first_step"]}
-            for a, b in itertools.pairwise(atts) if a["ended"] == "restarted"
+            {
+                "attempt": a["attempt"],
+                "crashed_at": a["last_event"],
+                "restarted_at": b["start"],
+                "recovery_s": b["start"] - a["last_event"],
+                "last_step": a["last_step"],
+                "resumed_step": b["first_step"],
+            }
+            for a, b in itertools.pairwise(atts)
+            if a["ended"] == "restarted"
         ]
         hosts = self._host_rows(r)
         lag = self._stragglers(r)
@@ -549,11 +608,20 @@ class JobView:
                 if x is not None:
                     row.update(late_s=x.mean_lag_s, held_back_s=x.held_back_s, last_steps=x.last_steps)
         return {
-            "job": self.job, "logger": self.logger, "status": self.status(),
-            "report": r.to_dict(), "attempts": atts, "disruptions": disruptions,
-            "checkpoints": checkpoints[-300:], "checkpoints_total": len(checkpoints), "compiles": compiles, "slices": slices,
-            "hosts": hosts, "events": self.events,
-            "straggler": None if lag is None or lag.straggler is None
+            "job": self.job,
+            "logger": self.logger,
+            "status": self.status(),
+            "report": r.to_dict(),
+            "attempts": atts,
+            "disruptions": disruptions,
+            "checkpoints": checkpoints[-300:],
+            "checkpoints_total": len(checkpoints),
+            "compiles": compiles,
+            "slices": slices,
+            "hosts": hosts,
+            "events": self.events,
+            "straggler": None
+            if lag is None or lag.straggler is None
             else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
         }
 
@@ -567,8 +635,12 @@ class JobView:
         if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
             return self._lag[1]
         steps = sum(len(hs.times) for hs in self.hosts.values())
-        if (self._lag is not None and steps > LAG_EVERY_STEPS and not self._finished
-                and time.monotonic() - self._lag_at < LAG_EVERY_S):
+        if (
+            self._lag is not None
+            and steps > LAG_EVERY_STEPS
+            and not self._finished
+            and time.monotonic() - self._lag_at < LAG_EVERY_S
+        ):
             return self._lag[1]  # a long live job: the analysis of a few seconds ago
         medians = {h.host: h.median_s for h in r.hosts}
         lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
@@ -631,6 +703,7 @@ class JobView:
         pc.open = still
         pc.closed.sort(key=_start)  # nearly sorted: a linear pass
         return sorted(pc.closed + now_open, key=_start) if now_open else pc.closed
+
 
 def _seg(phase: str, rec: Rec, end: float) -> dict[str, Any]:
     seg: dict[str, Any] = {"phase": phase, "start": rec[1], "end": end}

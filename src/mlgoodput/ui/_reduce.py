@@ -81,9 +81,7 @@ class Blocks:
         return xs, mean, lo, hi
 
 
-def minmax_points(
-    xs: Sequence[float], ys: Sequence[float], buckets: int
-) -> tuple[list[float], list[float]]:
+def minmax_points(xs: Sequence[float], ys: Sequence[float], buckets: int) -> tuple[list[float], list[float]]:
     """A line that keeps every spike: per bucket, its min and max in the order they occur."""
     n = len(xs)
     if n <= 2 * buckets:

@@ -37,6 +37,7 @@ class HostSeries(Protocol):
     @property
     def job_starts(self) -> list[float]: ...
 
+
 NAMESPACE = "mlgoodput.ui"
 FORMAT = 1
 MIN_STEPS = 200_000  # below this many summarized steps, summarizing again is cheaper than a save
@@ -67,8 +68,12 @@ class SavedHost:
         (a step stored late among them moves every later one: the last covered start too)."""
         t = log.times
         n = self.steps
-        return (n >= 2 and len(t) >= n and _samples(t, n) == self.samples
-                and [js for js in log.job_starts if bisect_left(t, js) - 1 < n - 1] == self.restarts)
+        return (
+            n >= 2
+            and len(t) >= n
+            and _samples(t, n) == self.samples
+            and [js for js in log.job_starts if bisect_left(t, js) - 1 < n - 1] == self.restarts
+        )
 
 
 SAMPLES = 64
@@ -108,7 +113,9 @@ def others_before(log: HostLog, t: float) -> int:
     return bisect_left([r.time for r in log.others], t) if log.others and log.others[-1].time >= t else len(log.others)
 
 
-def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, pieces: Pieces | None = None) -> list[bytes]:
+def pack(
+    hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, pieces: Pieces | None = None
+) -> list[bytes]:
     """A header piece, then one piece per host with its blocks' arrays end to end. `lag`: the
     straggler analysis with what it was computed from (key, result), kept when it is current;
     `pieces`: settled goodput-over-time pieces."""
@@ -120,19 +127,36 @@ def pack(hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, p
             continue
         t = hs.times
         n = b.done + 1
-        head.append({"host": h, "steps": n, "samples": _samples(t, n),
-                     "restarts": [js for js in hs.job_starts if bisect_left(t, js) - 1 < n - 1],
-                     "blocks": len(b.x), "tail": b.tail})
+        head.append(
+            {
+                "host": h,
+                "steps": n,
+                "samples": _samples(t, n),
+                "restarts": [js for js in hs.job_starts if bisect_left(t, js) - 1 < n - 1],
+                "blocks": len(b.x),
+                "tail": b.tail,
+            }
+        )
         parts.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
     extra: dict[str, object] = {}
     if lag is not None:
         key_, res = lag
-        extra["lag"] = {"key": key_, "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
-                        "compared": res.steps_compared, "straggler": res.straggler, "cost_s": res.straggler_cost_s,
-                        "spread_s": res.max_spread_s}
+        extra["lag"] = {
+            "key": key_,
+            "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
+            "compared": res.steps_compared,
+            "straggler": res.straggler,
+            "cost_s": res.straggler_cost_s,
+            "spread_s": res.max_spread_s,
+        }
     if pieces is not None:
-        extra["pieces"] = {"start": pieces.start, "width": pieces.width, "lead": pieces.lead, "others": pieces.others,
-                           "rows": [[k, *v] for k, v in sorted(pieces.rows.items())]}
+        extra["pieces"] = {
+            "start": pieces.start,
+            "width": pieces.width,
+            "lead": pieces.lead,
+            "others": pieces.others,
+            "rows": [[k, *v] for k, v in sorted(pieces.rows.items())],
+        }
     return [json.dumps({"format": FORMAT, "hosts": head, **extra}).encode(), *parts]
 
 
@@ -172,19 +196,33 @@ def load(store: Store, logger: str, job: str) -> Saved | None:
             b.sum.frombytes(data[16 * nb : 24 * nb])
             b.lo.frombytes(data[24 * nb : 32 * nb])
             b.hi.frombytes(data[32 * nb :])
-            out[int(row["host"])] = SavedHost(b, int(row["steps"]), [float(x) for x in row["samples"]],
-                                              [float(x) for x in row["restarts"]])
+            out[int(row["host"])] = SavedHost(
+                b, int(row["steps"]), [float(x) for x in row["samples"]], [float(x) for x in row["restarts"]]
+            )
         lag = None
         g = head.get("lag")
         if g is not None:
             rows = {int(h): HostLag(int(h), float(m), int(n), float(x)) for h, m, n, x in g["hosts"]}
-            lag = (g["key"], Lateness(rows, int(g["compared"]), None if g["straggler"] is None else int(g["straggler"]),
-                                      float(g["cost_s"]), float(g["spread_s"])))
+            lag = (
+                g["key"],
+                Lateness(
+                    rows,
+                    int(g["compared"]),
+                    None if g["straggler"] is None else int(g["straggler"]),
+                    float(g["cost_s"]),
+                    float(g["spread_s"]),
+                ),
+            )
         pc = None
         g = head.get("pieces")
         if g is not None:
-            pc = Pieces(float(g["start"]), float(g["width"]), int(g["lead"]), int(g["others"]),
-                        {int(k): (float(b), float(i), float(p), float(t)) for k, b, i, p, t in g["rows"]})
+            pc = Pieces(
+                float(g["start"]),
+                float(g["width"]),
+                int(g["lead"]),
+                int(g["others"]),
+                {int(k): (float(b), float(i), float(p), float(t)) for k, b, i, p, t in g["rows"]},
+            )
         return Saved(out, lag, pc)
     except (StopIteration, ValueError, KeyError, TypeError, OSError):
         return None

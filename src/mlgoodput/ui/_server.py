@@ -39,8 +39,10 @@ BUILD_HINT = "make ui-assets  (or: bash scripts/build-ui-assets.sh, which runs n
 COOKIE = "mlgoodput_ui_token"
 _PAGES = re.compile(r"^/(|jobs/[^/]+|runs|runs/[^/]+|console|console/[^/]+|compare)$")
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
-_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
 
 
 def assets_missing() -> list[str]:
@@ -54,8 +56,16 @@ class UIServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None,
-                 stale_after_s: float = 120.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: Store,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        stale_after_s: float = 120.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         host = check_host(host, "host")
         port = check_port(port, "port")
         self.loopback = is_loopback(host)
@@ -189,8 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
         target = (STATIC / rel).resolve()
         if STATIC.resolve() not in target.parents or not target.is_file():
             if rel.startswith("vendor/"):
-                self._send(404, f"/* missing: {rel}. Build it with: {BUILD_HINT} */".encode(),
-                           "text/plain; charset=utf-8")
+                self._send(
+                    404, f"/* missing: {rel}. Build it with: {BUILD_HINT} */".encode(), "text/plain; charset=utf-8"
+                )
                 return
             self._error(404, f"no file {rel!r}")
             return
@@ -234,8 +245,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not p.is_file():
             raise ApiError(404, f"the profile file {path!r} is not on this machine")
         name = re.sub(r"[^A-Za-z0-9._-]", "_", p.name)
-        self._send(200, p.read_bytes(), "application/octet-stream",
-                   {"Content-Disposition": f'attachment; filename="{name}"'})
+        self._send(
+            200, p.read_bytes(), "application/octet-stream", {"Content-Disposition": f'attachment; filename="{name}"'}
+        )
 
 
 def _index(s: str) -> int:
@@ -265,8 +277,11 @@ def serve(store: Store, host: str, port: int, *, out: Any = None, stale_after_s:
     missing = assets_missing()
     print(f"mlgoodput ui: serving {store.url} at {srv.url}", file=out, flush=True)
     if missing:
-        print(f"mlgoodput ui: warning: chart files missing ({', '.join(missing)}); build them with: {BUILD_HINT}",
-              file=out, flush=True)
+        print(
+            f"mlgoodput ui: warning: chart files missing ({', '.join(missing)}); build them with: {BUILD_HINT}",
+            file=out,
+            flush=True,
+        )
     if not srv.loopback:
         print("mlgoodput ui: bound to a non-loopback address; the token in the URL is required", file=out, flush=True)
     try:

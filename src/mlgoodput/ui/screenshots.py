@@ -22,8 +22,14 @@ def _wait(driver: object, script: str, timeout_s: float = 60.0) -> bool:
     return False
 
 
-def take(store_url: str, out: Path, job: str | None = None, run: str | None = None,
-         console: str | None = None, compare: list[str] | None = None) -> list[Path]:
+def take(
+    store_url: str,
+    out: Path,
+    job: str | None = None,
+    run: str | None = None,
+    console: str | None = None,
+    compare: list[str] | None = None,
+) -> list[Path]:
     from mlgoodput.store import open_store
     from mlgoodput.ui._browser import Browser
     from mlgoodput.ui._server import UIServer
@@ -39,20 +45,38 @@ def take(store_url: str, out: Path, job: str | None = None, run: str | None = No
     consoles = [j.job for j in store.jobs() if j.namespace == "mlgoodput.console"]
     pages: list[tuple[str, str, str]] = [("jobs", "/", "document.querySelector('#jobs .goodput')")]
     if job:
-        pages.append(("job", f"/jobs/{quote(job, safe='')}",
-                      "document.body.dataset.goodputComplete && document.querySelector('#goodput-chart canvas')"))
+        pages.append(
+            (
+                "job",
+                f"/jobs/{quote(job, safe='')}",
+                "document.body.dataset.goodputComplete && document.querySelector('#goodput-chart canvas')",
+            )
+        )
     pages.append(("runs", "/runs", "document.querySelector('main h1')"))
     run = run or (runs[0] if runs else None)
     if run:
-        pages.append(("run", f"/runs/{quote(run, safe='')}", "document.querySelector('#metric-chart canvas, #metric-chart .empty')"))
+        pages.append(
+            (
+                "run",
+                f"/runs/{quote(run, safe='')}",
+                "document.querySelector('#metric-chart canvas, #metric-chart .empty')",
+            )
+        )
     console = console or (job if job in consoles else (consoles[0] if consoles else None))
     if console:
-        pages.append(("console", f"/console/{quote(console, safe='')}", "document.querySelector('#logs .line, #logs .muted')"))
+        pages.append(
+            ("console", f"/console/{quote(console, safe='')}", "document.querySelector('#logs .line, #logs .muted')")
+        )
     else:
         pages.append(("console", "/console", "document.querySelector('main h1')"))
     cmp = compare or jobs[:3]
-    pages.append(("compare", "/compare?" + "&".join("job=" + quote(j, safe="") for j in cmp),
-                  "document.querySelector('#compare') || document.querySelector('.empty')"))
+    pages.append(
+        (
+            "compare",
+            "/compare?" + "&".join("job=" + quote(j, safe="") for j in cmp),
+            "document.querySelector('#compare') || document.querySelector('.empty')",
+        )
+    )
     written = []
     b = Browser(1440, 1000)
     try:
@@ -88,8 +112,21 @@ def _with_sample(store: str, out: Path) -> str:
     copy.unlink(missing_ok=True)
     if path is not None and Path(path).exists():
         shutil.copyfile(path, copy)
-    subprocess.run([sys.executable, "-m", "mlgoodput._demo.workload_ui", "--store", str(copy),
-                    "--job", "ui-sample", "--steps", "80"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput._demo.workload_ui",
+            "--store",
+            str(copy),
+            "--job",
+            "ui-sample",
+            "--steps",
+            "80",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(copy)
 
 
@@ -101,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", default=None)
     ap.add_argument("--console", default=None)
     ap.add_argument("--compare", action="append", default=None, help="a job to compare (repeat)")
-    ap.add_argument("--sample", action="store_true",
-                    help="copy the store into OUT and record a short sample job there first (job"
-                    " ui-sample: a console session and an ML run), so that every page has content")
+    ap.add_argument(
+        "--sample",
+        action="store_true",
+        help="copy the store into OUT and record a short sample job there first (job"
+        " ui-sample: a console session and an ML run), so that every page has content",
+    )
     a = ap.parse_args(argv)
     from mlgoodput.ui._browser import browser_missing
 
