@@ -9,28 +9,18 @@ from pathlib import Path
 import pytest
 
 
+def _demo(tmp_path: Path, steps: int, kill_at: int, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`mlgoodput demo --framework torch` in a child process, its output captured."""
+    argv = ["demo", "--framework", "torch", "--output-dir", str(tmp_path)]
+    argv += ["--steps", str(steps), "--kill-at-step", str(kill_at)]
+    return subprocess.run(
+        [sys.executable, "-m", "mlgoodput", *argv], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 @pytest.mark.slow
 def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlgoodput",
-            "demo",
-            "--framework",
-            "torch",
-            "--output-dir",
-            str(tmp_path),
-            "--steps",
-            "8",
-            "--kill-at-step",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    p = _demo(tmp_path, 8, 5, timeout=180)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     out = p.stdout
     assert "rank 1 is killed at step 5" in out
@@ -40,25 +30,6 @@ def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
 
 
 def test_torch_demo_rejects_bad_arguments(tmp_path: Path) -> None:
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mlgoodput",
-            "demo",
-            "--framework",
-            "torch",
-            "--output-dir",
-            str(tmp_path),
-            "--steps",
-            "8",
-            "--kill-at-step",
-            "9",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    p = _demo(tmp_path, 8, 9, timeout=60)
     assert p.returncode == 2 and "--kill-at-step must be between 1 and 7" in p.stderr
     assert "Traceback" not in p.stderr
