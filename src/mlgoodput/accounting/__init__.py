@@ -5,6 +5,7 @@ from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
 from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
@@ -36,6 +37,7 @@ __all__ = [
     "StepNums",
     "Timeline",
     "advise",
+    "fast_numpy",
     "retention_period",
     "snapshot_policy",
 ]
