@@ -95,3 +95,21 @@ def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest
         got.append((c.report(), c.get_signed_step_deviation()))
     _fast.reset()
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_merge_equals_insort(numpy_on: None, seed: int) -> None:
+    import bisect
+
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 0.1, 0.1 + 1e-17, 1.0, rng.random(), -rng.random(), 1e300, -1e300]
+    for _ in range(20):
+        base = array("d", sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(0, 3000))))
+        new = sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(16, 300)))
+        want = array("d", base)
+        for x in new:
+            bisect.insort(want, x)
+        got = _fast.merge(base, new)
+        assert got is not None and got.tobytes() == want.tobytes()  # -0.0 and 0.0 where insort puts them
+    assert _fast.merge(array("d", [1.0]), [0.5] * 3) is None  # short: the caller inserts them
+    assert _fast.merge(array("d", [1.0]), [0.5] * 20 + [float("nan")]) is None

@@ -231,3 +231,31 @@ def test_export_interval_batches_submits_but_flush_is_immediate(tmp_path: Path) 
     assert proc.flush(10)
     assert FileExporter.latest(out)["loss"] == 99.0
     assert proc.stop(10)
+
+
+def test_settle_gc_keeps_history_out_of_sight_and_frees_frozen_cycles_later() -> None:
+    """The exporter process freezes what its sources keep after each round (the collector no
+    longer walks a job's history), and every GC_FULL_EVERY rounds collects everything once:
+    a garbage cycle frozen meanwhile is freed then."""
+    import gc
+    import weakref
+
+    from mlgoodput.export import _process_child as child
+
+    class Node:
+        other: object = None
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: only the collector frees it
+    ref = weakref.ref(a)
+    try:
+        child.settle_gc(1)
+        assert gc.get_freeze_count() > 0
+        del a, b
+        gc.collect()
+        assert ref() is not None  # frozen: out of the collector's sight
+        child.settle_gc(child.GC_FULL_EVERY)
+        assert ref() is None  # the periodic full collection freed it
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
