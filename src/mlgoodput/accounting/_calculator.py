@@ -11,6 +11,7 @@ import os
 import statistics
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -499,12 +500,14 @@ class _StepRun:
             if len(pages) == 1:
                 yield pages[0]
                 continue
-            merged = Columns.empty()
+            t, s, v = array("d"), array("q"), array("d")
             for p in pages:
-                merged.extend(p)
-            t = merged.times
+                t.extend(p.times)
+                s.extend(p.steps)
+                v.extend(p.values)
             if _fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:])):
-                yield merged
+                n = len(t)
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", pages[0].hosts[:1]) * n, s, v, None, None)
             else:
                 yield from pages
 
