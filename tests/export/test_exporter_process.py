@@ -259,3 +259,16 @@ def test_settle_gc_keeps_history_out_of_sight_and_frees_frozen_cycles_later() ->
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_series_keys_are_the_same_from_the_cache() -> None:
+    from mlgoodput.export._process import series_key
+
+    labels = {"job_name": "j", "rank": "3"}
+    first = series_key(Sample("a/b", 1.0, labels))
+    assert first == ("a/b", (("job_name", "j"), ("rank", "3")))
+    assert series_key(Sample("a/b", 2.0, {"rank": "3", "job_name": "j"})) == first  # any label order
+    # labels equal as Python values but named differently are never mixed up
+    assert series_key(Sample("a/b", 1.0, {"x": True}))[1] == (("x", "True"),)  # type: ignore[dict-item]
+    assert series_key(Sample("a/b", 1.0, {"x": 1}))[1] == (("x", "1"),)  # type: ignore[dict-item]
+    assert series_key(Sample("a/b", 1.0, {"x": 1.0}))[1] == (("x", "1.0"),)  # type: ignore[dict-item]
