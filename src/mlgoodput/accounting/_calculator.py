@@ -460,11 +460,12 @@ class GoodputCalculator:
 
 
 _STEP = int(Kind.STEP_START)
-_RUN_EVENTS = 1 << 20  # events gathered at most before a run is ingested
+_RUN_EVENTS = 1 << 16  # events gathered at most before a run is ingested
+_RUN_PAGE = 4096  # a page of this many events or more is ingested on its own (nothing to gain)
 
 
 class _StepRun:
-    """Consecutive pages that each hold only step starts of one host, gathered per host.
+    """Consecutive small pages that each hold only step starts of one host, gathered per host.
 
     Ingesting a host's pages as one part gives exactly what ingesting them one by one gives
     when its step starts increase strictly across them (then each page would only append);
@@ -481,7 +482,7 @@ class _StepRun:
     def take(self, part: Columns) -> bool:
         """Gather `part` if it holds only step starts of one host (and no names or attributes)."""
         n = len(part)
-        if not n or part.names is not None or part.attrs is not None:
+        if not n or n >= _RUN_PAGE or part.names is not None or part.attrs is not None:
             return False
         kinds, hosts = part.kinds, part.hosts
         h = hosts[0]
