@@ -481,10 +481,10 @@ class _StepRun:
 
     def take(self, part: Columns) -> bool:
         """Gather `part` if it holds only step starts of one host (and no names or attributes)."""
-        n = len(part)
+        kinds, hosts = part.kinds, part.hosts
+        n = len(kinds)
         if not n or n >= _RUN_PAGE or part.names is not None or part.attrs is not None:
             return False
-        kinds, hosts = part.kinds, part.hosts
         h = hosts[0]
         if kinds.count(_STEP) != n or hosts.count(h) != n:
             return False
