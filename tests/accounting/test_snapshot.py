@@ -168,3 +168,121 @@ def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], flo
     for eng in (e, r):
         eng.timeline.ingest(Columns.from_events(events[half:]))
     assert_same(r.report("j", "l", q), e.report("j", "l", q))
+
+
+# -- lazily read state ------------------------------------------------------------------------
+def _long_job(n: int, *, ended: bool) -> list[Event]:
+    """One host... and a second one, so per-host gaps are saved too; an eval every 500 steps."""
+    ev = [Event(Kind.JOB_START, T0 + h * 0.1, host=h) for h in range(2)]
+    for k in range(n):
+        for h in range(2):
+            ev.append(Event(Kind.STEP_START, T0 + 10 + k * (1.0 + 0.01 * h) + (k % 13) * 0.07, host=h, step=k))
+        if k % 500 == 250:
+            ev += [
+                Event(Kind.CUSTOM_START, T0 + 10.2 + k, name="eval"),
+                Event(Kind.CUSTOM_END, T0 + 10.6 + k, name="eval"),
+            ]
+    if ended:
+        ev += [Event(Kind.JOB_END, T0 + 20 + n * 1.02, host=h) for h in range(2)]
+    return ev
+
+
+def _lazy_sections(path: Path) -> dict[str, tuple[int, int]]:
+    """Section name -> (first piece index in the store, number of pieces) of the saved state."""
+    with sqlite3.connect(path) as conn:
+        first = conn.execute("SELECT data FROM state_pieces WHERE ns = 'l' AND job = 'j' AND i = 0").fetchone()[0]
+    head = _snapshot.header(bytes(first))
+    out = {}
+    for name, code, n, at in head["sections"]:
+        size = n * (1 if code == "B" else 8)
+        out[name] = (at + 1, max(1, -(-size // _snapshot.PIECE)))
+    return out
+
+
+@pytest.fixture
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_snapshot, "PIECE", 4096)  # 512 values a piece: a bucket spans several
+
+
+@pytest.mark.usefixtures("small_pieces")
+def test_a_lazily_read_state_answers_like_a_full_read_after_new_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(20_000, ended=False)
+    st.append("l", "j", EventBatch(1, 0, ev[: len(ev) - 300]))
+    _report(_calc(st))
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")  # no save after 300 events (a save reads it all)
+    st.append("l", "j", EventBatch(2, 0, ev[len(ev) - 300 :]))
+    st.read_events = 0
+    lazy = _calc(st)
+    r = _report(lazy)
+    assert st.read_events == 300  # only the new events
+    e = lazy._engine
+    assert e._derived is not None
+    ordered = e._derived.ordered
+    assert 0 < ordered.loaded() < len(ordered.bucket_sizes()[0]) // 2  # most buckets never read
+    full = _calc(st, snapshot=False)
+    assert r == _report(full)
+    assert lazy.get_signed_step_deviation(last_n=50) == full.get_signed_step_deviation(last_n=50)
+    # everything read, as a save reads it, gives the same state as the full read
+    assert ordered.values() == full._engine._derived.ordered.values()  # type: ignore[union-attr]
+    assert {h: s.diffs.values() for h, s in e._hosts.items()} == {
+        h: s.diffs.values() for h, s in full._engine._hosts.items()
+    }
+
+
+def test_a_finished_job_with_nothing_new_is_answered_from_the_header(tmp_path: Path) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=True)))
+    first = _report(_calc(st))
+    st.read_events = 0
+    again = _calc(st)
+    r = _report(again)
+    assert again._pending is not None  # no engine was built: the saved answer
+    assert st.read_events == 0
+    assert r == first == _report(_calc(st, snapshot=False))
+    assert r.to_dict() == first.to_dict()
+    # anything else builds the engine from the saved state and agrees
+    assert again.report(start=T0 + 100) == _calc(st, snapshot=False).report(start=T0 + 100)
+    assert again._pending is None
+
+
+def test_a_running_job_is_not_answered_from_the_header(tmp_path: Path) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=False)))
+    _report(_calc(st))
+    later = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0)
+    r = later.report()  # the running step runs on: the saved answer would be stale
+    assert later._pending is None
+    assert r == GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0, snapshot=False).report()
+
+
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("ended", [False, True])
+def test_a_damaged_piece_found_on_lazy_access_means_a_full_rebuild(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, ended: bool
+) -> None:
+    path = tmp_path / "s.db"
+    st = CountingSQLite(path)
+    ev = _long_job(20_000, ended=ended)
+    n1 = len(ev) - 300
+    st.append("l", "j", EventBatch(1, 0, ev[:n1]))
+    _report(_calc(st))
+    first, count = _lazy_sections(path)["ordered"]
+    assert count > 4
+    with sqlite3.connect(path) as conn:  # every piece of the sorted step times
+        assert conn.execute(
+            "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i >= ? AND i < ?",
+            (first, first + count),
+        ).rowcount == count
+    st.append("l", "j", EventBatch(2, 0, ev[n1:]))
+    st.read_events = 0
+    caplog.set_level("WARNING", logger="mlgoodput")
+    calc = _calc(st)
+    r = _report(calc)  # the header and the eager pieces pass; the sorted values fail when read
+    assert st.read_events == 300 + len(ev)  # the new events, then the whole job again
+    assert r == _report(_calc(st, snapshot=False))
+    damaged = [m for m in caplog.messages if "damaged" in m]
+    assert len(damaged) == 1 and "reading the job from the store" in damaged[0]
+    assert _report(calc) == r  # and it goes on incrementally from there
