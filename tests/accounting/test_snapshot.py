@@ -286,3 +286,32 @@ def test_a_damaged_piece_found_on_lazy_access_means_a_full_rebuild(
     damaged = [m for m in caplog.messages if "damaged" in m]
     assert len(damaged) == 1 and "reading the job from the store" in damaged[0]
     assert _report(calc) == r  # and it goes on incrementally from there
+
+
+def test_the_end_of_a_job_is_saved_once_with_its_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.accounting import _calculator
+
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 1000)
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(3000, ended=True)
+    st.append("l", "j", EventBatch(1, 0, ev[:-2]))  # saved while running: no answer
+    _report(_calc(st))
+    saves: list[int] = []
+    real = _snapshot.save
+
+    def counting(*args: object, **kw: object) -> bool:
+        saves.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_snapshot, "save", counting)
+    st.append("l", "j", EventBatch(2, 0, ev[-2:]))  # the job ends: too little growth for a save...
+    calc = _calc(st)
+    r = _report(calc)
+    assert saves == [1]  # ...but saved once, with the answer
+    _report(calc)
+    assert saves == [1]
+    st.read_events = 0
+    again = _calc(st)
+    assert _report(again) == r == _report(_calc(st, snapshot=False))
+    assert again._pending is not None and saves == [1]

@@ -107,6 +107,7 @@ class GoodputCalculator:
         # triggers a save; `_saved` = the events the saved state covers
         self._save_every = _snapshot_policy(snapshot)
         self._saved = 0
+        self._tried = -1  # the events count at which a save with the answer was last considered
         self._restored = False
         # (begin cursor, end cursor, events) of each part read, for readers of the same stream
         # that decode nothing themselves (the monitor's straggler analysis)
@@ -205,11 +206,19 @@ class GoodputCalculator:
         if every is None or self._pending is not None:  # nothing read since the saved state
             return
         n = self._engine.timeline.events
-        if n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
-            return
         try:
-            if answer is not None and not self._settled(*answer):
-                answer = None
+            if n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+                # too little growth to save again, unless the job has ended since the last save:
+                # then once, with the answer, so later processes need nothing but the header
+                if answer is None or self._tried == n or self._saved == 0:
+                    return
+                self._tried = n
+                if not self._settled(*answer):
+                    return
+            elif answer is not None:
+                self._tried = n
+                if not self._settled(*answer):
+                    answer = None
             _snapshot.save(self._store, self._engine, self.logger_name, self.job_name, self._cursor, answer)
         except _snapshot.SnapshotError as e:  # a piece of the state restored earlier, read only now
             self._drop_saved(e)

@@ -25,7 +25,7 @@ import math
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._figures import AttemptQueue, CostStats, Productivity
@@ -35,13 +35,22 @@ from mlgoodput.accounting._report import BadputType, GoodputReport, HostStepStat
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Rec
-from mlgoodput.store import SavedPieces, StateStore
+from mlgoodput.store import StateStore
 
 FORMAT = 5
 PIECE = 1 << 20  # 1 MiB: what reading one lazily loaded bucket costs at most (twice, across a border)
 _MAGIC = "mlgoodput-accounting-state"
 _LAZY = ("ordered", "gaps.")  # sections of sorted values, read bucket by bucket
 log = logging.getLogger("mlgoodput")
+
+
+@runtime_checkable
+class ByIndex(Protocol):
+    """Saved pieces a store hands out by index as well as in order (its SavedPieces)."""
+
+    count: int
+
+    def piece(self, i: int) -> bytes | None: ...
 
 
 class SnapshotError(ValueError):
@@ -212,7 +221,7 @@ class _Pages:
         self.sums = [int(s) for s in head["sums"]]
         if len(self.sums) != head["pieces"]:
             raise SnapshotError("snapshot piece checksums do not match its header")
-        self.random = pieces if isinstance(pieces, SavedPieces) else None
+        self.random = pieces if isinstance(pieces, ByIndex) else None
         if self.random is not None and self.random.count != len(self.sums) + 1:
             raise SnapshotError("snapshot pieces do not match its header")
         self._seq: Iterator[bytes] | None = None if self.random is not None else iter(pieces)
@@ -424,7 +433,7 @@ def restore(store: object, namespace: str, job: str, *, stall_factor: float) -> 
         pieces = store.load_state(namespace, job)
         if pieces is None:
             return None
-        if isinstance(pieces, SavedPieces):
+        if isinstance(pieces, ByIndex):
             first = pieces.piece(0)
             rest: Iterable[bytes] = pieces
         else:

@@ -26,7 +26,7 @@ from mlgoodput.store._registry import is_process_local as is_process_local  # fo
 from mlgoodput.store._registry import open_store, resolve_store_url
 from mlgoodput.store._registry import store_file as store_file  # for other packages
 from mlgoodput.store._sqlite import SQLiteStore
-from mlgoodput.store._state import PagedStore, SavedPieces, StateStore
+from mlgoodput.store._state import PagedStore, StateStore
 
 __all__ = [
     "NO_STEP",
@@ -37,7 +37,6 @@ __all__ = [
     "PagedStore",
     "ReadResult",
     "SQLiteStore",
-    "SavedPieces",
     "StateStore",
     "Store",
     "StoreError",
