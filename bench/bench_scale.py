@@ -7,6 +7,12 @@ state) under 2 s at 1e7 steps; at most 16 bytes of engine state per step event.
 
     PYTHONPATH=src python bench/bench_scale.py [--steps 10000000] [--hosts 1]
     PYTHONPATH=src python bench/bench_scale.py --steps 100000 --hosts 256
+    PYTHONPATH=src python bench/bench_scale.py --store /tmp/scale.db   # kept: later runs skip writing
+    PYTHONPATH=src python bench/bench_scale.py --running --store /tmp/running.db
+
+The job has ended (a finished job's saved state carries its report: a report after the
+first reads the header only) unless `--running`: then a report after the first builds the
+engine from the saved state, its sorted step times read a bucket at a time.
 
 Each measurement runs in a fresh process (its peak RSS is its own); `mlgoodput report` is run
 through the command line's own entry point, so interpreter start and imports are included.
@@ -168,8 +174,9 @@ def main() -> int:
     ap.add_argument(
         "--store",
         metavar="PATH",
-        help="keep the generated SQLite store at PATH and reuse it when it exists (its saved states are"
-        " dropped first, so every run measures the same sequence); default: a temporary file",
+        help="keep the generated SQLite store at PATH and reuse it as it is when it exists (written with the"
+        " --steps/--hosts/--running of its first run; its saved states are dropped first, so every run measures"
+        " the same sequence); default: a temporary file",
     )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -219,7 +226,8 @@ def main() -> int:
         print(f"| {name:{w}} | {v:>10} | {tgt:>9} |")
     same = {cold["goodput"], first["goodput"], after["goodput"]}
     print(
-        f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1});"
+        f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1}"
+        f"{'; a running job moves with the clock' if args.running else ''});"
         f" hosts with statistics: {after['hosts']}"
     )
     return 0

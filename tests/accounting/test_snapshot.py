@@ -90,6 +90,8 @@ def test_a_new_calculator_starts_from_the_saved_state(tmp_path: Path) -> None:
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"cursor\":', '\"cursor\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"events\":', '\"events\":1') AS BLOB) WHERE i = 0",
         'UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), \'"job":"j"\', \'"job":"k"\') AS BLOB) WHERE i = 0',
+        # a header figure no other check covers: the header's own checksum catches it
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"max_time\":', '\"max_time\":9') AS BLOB) WHERE i = 0",
     ],
 )
 def test_a_damaged_or_stale_state_is_rebuilt_not_trusted(tmp_path: Path, damage: str) -> None:
