@@ -274,10 +274,11 @@ def test_a_damaged_piece_found_on_lazy_access_means_a_full_rebuild(
     first, count = _lazy_sections(path)["ordered"]
     assert count > 4
     with sqlite3.connect(path) as conn:  # every piece of the sorted step times
-        assert conn.execute(
+        cur = conn.execute(
             "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i >= ? AND i < ?",
             (first, first + count),
-        ).rowcount == count
+        )
+        assert cur.rowcount == count
     st.append("l", "j", EventBatch(2, 0, ev[n1:]))
     st.read_events = 0
     caplog.set_level("WARNING", logger="mlgoodput")

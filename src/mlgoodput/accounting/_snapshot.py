@@ -471,9 +471,9 @@ def save(
     saved state turned out damaged while it was read for this save) is the caller's."""
     if not isinstance(store, StateStore):
         return False
-    url = getattr(store, "url", "")
+    pieces = dump(engine, url=getattr(store, "url", ""), namespace=namespace, job=job, cursor=cursor, answer=answer)
     try:
-        store.save_state(namespace, job, dump(engine, url=url, namespace=namespace, job=job, cursor=cursor, answer=answer))
+        store.save_state(namespace, job, pieces)
     except OSError as e:
         log.info("mlgoodput: cannot save the accounting state of %s/%s (%s)", namespace, job, e)
         return False
