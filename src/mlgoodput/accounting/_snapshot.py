@@ -185,6 +185,7 @@ class Saved:
         self.cursor = int(head["cursor"])
         self.events = int(head["events"])
         self.behind = behind  # the store held newer events when it was restored
+        self._answer: GoodputReport | None = None
         self._pieces = pieces
         self._stall_factor = stall_factor
 
@@ -193,10 +194,15 @@ class Saved:
         a = self.head.get("answer")
         if not isinstance(a, dict) or not q >= float(a["q"]):
             return None
-        try:
-            return decode_report(a["report"])
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise SnapshotError(f"malformed saved report: {e!r}") from None
+        r = self._answer
+        if r is None:
+            try:
+                r = self._answer = decode_report(a["report"])
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise SnapshotError(f"malformed saved report: {e!r}") from None
+        # the report is frozen, its mappings are not: each caller gets its own
+        badput = {b: dict(v) if isinstance(v, dict) else v for b, v in r.badput_s.items()}
+        return dataclasses.replace(r, badput_s=badput, overlapped_s=dict(r.overlapped_s))
 
     def engine(self) -> Engine:
         """The engine, with its sorted values left in the store until used (where the store
