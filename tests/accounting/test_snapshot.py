@@ -320,3 +320,30 @@ def test_the_end_of_a_job_is_saved_once_with_its_answer(tmp_path: Path, monkeypa
     again = _calc(st)
     assert _report(again) == r == _report(_calc(st, snapshot=False))
     assert again._pending is not None and saves == [1]
+
+
+@pytest.mark.usefixtures("small_pieces")
+def test_a_state_replaced_under_a_lazy_reader_means_a_full_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mlgoodput.accounting import _calculator
+
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 100)
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(20_000, ended=False)
+    st.append("l", "j", EventBatch(1, 0, ev[:-4000]))
+    _report(_calc(st))
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")
+    lazy = _calc(st)
+    _report(lazy)  # from the saved state: a few of its buckets read
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+    st.append("l", "j", EventBatch(2, 0, ev[-4000:-3900]))
+    other = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1)
+    _report(other)  # another reader saves a newer state: the pieces `lazy` reads from are gone
+    st.append("l", "j", EventBatch(3, 0, ev[-3900:]))
+    caplog.set_level("WARNING", logger="mlgoodput")
+    r = _report(lazy)  # the new steps land in buckets it never read: gone, so it reads the job again
+    assert len([m for m in caplog.messages if "replaced" in m]) == 1
+    fresh = _report(_calc(st, snapshot=False))
+    assert r == fresh
+    assert _report(lazy) == fresh

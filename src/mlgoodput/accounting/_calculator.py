@@ -142,10 +142,11 @@ class GoodputCalculator:
             return self._engine.timeline
 
     def _drop_saved(self, e: Exception) -> None:
-        """Forget the saved state (a piece of it failed a check when read): the next read
-        starts from the beginning of the job."""
+        """Forget the saved state (a piece of it failed a check when read, or a newer save
+        replaced it meanwhile): the next read starts from the beginning of the job."""
         log.warning(
-            "mlgoodput: the saved accounting state of %s/%s is damaged (%s); reading the job from the store",
+            "mlgoodput: the saved accounting state of %s/%s is damaged or was replaced (%s);"
+            " reading the job from the store",
             self.logger_name,
             self.job_name,
             e,

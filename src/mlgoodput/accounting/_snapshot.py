@@ -254,7 +254,7 @@ class _Pages:
                     self._read[self._next] = p
                 self._next += 1
         if got is None:
-            raise PageError(f"piece {i + 1} of the saved state is missing")
+            raise PageError(f"piece {i + 1} of the saved state is missing (a newer save may have replaced it)")
         if not 0 <= i < len(self.sums) or zlib.adler32(got) != self.sums[i]:
             raise PageError(f"piece {i + 1} of the saved state fails its checksum")
         if keep:
