@@ -41,6 +41,22 @@ def test_saved_state_round_trips_and_is_replaced(store_url: str) -> None:
     st.close()
 
 
+def test_saved_pieces_read_by_index_and_gone_after_a_newer_save(store_url: str) -> None:
+    st = open_store(store_url)
+    assert isinstance(st, StateStore)
+    job = uuid.uuid4().hex
+    pieces = [b"header", b"a" * 1000, b"", b"b" * 3]
+    st.save_state("ns", job, iter(pieces))
+    got = st.load_state("ns", job)
+    assert got is not None
+    assert [got.piece(i) for i in (3, 0, 1, 2)] == [pieces[3], pieces[0], pieces[1], pieces[2]]  # type: ignore[attr-defined]
+    assert got.piece(4) is None and got.piece(-1) is None  # type: ignore[attr-defined]
+    st.save_state("ns", job, [b"newer"])
+    # replaced under the reader: gone (or, in memory, still the old bytes), never the newer save's
+    assert got.piece(0) in (None, pieces[0]) and got.piece(1) in (None, pieces[1])  # type: ignore[attr-defined]
+    st.close()
+
+
 def test_paged_reads_and_stream_position(store_url: str) -> None:
     st = open_store(store_url)
     job = uuid.uuid4().hex

@@ -11,6 +11,7 @@ from mlgoodput.store._columns import Columns
 from mlgoodput.store._exactly_once import WriterMarks
 from mlgoodput.store._protocol import JobInfo, ReadResult
 from mlgoodput.store._registry import StoreBackend, register
+from mlgoodput.store._state import SavedPieces
 
 
 class MemoryStore:
@@ -54,7 +55,9 @@ class MemoryStore:
     def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
         with self._lock:
             saved = self._states.get((namespace, job))
-        return None if saved is None else iter(saved)
+        if saved is None:
+            return None
+        return SavedPieces(len(saved), lambda i: saved[i])
 
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         with self._lock:

@@ -22,7 +22,7 @@ from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._registry import StoreBackend, register
-from mlgoodput.store._state import PAGE_ROWS
+from mlgoodput.store._state import PAGE_ROWS, SavedPieces
 
 MAX_CHUNK_EVENTS = 65536
 T = TypeVar("T")
@@ -327,14 +327,11 @@ class PostgresStore:
             return None
         gen, n = found
 
-        def pieces() -> Iterator[bytes]:
-            for i in range(n):  # one piece a query: a dropped generation shows as a missing piece
-                row = self._in_transaction("read", partial(_get_piece, namespace, job, gen, i))
-                if row is None:
-                    return
-                yield bytes(row[0])
+        def piece(i: int) -> bytes | None:  # one piece a query: a dropped generation shows as a missing piece
+            row = self._in_transaction("read", partial(_get_piece, namespace, job, gen, i))
+            return None if row is None else bytes(row[0])
 
-        return pieces()
+        return SavedPieces(n, piece)
 
 
 _PAYLOAD = ("kinds", "times", "hosts", "steps", "vals", "names", "attrs")

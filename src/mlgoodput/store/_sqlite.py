@@ -26,7 +26,7 @@ from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
 from mlgoodput.store._registry import StoreBackend, register
-from mlgoodput.store._state import PAGE_ROWS
+from mlgoodput.store._state import PAGE_ROWS, SavedPieces
 
 T = TypeVar("T")
 
@@ -496,14 +496,11 @@ class SQLiteStore:
             return None
         gen, n = found
 
-        def pieces() -> Iterator[bytes]:
-            for i in range(n):  # one piece a query: a deleted generation shows as a missing piece
-                row = self._run("read", partial(_piece, namespace, job, gen, i))
-                if row is None:
-                    return
-                yield bytes(row[0])
+        def piece(i: int) -> bytes | None:  # one piece a query: a deleted generation shows as a missing piece
+            row = self._run("read", partial(_piece, namespace, job, gen, i))
+            return None if row is None else bytes(row[0])
 
-        return pieces()
+        return SavedPieces(n, piece)
 
 
 _Work = tuple[int, int, int, list[Chunk], Callable[[int], list[Chunk]]]
