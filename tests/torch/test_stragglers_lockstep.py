@@ -111,3 +111,46 @@ def test_lockstep_pages_give_the_full_pass(tmp_path: Path, numpy_mode: str, seed
     else:
         assert not fast
     st.close()
+
+
+def test_the_monitor_keeps_feeding_the_analysis_while_a_shipper_stores(tmp_path: Path) -> None:
+    """A shipper storing between the calculator's read and the analysis's own first read must
+    not leave the analysis ahead of the calculator (then it would never be fed again and read
+    the store itself every upload): it reads up to the calculator's cursor, then is fed."""
+    from mlgoodput._monitoring._source import GoodputSource
+
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    seq = 0
+
+    def ship(k: int) -> None:
+        nonlocal seq
+        for r in range(3):
+            evs = [Event(Kind.STEP_START, 1000.0 + (k * 5 + j) * 0.1 + r * 1e-3, r, step=k * 5 + j) for j in range(5)]
+            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
+            seq += 5
+
+    st.append("goodput", "j", EventBatch(1, 0, [Event(Kind.JOB_START, 990.0, r) for r in range(3)]))
+    ship(0)
+    src = GoodputSource("j", "goodput", store, include_badput_breakdown=False, clock=lambda: 2000.0)
+    calc = src._calc()
+    real = calc.report
+    reads = []
+
+    def report_then_ship(*a: object, **kw: object) -> object:
+        got = real(*a, **kw)
+        ship(len(reads) + 1)  # stored after the calculator read, before the analysis reads
+        reads.append(calc._cursor)
+        return got
+
+    calc.report = report_then_ship  # type: ignore[method-assign]
+    level = []
+    for _ in range(4):
+        src.collect(0.0)
+        lag = src._lag
+        level.append(lag is not None and lag.cursor == calc._cursor)
+    assert all(level)  # never ahead of the calculator: fed from the second upload on
+    got = src._lag.report(read=False)
+    want = StragglerAnalysis("j", "goodput", store=store).report()  # everything stored
+    assert got.steps_compared < want.steps_compared  # one shipment behind, as the calculator
+    st.close()

@@ -125,7 +125,7 @@ class StragglerAnalysis:
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
 
-    def _refresh(self) -> None:
+    def _refresh(self, upto: int | None = None) -> None:
         from mlgoodput._journal import recover_changed_journals
 
         try:
@@ -139,8 +139,17 @@ class StragglerAnalysis:
             res = self._store.read(self.logger_name, self.job_name, self._cursor)
             parts = [(res.cursor, c) for c in res.parts] or [(res.cursor, Columns.empty())]
         for cursor, c in parts:
+            if upto is not None and cursor > upto and self._paged:
+                break
             self._take(cursor, c)
         self._finish()
+
+    def catch_up(self, upto: int) -> None:
+        """Read what the store holds up to cursor `upto` (another reader's cursor: the
+        calculator's), not beyond, so that reader's next pages start where this analysis
+        stops and can be fed to it (`feed`); a store read whole reads everything."""
+        if self._cursor < upto:
+            self._refresh(upto)
 
     def feed(self, begin: int, end: int, c: Columns) -> None:
         """Events another reader of the same stream decoded (the calculator's pages): taken
