@@ -26,7 +26,7 @@ from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
 from mlgoodput.ui._lag import Lateness, lateness
-from mlgoodput.ui._reduce import Blocks
+from mlgoodput.ui._reduce import FAST_MIN, Blocks, numpy
 
 # a running job with more step starts than this (all hosts) redoes its straggler analysis at
 # most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
@@ -120,7 +120,13 @@ class HostSeries:
     def durations(self, lo: int, hi: int) -> array[float]:
         """Durations of steps [lo, hi): start[i+1] - start[i], nan where a restart lies between."""
         t = self.log.times
-        out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
+        np = numpy() if hi - lo >= FAST_MIN else None
+        if np is None:
+            out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
+        else:  # the same subtractions, element by element
+            a = np.frombuffer(t, dtype=np.float64)
+            out = array("d")
+            out.frombytes(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]).tobytes())
         for js in self.log.job_starts:
             i = bisect_left(t, js) - 1
             if lo <= i < hi:
