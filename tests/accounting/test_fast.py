@@ -80,6 +80,16 @@ def _job(path: Path, seed: int) -> str:
     ev.append(Event(Kind.JOB_END, t + 1, 0))
     for i in range(0, len(ev), 5000):
         st.append("goodput", "j", EventBatch(1, i, ev[i : i + 5000]))
+    # a second host (the per-host step statistics), restarted halfway: no gap across the restart
+    t = 1_700_000_000.0 + 10
+    ev = [Event(Kind.JOB_START, t - 5, 1)]
+    for k in range(2 * _fast.MIN):
+        if k == _fast.MIN:
+            ev.append(Event(Kind.JOB_START, t, 1))
+            t += 3
+        ev.append(Event(Kind.STEP_START, t, 1, step=k))
+        t += 0.1 + rng.random() / 10
+    st.append("goodput", "j", EventBatch(2, 0, ev))
     st.close()
     return store
 
@@ -94,4 +104,5 @@ def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest
         c = GoodputCalculator("j", "goodput", store=store, snapshot=False)
         got.append((c.report(), c.get_signed_step_deviation()))
     _fast.reset()
+    assert len(got[0][0].hosts) == 2
     assert got[0] == got[1]
