@@ -86,6 +86,39 @@ class Durations(Sequence[float]):
         return self._hs.durations(i, i + 1)[0]
 
 
+class _Calculator(GoodputCalculator):
+    """The job's calculator, whose saves of the accounting's state (accounting/_snapshot.py)
+    wait for `keep_state`, called by the server's background worker: a long job's first read
+    saves some hundred megabytes, which the page that asked for the job should not wait for.
+    The state saved and when it is due are the calculator's own."""
+
+    def __init__(self, job: str, logger: str, *, store: Store, clock: Callable[[], float]) -> None:
+        super().__init__(job, logger, store=store, clock=clock)
+        self.state_due = False  # a query ran since the last `keep_state`: a save may be due
+        self._now = False
+
+    def _keep(self) -> None:  # called by each query, holding the calculator's lock
+        if self._now:
+            super()._keep()
+        else:
+            self.state_due = True
+
+    def keep_state(self) -> bool:
+        """Save the accounting's state now when the job grew enough since its last save (the
+        calculator's rule); True when saved."""
+        with self._lock:
+            if not self.state_due:
+                return False
+            self.state_due = False
+            before = self._saved
+            self._now = True
+            try:
+                super()._keep()
+            finally:
+                self._now = False
+            return self._saved != before
+
+
 class HostSeries:
     """One host as the pages see it: the accounting's own record of the host (`log`: step
     starts, step numbers, job starts, other events), followed as it grows, and what the
@@ -224,7 +257,7 @@ class JobView:
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
-        self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
+        self.calc = _Calculator(job, logger, store=store, clock=clock)
 
     # -- following the calculator's timeline ------------------------------------------------
     def _follow(self) -> None:
@@ -272,21 +305,23 @@ class JobView:
         self.max_time = tl.max_time
 
     def keep(self) -> bool:
-        """Save the series' block summaries into the store (state namespace `mlgoodput.ui`)
-        when they grew enough since the last save, so that a server started again opens the
-        job from them. True when saved. One save at a time: a call returns after the save in
-        progress (so that what was due is in the store when it returns)."""
+        """Save what a server started again opens the job from: the accounting's state, when
+        the calculator has one due (its saves wait for this call: `_Calculator`), and the
+        series' block summaries (state namespace `mlgoodput.ui`) when they grew enough since
+        the last save. True when something was saved. One save at a time: a call returns after
+        the save in progress (so that what was due is in the store when it returns)."""
         with self._saving:
+            state = self.calc.keep_state()
             with self.lock:
-                if not self.keep_due():
-                    return False
+                if not self._series_due():
+                    return state
                 done = sum(hs.blocks.done for hs in self.hosts.values())
                 pieces = self._pieces_to_save()
                 data = _saved.pack(self.hosts, self._lag, pieces)
                 self._pieces_saved = self._pieces_done if pieces is not None else None
                 self._saved_steps = done
                 self._lag_saved = None if self._lag is None else self._lag[0]
-            return _saved.save(self._store, self.logger, self.job, data)
+            return _saved.save(self._store, self.logger, self.job, data) or state
 
     def _adopt_pieces(self, pc: _saved.Pieces, events: int) -> None:
         """Saved goodput pieces, where the lead host's steps and other events before their end
@@ -321,6 +356,10 @@ class JobView:
         return _saved.Pieces(t0, width, lead, _saved.others_before(self.hosts[lead].log, last), rows)
 
     def keep_due(self) -> bool:
+        """Whether `keep` has something to save: the accounting's state or the series."""
+        return self.calc.state_due or self._series_due()
+
+    def _series_due(self) -> bool:
         """Whether the series grew enough since they were last saved (or found saved)."""
         done = sum(hs.blocks.done for hs in self.hosts.values())
         if done < _saved.MIN_STEPS or not _saved.enabled():
