@@ -75,6 +75,9 @@ def test_report_equals_cli_report_json(name: str, store: SQLiteStore, serve: Any
     status, detail, _ = get(f"{base}/api/jobs/{quote(tl.job_name)}")
     assert detail["report"] == want
     assert len(detail["attempts"]) == want["disruptions"] + 1
+    # the attempts are the accounting's: the same starts as the report's own attempt figures
+    assert detail["attempts"] and want["productivity"]["attempts"]
+    assert [a["start"] for a in detail["attempts"]] == [a["start"] for a in want["productivity"]["attempts"]]
     status, jobs, _ = get(f"{base}/api/jobs")
     assert status == 200
     # the listing warms in the background: ask until the row is computed

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from mlgoodput.accounting import GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
+from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
@@ -258,6 +258,7 @@ class JobView:
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
         self.calc = _Calculator(job, logger, store=store, clock=clock)
+        self._attempts_of = Engine()  # for its attempts of the calculator's timeline (holds no events)
 
     # -- following the calculator's timeline ------------------------------------------------
     def _follow(self) -> None:
@@ -525,33 +526,24 @@ class JobView:
         if lead is None:
             return []
         hs = self.hosts[lead]
-        ends = sorted(r[1] for r in hs.others if r[0] == Kind.JOB_END)
-        last_seen = self.max_time
+        # the accounting's own attempts (the engine's rule: its job starts, how each ended and
+        # its steps), as of the latest event: a running attempt ends there
+        how = {"job_end": "finished", "restart": "restarted", "running": "open"}
         out = []
-        js = hs.job_starts
-        for k, s in enumerate(js):
-            nxt = js[k + 1] if k + 1 < len(js) else math.inf
-            j = bisect_left(ends, s)
-            if j < len(ends) and ends[j] < nxt:
-                end, how = ends[j], "finished"
-            elif nxt < math.inf:
-                end, how = nxt, "restarted"
-            else:
-                end, how = last_seen, "open"
-            i0 = bisect_left(hs.times, s)
-            i1 = bisect_left(hs.times, end) if how != "open" else len(hs.times)
-            last_evt = hs.times[i1 - 1] if i1 > i0 else s
+        for k, a in enumerate(self._attempts_of.attempts(hs.log, self.max_time)):
+            i0, i1 = a.i0, a.i1
+            last_evt = hs.times[i1 - 1] if i1 > i0 else a.start
             # the attempt's last sign of life, for a crash marker: its latest other event
             o = hs.other_times
-            j = len(o) if how == "open" else bisect_left(o, end)
-            if j > 0 and o[j - 1] >= s:
+            j = len(o) if a.ended_by == "running" else bisect_left(o, a.end)
+            if j > 0 and o[j - 1] >= a.start:
                 last_evt = max(last_evt, o[j - 1])
             out.append(
                 {
                     "attempt": k + 1,
-                    "start": s,
-                    "end": end,
-                    "ended": how,
+                    "start": a.start,
+                    "end": a.end,
+                    "ended": how[a.ended_by],
                     "first_step": int(hs.nums[i0]) if i1 > i0 else None,
                     "last_step": int(hs.nums[i1 - 1]) if i1 > i0 else None,
                     "steps": i1 - i0,
