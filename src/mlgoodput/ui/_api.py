@@ -144,6 +144,7 @@ class Api:
             v = self._view(*key)
             if not keep_only:
                 v.refresh()
+            v.lag_now()  # a long job's straggler analysis, when its page asked for it
             v.keep()  # the UI's series saved for the next server start, when they grew enough
         except Exception:  # a store that fails now is retried by the next request
             pass
@@ -207,6 +208,8 @@ class Api:
     def job(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])
         d = dict(v.detail())
+        if d["lag_pending"]:
+            self._warm.submit((v.logger, v.job))
         d["labels"] = BUCKET_LABELS
         d["now"] = self.clock()
         return d

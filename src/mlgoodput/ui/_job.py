@@ -32,6 +32,9 @@ from mlgoodput.ui._reduce import FAST_MIN, Blocks, numpy
 # most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
 LAG_EVERY_STEPS = 200_000
 LAG_EVERY_S = 10.0
+# a job with more step starts than this (all hosts) has its straggler analysis computed by the
+# server's background worker: the page opens without the lateness columns and asks again
+LAG_LATER_STEPS = 1_000_000
 
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
@@ -252,6 +255,7 @@ class JobView:
         self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
         self._lag_saved: object = None  # the key of the analysis last saved
         self._lag_at = -math.inf  # when it was computed (time.monotonic)
+        self.lag_wanted = False  # a page asked for an analysis left to the background (lag_now)
         self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
         self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
@@ -587,7 +591,7 @@ class JobView:
     # -- the job page ----------------------------------------------------------------------
     def detail(self) -> dict[str, Any]:
         r = self.report()
-        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), r.end)
+        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), (r.end, self._lag_at))
         return out
 
     def _detail(self, r: GoodputReport) -> dict[str, Any]:
@@ -638,7 +642,7 @@ class JobView:
             if a["ended"] == "restarted"
         ]
         hosts = self._host_rows(r)
-        lag = self._stragglers(r)
+        lag = self._stragglers(r, now=self._steps() <= LAG_LATER_STEPS)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
             for row in hosts:
                 x = lag.hosts.get(row["host"])
@@ -660,30 +664,43 @@ class JobView:
             "straggler": None
             if lag is None or lag.straggler is None
             else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
+            "lag_pending": lag is None and self.lag_wanted,  # computed in the background: ask again
         }
 
-    def _stragglers(self, r: GoodputReport) -> Lateness | None:
+    def _steps(self) -> int:
+        return sum(len(hs.times) for hs in self.hosts.values())
+
+    def _stragglers(self, r: GoodputReport, *, now: bool = True) -> Lateness | None:
         """The straggler analysis (as mlgoodput.torch's) of the hosts' step starts the
         calculator holds (no second read of the store); ui/_lag.py compares only the steps
-        that two hosts or more started, so a long job's page stays fast."""
+        that two hosts or more started, so a long job's page stays fast. With `now` false, an
+        analysis that is not at hand is left to `lag_now` (None until then; `lag_wanted`)."""
         if len(self.hosts) < 2:
             return None
         key = [_saved.fingerprint(self.hosts), r.start, r.end]
         if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
             return self._lag[1]
-        steps = sum(len(hs.times) for hs in self.hosts.values())
         if (
             self._lag is not None
-            and steps > LAG_EVERY_STEPS
+            and self._steps() > LAG_EVERY_STEPS
             and not self._finished
             and time.monotonic() - self._lag_at < LAG_EVERY_S
         ):
             return self._lag[1]  # a long live job: the analysis of a few seconds ago
+        if not now:
+            self.lag_wanted = True
+            return self._lag[1] if self._lag is not None else None  # the last one, while it is redone
         medians = {h.host: h.median_s for h in r.hosts}
         lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
         self._lag = (key, lag)
         self._lag_at = time.monotonic()
+        self.lag_wanted = False
         return lag
+
+    def lag_now(self) -> None:
+        """Compute the straggler analysis a page asked for (`lag_wanted`), off the page's path."""
+        if self.lag_wanted:
+            self._stragglers(self.report())
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond

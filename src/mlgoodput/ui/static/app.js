@@ -490,6 +490,17 @@ async function jobPage(job) {
   document.body.dataset.jobReady = "1";
   window.__jobReadyAt = performance.now();  // for bench/bench_ui.py: page start to charts drawn
   loadGoodput().catch(() => {});
+  if (d.lag_pending && d.status !== "running" && d.status !== "stale") {
+    // a long job's straggler analysis comes from the server's background worker: ask again
+    (async () => {
+      for (let i = 0; i < 60 && d.lag_pending; i++) {
+        await new Promise((ok) => setTimeout(ok, 500));
+        try { d = await api(base + lq); } catch (e) { return; }
+      }
+      drawHead();
+      document.body.dataset.lagReady = "1";
+    })();
+  }
   if (d.status === "running" || d.status === "stale") {
     every(2500, async () => {
       try {
