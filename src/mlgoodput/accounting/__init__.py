@@ -6,6 +6,7 @@ from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._figures import CostStats, Productivity
+from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -36,6 +37,7 @@ __all__ = [
     "StepNums",
     "Timeline",
     "advise",
+    "productive_by_piece",
     "retention_period",
     "snapshot_policy",
 ]
