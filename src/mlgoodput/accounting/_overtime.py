@@ -128,17 +128,16 @@ def _plain(
                 g = times[i + 1] - times[i]
                 _spread(times[i], times[i] + (ideal if g > stall else g), edges, out)
         return
+    lo, hi = ranges[0][0], ranges[-1][1]  # every step in between, the others counted as 0 s
     t = np.frombuffer(times, dtype=np.float64)
-    idx = np.concatenate([np.arange(a, b) for a, b in ranges])
-    s = t[idx]
-    g = t[idx + 1] - s
-    p = np.where(g > stall, ideal, g)
-    before = np.concatenate(([0.0], np.cumsum(p)))  # productive seconds of the steps before each
+    s = t[lo:hi]
+    g = t[lo + 1 : hi + 1] - s
+    keep = np.zeros(hi - lo, dtype=bool)
+    for a, b in ranges:
+        keep[a - lo : b - lo] = True
+    p = np.where(keep, np.where(g > stall, ideal, g), 0.0)
     e = np.asarray(edges, dtype=np.float64)
-    j = np.searchsorted(s, e, side="right")  # steps that start at or before each edge
-    last = np.maximum(j - 1, 0)
-    part = np.where(j > 0, np.clip(e - s[last], 0.0, p[last]), 0.0)
-    upto = before[last] + part  # productive seconds of plain steps before each edge
-    upto[j == 0] = 0.0
-    for k, v in enumerate(np.diff(upto).tolist()):
-        out[k] += v
+    j = np.maximum(np.searchsorted(s, e, side="right") - 1, 0)  # the last step started by each edge
+    part = np.clip(e - s[j], 0.0, p[j])  # that step's productive seconds before the edge
+    for k in range(len(out)):  # the steps in between are whole (sums of slices: one pass)
+        out[k] += float(p[j[k] : j[k + 1]].sum()) + float(part[k + 1]) - float(part[k])

@@ -21,7 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
+from mlgoodput.accounting import (
+    Engine,
+    GoodputCalculator,
+    GoodputReport,
+    HostLog,
+    StepNums,
+    Timeline,
+    productive_by_piece,
+)
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
@@ -413,43 +421,29 @@ class JobView:
                 return
             t0, t1, width, n, ideal = plan
             pieces = self.pieces.setdefault((t0, width), {})
-            for k in range(n):
-                if self._plan != plan:
-                    break  # a newer request: start over with it
-                a, b = t0 + k * width, min(t1, t0 + (k + 1) * width)
-                if self._fresh(pieces.get(k), b, ideal):
-                    continue
-                t = time.perf_counter()
+            stale = [k for k in range(n) if not self._fresh(pieces.get(k), min(t1, t0 + (k + 1) * width), ideal)]
+            if stale:  # from the first stale piece to the last, in one pass over their steps
+                lo, hi = stale[0], stale[-1] + 1
+                edges = [t0 + k * width for k in range(lo, hi)] + [min(t1, t0 + hi * width)]
                 try:
-                    with self.lock:  # the calculator's read moves the timeline the pages read
-                        rep = self.calc.report(a, b, configured_ideal_step_time=ideal)
-                        self._follow()
+                    with self.lock:  # the calculator as the page's last report left it
+                        prod = productive_by_piece(self.calc, edges, ideal)
+                        settled = self.settled_until()
+                        for k, (a, b, p) in enumerate(zip(edges, edges[1:], prod, strict=False), lo):
+                            pieces[k] = (b, ideal, self.events, p, b - a, b <= settled, self.gen)
                 except Exception:  # the store failed now: the next request retries
                     return
-                # half the time at most: requests for the pages go first (the GIL is shared)
-                time.sleep(min(0.5, time.perf_counter() - t))
-                with self.lock:
-                    pieces[k] = (
-                        b,
-                        ideal,
-                        self.events,
-                        rep.productive_s,
-                        rep.total_s,
-                        b <= self.settled_until(),
-                        self.gen,
-                    )
-            else:
-                with self._piece_lock:
-                    self._pieces_done = plan
-                    last = self._plan == plan
-                    if last:
-                        self._piece_thread = None
+            with self._piece_lock:
+                last = self._plan == plan
                 if last:
-                    try:
-                        self.keep()  # a finished job's pieces, saved for the next server start
-                    except Exception:  # the store failed now: a later growth saves again
-                        pass
-                    return
+                    self._pieces_done = plan
+                    self._piece_thread = None
+            if last:
+                try:
+                    self.keep()  # a finished job's pieces, saved for the next server start
+                except Exception:  # the store failed now: a later growth saves again
+                    pass
+                return
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been
