@@ -107,12 +107,16 @@ class _Calculator(GoodputCalculator):
         super().__init__(job, logger, store=store, clock=clock)
         self.state_due = False  # a query ran since the last `keep_state`: a save may be due
         self._now = False
+        # what the last query handed to its save, and the events read then (handed on to the
+        # save only while nothing was read since)
+        self._due: tuple[tuple[Any, ...], dict[str, Any], int] = ((), {}, -1)
 
-    def _keep(self) -> None:  # called by each query, holding the calculator's lock
+    def _keep(self, *args: Any, **kwargs: Any) -> None:  # called by each query, holding the lock
         if self._now:
-            super()._keep()
+            super()._keep(*args, **kwargs)
         else:
             self.state_due = True
+            self._due = (args, kwargs, self.timeline.events)
 
     def keep_state(self) -> bool:
         """Save the accounting's state now when the job grew enough since its last save (the
@@ -121,10 +125,13 @@ class _Calculator(GoodputCalculator):
             if not self.state_due:
                 return False
             self.state_due = False
+            args, kwargs, events = self._due
+            if events != self.timeline.events:
+                args, kwargs = (), {}
             before = self._saved
             self._now = True
             try:
-                super()._keep()
+                super()._keep(*args, **kwargs)
             finally:
                 self._now = False
             return self._saved != before
