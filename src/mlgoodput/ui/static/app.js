@@ -470,7 +470,11 @@ async function jobPage(job) {
   }
   async function loadGoodput() {
     const g = await api(base + "/goodput?points=120&window=" + windowS + amp);
-    if (!g.x.length) { gpBox.replaceChildren(el("div", { class: "empty", text: "No time recorded yet." })); gpPlot = null; return; }
+    if (!g.x.length) {
+      gpBox.replaceChildren(el("div", { class: "empty", text: g.complete ? "No time recorded yet." : "Computing goodput over time…" })); gpPlot = null;
+      if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);  // the pieces are on their way
+      return;
+    }
     const data = [g.x, g.cumulative, g.rolling.length ? g.rolling : g.x.map(() => null)];
     if (gpPlot) gpPlot.setData(data);
     else gpPlot = plot(gpBox, {
