@@ -604,7 +604,5 @@ def compare_step_starts(
     lag, lag_n = dict.fromkeys(ranks, 0.0), dict.fromkeys(ranks, 0)
     last, held = dict.fromkeys(ranks, 0), dict.fromkeys(ranks, 0.0)
     compared, spread = _sum_steps(list(starts), starts, 0, 0.0, lag, lag_n, last, held)
-    rows = [
-        RankStepStats(r, *stats[r], lag[r] / lag_n[r] if lag_n[r] else 0.0, last[r], held[r]) for r in ranks
-    ]
+    rows = [RankStepStats(r, *stats[r], lag[r] / lag_n[r] if lag_n[r] else 0.0, last[r], held[r]) for r in ranks]
     return _verdict(rows, compared, spread)
