@@ -43,7 +43,9 @@ def reset() -> None:
 
 def _out(a: Any, code: str) -> array[Any]:
     res = array(code)
-    res.frombytes(a.tobytes())
+    if not a.flags.c_contiguous:
+        a = a.copy()
+    res.frombytes(memoryview(a).cast("B"))  # one copy (tobytes() would make two)
     return res
 
 

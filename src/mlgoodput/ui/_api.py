@@ -15,7 +15,7 @@ from mlgoodput.ui import _charts
 from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
 from mlgoodput.ui._console import ConsoleView
 from mlgoodput.ui._job import JobView
-from mlgoodput.ui._reduce import minmax_points
+from mlgoodput.ui._reduce import minmax_points, numpy
 
 RESERVED_PREFIX = "mlgoodput."
 RUNS_NS = "mlgoodput.run"
@@ -101,6 +101,7 @@ class Api:
         self._consoles: dict[str, ConsoleView] = {}
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
+        numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
         self._warm.close(CLOSE_S)
