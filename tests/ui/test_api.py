@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 from collections import Counter
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -242,3 +243,20 @@ def test_goodput_over_time_adds_up_to_the_report(name: str, store: SQLiteStore, 
     assert status == 200 and g["complete"]
     assert g["cumulative"][-1] == pytest.approx(rep["goodput_pct"], abs=1e-6)
     assert all(0 <= v <= 100 for v in g["rolling"] if v is not None)
+
+
+def test_state_saved_in_the_background_after_the_answer(
+    store: SQLiteStore, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job page's read leaves the save of the accounting's state to the server's background
+    worker, which starts it once the answer went out: the store holds it soon after."""
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+    tl = scenario("s4_disruption_restart")
+    logger = fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    status, d, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name)}")
+    assert status == 200 and d["report"]["disruptions"] == 1
+    deadline = time.monotonic() + 30
+    while store.load_state(logger, tl.job_name) is None and time.monotonic() < deadline:
+        srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
+    assert store.load_state(logger, tl.job_name) is not None

@@ -101,6 +101,7 @@ class Api:
         self._consoles: dict[str, ConsoleView] = {}
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
+        self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
         numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
@@ -151,6 +152,19 @@ class Api:
             pass
         self._ready.add(key)
 
+    def _later(self, key: tuple[str, str]) -> None:
+        """Background work for a job (its straggler analysis, saves), started once the response
+        that found it due has gone out (`after_request`): the page is not kept waiting by it."""
+        with self._lock:
+            self._due.add(key)
+
+    def after_request(self) -> None:
+        """Hand the background work the last requests found due to the background worker."""
+        with self._lock:
+            due, self._due = self._due, set()
+        for key in sorted(due):
+            self._warm.submit(key)
+
     def _streams(self) -> list[Any]:
         return [j for j in self.store.jobs() if not j.namespace.startswith(RESERVED_PREFIX)]
 
@@ -169,7 +183,7 @@ class Api:
         v = self._view(logger, job)
         v.report()
         if v.keep_due():
-            self._warm.submit((logger, job))  # saved off the request's path
+            self._later((logger, job))  # saved off the request's path
         self._ready.add((logger, job))
         return v
 
@@ -210,7 +224,7 @@ class Api:
         v = self.view(job, q.get("logger", [None])[0])
         d = dict(v.detail())
         if d["lag_pending"]:
-            self._warm.submit((v.logger, v.job))
+            self._later((v.logger, v.job))
         d["labels"] = BUCKET_LABELS
         d["now"] = self.clock()
         return d

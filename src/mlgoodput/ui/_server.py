@@ -211,6 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, target.read_bytes(), ctype)
 
     def _api(self, raw: str, q: dict[str, list[str]]) -> None:
+        try:
+            self._api_answer(raw, q)
+        finally:
+            self.server.api.after_request()  # background work found due, once the answer is out
+
+    def _api_answer(self, raw: str, q: dict[str, list[str]]) -> None:
         api = self.server.api
         seg = [unquote(x) for x in raw.split("/")]  # split first: a name may hold an encoded "/"
         rest = "/".join(seg)
