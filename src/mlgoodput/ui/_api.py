@@ -72,6 +72,7 @@ def _float(q: Mapping[str, list[str]], name: str) -> float | None:
 
 
 CLOSE_S = 1.0  # how long closing the API waits for a job read in progress
+QUIET_S = 0.5  # background work on a job waits up to this long for its page's requests to stop
 
 
 class _Warmer(BackgroundWorker):
@@ -146,11 +147,24 @@ class Api:
             v = self._view(*key)
             if not keep_only:
                 v.refresh()
+            else:  # a page is open: its requests go first (the GIL is shared)
+                self._quiet(v)
             v.lag_now()  # a long job's straggler analysis, when its page asked for it
             v.keep()  # the UI's series saved for the next server start, when they grew enough
         except Exception:  # a store that fails now is retried by the next request
             pass
         self._ready.add(key)
+
+    def _quiet(self, v: JobView) -> None:
+        """Wait (at most QUIET_S) until no request has asked for the job for QUIET_S: the
+        charts a page is loading are drawn before the job's background work takes the CPU."""
+        deadline = time.monotonic() + QUIET_S
+        while not self._warm.closed:
+            now = time.monotonic()
+            wait = min(deadline, v.asked_at + QUIET_S) - now
+            if wait <= 0:
+                return
+            time.sleep(wait)
 
     def _later(self, key: tuple[str, str]) -> None:
         """Background work for a job (its straggler analysis, saves), started once the response
@@ -181,6 +195,7 @@ class Api:
         else:
             raise ApiError(409, f"job {job!r} is recorded under several loggers {sorted(names)}: add ?logger=")
         v = self._view(logger, job)
+        v.asked_at = time.monotonic()
         v.report()
         if v.keep_due():
             self._later((logger, job))  # saved off the request's path

@@ -271,6 +271,7 @@ class JobView:
         self._lag_saved: object = None  # the key of the analysis last saved
         self._lag_at = -math.inf  # when it was computed (time.monotonic)
         self.lag_wanted = False  # a page asked for an analysis left to the background (lag_now)
+        self.asked_at = -math.inf  # when a request last asked for the job (time.monotonic)
         self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
         self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
