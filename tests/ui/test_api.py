@@ -260,3 +260,20 @@ def test_state_saved_in_the_background_after_the_answer(
     while store.load_state(logger, tl.job_name) is None and time.monotonic() < deadline:
         srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
     assert store.load_state(logger, tl.job_name) is not None
+
+
+def test_job_page_starts_the_read(store: SQLiteStore, serve: Any) -> None:
+    """Serving a job's page starts reading the job in the background, before the page's own
+    API requests; an unknown name starts nothing."""
+    tl = scenario("s4_disruption_restart")
+    logger = fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    status, html, _ = get(f"{srv.url}jobs/nope")
+    assert status == 200 and "<html" in html.lower()
+    status, html, _ = get(f"{srv.url}jobs/{quote(tl.job_name)}")
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while (logger, tl.job_name) not in srv.api._ready and time.monotonic() < deadline:
+        srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
+    assert srv.api._views[(logger, tl.job_name)].events == len(tl.events)
+    assert set(srv.api._views) == {(logger, tl.job_name)}

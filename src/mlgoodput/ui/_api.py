@@ -146,14 +146,27 @@ class Api:
         try:
             v = self._view(*key)
             if not keep_only:
-                v.refresh()
-            else:  # a page is open: its requests go first (the GIL is shared)
-                self._quiet(v)
+                v.report()
+            self._quiet(v)  # a page is open: its requests go first (the GIL is shared)
             v.lag_now()  # a long job's straggler analysis, when its page asked for it
             v.keep()  # the UI's series saved for the next server start, when they grew enough
         except Exception:  # a store that fails now is retried by the next request
             pass
         self._ready.add(key)
+
+    def prefetch(self, job: str, logger: str | None) -> None:
+        """Start reading a job in the background (its page is being loaded: the page's own
+        requests for the job then find the read under way); nothing for an unknown name."""
+        try:
+            names = [j.namespace for j in self._streams() if j.job == job]
+        except Exception:  # a store that fails now: the page's requests say so
+            return
+        if logger is None and len(names) == 1:
+            logger = names[0]
+        if logger is None or logger not in names or (logger, job) in self._ready:
+            return
+        self._view(logger, job)
+        self._warm.submit((logger, job))
 
     def _quiet(self, v: JobView) -> None:
         """Wait (at most QUIET_S) until no request has asked for the job for QUIET_S: the

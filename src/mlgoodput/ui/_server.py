@@ -178,6 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path.startswith("/static/"):
                 self._static(path[len("/static/") :])
             elif _PAGES.match(parts.path):
+                if parts.path.startswith("/jobs/"):  # the job's read starts while the page loads
+                    self.server.api.prefetch(unquote(parts.path[len("/jobs/") :]), query.get("logger", [None])[0])
                 self._page(set_cookie)
             else:
                 self._error(404, f"no page {path!r}")
