@@ -4,6 +4,7 @@ passes give, and a whole report is the same with them on and off ($MLGOODPUT_NUM
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import random
 from array import array
@@ -45,6 +46,10 @@ def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
     vals = array("d", (rng.choice((0.0, -0.0, 0.1, rng.random(), -rng.random(), 1e300)) for _ in range(n)))
     srt = _fast.sort(vals)
     assert srt is not None and srt.tobytes() == array("d", sorted(vals)).tobytes()  # -0.0 and 0.0 in place
+    plain = array("d", (0.0 if v == 0 else v for v in vals))  # no -0.0: any order of ties is the stable one
+    assert not any(v == 0 and math.copysign(1.0, v) < 0 for v in plain)
+    got = _fast.sort(plain)
+    assert got is not None and got.tobytes() == array("d", sorted(plain)).tobytes()
     assert _fast.sort(array("d", [float("nan")] * n)) is None and _fast.gaps(times, 0, 10) is None
     assert _fast.strictly_increasing(times) is all(map(operator.lt, times[:-1], times[1:]))
     up = array("d", (k * 0.1 for k in range(n)))
