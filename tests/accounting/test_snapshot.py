@@ -323,9 +323,12 @@ def test_the_end_of_a_job_is_saved_once_with_its_answer(tmp_path: Path, monkeypa
 
 
 @pytest.mark.usefixtures("small_pieces")
-def test_a_state_replaced_under_a_lazy_reader_means_a_full_rebuild(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("replaced", [1, 2])
+def test_a_state_replaced_under_a_lazy_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, replaced: int
 ) -> None:
+    """Replaced once: the store keeps the generation it reads from, so it goes on without a
+    rebuild. Replaced twice: its pieces are gone; one warning and a full rebuild."""
     from mlgoodput.accounting import _calculator
 
     monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 100)
@@ -337,13 +340,18 @@ def test_a_state_replaced_under_a_lazy_reader_means_a_full_rebuild(
     lazy = _calc(st)
     _report(lazy)  # from the saved state: a few of its buckets read
     monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
-    st.append("l", "j", EventBatch(2, 0, ev[-4000:-3900]))
-    other = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1)
-    _report(other)  # another reader saves a newer state: the pieces `lazy` reads from are gone
-    st.append("l", "j", EventBatch(3, 0, ev[-3900:]))
+    for k in range(replaced):  # other readers save newer states
+        st.append("l", "j", EventBatch(2 + k, 0, ev[-4000 + 50 * k : -3950 + 50 * k]))
+        _report(GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1))
+    st.append("l", "j", EventBatch(9, 0, ev[-4000 + 50 * replaced :]))
     caplog.set_level("WARNING", logger="mlgoodput")
-    r = _report(lazy)  # the new steps land in buckets it never read: gone, so it reads the job again
-    assert len([m for m in caplog.messages if "replaced" in m]) == 1
+    st.read_events = 0
+    r = _report(lazy)  # the new steps land in buckets it never read
+    warned = [m for m in caplog.messages if "replaced" in m]
+    if replaced == 1:  # still there: only the new events read
+        assert warned == [] and st.read_events == 4000
+    else:  # gone: it reads the job again
+        assert len(warned) == 1 and st.read_events == 4000 + len(ev)
     fresh = _report(_calc(st, snapshot=False))
     assert r == fresh
     assert _report(lazy) == fresh
