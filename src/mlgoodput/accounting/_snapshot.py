@@ -1,7 +1,10 @@
 """The engine's state as bytes, so a new process starts from it and reads only newer events.
 
 A snapshot is a JSON header followed by packed arrays (step times and numbers per host, the
-sorted step times behind the ideal, per-host gaps) in pieces of at most `PIECE` bytes, each
+sorted step times behind the ideal, per-host gaps), the non-step events as JSON columns, what
+the last query derived from them (activities, the time partition, the productivity scan: a
+new process takes them as saved instead of deriving them again; floats of these JSON
+sections packed in one array), in pieces of at most `PIECE` bytes, each
 section starting a piece of its own, so neither writing nor reading it ever holds a second
 copy of the state. The header names the format, the store, the stream, the store cursor and
 event count it covers, where each section lies, the Adler-32 of every piece, and a checksum
