@@ -7,6 +7,12 @@ state) under 2 s at 1e7 steps; at most 16 bytes of engine state per step event.
 
     PYTHONPATH=src python bench/bench_scale.py [--steps 10000000] [--hosts 1]
     PYTHONPATH=src python bench/bench_scale.py --steps 100000 --hosts 256
+    PYTHONPATH=src python bench/bench_scale.py --store /tmp/scale.db   # kept: later runs skip writing
+    PYTHONPATH=src python bench/bench_scale.py --running --store /tmp/running.db
+
+The job has ended (a finished job's saved state carries its report: a report after the
+first reads the header only) unless `--running`: then a report after the first builds the
+engine from the saved state, its sorted step times read a bucket at a time.
 
 Each measurement runs in a fresh process (its peak RSS is its own); `mlgoodput report` is run
 through the command line's own entry point, so interpreter start and imports are included.
@@ -36,9 +42,9 @@ def _hwm_mb() -> float:
     return float("nan")
 
 
-def write_job(path: str, steps: int, hosts: int, t0: float) -> int:
+def write_job(path: str, steps: int, hosts: int, t0: float, running: bool = False) -> int:
     """A job of `steps` steps on each of `hosts` hosts (an eval every 1000 steps on host 0),
-    appended in shipper-sized batches, one writer per host."""
+    appended in shipper-sized batches, one writer per host; ended unless `running`."""
     from mlgoodput.events import Event, EventBatch, Kind
     from mlgoodput.store import open_store
 
@@ -64,11 +70,31 @@ def write_job(path: str, steps: int, hosts: int, t0: float) -> int:
             for i in range(0, len(ev), 10_000):
                 st.append(LOGGER, JOB, EventBatch(h + 1, seq + i, ev[i : i + 10_000]))
             seq += len(ev)
-        end = [Event(Kind.JOB_END, t0 + 30 + steps * STEP_S + 1, host=h)]  # a finished job: one answer
-        st.append(LOGGER, JOB, EventBatch(h + 1, seq, end))
-        total += seq + 1
+        if not running:
+            end = [Event(Kind.JOB_END, t0 + 30 + steps * STEP_S + 1, host=h)]  # a finished job: one answer
+            st.append(LOGGER, JOB, EventBatch(h + 1, seq, end))
+            seq += 1
+        total += seq
     st.close()
     return total
+
+
+def _reuse(path: str) -> int:
+    """The events of a store kept from an earlier run, with its saved states dropped."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        for table in ("state_pieces", "states"):
+            try:
+                conn.execute(f"DELETE FROM {table}")
+            except sqlite3.OperationalError:
+                pass  # never saved: no such table
+        conn.commit()
+        n = conn.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE ns = ? AND job = ?", (LOGGER, JOB)).fetchone()
+    finally:
+        conn.close()
+    return int(n[0])
 
 
 def engine_bytes(calc: Any) -> int:
@@ -139,16 +165,31 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10_000_000, help="steps per host")
     ap.add_argument("--hosts", type=int, default=1)
+    ap.add_argument(
+        "--running",
+        action="store_true",
+        help="a job still running (no job end): no saved answer, a report after the first builds the engine"
+        " from the saved state (its sorted step times read lazily)",
+    )
+    ap.add_argument(
+        "--store",
+        metavar="PATH",
+        help="keep the generated SQLite store at PATH and reuse it as it is when it exists (written with the"
+        " --steps/--hosts/--running of its first run; its saved states are dropped first, so every run measures"
+        " the same sequence); default: a temporary file",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return 0
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "bench.db")
-        t0 = time.time() - args.steps * STEP_S - 120
+        path = args.store or os.path.join(d, "bench.db")
         t = time.perf_counter()
-        n = write_job(path, args.steps, args.hosts, t0)
+        if args.store and os.path.exists(path):
+            n = _reuse(path)
+        else:
+            n = write_job(path, args.steps, args.hosts, time.time() - args.steps * STEP_S - 120, args.running)
         write_s = time.perf_counter() - t
         cold = run_child("calc", path, "0")  # no saved state: reads and derives everything
         first = run_child("calc", path, "1")  # the same, and saves the state
@@ -159,6 +200,7 @@ def main() -> int:
         size = os.path.getsize(path)
     print(
         f"\nAccounting at scale: {args.hosts} host(s) x {args.steps:,} steps = {n:,} events"
+        f"{' (running)' if args.running else ''}"
         f" (store written in {write_s:.0f} s, {size / 1e6:.0f} MB)\n"
     )
     rows = [
@@ -184,7 +226,8 @@ def main() -> int:
         print(f"| {name:{w}} | {v:>10} | {tgt:>9} |")
     same = {cold["goodput"], first["goodput"], after["goodput"]}
     print(
-        f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1});"
+        f"\ngoodput {cold['goodput']:.4f} % (cold, first, from saved state agree: {len(same) == 1}"
+        f"{'; a running job moves with the clock' if args.running else ''});"
         f" hosts with statistics: {after['hosts']}"
     )
     return 0

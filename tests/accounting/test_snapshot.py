@@ -90,6 +90,8 @@ def test_a_new_calculator_starts_from_the_saved_state(tmp_path: Path) -> None:
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"cursor\":', '\"cursor\":9') AS BLOB) WHERE i = 0",
         "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"events\":', '\"events\":1') AS BLOB) WHERE i = 0",
         'UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), \'"job":"j"\', \'"job":"k"\') AS BLOB) WHERE i = 0',
+        # a header figure no other check covers: the header's own checksum catches it
+        "UPDATE state_pieces SET data = CAST(replace(CAST(data AS TEXT), '\"max_time\":', '\"max_time\":9') AS BLOB) WHERE i = 0",
     ],
 )
 def test_a_damaged_or_stale_state_is_rebuilt_not_trusted(tmp_path: Path, damage: str) -> None:
@@ -168,3 +170,214 @@ def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], flo
     for eng in (e, r):
         eng.timeline.ingest(Columns.from_events(events[half:]))
     assert_same(r.report("j", "l", q), e.report("j", "l", q))
+
+
+@SETTINGS
+@given(jobs())
+def test_what_the_last_query_derived_is_restored_exactly(job: tuple[list[Event], float]) -> None:
+    """The saved activities, time partition and productivity scan give the answers a fresh
+    engine computes from the events, at the saved query time and later, whole job and window."""
+    from mlgoodput.accounting._calculator import _with_productivity
+
+    events, q = job
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    e.report("j", "l", q)
+    pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=7)))
+    saved = _snapshot.Saved(_snapshot.header(next(pieces)), pieces, stall_factor=3.0)
+    r = saved.engine()
+    assert saved.facts is not None
+    fresh = Engine()
+    fresh.timeline.ingest(Columns.from_events(events))
+    late = max(q, fresh.timeline.max_time)
+    for at in (q, late, late + 1000.0):
+        assert r.report("j", "l", at) == fresh.report("j", "l", at)  # bit for bit
+        assert r.report("j", "l", at, start=at - 50.0) == fresh.report("j", "l", at, start=at - 50.0)
+    for at in (late, late + 1000.0):
+        mine = _with_productivity(r, r.report("j", "l", at), at, None, saved.facts)
+        assert mine == _with_productivity(fresh, fresh.report("j", "l", at), at, None)
+
+
+# -- lazily read state ------------------------------------------------------------------------
+def _long_job(n: int, *, ended: bool) -> list[Event]:
+    """One host... and a second one, so per-host gaps are saved too; an eval every 500 steps."""
+    ev = [Event(Kind.JOB_START, T0 + h * 0.1, host=h) for h in range(2)]
+    for k in range(n):
+        for h in range(2):
+            ev.append(Event(Kind.STEP_START, T0 + 10 + k * (1.0 + 0.01 * h) + (k % 13) * 0.07, host=h, step=k))
+        if k % 500 == 250:
+            ev += [
+                Event(Kind.CUSTOM_START, T0 + 10.2 + k, name="eval"),
+                Event(Kind.CUSTOM_END, T0 + 10.6 + k, name="eval"),
+            ]
+    if ended:
+        ev += [Event(Kind.JOB_END, T0 + 20 + n * 1.02, host=h) for h in range(2)]
+    return ev
+
+
+def _lazy_sections(path: Path) -> dict[str, tuple[int, int]]:
+    """Section name -> (first piece index in the store, number of pieces) of the saved state."""
+    with sqlite3.connect(path) as conn:
+        first = conn.execute("SELECT data FROM state_pieces WHERE ns = 'l' AND job = 'j' AND i = 0").fetchone()[0]
+    head = _snapshot.header(bytes(first))
+    out = {}
+    for name, code, n, at in head["sections"]:
+        size = n * (1 if code == "B" else 8)
+        out[name] = (at + 1, max(1, -(-size // _snapshot.PIECE)))
+    return out
+
+
+@pytest.fixture
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_snapshot, "PIECE", 4096)  # 512 values a piece: a bucket spans several
+
+
+@pytest.mark.usefixtures("small_pieces")
+def test_a_lazily_read_state_answers_like_a_full_read_after_new_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(20_000, ended=False)
+    st.append("l", "j", EventBatch(1, 0, ev[: len(ev) - 300]))
+    _report(_calc(st))
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")  # no save after 300 events (a save reads it all)
+    st.append("l", "j", EventBatch(2, 0, ev[len(ev) - 300 :]))
+    st.read_events = 0
+    lazy = _calc(st)
+    r = _report(lazy)
+    assert st.read_events == 300  # only the new events
+    e = lazy._engine
+    assert e._derived is not None
+    ordered = e._derived.ordered
+    assert 0 < ordered.loaded() < len(ordered.bucket_sizes()[0]) // 2  # most buckets never read
+    full = _calc(st, snapshot=False)
+    assert r == _report(full)
+    assert lazy.get_signed_step_deviation(last_n=50) == full.get_signed_step_deviation(last_n=50)
+    # everything read, as a save reads it, gives the same state as the full read
+    assert ordered.values() == full._engine._derived.ordered.values()  # type: ignore[union-attr]
+    assert {h: s.diffs.values() for h, s in e._hosts.items()} == {
+        h: s.diffs.values() for h, s in full._engine._hosts.items()
+    }
+
+
+def test_a_finished_job_with_nothing_new_is_answered_from_the_header(tmp_path: Path) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=True)))
+    first = _report(_calc(st))
+    st.read_events = 0
+    again = _calc(st)
+    r = _report(again)
+    assert again._pending is not None  # no engine was built: the saved answer
+    assert st.read_events == 0
+    assert r == first == _report(_calc(st, snapshot=False))
+    assert r.to_dict() == first.to_dict()
+    r.badput_s.clear()  # type: ignore[attr-defined]  # each answer is the caller's own
+    assert _report(again) == first
+    # anything else builds the engine from the saved state and agrees
+    assert again.report(start=T0 + 100) == _calc(st, snapshot=False).report(start=T0 + 100)
+    assert again._pending is None
+
+
+def test_a_running_job_is_not_answered_from_the_header(tmp_path: Path) -> None:
+    st = CountingSQLite(tmp_path / "s.db")
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=False)))
+    _report(_calc(st))
+    later = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0)
+    r = later.report()  # the running step runs on: the saved answer would be stale
+    assert later._pending is None
+    assert r == GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0, snapshot=False).report()
+
+
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("ended", [False, True])
+def test_a_damaged_piece_found_on_lazy_access_means_a_full_rebuild(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, ended: bool
+) -> None:
+    path = tmp_path / "s.db"
+    st = CountingSQLite(path)
+    ev = _long_job(20_000, ended=ended)
+    n1 = len(ev) - 300
+    st.append("l", "j", EventBatch(1, 0, ev[:n1]))
+    _report(_calc(st))
+    first, count = _lazy_sections(path)["ordered"]
+    assert count > 4
+    with sqlite3.connect(path) as conn:  # every piece of the sorted step times
+        cur = conn.execute(
+            "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i >= ? AND i < ?",
+            (first, first + count),
+        )
+        assert cur.rowcount == count
+    st.append("l", "j", EventBatch(2, 0, ev[n1:]))
+    st.read_events = 0
+    caplog.set_level("WARNING", logger="mlgoodput")
+    calc = _calc(st)
+    r = _report(calc)  # the header and the eager pieces pass; the sorted values fail when read
+    assert st.read_events == 300 + len(ev)  # the new events, then the whole job again
+    assert r == _report(_calc(st, snapshot=False))
+    damaged = [m for m in caplog.messages if "damaged" in m]
+    assert len(damaged) == 1 and "reading the job from the store" in damaged[0]
+    assert _report(calc) == r  # and it goes on incrementally from there
+
+
+def test_the_end_of_a_job_is_saved_once_with_its_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.accounting import _calculator
+
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 1000)
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(3000, ended=True)
+    st.append("l", "j", EventBatch(1, 0, ev[:-2]))  # saved while running: no answer
+    _report(_calc(st))
+    saves: list[int] = []
+    real = _snapshot.save
+
+    def counting(*args: object, **kw: object) -> bool:
+        saves.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_snapshot, "save", counting)
+    st.append("l", "j", EventBatch(2, 0, ev[-2:]))  # the job ends: too little growth for a save...
+    calc = _calc(st)
+    r = _report(calc)
+    assert saves == [1]  # ...but saved once, with the answer
+    _report(calc)
+    assert saves == [1]
+    st.read_events = 0
+    again = _calc(st)
+    assert _report(again) == r == _report(_calc(st, snapshot=False))
+    assert again._pending is not None and saves == [1]
+
+
+@pytest.mark.usefixtures("small_pieces")
+@pytest.mark.parametrize("replaced", [1, 2])
+def test_a_state_replaced_under_a_lazy_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, replaced: int
+) -> None:
+    """Replaced once: the store keeps the generation it reads from, so it goes on without a
+    rebuild. Replaced twice: its pieces are gone; one warning and a full rebuild."""
+    from mlgoodput.accounting import _calculator
+
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 100)
+    st = CountingSQLite(tmp_path / "s.db")
+    ev = _long_job(20_000, ended=False)
+    st.append("l", "j", EventBatch(1, 0, ev[:-4000]))
+    _report(_calc(st))
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "1")
+    lazy = _calc(st)
+    _report(lazy)  # from the saved state: a few of its buckets read
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+    for k in range(replaced):  # other readers save newer states
+        st.append("l", "j", EventBatch(2 + k, 0, ev[-4000 + 50 * k : -3950 + 50 * k]))
+        _report(GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1))
+    st.append("l", "j", EventBatch(9, 0, ev[-4000 + 50 * replaced :]))
+    caplog.set_level("WARNING", logger="mlgoodput")
+    st.read_events = 0
+    r = _report(lazy)  # the new steps land in buckets it never read
+    warned = [m for m in caplog.messages if "replaced" in m]
+    if replaced == 1:  # still there: only the new events read
+        assert warned == [] and st.read_events == 4000
+    else:  # gone: it reads the job again
+        assert len(warned) == 1 and st.read_events == 4000 + len(ev)
+    fresh = _report(_calc(st, snapshot=False))
+    assert r == fresh
+    assert _report(lazy) == fresh

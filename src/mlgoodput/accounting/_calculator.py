@@ -11,7 +11,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal, recover_changed_journals
@@ -24,6 +24,7 @@ from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.store import Columns, PagedStore, Store, open_store
 
 TimeArg = _dt.datetime | float | int | None
+T = TypeVar("T")
 SNAPSHOT_EVERY = 100_000  # events of growth between two saves of the accounting state
 
 log = logging.getLogger("mlgoodput")
@@ -95,7 +96,9 @@ class GoodputCalculator:
         self._paged = isinstance(self._store, PagedStore)  # a protocol check costs, do it once
         self._clock = clock
         self._stall_factor = stall_factor
-        self._engine = Engine(stall_factor=stall_factor)
+        self._eng = Engine(stall_factor=stall_factor)
+        # a saved state read as far as its header: the engine is built from it when first used
+        self._pending: _snapshot.Saved | None = None
         self._cursor = 0
         self._facts = FactsCache()  # the last scan of the non-step events, for productivity
         self._lock = threading.Lock()
@@ -104,6 +107,7 @@ class GoodputCalculator:
         # triggers a save; `_saved` = the events the saved state covers
         self._save_every = _snapshot_policy(snapshot)
         self._saved = 0
+        self._tried = -1  # the events count at which a save with the answer was last considered
         self._restored = False
         # (begin cursor, end cursor, events) of each part read, for readers of the same stream
         # that decode nothing themselves (the monitor's straggler analysis)
@@ -114,10 +118,56 @@ class GoodputCalculator:
         return self._store
 
     @property
+    def _engine(self) -> Engine:
+        """The engine; built from the saved state on first use (SnapshotError when that fails)."""
+        p = self._pending
+        if p is not None:
+            self._pending = None
+            self._eng = p.engine()
+            if p.facts is not None:  # the saved scan of the non-step events: no pass over them
+                self._facts = p.facts
+        return self._eng
+
+    @_engine.setter
+    def _engine(self, engine: Engine) -> None:
+        self._pending = None
+        self._eng = engine
+
+    @property
     def timeline(self) -> Timeline:
         """The events read so far, per host (the engine's own; read it, never change it). It is
         replaced when the calculator starts from a saved state, and grows with each query."""
-        return self._engine.timeline
+        try:
+            return self._engine.timeline
+        except _snapshot.SnapshotError as e:
+            self._drop_saved(e)
+            return self._engine.timeline
+
+    def _drop_saved(self, e: Exception) -> None:
+        """Forget the saved state (a piece of it failed a check when read, or a newer save
+        replaced it meanwhile): the next read starts from the beginning of the job."""
+        log.warning(
+            "mlgoodput: the saved accounting state of %s/%s is damaged or was replaced (%s);"
+            " reading the job from the store",
+            self.logger_name,
+            self.job_name,
+            e,
+        )
+        self._engine = Engine(stall_factor=self._stall_factor)
+        self._cursor = 0
+        self._saved = 0
+        self._restored = True
+        self._facts = FactsCache()
+        self._seed_cache = None
+
+    def _guarded(self, fn: Callable[[], T]) -> T:
+        """fn() under the lock; once more from the store when the saved state fails a check."""
+        with self._lock:
+            try:
+                return fn()
+            except _snapshot.SnapshotError as e:
+                self._drop_saved(e)
+                return fn()
 
     def _refresh(self) -> None:
         try:
@@ -133,8 +183,9 @@ class GoodputCalculator:
             if self._save_every is not None and self._cursor == 0:
                 got = _snapshot.restore(self._store, self.logger_name, self.job_name, stall_factor=self._stall_factor)
                 if got is not None:
-                    self._engine, self._cursor = got
-                    self._saved = self._engine.timeline.events
+                    self._pending, self._cursor, self._saved = got, got.cursor, got.events
+                    if got.behind:  # newer events to read: the engine is needed, build it first
+                        self._eng = self._engine
         hooks = self._part_hooks
         if self._paged:  # a page at a time: never the whole job at once
             for cursor, part in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
@@ -150,15 +201,44 @@ class GoodputCalculator:
                 hook(self._cursor if i == 0 else res.cursor, res.cursor, part)
         self._cursor = res.cursor
 
-    def _keep(self) -> None:
+    def _keep(self, answer: tuple[float, GoodputReport] | None = None) -> None:
         """Save the engine's state when the job grew enough since the last save (after a query,
-        so what it derived is saved too)."""
+        so what it derived is saved too). `answer`: the whole-job report just made and its
+        query time, saved with the state when it holds for any later query time."""
         every = self._save_every
-        n = self._engine.timeline.events
-        if every is None or n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+        if every is None or self._pending is not None:  # nothing read since the saved state
             return
-        _snapshot.save(self._store, self._engine, self.logger_name, self.job_name, self._cursor)
+        n = self._engine.timeline.events
+        try:
+            if n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+                # too little growth to save again, unless the job has ended since the last save:
+                # then once, with the answer, so later processes need nothing but the header
+                if answer is None or self._tried == n or self._saved == 0:
+                    return
+                self._tried = n
+                if not self._settled(*answer):
+                    return
+            elif answer is not None:
+                self._tried = n
+                if not self._settled(*answer):
+                    answer = None
+            _snapshot.save(self._store, self._engine, self.logger_name, self.job_name, self._cursor, answer)
+        except _snapshot.SnapshotError as e:  # a piece of the state restored earlier, read only now
+            self._drop_saved(e)
+            return
         self._saved = n  # also after a failed save: try again only once the job grew again
+
+    def _settled(self, q: float, r: GoodputReport) -> bool:
+        """Whether the whole-job report `r` made at `q` holds for any later query time while
+        nothing new comes in: the job has ended, and a query far later gives the same report
+        (then a new process answers from the saved state alone)."""
+        e = self._engine
+        lead = e.timeline.lead_host(q)
+        if lead is None or e.attempts(e.timeline.hosts[lead], q)[-1].ended_by != "job_end":
+            return False
+        later = q + 1e6
+        again = _with_productivity(e, e.report(self.job_name, self.logger_name, later), later, None)
+        return again == r and _snapshot.round_trips(r)
 
     # -- ours ----------------------------------------------------------------------------
     def report(
@@ -178,24 +258,32 @@ class GoodputCalculator:
         b = _when(end, "end")
         q_at = _when(at, "at")
         ideal = _check_ideal(configured_ideal_step_time)
-        with self._lock:
-            self._refresh()
-            q = self._clock() if q_at is None else q_at
-            if q_at is not None and q_at < self._engine.timeline.max_time:
-                engine = self._engine_as_of(q_at)
-            else:
-                engine = self._engine
-                q = max(q, engine.timeline.max_time) if q_at is None else q
-            r = _with_productivity(
-                engine,
-                engine.report(self.job_name, self.logger_name, q, a, b, ideal),
-                q,
-                a,
-                self._facts if engine is self._engine else None,
-            )
-            if engine is self._engine:
-                self._keep()
-            return r
+        return self._guarded(lambda: self._report(a, b, q_at, ideal))
+
+    def _report(self, a: float | None, b: float | None, q_at: float | None, ideal: float | None) -> GoodputReport:
+        self._refresh()
+        whole = a is None and b is None and ideal is None
+        p = self._pending
+        if p is not None and whole:  # nothing new since the saved state: its answer, if it holds
+            r0 = p.answer(max(self._clock(), float(p.head["max_time"])) if q_at is None else q_at)
+            if r0 is not None:
+                return r0
+        q = self._clock() if q_at is None else q_at
+        if q_at is not None and q_at < self._engine.timeline.max_time:
+            engine = self._engine_as_of(q_at)
+        else:
+            engine = self._engine
+            q = max(q, engine.timeline.max_time) if q_at is None else q
+        r = _with_productivity(
+            engine,
+            engine.report(self.job_name, self.logger_name, q, a, b, ideal),
+            q,
+            a,
+            self._facts if engine is self._engine else None,
+        )
+        if engine is self._engine:
+            self._keep((q, r) if whole else None)
+        return r
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)
@@ -222,7 +310,8 @@ class GoodputCalculator:
                 raise ValueError(f"windows_s must hold positive numbers of seconds, got {w!r}")
         q_at = _when(end, "end")
         ideal = _check_ideal(configured_ideal_step_time)
-        with self._lock:
+
+        def windows() -> dict[int, GoodputReport]:
             self._refresh()
             q = q_at if q_at is not None else max(self._clock(), self._engine.timeline.max_time)
             engine = self._engine if q >= self._engine.timeline.max_time else self._engine_as_of(q)
@@ -239,6 +328,8 @@ class GoodputCalculator:
             if engine is self._engine:
                 self._keep()
             return out
+
+        return self._guarded(windows)
 
     # -- seed API ------------------------------------------------------------------------
     def get_job_goodput(
@@ -338,13 +429,16 @@ class GoodputCalculator:
         ideal = _check_ideal(configured_ideal_step_time)
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
-        with self._lock:
+
+        def deviation() -> dict[int, float]:
             self._refresh()
             engine = self._engine
             q = max(self._clock(), engine.timeline.max_time)
             out = engine.step_deviation(q, ideal, last_n)
             self._keep()
             return out
+
+        return self._guarded(deviation)
 
     def get_job_goodput_details(self) -> dict[str, Any]:
         """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,
@@ -391,32 +485,34 @@ class GoodputCalculator:
         """The seed's step times: start of step n+1 minus start of step n, for consecutive step
         numbers of the lead host in time order (a restart breaks the chain). Kept between
         calls: steps appended since the last call cost only themselves (read-only result)."""
-        with self._lock:
-            self._refresh()
-            tl = self._engine.timeline
-            lead = tl.lead_host(max(self._clock(), tl.max_time))
-            if lead is None:
-                return {}
-            log_ = tl.hosts[lead]
-            times, nums = log_.times, log_.nums
-            n = len(times)
-            c = self._seed_cache
-            if (
-                c is not None
-                and c.lead == lead
-                and 0 < c.n <= n
-                and times[c.n - 1] == c.last_time
-                and nums[c.n - 1] == c.last_num
-            ):
-                out, start = c.times, c.n
-            else:
-                out, start = {}, 1
-            for i in range(max(start, 1), n):
-                if nums[i] == nums[i - 1] + 1:
-                    out[int(nums[i - 1])] = times[i] - times[i - 1]
-            if n and (c is None or c.times is not out or c.n != n):
-                self._seed_cache = _SeedSteps(lead, n, times[n - 1], nums[n - 1], out)
-            return out
+        return self._guarded(self._seed_steps)
+
+    def _seed_steps(self) -> dict[int, float]:
+        self._refresh()
+        tl = self._engine.timeline
+        lead = tl.lead_host(max(self._clock(), tl.max_time))
+        if lead is None:
+            return {}
+        log_ = tl.hosts[lead]
+        times, nums = log_.times, log_.nums
+        n = len(times)
+        c = self._seed_cache
+        if (
+            c is not None
+            and c.lead == lead
+            and 0 < c.n <= n
+            and times[c.n - 1] == c.last_time
+            and nums[c.n - 1] == c.last_num
+        ):
+            out, start = c.times, c.n
+        else:
+            out, start = {}, 1
+        for i in range(max(start, 1), n):
+            if nums[i] == nums[i - 1] + 1:
+                out[int(nums[i - 1])] = times[i] - times[i - 1]
+        if n and (c is None or c.times is not out or c.n != n):
+            self._seed_cache = _SeedSteps(lead, n, times[n - 1], nums[n - 1], out)
+        return out
 
     def _seed_ideal(self, step_times: dict[int, float]) -> float | None:
         """The seed's ideal step time of `step_times`, computed once per new set of steps."""

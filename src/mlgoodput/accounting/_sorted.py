@@ -3,13 +3,18 @@
 Bucketed (a list of sorted typed arrays of doubles, 8 bytes a value), so inserting, removing,
 the k-th value and the sum of values above a threshold cost about the square root of the size
 instead of a full sort per query.
+
+Restored from a saved state (`from_pages`), the buckets start unloaded: only their sizes, sums
+and largest values are known, and a bucket's values are fetched the first time it is read, so
+a query that touches a few buckets reads a few pages of the saved state, not all of it.
 """
 
 from __future__ import annotations
 
+import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
 
 from mlgoodput.accounting import _fast
@@ -17,11 +22,20 @@ from mlgoodput.accounting import _fast
 _LOAD = 2048
 
 
+#: A bucket not read yet is a range: the positions of its values among the saved packed values
+#: (its size then costs what an array's does: no Python-level __len__ in the per-query passes)
+Unloaded = range
+
+#: fetch(offset, count): `count` saved values from `offset`, read (and checked) on demand
+Fetch = Callable[[int, int], "array[float]"]
+
+
 class SortedFloats:
-    __slots__ = ("_buckets", "_ends", "_maxes", "_n", "_sums")
+    __slots__ = ("_buckets", "_ends", "_fetch", "_maxes", "_n", "_sums")
 
     def __init__(self, values: Iterable[float] | None = None) -> None:
-        self._buckets: list[array[float]] = []
+        self._buckets: list[array[float] | range] = []
+        self._fetch: Fetch | None = None  # set while some bucket is still a range (not read yet)
         self._maxes: list[float] = []
         self._sums: list[float] = []
         self._n = 0
@@ -31,13 +45,30 @@ class SortedFloats:
 
     def _build(self, ordered: list[float] | array[float]) -> None:
         self._ends = None
-        self._buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
-        self._maxes = [b[-1] for b in self._buckets]
-        self._sums = [sum(b) for b in self._buckets]
+        buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
+        self._buckets = list(buckets)
+        self._maxes = [b[-1] for b in buckets]
+        self._sums = [sum(b) for b in buckets]
         self._n = len(ordered)
 
     def __len__(self) -> int:
         return self._n
+
+    def _get(self, i: int) -> array[float]:
+        """Bucket i, fetched now if it was not loaded yet."""
+        b = self._buckets[i]
+        if isinstance(b, range):
+            assert self._fetch is not None
+            got = self._fetch(b.start, len(b))
+            if len(got) != len(b):
+                raise ValueError(f"fetched {len(got)} saved values, expected {len(b)}")
+            self._buckets[i] = got
+            return got
+        return b
+
+    def loaded(self) -> int:
+        """How many buckets hold their values (the rest are still in the saved state)."""
+        return sum(1 for b in self._buckets if not isinstance(b, range))
 
     def add(self, x: float) -> None:
         self._ends = None
@@ -47,7 +78,7 @@ class SortedFloats:
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
             i -= 1
-        b = self._buckets[i]
+        b = self._get(i)
         insort(b, x)
         self._maxes[i] = b[-1]
         self._sums[i] += x
@@ -57,7 +88,7 @@ class SortedFloats:
 
     def _split(self, i: int) -> None:
         self._ends = None
-        b = self._buckets[i]
+        b = self._get(i)
         while len(b) > 2 * _LOAD:
             half = b[_LOAD:]
             del b[_LOAD:]
@@ -72,9 +103,7 @@ class SortedFloats:
     def extend(self, xs: list[float] | array[float]) -> None:
         self._ends = None
         if len(xs) > self._n // 4 + 16:
-            merged = array("d")
-            for b in self._buckets:
-                merged.extend(b)
+            merged = self.values()
             self._buckets = []
             merged.extend(xs)
             self._build(_fast.sort(merged) or sorted(merged))
@@ -88,7 +117,7 @@ class SortedFloats:
                 k = min(bisect_left(self._maxes, ys[i]), last)
                 j = len(ys) if k == last else bisect_right(ys, self._maxes[k], i)
                 group = ys[i:j]
-                b = self._buckets[k]
+                b = self._get(k)
                 for x in group:  # C-level search and move; the bookkeeping once per bucket
                     insort(b, x)
                 self._maxes[k] = b[-1]
@@ -104,7 +133,7 @@ class SortedFloats:
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
             raise ValueError(f"{x!r} not in SortedFloats")
-        b = self._buckets[i]
+        b = self._get(i)
         j = bisect_left(b, x)
         if j == len(b) or b[j] != x:
             raise ValueError(f"{x!r} not in SortedFloats")
@@ -119,8 +148,8 @@ class SortedFloats:
     def values(self) -> array[float]:
         """All values in order, as one packed array."""
         out = array("d")
-        for b in self._buckets:
-            out.extend(b)
+        for i in range(len(self._buckets)):
+            out.extend(self._get(i))
         return out
 
     def bucket_sizes(self) -> tuple[array[int], array[float]]:
@@ -137,15 +166,39 @@ class SortedFloats:
             s._build(ordered)
             return s
         pos = 0
+        buckets = []
         for k in sizes:
             if k <= 0:
                 raise ValueError("empty bucket in saved sorted values")
-            s._buckets.append(ordered[pos : pos + k])
+            buckets.append(ordered[pos : pos + k])
             pos += k
-        s._maxes = [b[-1] for b in s._buckets]
+        s._buckets = list(buckets)
+        s._maxes = [b[-1] for b in buckets]
         s._sums = list(sums)
         s._n = len(ordered)
         return s
+
+    @classmethod
+    def from_pages(cls, sizes: array[int], sums: array[float], maxes: array[float], fetch: Fetch) -> SortedFloats:
+        """Buckets of the given sizes, sums and largest values, whose values `fetch` reads from
+        the saved packed values the first time each bucket is used (checked: ValueError)."""
+        if not len(sizes) == len(sums) == len(maxes) or any(k <= 0 for k in sizes):
+            raise ValueError("saved bucket sizes, sums and maxima do not match")
+        if any(map(operator.gt, maxes[:-1], maxes[1:])):
+            raise ValueError("saved bucket maxima out of order")
+        s = cls()
+        pos = 0
+        for k in sizes:
+            s._buckets.append(range(pos, pos + k))
+            pos += k
+        s._maxes = list(maxes)
+        s._sums = list(sums)
+        s._n = pos
+        s._fetch = fetch
+        return s
+
+    def maxes(self) -> array[float]:
+        return array("d", self._maxes)
 
     def nbytes(self) -> int:
         return sum(len(b) for b in self._buckets) * 8
@@ -158,7 +211,7 @@ class SortedFloats:
         if ends is None:
             ends = self._ends = list(accumulate(map(len, self._buckets)))
         i = bisect_right(ends, k)
-        return self._buckets[i][k - (ends[i - 1] if i else 0)]
+        return self._get(i)[k - (ends[i - 1] if i else 0)]
 
     def median(self) -> float:
         n = self._n
@@ -176,7 +229,7 @@ class SortedFloats:
         i = bisect_right(self._maxes, t)
         if i == len(self._buckets):
             return 0, 0.0
-        b = self._buckets[i]
+        b = self._get(i)
         j = bisect_right(b, t)
         count = len(b) - j
         s = sum(b[j:])

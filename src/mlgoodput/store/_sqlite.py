@@ -26,7 +26,7 @@ from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
 from mlgoodput.store._registry import StoreBackend, register
-from mlgoodput.store._state import PAGE_ROWS
+from mlgoodput.store._state import PAGE_ROWS, SavedPieces
 
 T = TypeVar("T")
 
@@ -440,7 +440,9 @@ class SQLiteStore:
 
     def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
         """Pieces go in under a new generation in short transactions; one last short
-        transaction makes it current and drops the others, so writers never wait long."""
+        transaction makes it current and drops the others but the one it replaces (kept for
+        one more save, so a reader still fetching its pieces finishes), so writers never wait
+        long."""
         gen = time.time_ns() ^ (os.getpid() << 20)
 
         def put(conn: sqlite3.Connection, batch: list[bytes], first: int) -> None:
@@ -458,13 +460,18 @@ class SQLiteStore:
                 (namespace, job, gen),
             ).fetchone()[0]
             if have == n:  # else a concurrent save dropped ours: keep theirs
+                row = conn.execute("SELECT gen FROM states WHERE ns = ? AND job = ?", (namespace, job)).fetchone()
+                prev = gen if row is None else int(row[0])
                 conn.execute(
                     "INSERT INTO states (ns, job, gen, pieces, saved_at) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT(ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
                     " saved_at = excluded.saved_at",
                     (namespace, job, gen, n, time.time()),
                 )
-                conn.execute("DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen))
+                # the generation it replaces stays for one more save: a reader of it can finish
+                conn.execute(
+                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen NOT IN (?, ?)", (namespace, job, gen, prev)
+                )
             conn.execute("COMMIT")
 
         self._run("save state in", lambda conn: conn.executescript(_STATE_SCHEMA))
@@ -496,14 +503,11 @@ class SQLiteStore:
             return None
         gen, n = found
 
-        def pieces() -> Iterator[bytes]:
-            for i in range(n):  # one piece a query: a deleted generation shows as a missing piece
-                row = self._run("read", partial(_piece, namespace, job, gen, i))
-                if row is None:
-                    return
-                yield bytes(row[0])
+        def piece(i: int) -> bytes | None:  # one piece a query: a deleted generation shows as a missing piece
+            row = self._run("read", partial(_piece, namespace, job, gen, i))
+            return None if row is None else bytes(row[0])
 
-        return pieces()
+        return SavedPieces(n, piece)
 
 
 _Work = tuple[int, int, int, list[Chunk], Callable[[int], list[Chunk]]]

@@ -8,7 +8,7 @@ Both are optional: callers fall back to the plain protocol.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 from mlgoodput.store._columns import Columns
@@ -27,6 +27,33 @@ class StateStore(Protocol):
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         """(the cursor after the stream's latest chunk, the events stored at or before `cursor`)."""
         ...
+
+
+class SavedPieces(Iterator[bytes]):
+    """The pieces of one saved state: iterated in order, or read one at a time by index
+    (`piece(i)`, None once that piece is gone: a newer save replaced the state), so a reader
+    can fetch only the pieces it needs, when it needs them."""
+
+    def __init__(self, count: int, get: Callable[[int], bytes | None]) -> None:
+        self.count = count
+        self._get = get
+        self._next = 0
+
+    def __iter__(self) -> SavedPieces:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._next >= self.count:
+            raise StopIteration
+        got = self._get(self._next)
+        if got is None:  # a missing piece ends the iteration: the reader sees too few pieces
+            self._next = self.count
+            raise StopIteration
+        self._next += 1
+        return got
+
+    def piece(self, i: int) -> bytes | None:
+        return self._get(i) if 0 <= i < self.count else None
 
 
 @runtime_checkable
