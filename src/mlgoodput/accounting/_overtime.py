@@ -36,49 +36,53 @@ def productive_by_piece(
     out = [0.0] * max(0, len(edges) - 1)
     if not out:
         return out
-    with calc._lock:
-        engine = calc._engine
-        tl = engine.timeline
-        q = max(calc._clock(), tl.max_time)
-        lead = tl.lead_host(q)
-        if lead is None:
-            return out
-        log = tl.hosts[lead]
-        atts = engine.attempts(log, q)
-        acts = engine.activities(log, atts)
-        d = engine._derive(log, atts, acts)
-        ctx = Query(engine, log, atts, acts, d, q, float(configured_ideal_step_time))
-        ctx.compute_ideal(None)
-        ctx.compute_infra()
-        w0, w1 = atts[0].start, atts[-1].end
-        lo_t, hi_t = max(edges[0], w0), min(edges[-1], w1)
-        if hi_t <= lo_t:
-            return out
-        times = log.times
-        redone = ctx._redone()
-        special = engine._touched(log, acts)
-        ideal = ctx.ideal
-        stall = engine.stall_factor * ideal
-        plain: list[tuple[int, int]] = []  # index ranges of plain steps
-        for k, att in enumerate(atts):
-            if att.i1 == att.i0 or att.end < lo_t or att.start > hi_t:
-                continue
-            i0 = max(att.i0, bisect_right(times, lo_t, att.i0, att.i1) - 1)
-            i1 = bisect_right(times, hi_t, att.i0, att.i1)
-            cuts = {att.i0, att.i1 - 1, *special.range(i0, i1)}
-            for _, a, b in redone:  # redone steps count as wasted progress, not productive
-                if a < i1 and b > i0:
-                    cuts.update(range(max(a, i0), min(b, i1)))
-            start = i0
-            for i in sorted(c for c in cuts if i0 <= c < i1):
-                if i > start:
-                    plain.append((start, i))
-                start = i + 1
-                if not _redone(redone, i):
-                    _laid_out(ctx, k, i, edges, out)
-            if i1 > start:
-                plain.append((start, i1))
-        _plain(times, plain, stall, ideal, edges, out)
+    # under the calculator's lock (a saved state found damaged now is dropped, as a query drops it)
+    return calc._guarded(lambda: _by_piece(calc, edges, float(configured_ideal_step_time), list(out)))
+
+
+def _by_piece(calc: GoodputCalculator, edges: Sequence[float], ideal_s: float, out: list[float]) -> list[float]:
+    engine = calc._engine
+    tl = engine.timeline
+    q = max(calc._clock(), tl.max_time)
+    lead = tl.lead_host(q)
+    if lead is None:
+        return out
+    log = tl.hosts[lead]
+    atts = engine.attempts(log, q)
+    acts = engine.activities(log, atts)
+    d = engine._derive(log, atts, acts)
+    ctx = Query(engine, log, atts, acts, d, q, ideal_s)
+    ctx.compute_ideal(None)
+    ctx.compute_infra()
+    w0, w1 = atts[0].start, atts[-1].end
+    lo_t, hi_t = max(edges[0], w0), min(edges[-1], w1)
+    if hi_t <= lo_t:
+        return out
+    times = log.times
+    redone = ctx._redone()
+    special = engine._touched(log, acts)
+    ideal = ctx.ideal
+    stall = engine.stall_factor * ideal
+    plain: list[tuple[int, int]] = []  # index ranges of plain steps
+    for k, att in enumerate(atts):
+        if att.i1 == att.i0 or att.end < lo_t or att.start > hi_t:
+            continue
+        i0 = max(att.i0, bisect_right(times, lo_t, att.i0, att.i1) - 1)
+        i1 = bisect_right(times, hi_t, att.i0, att.i1)
+        cuts = {att.i0, att.i1 - 1, *special.range(i0, i1)}
+        for _, a, b in redone:  # redone steps count as wasted progress, not productive
+            if a < i1 and b > i0:
+                cuts.update(range(max(a, i0), min(b, i1)))
+        start = i0
+        for i in sorted(c for c in cuts if i0 <= c < i1):
+            if i > start:
+                plain.append((start, i))
+            start = i + 1
+            if not _redone(redone, i):
+                _laid_out(ctx, k, i, edges, out)
+        if i1 > start:
+            plain.append((start, i1))
+    _plain(times, plain, stall, ideal, edges, out)
     return out
 
 
