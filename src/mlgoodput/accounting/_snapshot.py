@@ -379,7 +379,6 @@ def _arr(data: array[Any] | bytes, code: str) -> array[Any]:
     return data
 
 
-
 # -- the non-step events, and what the last query derived from them -----------------------
 class _Floats:
     """Float lists of the JSON sections, packed into one array; JSON holds [offset, count]."""

@@ -470,7 +470,8 @@ class SQLiteStore:
                 )
                 # the generation it replaces stays for one more save: a reader of it can finish
                 conn.execute(
-                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen NOT IN (?, ?)", (namespace, job, gen, prev)
+                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen NOT IN (?, ?)",
+                    (namespace, job, gen, prev),
                 )
             conn.execute("COMMIT")
 
