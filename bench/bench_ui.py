@@ -9,7 +9,8 @@ first byte, the time until the timeline and step chart are drawn, and the bytes 
 page fetched. Each job is opened twice, by two server starts on the same store: first with no
 saved accounting state (the job's first ever open), then again (what a user who reopens the UI
 sees: the accounting's state and the UI's block summaries (ui/_saved.py) that the first server
-saved are there). Target (issue 14): the 10-million-step,
+saved are there). The first open is measured in the browser, from navigation to the charts
+drawn, on the cold server. Target (issue 14): the 10-million-step,
 256-host job opens in under 2 s.
 
     python bench/bench_ui.py [--sizes 10000,1000000,10000000] [--hosts 256]
@@ -24,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 STEP_S = 0.1
 STEPS_OTHER_HOSTS = 2_000
@@ -101,13 +101,21 @@ def measure(path: str) -> dict[str, float]:
     base = srv.url.rstrip("/")
     out: dict[str, float] = {}
     try:
-        t = time.perf_counter()
-        with urllib.request.urlopen(base + "/api/jobs/big", timeout=600) as r:
-            r.read()
-        out["cold_s"] = time.perf_counter() - t
         b = Browser(1440, 1000)
         try:
-            b.driver.get(base + "/")  # the browser itself warm (first launch is not the page's cost)
+            b.driver.get("about:blank")  # the browser itself warm (first launch is not the page's cost)
+            # the first open: the job page on the cold server, from navigation to charts drawn
+            b.driver.get(base + "/jobs/big")
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and not b.driver.execute_script("return window.__jobReadyAt"):
+                time.sleep(0.02)
+            first, cold = b.driver.execute_script(
+                "const api = performance.getEntriesByType('resource').find((e) => e.name.endsWith('/api/jobs/big'));"
+                "return [window.__jobReadyAt, api ? api.responseEnd - api.startTime : null]"
+            )
+            out["first_ms"] = first
+            out["cold_s"] = (cold or 0.0) / 1000
+            b.driver.get(base + "/")
             runs = []
             for _ in range(3):
                 b.driver.get(base + "/jobs/big")
@@ -184,17 +192,18 @@ def main() -> int:
             os.remove(path)  # the next job's store is built in its place: one big file at a time
     print(
         f"{'steps':>12} {'hosts':>6} {'events':>12} {'build s':>8} {'saved state':>12} {'cold load s':>12}"
-        f" {'page TTFB ms':>13} {'charts drawn ms':>16} {'JSON KB':>8}"
+        f" {'first open ms':>14} {'page TTFB ms':>13} {'charts drawn ms':>16} {'JSON KB':>8}"
     )
     for n, hosts, events, gen_s, state, m in rows:
         print(
-            f"{n:>12,} {hosts:>6} {events:>12,} {gen_s:>8.1f} {state:>12} {m['cold_s']:>12.2f} {m['ttfb_ms']:>13.1f}"
-            f" {m['ready_ms']:>16.0f} {m['json_kb']:>8.0f}"
+            f"{n:>12,} {hosts:>6} {events:>12,} {gen_s:>8.1f} {state:>12} {m['cold_s']:>12.2f}"
+            f" {m['first_ms']:>14.0f} {m['ttfb_ms']:>13.1f} {m['ready_ms']:>16.0f} {m['json_kb']:>8.0f}"
         )
     print(
-        "\ncold load: the server's first request for the job (a fresh server process reads the job: from"
-        "\nthe start when no saved state is there, else the saved state and what is newer);"
-        "\npage: opened in headless Chromium with the server warm (median of 3); target: under 2000 ms."
+        "\ncold load: the server's answer to the job page's first request for the job (a fresh server"
+        "\nprocess reads the job: from the start when no saved state is there, else the saved state and"
+        "\nwhat is newer); first open: that page in headless Chromium, from navigation to charts drawn"
+        "\n(target: under 2000 ms); then the page opened again with the server warm (median of 3)."
         "\nsaved state: absent = the job's first ever open, present = a second server start on the same store,"
         "\nnone = a second start that found no state (a job under SNAPSHOT_EVERY events, or under"
         "\nui._saved.MIN_STEPS steps, keeps none: reading it is cheap); a '?' marks a state found where none was expected or the reverse."

@@ -4,6 +4,7 @@ passes give, and a whole report is the same with them on and off ($MLGOODPUT_NUM
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 import random
 from array import array
@@ -45,6 +46,10 @@ def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
     vals = array("d", (rng.choice((0.0, -0.0, 0.1, rng.random(), -rng.random(), 1e300)) for _ in range(n)))
     srt = _fast.sort(vals)
     assert srt is not None and srt.tobytes() == array("d", sorted(vals)).tobytes()  # -0.0 and 0.0 in place
+    plain = array("d", (0.0 if v == 0 else v for v in vals))  # no -0.0: any order of ties is the stable one
+    assert not any(v == 0 and math.copysign(1.0, v) < 0 for v in plain)
+    got = _fast.sort(plain)
+    assert got is not None and got.tobytes() == array("d", sorted(plain)).tobytes()
     assert _fast.sort(array("d", [float("nan")] * n)) is None and _fast.gaps(times, 0, 10) is None
     assert _fast.strictly_increasing(times) is all(map(operator.lt, times[:-1], times[1:]))
     up = array("d", (k * 0.1 for k in range(n)))
@@ -80,6 +85,16 @@ def _job(path: Path, seed: int) -> str:
     ev.append(Event(Kind.JOB_END, t + 1, 0))
     for i in range(0, len(ev), 5000):
         st.append("goodput", "j", EventBatch(1, i, ev[i : i + 5000]))
+    # a second host (the per-host step statistics), restarted halfway: no gap across the restart
+    t = 1_700_000_000.0 + 10
+    ev = [Event(Kind.JOB_START, t - 5, 1)]
+    for k in range(2 * _fast.MIN):
+        if k == _fast.MIN:
+            ev.append(Event(Kind.JOB_START, t, 1))
+            t += 3
+        ev.append(Event(Kind.STEP_START, t, 1, step=k))
+        t += 0.1 + rng.random() / 10
+    st.append("goodput", "j", EventBatch(2, 0, ev))
     st.close()
     return store
 
@@ -94,6 +109,7 @@ def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest
         c = GoodputCalculator("j", "goodput", store=store, snapshot=False)
         got.append((c.report(), c.get_signed_step_deviation()))
     _fast.reset()
+    assert len(got[0][0].hosts) == 2
     assert got[0] == got[1]
 
 

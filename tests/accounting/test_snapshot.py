@@ -172,6 +172,32 @@ def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], flo
     assert_same(r.report("j", "l", q), e.report("j", "l", q))
 
 
+@SETTINGS
+@given(jobs())
+def test_what_the_last_query_derived_is_restored_exactly(job: tuple[list[Event], float]) -> None:
+    """The saved activities, time partition and productivity scan give the answers a fresh
+    engine computes from the events, at the saved query time and later, whole job and window."""
+    from mlgoodput.accounting._calculator import _with_productivity
+
+    events, q = job
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    e.report("j", "l", q)
+    pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=7)))
+    saved = _snapshot.Saved(_snapshot.header(next(pieces)), pieces, stall_factor=3.0)
+    r = saved.engine()
+    assert saved.facts is not None
+    fresh = Engine()
+    fresh.timeline.ingest(Columns.from_events(events))
+    late = max(q, fresh.timeline.max_time)
+    for at in (q, late, late + 1000.0):
+        assert r.report("j", "l", at) == fresh.report("j", "l", at)  # bit for bit
+        assert r.report("j", "l", at, start=at - 50.0) == fresh.report("j", "l", at, start=at - 50.0)
+    for at in (late, late + 1000.0):
+        mine = _with_productivity(r, r.report("j", "l", at), at, None, saved.facts)
+        assert mine == _with_productivity(fresh, fresh.report("j", "l", at), at, None)
+
+
 # -- lazily read state ------------------------------------------------------------------------
 def _long_job(n: int, *, ended: bool) -> list[Event]:
     """One host... and a second one, so per-host gaps are saved too; an eval every 500 steps."""
@@ -323,9 +349,12 @@ def test_the_end_of_a_job_is_saved_once_with_its_answer(tmp_path: Path, monkeypa
 
 
 @pytest.mark.usefixtures("small_pieces")
-def test_a_state_replaced_under_a_lazy_reader_means_a_full_rebuild(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("replaced", [1, 2])
+def test_a_state_replaced_under_a_lazy_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, replaced: int
 ) -> None:
+    """Replaced once: the store keeps the generation it reads from, so it goes on without a
+    rebuild. Replaced twice: its pieces are gone; one warning and a full rebuild."""
     from mlgoodput.accounting import _calculator
 
     monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 100)
@@ -337,13 +366,18 @@ def test_a_state_replaced_under_a_lazy_reader_means_a_full_rebuild(
     lazy = _calc(st)
     _report(lazy)  # from the saved state: a few of its buckets read
     monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
-    st.append("l", "j", EventBatch(2, 0, ev[-4000:-3900]))
-    other = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1)
-    _report(other)  # another reader saves a newer state: the pieces `lazy` reads from are gone
-    st.append("l", "j", EventBatch(3, 0, ev[-3900:]))
+    for k in range(replaced):  # other readers save newer states
+        st.append("l", "j", EventBatch(2 + k, 0, ev[-4000 + 50 * k : -3950 + 50 * k]))
+        _report(GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 1))
+    st.append("l", "j", EventBatch(9, 0, ev[-4000 + 50 * replaced :]))
     caplog.set_level("WARNING", logger="mlgoodput")
-    r = _report(lazy)  # the new steps land in buckets it never read: gone, so it reads the job again
-    assert len([m for m in caplog.messages if "replaced" in m]) == 1
+    st.read_events = 0
+    r = _report(lazy)  # the new steps land in buckets it never read
+    warned = [m for m in caplog.messages if "replaced" in m]
+    if replaced == 1:  # still there: only the new events read
+        assert warned == [] and st.read_events == 4000
+    else:  # gone: it reads the job again
+        assert len(warned) == 1 and st.read_events == 4000 + len(ev)
     fresh = _report(_calc(st, snapshot=False))
     assert r == fresh
     assert _report(lazy) == fresh

@@ -92,3 +92,20 @@ def test_ui_job_page_shows_stragglers(tmp_path: Path) -> None:
     rows = {r["host"]: r for r in d["hosts"]}
     assert rows[2]["held_back_s"] == pytest.approx(2.6) and rows[2]["last_steps"] == 10
     assert rows[0]["late_s"] == 0.0
+
+
+def test_compare_step_starts_equals_analyze() -> None:
+    """Steps matched by the caller (the UI matches its own) give `analyze`'s report."""
+    js = {r: [T0, T0 + 20] for r in LATE}
+    steps = {r: [(T0 + 1 + n * STEP + late, n) for n in range(10)] for r, late in LATE.items()}
+    for r, late in LATE.items():
+        steps[r] += [(T0 + 21 + k * STEP + (late if r < 2 else 0.0), 8 + k) for k in range(2)]
+    want = mt.analyze_stragglers(js, steps)
+    starts: dict[tuple[int, int], dict[int, float]] = {}
+    for r, seq in steps.items():
+        for t, n in seq:
+            starts.setdefault((1 + (t >= T0 + 20), n), {})[r] = t
+    stats = {x.rank: (x.steps, x.median_step_s, x.p90_step_s, x.max_step_s) for x in want.ranks}
+    got = mt.compare_step_starts(starts, stats)
+    assert got.straggler == want.straggler == 2
+    assert got == want  # the same per-step sums, in the same order

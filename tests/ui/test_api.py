@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 from collections import Counter
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -75,6 +76,9 @@ def test_report_equals_cli_report_json(name: str, store: SQLiteStore, serve: Any
     status, detail, _ = get(f"{base}/api/jobs/{quote(tl.job_name)}")
     assert detail["report"] == want
     assert len(detail["attempts"]) == want["disruptions"] + 1
+    # the attempts are the accounting's: the same starts as the report's own attempt figures
+    assert detail["attempts"] and want["productivity"]["attempts"]
+    assert [a["start"] for a in detail["attempts"]] == [a["start"] for a in want["productivity"]["attempts"]]
     status, jobs, _ = get(f"{base}/api/jobs")
     assert status == 200
     # the listing warms in the background: ask until the row is computed
@@ -239,3 +243,37 @@ def test_goodput_over_time_adds_up_to_the_report(name: str, store: SQLiteStore, 
     assert status == 200 and g["complete"]
     assert g["cumulative"][-1] == pytest.approx(rep["goodput_pct"], abs=1e-6)
     assert all(0 <= v <= 100 for v in g["rolling"] if v is not None)
+
+
+def test_state_saved_in_the_background_after_the_answer(
+    store: SQLiteStore, serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job page's read leaves the save of the accounting's state to the server's background
+    worker, which starts it once the answer went out: the store holds it soon after."""
+    monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
+    tl = scenario("s4_disruption_restart")
+    logger = fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    status, d, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name)}")
+    assert status == 200 and d["report"]["disruptions"] == 1
+    deadline = time.monotonic() + 30
+    while store.load_state(logger, tl.job_name) is None and time.monotonic() < deadline:
+        srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
+    assert store.load_state(logger, tl.job_name) is not None
+
+
+def test_job_page_starts_the_read(store: SQLiteStore, serve: Any) -> None:
+    """Serving a job's page starts reading the job in the background, before the page's own
+    API requests; an unknown name starts nothing."""
+    tl = scenario("s4_disruption_restart")
+    logger = fill(store, tl)
+    srv = serve(store, clock=lambda: tl.query)
+    status, html, _ = get(f"{srv.url}jobs/nope")
+    assert status == 200 and "<html" in html.lower()
+    status, html, _ = get(f"{srv.url}jobs/{quote(tl.job_name)}")
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while (logger, tl.job_name) not in srv.api._ready and time.monotonic() < deadline:
+        srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
+    assert srv.api._views[(logger, tl.job_name)].events == len(tl.events)
+    assert set(srv.api._views) == {(logger, tl.job_name)}

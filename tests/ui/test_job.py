@@ -64,7 +64,9 @@ def test_view_from_saved_state_equals_one_read(name: str, tmp_path: Path, monkey
     monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
     first = JobView(st, tl.job_name, "g", clock=lambda: q)
     first.refresh()
-    assert st.load_state("g", tl.job_name) is not None  # the UI's read saved the state
+    assert st.load_state("g", tl.job_name) is None  # the page's read leaves the save to keep()
+    assert first.keep_due() and first.keep()  # (the server's background worker calls it)
+    assert st.load_state("g", tl.job_name) is not None
     st.append("g", tl.job_name, EventBatch(1, half, tl.events[half:]))
     again = JobView(st, tl.job_name, "g", clock=lambda: q)
     again.refresh()

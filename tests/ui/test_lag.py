@@ -17,6 +17,7 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import SQLiteStore
 from mlgoodput.store._columns import Columns
 from mlgoodput.torch._stragglers import analyze
+from mlgoodput.ui import _job as job_module
 from mlgoodput.ui._job import JobView
 from mlgoodput.ui._lag import lateness
 
@@ -106,4 +107,23 @@ def test_job_page_straggler_rows(name: str, tmp_path: Path) -> None:
     for row in rows:
         assert row["held_back_s"] == pytest.approx(by[row["host"]].held_back_s)
         assert row["late_s"] == pytest.approx(by[row["host"]].mean_lag_s)
+    store.close()
+
+
+def test_long_job_lag_is_computed_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LAG_LATER_STEPS the page opens without the lateness columns (`lag_pending`), and
+    after the background worker's `lag_now` shows the figures an inline analysis gives."""
+    sc = scenario("s8_multihost_duplicates")
+    store = SQLiteStore(tmp_path / "s.db")
+    store.append("g", sc.job_name, EventBatch(1, 0, sc.events))
+    inline = JobView(store, sc.job_name, "g", clock=lambda: sc.query).detail()
+    monkeypatch.setattr(job_module, "LAG_LATER_STEPS", 1)
+    v = JobView(store, sc.job_name, "g", clock=lambda: sc.query)
+    d = v.detail()
+    assert d["lag_pending"] and v.lag_wanted
+    assert not any("held_back_s" in r for r in d["hosts"])
+    v.lag_now()
+    later = v.detail()
+    assert not later["lag_pending"] and not v.lag_wanted
+    assert later == inline
     store.close()

@@ -7,9 +7,12 @@ import math
 import random
 from array import array
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlgoodput import _env
+from mlgoodput.ui import _reduce
 from mlgoodput.ui._reduce import BLOCK, Blocks, minmax_points
 
 
@@ -55,3 +58,25 @@ def test_minmax_points_keep_every_spike() -> None:
     assert len(ox) <= 1000
     assert 50.0 in oy and -3.0 in oy
     assert ox == sorted(ox)
+
+
+def test_blocks_with_numpy_equal_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy path (long series) gives the loop's own figures, bit for bit: sums added in
+    order, NaN (a restart between two steps) left out, an all-NaN block empty."""
+    if _reduce.numpy() is None:
+        pytest.skip("numpy is not installed")
+    rng = random.Random(7)
+    ys = array("d", (rng.lognormvariate(-2, 0.5) for _ in range(9 * _reduce.FAST_MIN + 3)))
+    for i in rng.sample(range(len(ys)), 40):
+        ys[i] = math.nan
+    ys[BLOCK * 5 : BLOCK * 6] = array("d", [math.nan] * BLOCK)
+    xs = [float(i) for i in range(len(ys))]
+    fast = Blocks()
+    fast.extend(xs, ys)
+    monkeypatch.setenv(_env.NUMPY, "0")
+    slow = Blocks()
+    slow.extend(xs, ys)
+    assert len(fast.x) == len(slow.x) > 9 * _reduce.FAST_MIN // BLOCK
+    assert (fast.x, fast.n, fast.sum, fast.done, fast.tail) == (slow.x, slow.n, slow.sum, slow.done, slow.tail)
+    for a, b in ((fast.lo, slow.lo), (fast.hi, slow.hi)):
+        assert [v if v == v else None for v in a] == [v if v == v else None for v in b]

@@ -7,6 +7,7 @@ from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
+from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -38,6 +39,7 @@ __all__ = [
     "Timeline",
     "advise",
     "fast_numpy",
+    "productive_by_piece",
     "retention_period",
     "snapshot_policy",
 ]

@@ -127,6 +127,8 @@ class GoodputCalculator:
         if p is not None:
             self._pending = None
             self._eng = p.engine()
+            if p.facts is not None:  # the saved scan of the non-step events: no pass over them
+                self._facts = p.facts
         return self._eng
 
     @_engine.setter

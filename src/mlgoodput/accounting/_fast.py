@@ -44,7 +44,9 @@ def reset() -> None:
 
 def _out(a: Any, code: str) -> array[Any]:
     res = array(code)
-    res.frombytes(a.tobytes())
+    if not a.flags.c_contiguous:
+        a = a.copy()
+    res.frombytes(memoryview(a).cast("B"))  # one copy (tobytes() would make two)
     return res
 
 
@@ -80,7 +82,10 @@ def sort(values: array[float]) -> array[float] | None:
     a = np.frombuffer(values, dtype=np.float64)
     if np.isnan(a).any():
         return None  # sorted() and numpy place NaN differently
-    return _out(np.sort(a, kind="stable"), "d")
+    # doubles that compare equal are the same bits, but for 0.0 and -0.0: without a -0.0, any
+    # order of equal values is the stable one (and quicksort is about twice as fast)
+    kind = "stable" if (np.signbit(a) & (a == 0)).any() else "quicksort"
+    return _out(np.sort(a, kind=kind), "d")
 
 
 def strictly_increasing(values: array[float] | list[float]) -> bool | None:

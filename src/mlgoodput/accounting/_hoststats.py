@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from bisect import bisect_left, bisect_right
 
+from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
 from mlgoodput.accounting._report import HostStepStats
 from mlgoodput.accounting._sorted import SortedFloats
@@ -36,7 +37,7 @@ class HostSteps:
         if n > self.n:
             lo = max(1, self.n)
             if n > lo:
-                new = list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
+                new = _fast.gaps(times, lo - 1, n - 1) or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
                 js = log.job_starts
                 # a restart at js falls between steps i-1 and i where i is the first step at or after js
                 cut = sorted(

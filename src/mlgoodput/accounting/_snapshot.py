@@ -1,7 +1,10 @@
 """The engine's state as bytes, so a new process starts from it and reads only newer events.
 
 A snapshot is a JSON header followed by packed arrays (step times and numbers per host, the
-sorted step times behind the ideal, per-host gaps) in pieces of at most `PIECE` bytes, each
+sorted step times behind the ideal, per-host gaps), the non-step events as JSON columns, what
+the last query derived from them (activities, the time partition, the productivity scan: a
+new process takes them as saved instead of deriving them again; floats of these JSON
+sections packed in one array), in pieces of at most `PIECE` bytes, each
 section starting a piece of its own, so neither writing nor reading it ever holds a second
 copy of the state. The header names the format, the store, the stream, the store cursor and
 event count it covers, where each section lies, the Adler-32 of every piece, and a checksum
@@ -28,16 +31,18 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._facts import FactsCache, _Scan, _scan
 from mlgoodput.accounting._figures import AttemptQueue, CostStats, Productivity
 from mlgoodput.accounting._hoststats import HostSteps
-from mlgoodput.accounting._model import Derived
+from mlgoodput.accounting._intervals import Coverage
+from mlgoodput.accounting._model import Activities, Derived
 from mlgoodput.accounting._report import BadputType, GoodputReport, HostStepStats, SliceEfficiency
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._timeline import HostLog, Rec
 from mlgoodput.store import StateStore
 
-FORMAT = 5
+FORMAT = 6
 PIECE = 1 << 20  # 1 MiB: what reading one lazily loaded bucket costs at most (twice, across a border)
 _MAGIC = "mlgoodput-accounting-state"
 _LAZY = ("ordered", "gaps.")  # sections of sorted values, read bucket by bucket
@@ -87,13 +92,13 @@ def dump(
         sections.append([name, code, len(data)])
         payload.append(data)
 
+    floats = _Floats()  # the float lists of the JSON sections, packed (quick to read back)
     hosts = []
     for h, hlog in sorted(tl.hosts.items()):
         add(f"times.{h}", hlog.times)
         for part, arr in zip(("starts", "base", "keys", "packed"), hlog.nums.state(), strict=True):
             add(f"nums.{part}.{h}", arr)
-        others = [[r.kind, r.time, r.step, r.value, r.name, r.attrs] for r in hlog.others]
-        add(f"others.{h}", json.dumps(others, separators=(",", ":")).encode())
+        add(f"others.{h}", _dump_others(hlog.others, floats))
         hosts.append({"host": h, "monotonic": hlog.monotonic, "version": hlog.version, "job_starts": hlog.job_starts})
     d = engine._derived
     derived = None
@@ -122,6 +127,8 @@ def dump(
     for h, hs in sorted(engine._hosts.items()):
         add_sorted(f"gaps.{h}", hs.diffs)
         steps.append({"host": h, "n": hs.n, "version": hs.version})
+    add("caches", json.dumps(_dump_caches(engine, floats), separators=(",", ":")).encode())
+    add("floats", floats.arr)
     first = 0
     sums: list[int] = []
     for sec, data in zip(sections, payload, strict=True):
@@ -188,6 +195,7 @@ class Saved:
         self._answer: GoodputReport | None = None
         self._pieces = pieces
         self._stall_factor = stall_factor
+        self.facts: FactsCache | None = None  # the saved scan of the non-step events, once built
 
     def answer(self, q: float) -> GoodputReport | None:
         """The saved whole-job report, when it holds at query time q (None otherwise)."""
@@ -208,7 +216,8 @@ class Saved:
         """The engine, with its sorted values left in the store until used (where the store
         reads pieces by index); SnapshotError when a piece read now fails a check."""
         try:
-            return _load(self.head, self._pieces, self._stall_factor)
+            e, self.facts = _load(self.head, self._pieces, self._stall_factor)
+            return e
         except SnapshotError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
@@ -269,7 +278,7 @@ class _Pages:
                 raise SnapshotError("snapshot pieces do not match its header")
 
 
-def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> Engine:
+def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tuple[Engine, FactsCache | None]:
     pages = _Pages(h, pieces)
     where: dict[str, tuple[str, int, int]] = {}
     total = 0
@@ -318,6 +327,7 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> En
 
         return SortedFloats.from_pages(sizes, sums, maxes, fetch)
 
+    floats = _FloatsIn(_arr(out["floats"], "d").tolist())
     e = Engine(stall_factor=stall_factor)
     tl = e.timeline
     for meta in h["hosts"]:
@@ -328,7 +338,7 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> En
         hlog.nums = StepNums.from_state(len(hlog.times), *parts)
         raw = out[f"others.{host}"]
         assert isinstance(raw, bytes)
-        hlog.others = [Rec(int(k), float(t), s, v, nm, at) for k, t, s, v, nm, at in json.loads(raw)]
+        hlog.others = _load_others(raw, floats)
         hlog._seen = set(hlog.others)
         hlog.job_starts = [float(t) for t in meta["job_starts"]]
         hlog.monotonic = bool(meta["monotonic"])
@@ -357,13 +367,224 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> En
         host = int(meta["host"])
         hs.diffs = sorted_floats(f"gaps.{host}")
         e._hosts[host] = hs
-    return e
+    raw = out["caches"]
+    assert isinstance(raw, bytes)
+    facts = _load_caches(e, json.loads(raw), floats)
+    return e, facts
 
 
 def _arr(data: array[Any] | bytes, code: str) -> array[Any]:
     if not isinstance(data, array) or data.typecode != code:
         raise SnapshotError(f"expected an array of {code!r}")
     return data
+
+
+# -- the non-step events, and what the last query derived from them -----------------------
+class _Floats:
+    """Float lists of the JSON sections, packed into one array; JSON holds [offset, count]."""
+
+    def __init__(self) -> None:
+        self.arr: array[float] = array("d")
+
+    def put(self, xs: Iterable[float]) -> list[int]:
+        at = len(self.arr)
+        self.arr.extend(xs)
+        return [at, len(self.arr) - at]
+
+
+class _FloatsIn:
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+
+    def get(self, ref: list[int]) -> list[float]:
+        at, n = ref
+        if not (isinstance(at, int) and isinstance(n, int) and at >= 0 and n >= 0 and at + n <= len(self.values)):
+            raise SnapshotError(f"float list {ref!r} outside the saved floats")
+        return self.values[at : at + n]
+
+
+def _dump_others(others: list[Rec], floats: _Floats) -> bytes:
+    """A host's non-step events as JSON columns (one list a field: quick to read back)."""
+    cols: dict[str, Any] = {f: [getattr(r, f) for r in others] for f in ("kind", "step", "value", "name", "attrs")}
+    cols["time"] = floats.put(r.time for r in others)
+    return json.dumps(cols, separators=(",", ":")).encode()
+
+
+def _load_others(raw: bytes, floats: _FloatsIn) -> list[Rec]:
+    c = json.loads(raw)
+    cols = [c["kind"], floats.get(c["time"]), *(c[f] for f in ("step", "value", "name", "attrs"))]
+    if len({len(v) for v in cols}) > 1:
+        raise SnapshotError("malformed non-step events")
+    return list(map(Rec, *cols))
+
+
+class _Unsaved(Exception):
+    """A cached value this format does not save (the cache is then left out)."""
+
+
+def _key(k: object) -> list[str]:
+    """A bucket key (a BadputType, "dl", "compile" or ("custom", NAME)) as JSON."""
+    if isinstance(k, BadputType):
+        return ["b", k.name]
+    if isinstance(k, str):
+        return ["s", k]
+    if isinstance(k, tuple) and len(k) == 2 and k[0] == "custom" and isinstance(k[1], str):
+        return ["c", k[1]]
+    raise _Unsaved(repr(k))
+
+
+def _unkey(k: list[str]) -> object:
+    tag, v = k
+    if tag == "b":
+        return BadputType[v]
+    if tag == "s":
+        return v
+    if tag == "c":
+        return ("custom", v)
+    raise SnapshotError(f"unknown bucket key {k!r}")
+
+
+def _flat(pairs: Iterable[tuple[float, float]]) -> list[float]:
+    return [x for p in pairs for x in p]
+
+
+def _pairs(flat: list[float]) -> list[tuple[float, float]]:
+    it = iter(flat)
+    return list(zip(it, it, strict=True))
+
+
+def _coverage(c: Coverage, floats: _Floats) -> list[list[int]]:
+    return [floats.put(c.starts), floats.put(c.ends), floats.put(c.prefix)]
+
+
+def _uncoverage(d: list[list[int]], floats: _FloatsIn) -> Coverage:
+    starts, ends, prefix = (floats.get(x) for x in d)
+    if not len(starts) == len(ends) == len(prefix) - 1:
+        raise SnapshotError("malformed coverage")
+    c = Coverage([])
+    c.starts, c.ends, c.prefix = starts, ends, prefix
+    return c
+
+
+def _dump_caches(engine: Engine, floats: _Floats) -> dict[str, Any]:
+    """What the engine's last query derived from the non-step events (activities, job ends,
+    the time partition) and the productivity scan of them, keyed by host instead of object
+    identity: a new process reuses them exactly as this one would, instead of deriving them
+    again. A cache that does not describe the current events is left out."""
+    tl = engine.timeline
+    out: dict[str, Any] = {}
+    host_of = {id(v): h for h, v in tl.hosts.items()}
+    c: Any = engine._acts_cache  # (key, horizon, activities): see Engine.activities
+    try:
+        if c is not None:
+            (ident, n, ended, last), horizon, acts = c
+            h = host_of.get(ident)
+            if h is not None and n == len(tl.hosts[h].others):
+                out["acts"] = {
+                    "host": h,
+                    "n": n,
+                    "ended": [list(a) for a in ended],
+                    "last": list(last),
+                    "horizon": horizon,
+                    "buckets": [[_key(k), floats.put(_flat(v))] for k, v in acts.buckets.items()],
+                    "restore_step": list(acts.restore_step.items()),
+                    "restores": [[k, t, st] for k, (t, st) in acts._restores.items()],
+                    "claims": _coverage(acts.claims, floats),
+                    "compile": _coverage(acts.compile, floats),
+                    "open": acts.open_starts,
+                    "slices": acts.slices,
+                }
+                pc: Any = engine._part_cache
+                if pc is not None and pc[4] is acts:
+                    (a, infra, su_head, su_last), phor, res, overlapped, _, tail = pc
+                    out["part"] = {
+                        "a": a,
+                        "infra": _flat(infra),
+                        "su": _flat(su_head),
+                        "su_last": su_last,
+                        "horizon": phor,
+                        "res": [[_key(k), v] for k, v in res.items()],
+                        "overlapped": overlapped,
+                        "tail": list(tail),
+                    }
+    except _Unsaved:
+        out.pop("acts", None)
+        out.pop("part", None)
+    je = engine._je_cache
+    if je is not None and id(je[0]) in host_of and je[1] == len(je[0].others):
+        out["je"] = {"host": host_of[id(je[0])], "n": je[1], "times": je[2]}
+    sc = _scan(tl, tl.max_time)  # what every query at or after the latest event reuses
+    out["facts"] = {
+        "hosts": [[h, len(v.others), len(v.job_starts)] for h, v in tl.hosts.items()],
+        "scan": [
+            [list(x) for x in sc.flops],
+            [list(x) for x in sc.peaks],
+            [list(x) for x in sc.submits],
+            sc.lead,
+            list(sc.job_starts),
+            list(sc.job_ends),
+            list(sc.step_ends.items()),
+            [list(x) for x in sc.saves],
+            [list(x) for x in sc.save_steps],
+            [list(x) for x in sc.restores],
+            list(sc.restored.items()),
+        ],
+    }
+    return out
+
+
+def _load_caches(e: Engine, c: dict[str, Any], floats: _FloatsIn) -> FactsCache | None:
+    """Prime `e`'s caches from `_dump_caches`'s output; returns the productivity scan cache."""
+    tl = e.timeline
+    a = c.get("acts")
+    if a is not None:
+        log = tl.hosts[int(a["host"])]
+        if int(a["n"]) != len(log.others):
+            raise SnapshotError("saved activities do not match the events")
+        acts = Activities()
+        acts.buckets = {_unkey(k): _pairs(floats.get(v)) for k, v in a["buckets"]}
+        acts.restore_step = {int(k): int(v) for k, v in a["restore_step"]}
+        acts._restores = {int(k): (t, int(st)) for k, t, st in a["restores"]}
+        acts.claims = _uncoverage(a["claims"], floats)
+        acts.compile = _uncoverage(a["compile"], floats)
+        acts.open_starts = a["open"]
+        acts.slices = [tuple(x) for x in a["slices"]]
+        key = (id(log), len(log.others), tuple(tuple(x) for x in a["ended"]), tuple(a["last"]))
+        e._acts_cache = (key, float(a["horizon"]), acts)
+        p = c.get("part")
+        if p is not None:
+            su = _pairs(p["su"])
+            pkey = (p["a"], tuple(_pairs(p["infra"])), tuple(su), p["su_last"])
+            res = {_unkey(k): v for k, v in p["res"]}
+            e._part_cache = (pkey, float(p["horizon"]), res, p["overlapped"], acts, tuple(p["tail"]))
+    je = c.get("je")
+    if je is not None:
+        log = tl.hosts[int(je["host"])]
+        if int(je["n"]) != len(log.others):
+            raise SnapshotError("saved job ends do not match the events")
+        e._je_cache = (log, len(log.others), je["times"])
+    f = c.get("facts")
+    if f is None:
+        return None
+    if [[h, len(v.others), len(v.job_starts)] for h, v in tl.hosts.items()] != f["hosts"]:
+        raise SnapshotError("saved productivity scan does not match the events")
+    fl, pk, sub, lead, js, jend, se, sv, svs, rs, rd = f["scan"]
+    fc = FactsCache()
+    fc.scan = _Scan(
+        tuple(map(tuple, fl)),
+        tuple(map(tuple, pk)),
+        tuple(map(tuple, sub)),
+        lead,
+        tuple(js),
+        tuple(jend),
+        {int(k): v for k, v in se},
+        tuple(map(tuple, sv)),
+        tuple(map(tuple, svs)),
+        tuple(map(tuple, rs)),
+        {int(k): int(v) for k, v in rd},
+    )
+    fc.key = tuple((h, id(v.others), len(v.others), len(v.job_starts)) for h, v in tl.hosts.items())
+    return fc
 
 
 # -- the saved whole-job report ---------------------------------------------------------

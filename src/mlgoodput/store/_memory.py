@@ -23,7 +23,7 @@ class MemoryStore:
         self._chunks: list[tuple[str, str, Columns]] = []  # index + 1 is the cursor
         self._marks = WriterMarks()
         self._jobs: dict[tuple[str, str], list[float]] = {}
-        self._states: dict[tuple[str, str], list[bytes]] = {}
+        self._states: dict[tuple[str, str], list[list[bytes]]] = {}  # current, previous
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
@@ -48,16 +48,26 @@ class MemoryStore:
         return ReadResult(parts, end)
 
     def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
+        """The new state becomes current; the one it replaces is kept for one more save (a
+        reader still fetching its pieces finishes), as the other stores do."""
         saved = [bytes(p) for p in pieces]
         with self._lock:
-            self._states[(namespace, job)] = saved
+            gens = self._states.setdefault((namespace, job), [])
+            gens[:] = [saved, *gens[:1]]
 
     def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
         with self._lock:
-            saved = self._states.get((namespace, job))
+            gens = self._states.get((namespace, job))
+            saved = gens[0] if gens else None
         if saved is None:
             return None
-        return SavedPieces(len(saved), lambda i: saved[i])
+
+        def piece(i: int) -> bytes | None:  # None once two newer saves dropped this one
+            with self._lock:
+                kept = any(g is saved for g in self._states.get((namespace, job), ()))
+            return saved[i] if kept else None
+
+        return SavedPieces(len(saved), piece)
 
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         with self._lock:

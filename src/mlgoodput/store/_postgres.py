@@ -285,7 +285,8 @@ class PostgresStore:
 
     def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
         """Pieces under a new generation in short transactions, then one short transaction
-        makes it current and drops the others."""
+        makes it current and drops the others but the one it replaces (kept for one more
+        save, so a reader still fetching its pieces finishes)."""
         gen = time.time_ns() ^ (os.getpid() << 20)
         self._in_transaction("save state in", _state_schema)
         n = 0
@@ -300,14 +301,20 @@ class PostgresStore:
             ).fetchone()[0]
             if have != n:  # a concurrent save dropped ours: keep theirs
                 return
+            row = conn.execute(
+                "SELECT gen FROM mlgoodput_states WHERE ns = %s AND job = %s FOR UPDATE", (namespace, job)
+            ).fetchone()
+            prev = gen if row is None else int(row[0])
             conn.execute(
                 "INSERT INTO mlgoodput_states (ns, job, gen, pieces, saved_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT (ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
                 " saved_at = excluded.saved_at",
                 (namespace, job, gen, n, time.time()),
             )
+            # the generation it replaces stays for one more save: a reader of it can finish
             conn.execute(
-                "DELETE FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen <> %s", (namespace, job, gen)
+                "DELETE FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen <> %s AND gen <> %s",
+                (namespace, job, gen, prev),
             )
 
         self._in_transaction("save state in", flip)

@@ -440,7 +440,9 @@ class SQLiteStore:
 
     def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
         """Pieces go in under a new generation in short transactions; one last short
-        transaction makes it current and drops the others, so writers never wait long."""
+        transaction makes it current and drops the others but the one it replaces (kept for
+        one more save, so a reader still fetching its pieces finishes), so writers never wait
+        long."""
         gen = time.time_ns() ^ (os.getpid() << 20)
 
         def put(conn: sqlite3.Connection, batch: list[bytes], first: int) -> None:
@@ -458,13 +460,19 @@ class SQLiteStore:
                 (namespace, job, gen),
             ).fetchone()[0]
             if have == n:  # else a concurrent save dropped ours: keep theirs
+                row = conn.execute("SELECT gen FROM states WHERE ns = ? AND job = ?", (namespace, job)).fetchone()
+                prev = gen if row is None else int(row[0])
                 conn.execute(
                     "INSERT INTO states (ns, job, gen, pieces, saved_at) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT(ns, job) DO UPDATE SET gen = excluded.gen, pieces = excluded.pieces,"
                     " saved_at = excluded.saved_at",
                     (namespace, job, gen, n, time.time()),
                 )
-                conn.execute("DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen != ?", (namespace, job, gen))
+                # the generation it replaces stays for one more save: a reader of it can finish
+                conn.execute(
+                    "DELETE FROM state_pieces WHERE ns = ? AND job = ? AND gen NOT IN (?, ?)",
+                    (namespace, job, gen, prev),
+                )
             conn.execute("COMMIT")
 
         self._run("save state in", lambda conn: conn.executescript(_STATE_SCHEMA))

@@ -32,6 +32,7 @@ from mlgoodput.torch._stragglers import (
     RankStepStats,
     StragglerAnalysis,
     StragglerReport,
+    compare_step_starts,
     saved_stragglers,
     stragglers,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "TorchRecorder",
     "TorchrunIdentity",
     "analyze_stragglers",
+    "compare_step_starts",
     "compile_stats",
     "current",
     "flop_counter",

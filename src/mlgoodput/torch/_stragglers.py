@@ -730,3 +730,18 @@ def stragglers(
     """The straggler report of a job's stored events (one-off; keep a StragglerAnalysis to
     query again incrementally)."""
     return StragglerAnalysis(job_name, logger_name, store=store).report(start, end)
+
+
+def compare_step_starts(
+    starts: dict[tuple[int, int], dict[int, float]], stats: dict[int, tuple[int, float, float, float]]
+) -> StragglerReport:
+    """The straggler report of step starts a reader matched itself: `starts` maps (attempt,
+    step number) -> rank -> that rank's first start of it; `stats` gives each rank's step
+    statistics (steps, median, p90, max seconds: the accounting's host statistics). The same
+    per-step sums and verdict as `analyze`, for readers that hold the steps already (the UI)."""
+    ranks = sorted(stats)
+    lag, lag_n = dict.fromkeys(ranks, 0.0), dict.fromkeys(ranks, 0)
+    last, held = dict.fromkeys(ranks, 0), dict.fromkeys(ranks, 0.0)
+    compared, spread = _sum_steps(list(starts), starts, 0, 0.0, lag, lag_n, last, held)
+    rows = [RankStepStats(r, *stats[r], lag[r] / lag_n[r] if lag_n[r] else 0.0, last[r], held[r]) for r in ranks]
+    return _verdict(rows, compared, spread)

@@ -15,7 +15,7 @@ from mlgoodput.ui import _charts
 from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
 from mlgoodput.ui._console import ConsoleView
 from mlgoodput.ui._job import JobView
-from mlgoodput.ui._reduce import minmax_points
+from mlgoodput.ui._reduce import minmax_points, numpy
 
 RESERVED_PREFIX = "mlgoodput."
 RUNS_NS = "mlgoodput.run"
@@ -72,6 +72,7 @@ def _float(q: Mapping[str, list[str]], name: str) -> float | None:
 
 
 CLOSE_S = 1.0  # how long closing the API waits for a job read in progress
+QUIET_S = 0.5  # background work on a job waits up to this long for its page's requests to stop
 
 
 class _Warmer(BackgroundWorker):
@@ -101,6 +102,8 @@ class Api:
         self._consoles: dict[str, ConsoleView] = {}
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
+        self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
+        numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
         self._warm.close(CLOSE_S)
@@ -143,11 +146,51 @@ class Api:
         try:
             v = self._view(*key)
             if not keep_only:
-                v.refresh()
+                v.report()
+            self._quiet(v)  # a page is open: its requests go first (the GIL is shared)
+            v.lag_now()  # a long job's straggler analysis, when its page asked for it
             v.keep()  # the UI's series saved for the next server start, when they grew enough
         except Exception:  # a store that fails now is retried by the next request
             pass
         self._ready.add(key)
+
+    def prefetch(self, job: str, logger: str | None) -> None:
+        """Start reading a job in the background (its page is being loaded: the page's own
+        requests for the job then find the read under way); nothing for an unknown name."""
+        try:
+            names = [j.namespace for j in self._streams() if j.job == job]
+        except Exception:  # a store that fails now: the page's requests say so
+            return
+        if logger is None and len(names) == 1:
+            logger = names[0]
+        if logger is None or logger not in names or (logger, job) in self._ready:
+            return
+        self._view(logger, job)
+        self._warm.submit((logger, job))
+
+    def _quiet(self, v: JobView) -> None:
+        """Wait (at most QUIET_S) until no request has asked for the job for QUIET_S: the
+        charts a page is loading are drawn before the job's background work takes the CPU."""
+        deadline = time.monotonic() + QUIET_S
+        while not self._warm.closed:
+            now = time.monotonic()
+            wait = min(deadline, v.asked_at + QUIET_S) - now
+            if wait <= 0:
+                return
+            time.sleep(wait)
+
+    def _later(self, key: tuple[str, str]) -> None:
+        """Background work for a job (its straggler analysis, saves), started once the response
+        that found it due has gone out (`after_request`): the page is not kept waiting by it."""
+        with self._lock:
+            self._due.add(key)
+
+    def after_request(self) -> None:
+        """Hand the background work the last requests found due to the background worker."""
+        with self._lock:
+            due, self._due = self._due, set()
+        for key in sorted(due):
+            self._warm.submit(key)
 
     def _streams(self) -> list[Any]:
         return [j for j in self.store.jobs() if not j.namespace.startswith(RESERVED_PREFIX)]
@@ -165,9 +208,10 @@ class Api:
         else:
             raise ApiError(409, f"job {job!r} is recorded under several loggers {sorted(names)}: add ?logger=")
         v = self._view(logger, job)
+        v.asked_at = time.monotonic()
         v.report()
         if v.keep_due():
-            self._warm.submit((logger, job))  # saved off the request's path
+            self._later((logger, job))  # saved off the request's path
         self._ready.add((logger, job))
         return v
 
@@ -207,6 +251,8 @@ class Api:
     def job(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])
         d = dict(v.detail())
+        if d["lag_pending"]:
+            self._later((v.logger, v.job))
         d["labels"] = BUCKET_LABELS
         d["now"] = self.clock()
         return d

@@ -265,9 +265,10 @@ def piece_width(total_s: float, max_pieces: int) -> float:
 
 
 def goodput_series(view: JobView, max_points: int, window_s: float | None, wait_s: float = 0.5) -> dict[str, Any]:
-    """Goodput over time: the job cut into round pieces, each piece's productive seconds a
-    windowed report of the job's accounting (with the job's ideal step time, so that the
-    last cumulative point is the headline figure). Cumulative goodput at t is the sum over
+    """Goodput over time: the job cut into round pieces, each piece's productive seconds the
+    accounting's (`productive_by_piece`: what a windowed report of the piece says, from one
+    pass over the steps; with the job's ideal step time, so that the last cumulative point is
+    the headline figure). Cumulative goodput at t is the sum over
     the pieces before t; the rolling one sums the pieces of the last `window_s` (rounded to
     whole pieces). Pieces are computed by a background thread and kept, so a live page
     computes only the newest; this waits up to `wait_s` for them, then returns what there

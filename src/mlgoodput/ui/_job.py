@@ -21,17 +21,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from mlgoodput.accounting import GoodputCalculator, GoodputReport, HostLog, StepNums, Timeline
+from mlgoodput.accounting import (
+    Engine,
+    GoodputCalculator,
+    GoodputReport,
+    HostLog,
+    StepNums,
+    Timeline,
+    productive_by_piece,
+)
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
 from mlgoodput.ui._lag import Lateness, lateness
-from mlgoodput.ui._reduce import Blocks
+from mlgoodput.ui._reduce import FAST_MIN, Blocks, numpy
 
 # a running job with more step starts than this (all hosts) redoes its straggler analysis at
 # most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
 LAG_EVERY_STEPS = 200_000
 LAG_EVERY_S = 10.0
+# a job with more step starts than this (all hosts) has its straggler analysis computed by the
+# server's background worker: the page opens without the lateness columns and asks again
+LAG_LATER_STEPS = 1_000_000
 
 # timeline phases: start kind -> (end kind, phase)
 _PAIRS: dict[int, tuple[int, str]] = {
@@ -86,6 +97,46 @@ class Durations(Sequence[float]):
         return self._hs.durations(i, i + 1)[0]
 
 
+class _Calculator(GoodputCalculator):
+    """The job's calculator, whose saves of the accounting's state (accounting/_snapshot.py)
+    wait for `keep_state`, called by the server's background worker: a long job's first read
+    saves some hundred megabytes, which the page that asked for the job should not wait for.
+    The state saved and when it is due are the calculator's own."""
+
+    def __init__(self, job: str, logger: str, *, store: Store, clock: Callable[[], float]) -> None:
+        super().__init__(job, logger, store=store, clock=clock)
+        self.state_due = False  # a query ran since the last `keep_state`: a save may be due
+        self._now = False
+        # what the last query handed to its save, and the events read then (handed on to the
+        # save only while nothing was read since)
+        self._due: tuple[tuple[Any, ...], dict[str, Any], int] = ((), {}, -1)
+
+    def _keep(self, *args: Any, **kwargs: Any) -> None:  # called by each query, holding the lock
+        if self._now:
+            super()._keep(*args, **kwargs)
+        else:
+            self.state_due = True
+            self._due = (args, kwargs, self.timeline.events)
+
+    def keep_state(self) -> bool:
+        """Save the accounting's state now when the job grew enough since its last save (the
+        calculator's rule); True when saved."""
+        with self._lock:
+            if not self.state_due:
+                return False
+            self.state_due = False
+            args, kwargs, events = self._due
+            if events != self.timeline.events:
+                args, kwargs = (), {}
+            before = self._saved
+            self._now = True
+            try:
+                super()._keep(*args, **kwargs)
+            finally:
+                self._now = False
+            return self._saved != before
+
+
 class HostSeries:
     """One host as the pages see it: the accounting's own record of the host (`log`: step
     starts, step numbers, job starts, other events), followed as it grows, and what the
@@ -120,7 +171,13 @@ class HostSeries:
     def durations(self, lo: int, hi: int) -> array[float]:
         """Durations of steps [lo, hi): start[i+1] - start[i], nan where a restart lies between."""
         t = self.log.times
-        out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
+        np = numpy() if hi - lo >= FAST_MIN else None
+        if np is None:
+            out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
+        else:  # the same subtractions, element by element
+            a = np.frombuffer(t, dtype=np.float64)
+            out = array("d")
+            out.frombytes(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]).tobytes())
         for js in self.log.job_starts:
             i = bisect_left(t, js) - 1
             if lo <= i < hi:
@@ -213,12 +270,15 @@ class JobView:
         self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
         self._lag_saved: object = None  # the key of the analysis last saved
         self._lag_at = -math.inf  # when it was computed (time.monotonic)
+        self.lag_wanted = False  # a page asked for an analysis left to the background (lag_now)
+        self.asked_at = -math.inf  # when a request last asked for the job (time.monotonic)
         self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
         self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
-        self.calc = GoodputCalculator(job, logger, store=store, clock=clock)
+        self.calc = _Calculator(job, logger, store=store, clock=clock)
+        self._attempts_of = Engine()  # for its attempts of the calculator's timeline (holds no events)
 
     # -- following the calculator's timeline ------------------------------------------------
     def _follow(self) -> None:
@@ -266,21 +326,23 @@ class JobView:
         self.max_time = tl.max_time
 
     def keep(self) -> bool:
-        """Save the series' block summaries into the store (state namespace `mlgoodput.ui`)
-        when they grew enough since the last save, so that a server started again opens the
-        job from them. True when saved. One save at a time: a call returns after the save in
-        progress (so that what was due is in the store when it returns)."""
+        """Save what a server started again opens the job from: the accounting's state, when
+        the calculator has one due (its saves wait for this call: `_Calculator`), and the
+        series' block summaries (state namespace `mlgoodput.ui`) when they grew enough since
+        the last save. True when something was saved. One save at a time: a call returns after
+        the save in progress (so that what was due is in the store when it returns)."""
         with self._saving:
+            state = self.calc.keep_state()
             with self.lock:
-                if not self.keep_due():
-                    return False
+                if not self._series_due():
+                    return state
                 done = sum(hs.blocks.done for hs in self.hosts.values())
                 pieces = self._pieces_to_save()
                 data = _saved.pack(self.hosts, self._lag, pieces)
                 self._pieces_saved = self._pieces_done if pieces is not None else None
                 self._saved_steps = done
                 self._lag_saved = None if self._lag is None else self._lag[0]
-            return _saved.save(self._store, self.logger, self.job, data)
+            return _saved.save(self._store, self.logger, self.job, data) or state
 
     def _adopt_pieces(self, pc: _saved.Pieces, events: int) -> None:
         """Saved goodput pieces, where the lead host's steps and other events before their end
@@ -315,6 +377,10 @@ class JobView:
         return _saved.Pieces(t0, width, lead, _saved.others_before(self.hosts[lead].log, last), rows)
 
     def keep_due(self) -> bool:
+        """Whether `keep` has something to save: the accounting's state or the series."""
+        return self.calc.state_due or self._series_due()
+
+    def _series_due(self) -> bool:
         """Whether the series grew enough since they were last saved (or found saved)."""
         done = sum(hs.blocks.done for hs in self.hosts.values())
         if done < _saved.MIN_STEPS or not _saved.enabled():
@@ -363,43 +429,29 @@ class JobView:
                 return
             t0, t1, width, n, ideal = plan
             pieces = self.pieces.setdefault((t0, width), {})
-            for k in range(n):
-                if self._plan != plan:
-                    break  # a newer request: start over with it
-                a, b = t0 + k * width, min(t1, t0 + (k + 1) * width)
-                if self._fresh(pieces.get(k), b, ideal):
-                    continue
-                t = time.perf_counter()
+            stale = [k for k in range(n) if not self._fresh(pieces.get(k), min(t1, t0 + (k + 1) * width), ideal)]
+            if stale:  # from the first stale piece to the last, in one pass over their steps
+                lo, hi = stale[0], stale[-1] + 1
+                edges = [t0 + k * width for k in range(lo, hi)] + [min(t1, t0 + hi * width)]
                 try:
-                    with self.lock:  # the calculator's read moves the timeline the pages read
-                        rep = self.calc.report(a, b, configured_ideal_step_time=ideal)
-                        self._follow()
+                    with self.lock:  # the calculator as the page's last report left it
+                        prod = productive_by_piece(self.calc, edges, ideal)
+                        settled = self.settled_until()
+                        for k, (a, b, p) in enumerate(zip(edges, edges[1:], prod, strict=False), lo):
+                            pieces[k] = (b, ideal, self.events, p, b - a, b <= settled, self.gen)
                 except Exception:  # the store failed now: the next request retries
                     return
-                # half the time at most: requests for the pages go first (the GIL is shared)
-                time.sleep(min(0.5, time.perf_counter() - t))
-                with self.lock:
-                    pieces[k] = (
-                        b,
-                        ideal,
-                        self.events,
-                        rep.productive_s,
-                        rep.total_s,
-                        b <= self.settled_until(),
-                        self.gen,
-                    )
-            else:
-                with self._piece_lock:
-                    self._pieces_done = plan
-                    last = self._plan == plan
-                    if last:
-                        self._piece_thread = None
+            with self._piece_lock:
+                last = self._plan == plan
                 if last:
-                    try:
-                        self.keep()  # a finished job's pieces, saved for the next server start
-                    except Exception:  # the store failed now: a later growth saves again
-                        pass
-                    return
+                    self._pieces_done = plan
+                    self._piece_thread = None
+            if last:
+                try:
+                    self.keep()  # a finished job's pieces, saved for the next server start
+                except Exception:  # the store failed now: a later growth saves again
+                    pass
+                return
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been
@@ -480,33 +532,24 @@ class JobView:
         if lead is None:
             return []
         hs = self.hosts[lead]
-        ends = sorted(r[1] for r in hs.others if r[0] == Kind.JOB_END)
-        last_seen = self.max_time
+        # the accounting's own attempts (the engine's rule: its job starts, how each ended and
+        # its steps), as of the latest event: a running attempt ends there
+        how = {"job_end": "finished", "restart": "restarted", "running": "open"}
         out = []
-        js = hs.job_starts
-        for k, s in enumerate(js):
-            nxt = js[k + 1] if k + 1 < len(js) else math.inf
-            j = bisect_left(ends, s)
-            if j < len(ends) and ends[j] < nxt:
-                end, how = ends[j], "finished"
-            elif nxt < math.inf:
-                end, how = nxt, "restarted"
-            else:
-                end, how = last_seen, "open"
-            i0 = bisect_left(hs.times, s)
-            i1 = bisect_left(hs.times, end) if how != "open" else len(hs.times)
-            last_evt = hs.times[i1 - 1] if i1 > i0 else s
+        for k, a in enumerate(self._attempts_of.attempts(hs.log, self.max_time)):
+            i0, i1 = a.i0, a.i1
+            last_evt = hs.times[i1 - 1] if i1 > i0 else a.start
             # the attempt's last sign of life, for a crash marker: its latest other event
             o = hs.other_times
-            j = len(o) if how == "open" else bisect_left(o, end)
-            if j > 0 and o[j - 1] >= s:
+            j = len(o) if a.ended_by == "running" else bisect_left(o, a.end)
+            if j > 0 and o[j - 1] >= a.start:
                 last_evt = max(last_evt, o[j - 1])
             out.append(
                 {
                     "attempt": k + 1,
-                    "start": s,
-                    "end": end,
-                    "ended": how,
+                    "start": a.start,
+                    "end": a.end,
+                    "ended": how[a.ended_by],
                     "first_step": int(hs.nums[i0]) if i1 > i0 else None,
                     "last_step": int(hs.nums[i1 - 1]) if i1 > i0 else None,
                     "steps": i1 - i0,
@@ -550,7 +593,7 @@ class JobView:
     # -- the job page ----------------------------------------------------------------------
     def detail(self) -> dict[str, Any]:
         r = self.report()
-        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), r.end)
+        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), (r.end, self._lag_at))
         return out
 
     def _detail(self, r: GoodputReport) -> dict[str, Any]:
@@ -601,7 +644,7 @@ class JobView:
             if a["ended"] == "restarted"
         ]
         hosts = self._host_rows(r)
-        lag = self._stragglers(r)
+        lag = self._stragglers(r, now=self._steps() <= LAG_LATER_STEPS)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
             for row in hosts:
                 x = lag.hosts.get(row["host"])
@@ -623,30 +666,43 @@ class JobView:
             "straggler": None
             if lag is None or lag.straggler is None
             else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
+            "lag_pending": lag is None and self.lag_wanted,  # computed in the background: ask again
         }
 
-    def _stragglers(self, r: GoodputReport) -> Lateness | None:
+    def _steps(self) -> int:
+        return sum(len(hs.times) for hs in self.hosts.values())
+
+    def _stragglers(self, r: GoodputReport, *, now: bool = True) -> Lateness | None:
         """The straggler analysis (as mlgoodput.torch's) of the hosts' step starts the
         calculator holds (no second read of the store); ui/_lag.py compares only the steps
-        that two hosts or more started, so a long job's page stays fast."""
+        that two hosts or more started, so a long job's page stays fast. With `now` false, an
+        analysis that is not at hand is left to `lag_now` (None until then; `lag_wanted`)."""
         if len(self.hosts) < 2:
             return None
         key = [_saved.fingerprint(self.hosts), r.start, r.end]
         if self._lag is not None and self._lag[0] == key:  # none new (also: found saved)
             return self._lag[1]
-        steps = sum(len(hs.times) for hs in self.hosts.values())
         if (
             self._lag is not None
-            and steps > LAG_EVERY_STEPS
+            and self._steps() > LAG_EVERY_STEPS
             and not self._finished
             and time.monotonic() - self._lag_at < LAG_EVERY_S
         ):
             return self._lag[1]  # a long live job: the analysis of a few seconds ago
+        if not now:
+            self.lag_wanted = True
+            return self._lag[1] if self._lag is not None else None  # the last one, while it is redone
         medians = {h.host: h.median_s for h in r.hosts}
         lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
         self._lag = (key, lag)
         self._lag_at = time.monotonic()
+        self.lag_wanted = False
         return lag
+
+    def lag_now(self) -> None:
+        """Compute the straggler analysis a page asked for (`lag_wanted`), off the page's path."""
+        if self.lag_wanted:
+            self._stragglers(self.report())
 
     def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond

@@ -7,9 +7,10 @@ that for ten million steps, but only steps that two hosts or more started are co
 in a long job most steps are the lead host's alone. So each host's steps become one
 dictionary per attempt (built in C, the first start of a number kept), except the host with
 the most steps: when its step numbers never decrease, its start of each number that another
-host also started is found by bisection. The figures are the torch analysis's: each host's
-mean lateness behind the earliest host, the steps it started last, the seconds it held the
-others back, and the straggler (the same rule and thresholds).
+host also started is found by bisection. The steps matched are then summed by the torch
+analysis's own code (`mlgoodput.torch.compare_step_starts`): each host's mean lateness behind
+the earliest host, the steps it started last, the seconds it held the others back, and the
+straggler (the same rule and thresholds).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
-from statistics import median
 
 from mlgoodput.accounting import HostLog
-from mlgoodput.torch import MIN_LEAD_FRACTION, MIN_LEAD_S
+from mlgoodput.torch import compare_step_starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,40 +97,17 @@ def lateness(logs: Mapping[int, HostLog], medians: Mapping[int, float], start: f
             per[big] = mine
         else:
             per[big] = {a: _starts(log, lo, hi) for a, (lo, hi) in ranges[big].items()}
-    by_step: dict[tuple[int, int], list[tuple[float, int]]] = {}
+    by_step: dict[tuple[int, int], dict[int, float]] = {}
     for h, atts in per.items():
         for a, starts in atts.items():
             for n, t in starts.items():
-                got_l = by_step.get((a, n))
-                if got_l is None:
-                    by_step[(a, n)] = [(t, h)]
+                got_d = by_step.get((a, n))
+                if got_d is None:
+                    by_step[(a, n)] = {h: t}
                 else:
-                    got_l.append((t, h))
-    lag_sum = dict.fromkeys(logs, 0.0)
-    lag_n = dict.fromkeys(logs, 0)
-    last = dict.fromkeys(logs, 0)
-    held = dict.fromkeys(logs, 0.0)
-    compared = 0
-    spread = 0.0
-    for starts_l in by_step.values():
-        if len(starts_l) < 2:
-            continue
-        compared += 1
-        starts_l.sort()
-        first_t = starts_l[0][0]
-        for t, h in starts_l:
-            lag_sum[h] += t - first_t
-            lag_n[h] += 1
-        late_t, late_h = starts_l[-1]
-        spread = max(spread, late_t - first_t)
-        last[late_h] += 1
-        held[late_h] += late_t - starts_l[-2][0]
-    rows = {h: HostLag(h, lag_sum[h] / lag_n[h] if lag_n[h] else 0.0, last[h], held[h]) for h in sorted(logs)}
-    worst = max(rows.values(), key=lambda x: (x.held_back_s, -x.host), default=None)
-    typical = median([medians.get(h, 0.0) for h in rows]) if rows else 0.0
-    floor = max(MIN_LEAD_S, MIN_LEAD_FRACTION * typical)
-    straggler = None
-    if worst is not None and compared and worst.last_steps and worst.held_back_s / worst.last_steps > floor:
-        straggler = worst.host
-    cost = worst.held_back_s if straggler is not None and worst is not None else 0.0
-    return Lateness(rows, compared, straggler, cost, spread)
+                    got_d[h] = t
+    # the torch analysis's own per-step sums and straggler rule; the step statistics only set
+    # its noise floor (each host's median step time): the accounting's
+    rep = compare_step_starts(by_step, {h: (0, medians.get(h, 0.0), 0.0, 0.0) for h in logs})
+    rows = {r.rank: HostLag(r.rank, r.mean_lag_s, r.last_steps, r.held_back_s) for r in rep.ranks}
+    return Lateness(rows, rep.steps_compared, rep.straggler, rep.straggler_cost_s, rep.max_spread_s)

@@ -178,6 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif path.startswith("/static/"):
                 self._static(path[len("/static/") :])
             elif _PAGES.match(parts.path):
+                if parts.path.startswith("/jobs/"):  # the job's read starts while the page loads
+                    self.server.api.prefetch(unquote(parts.path[len("/jobs/") :]), query.get("logger", [None])[0])
                 self._page(set_cookie)
             else:
                 self._error(404, f"no page {path!r}")
@@ -211,6 +213,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, target.read_bytes(), ctype)
 
     def _api(self, raw: str, q: dict[str, list[str]]) -> None:
+        try:
+            self._api_answer(raw, q)
+        finally:
+            self.server.api.after_request()  # background work found due, once the answer is out
+
+    def _api_answer(self, raw: str, q: dict[str, list[str]]) -> None:
         api = self.server.api
         seg = [unquote(x) for x in raw.split("/")]  # split first: a name may hold an encoded "/"
         rest = "/".join(seg)

@@ -470,7 +470,11 @@ async function jobPage(job) {
   }
   async function loadGoodput() {
     const g = await api(base + "/goodput?points=120&window=" + windowS + amp);
-    if (!g.x.length) { gpBox.replaceChildren(el("div", { class: "empty", text: "No time recorded yet." })); gpPlot = null; return; }
+    if (!g.x.length) {
+      gpBox.replaceChildren(el("div", { class: "empty", text: g.complete ? "No time recorded yet." : "Computing goodput over time…" })); gpPlot = null;
+      if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);  // the pieces are on their way
+      return;
+    }
     const data = [g.x, g.cumulative, g.rolling.length ? g.rolling : g.x.map(() => null)];
     if (gpPlot) gpPlot.setData(data);
     else gpPlot = plot(gpBox, {
@@ -490,6 +494,17 @@ async function jobPage(job) {
   document.body.dataset.jobReady = "1";
   window.__jobReadyAt = performance.now();  // for bench/bench_ui.py: page start to charts drawn
   loadGoodput().catch(() => {});
+  if (d.lag_pending && d.status !== "running" && d.status !== "stale") {
+    // a long job's straggler analysis comes from the server's background worker: ask again
+    (async () => {
+      for (let i = 0; i < 60 && d.lag_pending; i++) {
+        await new Promise((ok) => setTimeout(ok, 500));
+        try { d = await api(base + lq); } catch (e) { return; }
+      }
+      drawHead();
+      document.body.dataset.lagReady = "1";
+    })();
+  }
   if (d.status === "running" || d.status === "stale") {
     every(2500, async () => {
       try {
