@@ -120,7 +120,9 @@ def test_merge_equals_insort(numpy_on: None, seed: int) -> None:
     rng = random.Random(seed)
     pool = [0.0, -0.0, 0.1, 0.1 + 1e-17, 1.0, rng.random(), -rng.random(), 1e300, -1e300]
     for _ in range(20):
-        base = array("d", sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(0, 3000))))
+        base = array(
+            "d", sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(0, 3000)))
+        )
         new = sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(16, 300)))
         want = array("d", base)
         for x in new:

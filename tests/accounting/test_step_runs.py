@@ -17,7 +17,9 @@ from mlgoodput.store import open_store
 
 
 def _pages(rng: random.Random, hosts: int, rounds: int) -> list[list[Event]]:
-    out: list[list[Event]] = [[Event(Kind.JOB_START, 10.0, h), Event(Kind.ACCEL_INIT_START, 11.0, h)] for h in range(hosts)]
+    out: list[list[Event]] = [
+        [Event(Kind.JOB_START, 10.0, h), Event(Kind.ACCEL_INIT_START, 11.0, h)] for h in range(hosts)
+    ]
     t, step = 20.0, 0
     for _ in range(rounds):
         if rng.random() < 0.1:  # a restart of one host, or a checkpoint: not a step page

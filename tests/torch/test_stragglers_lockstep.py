@@ -73,7 +73,9 @@ def _want(events: list[Event]) -> StragglerReport:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_lockstep_pages_give_the_full_pass(tmp_path: Path, numpy_mode: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lockstep_pages_give_the_full_pass(
+    tmp_path: Path, numpy_mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(seed)
     ranks = rng.randrange(3, 40)
     per = rng.choice((1, 5, 10, 30))
