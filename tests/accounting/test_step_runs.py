@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from mlgoodput.accounting import GoodputCalculator
 from mlgoodput.accounting import _calculator as calc_mod
 from mlgoodput.events import Event, EventBatch, Kind
-from mlgoodput.store import open_store
+from mlgoodput.store import Columns, SQLiteStore, open_store
+from mlgoodput.store._columns import decode
 
 
 def _pages(rng: random.Random, hosts: int, rounds: int) -> list[list[Event]]:
@@ -42,12 +44,27 @@ def _pages(rng: random.Random, hosts: int, rounds: int) -> list[list[Event]]:
     return out
 
 
+class _ColumnsOnly(SQLiteStore):
+    """A paged store that hands over decoded pages only (as PostgreSQL does): no `scan_chunks`."""
+
+    scan_chunks = None  # type: ignore[assignment]
+
+    def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        for c, raw in SQLiteStore.scan_chunks(self, namespace, job, cursor):
+            yield c, decode(*raw)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["stored-chunks", "columns"])
 @pytest.mark.parametrize("seed", range(8))
-def test_step_runs_give_what_page_by_page_gives(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_step_runs_give_what_page_by_page_gives(
+    tmp_path: Path, seed: int, raw: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(seed)
     pages = _pages(rng, rng.randrange(1, 6), rng.randrange(5, 60))
-    store = f"sqlite://{tmp_path}/s.db"
+    store: str | SQLiteStore = f"sqlite://{tmp_path}/s.db"
     st = open_store(store)
+    if not raw:
+        store = _ColumnsOnly(tmp_path / "s.db")
     grouped = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e4)
     plain = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e4)
     seen: dict[str, list[tuple[int, int, int]]] = {"grouped": [], "plain": []}

@@ -25,6 +25,7 @@ from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, Store, open_store
+from mlgoodput.store._columns import RawChunk, decode
 
 TimeArg = _dt.datetime | float | int | None
 T = TypeVar("T")
@@ -194,14 +195,22 @@ class GoodputCalculator:
             # a shipper stores a small page a second per host: consecutive pages that hold only
             # one host's step starts are taken together, one part per host (_StepRun)
             run = _StepRun()
-            for cursor, part in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
-                if run.take(part):
+            # a store that hands its chunks over as stored: a run's small pages decoded together
+            chunks = getattr(self._store, "scan_chunks", None)
+            pages: Iterable[tuple[int, Columns | RawChunk]]
+            if callable(chunks):
+                pages = chunks(self.logger_name, self.job_name, self._cursor)
+            else:
+                pages = cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor)
+            for cursor, page in pages:
+                if run.take(page):
                     run.end = cursor
                     if run.events < _RUN_EVENTS:
                         continue
                     self._ingest_run(run)
                     continue
                 self._ingest_run(run)
+                part = page if isinstance(page, Columns) else decode(*page)
                 self._engine.timeline.ingest(part)
                 for hook in hooks:
                     hook(self._cursor, cursor, part)
@@ -566,17 +575,22 @@ class _StepRun:
     Ingesting a host's pages as one part gives exactly what ingesting them one by one gives
     when its step starts increase strictly across them (then each page would only append);
     otherwise that host's pages are ingested one by one. Hosts keep the order in which they
-    first appear, and every other page is ingested in its place (the run is emptied first)."""
+    first appear, and every other page is ingested in its place (the run is emptied first).
+
+    Pages come decoded (Columns) or as stored (a RawChunk, from a store's `scan_chunks`):
+    those are checked on their bytes and a host's columns decoded once, joined."""
 
     __slots__ = ("end", "events", "pages")
 
     def __init__(self) -> None:
-        self.pages: dict[int, list[Columns]] = {}
+        self.pages: dict[int | bytes, list[Columns] | list[RawChunk]] = {}
         self.events = 0
         self.end = 0
 
-    def take(self, part: Columns) -> bool:
+    def take(self, part: Columns | RawChunk) -> bool:
         """Gather `part` if it holds only step starts of one host (and no names or attributes)."""
+        if not isinstance(part, Columns):
+            return self._take_raw(part)
         kinds, hosts = part.kinds, part.hosts
         n = len(kinds)
         if not n or n >= _RUN_PAGE or part.names is not None or part.attrs is not None:
@@ -588,29 +602,74 @@ class _StepRun:
         if got is None:
             self.pages[h] = [part]
         else:
-            got.append(part)
+            got.append(part)  # type: ignore[arg-type]
+        self.events += n
+        return True
+
+    def _take_raw(self, raw: RawChunk) -> bool:
+        kinds, times, hosts, steps, values, names, attrs = raw
+        n = len(kinds)
+        if not n or n >= _RUN_PAGE or names is not None or attrs is not None:
+            return False
+        if len(times) != 8 * n or len(steps) != 8 * n or len(values) != 8 * n or len(hosts) != _HOST_BYTES * n:
+            return False  # not what it should be: decoded and ingested on its own
+        h = hosts[:_HOST_BYTES]
+        if kinds.count(_STEP) != n or hosts != h * n:
+            return False
+        got = self.pages.get(h)
+        if got is None:
+            self.pages[h] = [raw]
+        else:
+            got.append(raw)  # type: ignore[arg-type]
         self.events += n
         return True
 
     def parts(self) -> Iterator[Columns]:
         for pages in self.pages.values():
+            first = pages[0]
+            if not isinstance(first, Columns):
+                yield from _joined(cast("list[RawChunk]", pages))
+                continue
             if len(pages) == 1:
-                yield pages[0]
+                yield first
                 continue
             t, s, v = array("d"), array("q"), array("d")
-            for p in pages:
+            for p in cast("list[Columns]", pages):
                 t.extend(p.times)
                 s.extend(p.steps)
                 v.extend(p.values)
             if _fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:])):
                 n = len(t)
-                yield Columns(bytearray((_STEP,)) * n, t, array("i", pages[0].hosts[:1]) * n, s, v, None, None)
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None)
             else:
-                yield from pages
+                yield from cast("list[Columns]", pages)
 
     def clear(self) -> None:
         self.pages = {}
         self.events = 0
+
+
+_HOST_BYTES = array("i").itemsize  # a stored host column's bytes per event
+
+
+def _joined(pages: list[RawChunk]) -> Iterator[Columns]:
+    """One host's stored step pages as one part (their bytes joined, decoded once) when its
+    step starts increase strictly across them; else each page decoded on its own."""
+    if len(pages) == 1:
+        yield decode(*pages[0])
+        return
+    t, s, v = array("d"), array("q"), array("d")
+    t.frombytes(b"".join([p[1] for p in pages]))
+    if not (_fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:]))):
+        for p in pages:
+            yield decode(*p)
+        return
+    s.frombytes(b"".join([p[3] for p in pages]))
+    v.frombytes(b"".join([p[4] for p in pages]))
+    h = array("i")
+    h.frombytes(pages[0][2][:_HOST_BYTES])
+    n = len(t)
+    yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None)
 
 
 @dataclasses.dataclass(slots=True)

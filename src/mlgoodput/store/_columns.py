@@ -191,6 +191,10 @@ def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
     return [encode(cols.slice(i, i + max_events)) for i in range(0, len(cols), max_events)]
 
 
+#: A chunk as a store keeps it: kinds, times, hosts, steps, values (packed), names, attrs (JSON)
+RawChunk = tuple[bytes, bytes, bytes, bytes, bytes, str | None, str | None]
+
+
 def decode(
     kinds: bytes,
     times: bytes,

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from mlgoodput.events import Event, EventBatch
 from mlgoodput.store import _exactly_once
-from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._columns import Chunk, Columns, RawChunk, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
 from mlgoodput.store._registry import StoreBackend, register
@@ -411,15 +411,20 @@ class SQLiteStore:
                 raise StoreError(f"cannot {what} SQLite store {self.path!r}: {e}") from e
 
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
+        for c, raw in self.scan_chunks(namespace, job, cursor):
+            yield c, decode(*raw)
+
+    def scan_chunks(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, RawChunk]]:
+        """`scan`, each chunk as stored (the arguments of `decode`): a reader that gathers many
+        small chunks decodes them together (the calculator's runs of one host's step starts)."""
         limit = PAGE_ROWS
         while True:
             rows = self._run("read", partial(_page, namespace, job, cursor, limit))
             events = 0
             for r in rows:
                 cursor = r[0]
-                cols = decode(*r[1:])
-                events += len(cols)
-                yield cursor, cols
+                events += len(r[1])  # one kind byte an event
+                yield cursor, r[1:]
             if len(rows) < limit:
                 return
             # small chunks (a shipper's every second): more of them a page, about as many events
