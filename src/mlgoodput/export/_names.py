@@ -25,12 +25,25 @@ _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 def placeholders(name: str) -> list[str]:
     """The label names a Sample name refers to."""
-    return _PLACEHOLDER.findall(name)
+    return list(_placeholders(name))
+
+
+_NAMED: dict[str, tuple[str, ...]] = {}  # name -> its placeholders (an upload repeats its names)
+
+
+def _placeholders(name: str) -> tuple[str, ...]:
+    got = _NAMED.get(name)
+    if got is None:
+        got = tuple(_PLACEHOLDER.findall(name))
+        if len(_NAMED) >= 10_000:  # names come and go: keep it bounded
+            _NAMED.clear()
+        _NAMED[name] = got
+    return got
 
 
 def check_name(name: str, labels: Mapping[str, str]) -> None:
     """Raise ValueError if `name` refers to a label that `labels` lacks."""
-    missing = [k for k in placeholders(name) if k not in labels]
+    missing = [k for k in _placeholders(name) if k not in labels]
     if missing:
         raise ValueError(f"sample name {name!r} needs labels {missing!r}, got {dict(labels)!r}")
 
