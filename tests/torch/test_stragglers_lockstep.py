@@ -156,3 +156,77 @@ def test_the_monitor_keeps_feeding_the_analysis_while_a_shipper_stores(tmp_path:
     want = StragglerAnalysis("j", "goodput", store=store).report()  # everything stored
     assert got.steps_compared < want.steps_compared  # one shipment behind, as the calculator
     st.close()
+
+
+def _bits(rep: StragglerReport) -> str:
+    def h(v: object) -> object:
+        return v.hex() if isinstance(v, float) else v
+
+    d = rep.to_dict()
+    ranks = [[(k, h(v)) for k, v in r.items()] for r in d.pop("ranks")]
+    return repr(([(k, h(v)) for k, v in d.items()], ranks))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_gaps_shared_with_the_calculator_give_the_full_pass(
+    tmp_path: Path, numpy_mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monitor's analysis reads each rank's step gaps from the calculator's per-host
+    statistics (`share_gaps`) while they are provably the same: bit for bit the full pass,
+    also when the calculator reads ahead (two reads, one report), a host's statistics start
+    over (a page stored out of order), or a rank's gaps hold a zero."""
+    from mlgoodput._monitoring._source import _host_steps_of
+
+    rng = random.Random(100 + seed)
+    ranks = rng.randrange(3, 20)
+    per = rng.choice((5, 10, 30))
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    first = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    st.append("goodput", "j", EventBatch(1, 0, first))
+    events = list(first)
+    calc = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e6)
+    a = StragglerAnalysis("j", "goodput", store=store)
+    calc.report()
+    a.report()
+    calc._part_hooks.append(a.feed)
+    a.share_gaps(_host_steps_of(calc))
+    monkeypatch.setattr("mlgoodput.torch._stragglers._LOCKSTEP_MIN", 1)
+    seq, shared = 1, 0
+    step, t = 0, 1000.0
+    odd = seed % 4  # what breaks the sharing at round 5: a zero gap, a late page, a read ahead, nothing
+
+    def ship(k: int) -> None:
+        nonlocal seq, step, t
+        for r in range(ranks):
+            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
+            if odd == 0 and k == 5 and r == 0:  # a step stored twice at the same time: a zero gap
+                evs.append(Event(Kind.STEP_START, evs[-1].time, r, step=step + per))
+            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
+            seq += len(evs)
+            events.extend(evs)
+        step += per + 1
+        t += (per + 1) * 0.1
+
+    for k in range(rng.randrange(8, 14)):
+        ship(k)
+        if odd == 1 and k == 5:  # a page of rank 1 stored late: its statistics start over
+            late = [Event(Kind.STEP_START, 1000.05, 1, step=10**6)]
+            st.append("goodput", "j", EventBatch(99, 0, late))
+            events.extend(late)
+        calc.report()
+        if odd == 2 and k == 5:  # the calculator reads twice before the analysis reports
+            ship(k)
+            calc.report()
+        if rng.random() < 0.2:
+            calc.report()  # nothing new: the same statistics
+        assert _bits(a.report(read=False)) == _bits(_want(events))
+        live = a._live
+        shared = max(shared, len(live.shared) if live is not None else 0)
+    if numpy_mode == "on":
+        assert shared  # the gaps were shared for a while
+        # a zero gap, a late page (not the numpy pass) or a read ahead: its own gaps from then on
+        assert a._share == (odd == 3)
+    else:
+        assert not shared
+    st.close()

@@ -26,6 +26,16 @@ def shared_calculator(store_url: str, logger_name: str, job_name: str) -> Any:
     return calc
 
 
+def _host_steps_of(calc: Any) -> Any:
+    """rank -> the calculator's per-host step statistics (HostSteps) of that host, or None."""
+
+    def get(rank: int) -> Any:
+        hosts = getattr(getattr(calc, "_eng", None), "_hosts", None)
+        return None if hosts is None else hosts.get(rank)
+
+    return get
+
+
 @dataclasses.dataclass
 class GoodputSource:
     """What one uploader computes each interval (picklable; built in the parent, run in the child).
@@ -92,6 +102,7 @@ class GoodputSource:
         if self._lag is None:
             self._lag = StragglerAnalysis(self.job_name, self.logger_name, store=self.store_url)
             calc._part_hooks.append(self._lag.feed)  # the pages the calculator reads, decoded once
+            self._lag.share_gaps(_host_steps_of(calc))  # each rank's step gaps kept once
         # the whole job up to what is read (no end), so the analysis stays incremental: a
         # window ending before the latest step is a full pass. While it was fed everything the
         # calculator read, that is its input; else (the first time, a calculator started from

@@ -9,6 +9,7 @@ steps) rebuilds that host only.
 from __future__ import annotations
 
 import operator
+from array import array
 from bisect import bisect_left, bisect_right
 
 from mlgoodput.accounting import _fast
@@ -21,19 +22,23 @@ from mlgoodput.accounting._timeline import HostLog
 class HostSteps:
     """One host's gaps between consecutive steps of one attempt, extended with new steps only."""
 
-    __slots__ = ("diffs", "n", "stats", "version")
+    __slots__ = ("diffs", "last_new", "n", "stats", "version")
 
     def __init__(self) -> None:
         self.n = 0  # steps consumed
         self.version = -1  # the HostLog.version they were consumed at
         self.diffs = SortedFloats()
         self.stats: HostStepStats | None = None
+        # the gaps the last extend of `diffs` added (another reader keeping the same gaps
+        # checks its own against them: the straggler analysis, torch/_stragglers.py)
+        self.last_new: list[float] | array[float] | None = None
 
     def update(self, log: HostLog) -> HostStepStats | None:
         times = log.times
         n = len(times)
         if log.version != self.version or n < self.n:
             self.n, self.version, self.diffs, self.stats = 0, log.version, SortedFloats(), None
+            self.last_new = None
         if n > self.n:
             lo = max(1, self.n)
             if n > lo:
@@ -48,6 +53,7 @@ class HostSteps:
                     if lo <= i < n:
                         del new[i - lo]
                 self.diffs.extend(new)
+                self.last_new = new
             self.n = n
             self.stats = None
         if self.stats is None and len(self.diffs):

@@ -20,7 +20,7 @@ import math
 import operator
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
@@ -122,6 +122,8 @@ class StragglerAnalysis:
         self._span = (math.inf, -math.inf)  # the earliest and latest step start of any rank
         self._live: _Live | None = None
         self._paged = isinstance(self._store, PagedStore)
+        self._gaps_of: Callable[[int], Any] | None = None  # see share_gaps
+        self._share = True  # off for good once a shared structure was found out of step
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
 
@@ -160,6 +162,14 @@ class StragglerAnalysis:
     @property
     def cursor(self) -> int:
         return self._cursor
+
+    def share_gaps(self, gaps_of: Callable[[int], Any]) -> None:
+        """Read each rank's step-time gaps from another reader that keeps the same ones (the
+        calculator's per-host statistics: `gaps_of(rank)` gives its HostSteps, or None)
+        instead of keeping a copy. Checked every time (the gaps it last added, byte for byte,
+        against this analysis's own); anything out of step and this analysis keeps its own
+        again, built anew, so the report is always what it would be without sharing."""
+        self._gaps_of = gaps_of
 
     def _take(self, cursor: int, c: Columns) -> None:
         if self._pending is None:
@@ -212,6 +222,8 @@ class StragglerAnalysis:
                     new[h] = (part, all_n[h][k:])
         self._span = (lo, hi)
         if live is not None and not live.add_columns(new):
+            if live.share_failed:
+                self._share = False
             live = None
         self._live = live
 
@@ -229,14 +241,20 @@ class StragglerAnalysis:
         hi = math.inf if end is None else end
         if self._times and lo <= self._span[0] and self._span[1] <= hi:
             live = self._live
-            if live is None:
+            got = None if live is None else live.report()
+            if live is None or got is None:  # none yet, or one whose shared gaps moved on without it
+                if live is not None:
+                    self._share = False
                 live = _Live(self._job_starts, list(self._times))
                 for h, ts in self._times.items():  # rank by rank, as one add of all would
                     ok = live.add({h: list(zip(ts, self._nums[h], strict=True))}, freeze=False)
                     assert ok, "a fresh live analysis takes any steps"
                 live.freeze()
                 self._live = live
-            return live.report()
+                got = live.report()
+                assert got is not None, "a fresh live analysis shares nothing"
+            live.gaps_of = self._gaps_of if self._share else None
+            return got
         return analyze(self._job_starts, self._steps(), start, end)
 
 
@@ -259,6 +277,11 @@ class _Live:
         self.last: dict[int, tuple[float, int]] = {}  # rank -> its latest (time, step)
         self.count = dict.fromkeys(self.ranks, 0)  # rank -> step starts stored (duplicates too)
         self.gaps = {r: SortedFloats() for r in self.ranks}
+        # rank -> (another reader's gaps read as this rank's, their count when last checked)
+        self.shared: dict[int, tuple[SortedFloats, int]] = {}
+        self.gaps_of: Callable[[int], Any] | None = None  # that reader (StragglerAnalysis.share_gaps)
+        self.no_share: set[int] = set()  # ranks whose gaps differed from that reader's
+        self.share_failed = False  # a shared structure out of step: the caller starts over
         self.intro: dict[tuple[int, int], int] = {}  # key -> index of the first rank that has it
         self.starts: dict[tuple[int, int], dict[int, float]] = {}  # key -> rank -> time (not frozen)
         self.segs: list[list[tuple[int, int]]] = [[] for _ in self.ranks]  # keys by introducing rank
@@ -353,6 +376,9 @@ class _Live:
             if prev is not None:
                 self.last[r] = prev
             if diffs:
+                if r in self.shared:  # never changes another reader's structure: start over
+                    self.share_failed = True
+                    return False
                 self.gaps[r].extend(diffs)
         if freeze:
             self.freeze()
@@ -366,6 +392,8 @@ class _Live:
         np = fast_numpy()
         if np is not None and self._lockstep(np, new):
             return True
+        if self.share_failed:
+            return False
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
 
     def _lockstep(self, np: Any, new: dict[int, tuple[array[float], array[int]]]) -> bool:
@@ -422,22 +450,36 @@ class _Live:
         if not np.isnan(mat[rv, cv]).all():  # a rank's step already there: `add` keeps the first
             return False
         mat[rv, cv] = tv
-        # -- from here on the case applies: the same changes as `add` then `freeze`
+        gd = np.subtract(tv[1:], tv[:-1])
         gv = array("d")
-        gv.frombytes(np.subtract(tv[1:], tv[:-1]).tobytes())
+        gv.frombytes(gd.tobytes())
+        per = []  # each rank's new gaps
         s = 0
         for r, m in zip(order, lens, strict=True):
-            ts, ns = new[r]
+            ts = new[r][0]
             prev = self.last.get(r)
-            self.count[r] += m
             diffs = gv[s : s + m - 1]
             js = js_all.get(r)
             if prev is not None and (not js or js[-1] <= prev[0]):
                 diffs.insert(0, ts[0] - prev[0])
-            if diffs:
+            per.append(diffs)
+            s += m
+        if self.shared and not self._check_shared(np, gd, order, per):
+            self.share_failed = True
+            return False
+        # -- from here on the case applies: the same changes as `add` then `freeze`
+        shared = self.shared
+        for r, m, diffs in zip(order, lens, per, strict=True):
+            ts, ns = new[r]
+            self.count[r] += m
+            got = shared.get(r)
+            if got is not None:  # the other reader added these very gaps (checked)
+                shared[r] = (got[0], len(got[0]))
+            elif diffs:
                 self.gaps[r].extend(diffs)
             self.last[r] = (ts[-1], ns[-1])
-            s += m
+        if self.gaps_of is not None:
+            self._start_sharing(np, order)
         keys = pend + [(att, n) for n in k0]
         for key in keys[len(pend) :]:
             intro[key] = 0
@@ -457,6 +499,63 @@ class _Live:
                 st.setdefault(ranks[i], float(mat[i, c]))
         self.frozen += stop
         return True
+
+    def _check_shared(self, np: Any, gd: Any, order: list[int], per: list[array[float]]) -> bool:
+        """Whether each shared rank's structure grew by exactly its new gaps (`per`, in `order`)
+        since the last check, the other reader's last addition byte for byte (no zero or NaN
+        gap: ties of 0.0 and -0.0, and NaN, could sit in another order). A structure the other
+        reader let go of (replaced, unchanged since) becomes this rank's own again."""
+        gaps_of = self.gaps_of
+        if gaps_of is None or bool(np.isnan(gd).any()) or bool((gd == 0).any()):
+            return False
+        for r, diffs in zip(order, per, strict=True):
+            got = self.shared.get(r)
+            if got is None:
+                continue
+            sf, n = got
+            hs = gaps_of(r)
+            if hs is None or hs.diffs is not sf:  # let go of: ours, if nothing came since
+                if len(sf) != n:
+                    return False
+                del self.shared[r]
+                self.gaps[r] = sf
+                self.no_share.add(r)
+                continue
+            if len(sf) != n + len(diffs):
+                return False
+            if diffs:
+                last = hs.last_new
+                if last is None or len(last) != len(diffs) or any(x != x or x == 0.0 for x in diffs[:1]):
+                    return False
+                mine = last if isinstance(last, array) and last.typecode == "d" else array("d", last)
+                if mine.tobytes() != diffs.tobytes():
+                    return False
+        return True
+
+    def _start_sharing(self, np: Any, order: list[int]) -> None:
+        """Ranks whose gaps equal the other reader's (same count, then the same sorted bytes,
+        no zero or NaN among them) read that reader's structure from now on."""
+        gaps_of = self.gaps_of
+        assert gaps_of is not None
+        for r in order:
+            if r in self.shared or r in self.no_share:
+                continue
+            hs = gaps_of(r)
+            own = self.gaps[r]
+            if hs is None or len(hs.diffs) != len(own) or not len(own):
+                continue  # not there yet (tried again next time: a length is cheap)
+            try:
+                theirs = hs.diffs.values()  # a saved structure's values are fetched here
+            except Exception:  # a damaged saved state: the calculator finds it itself
+                self.no_share.add(r)
+                continue
+            mine = own.values()
+            v = np.frombuffer(mine, dtype=np.float64)
+            if mine.tobytes() != theirs.tobytes() or bool(np.isnan(v).any()) or bool((v == 0).any()):
+                self.no_share.add(r)
+                continue
+            self.gaps[r] = hs.diffs
+            self.shared[r] = (hs.diffs, len(hs.diffs))
 
     def _sum_block(self, np: Any, blk: Any, present: Any) -> None:
         """`_sum_steps` over the columns of blk (rank index x step, NaN: not reported), in column
@@ -511,7 +610,12 @@ class _Live:
             del starts[key]
         self.frozen = stop
 
-    def report(self) -> StragglerReport:
+    def report(self) -> StragglerReport | None:
+        """The report; None when a shared structure changed since it was last checked (then
+        the caller builds its analysis anew)."""
+        for sf, n in self.shared.values():
+            if len(sf) != n:
+                return None
         lag, lag_n, last, held = dict(self.lag), dict(self.lag_n), dict(self.last_steps), dict(self.held)
         compared, max_spread = self.compared, self.max_spread
         for j, seg in enumerate(self.segs):
