@@ -122,9 +122,10 @@ def merge(ordered: array[float], new: list[float]) -> array[float] | None:
     np = numpy()
     if np is None:
         return None
-    g = np.array(new, dtype=np.float64)
-    if np.isnan(g).any():
-        return None  # insort and numpy place NaN differently
-    out = np.concatenate((np.frombuffer(ordered, dtype=np.float64), g))
-    out.sort(kind="stable")
-    return _out(out, "d")
+    for x in new:
+        if x != x:
+            return None  # insort and numpy place NaN differently
+    out = array("d", ordered)  # one copy, the new values after it, sorted where it lies
+    out.extend(new)
+    np.frombuffer(out, dtype=np.float64).sort(kind="stable")
+    return out
