@@ -261,6 +261,36 @@ def test_settle_gc_keeps_history_out_of_sight_and_frees_frozen_cycles_later() ->
         gc.unfreeze()
 
 
+def test_a_round_starts_with_what_the_exporters_built_since_the_last_one_frozen() -> None:
+    """What the exporter threads built between two rounds (their first export imports their
+    backend: a module's worth of objects) is frozen when the next round starts, so the
+    collections that round's allocations trigger do not walk it; the first round freezes
+    nothing before it (that happens after it, with what the sources read)."""
+    import gc
+
+    from mlgoodput.export import _process_child as child
+
+    seen: list[bool] = []
+    between: list[object] = []
+
+    class Source:
+        def collect(self, now: float, final: bool = False) -> list[Sample]:
+            seen.append(gc.is_tracked(between) and not any(between is o for o in gc.get_objects()))
+            return []
+
+    c = child._Child(None, [], 1.0, None, 1.0, "t", os.getpid())  # type: ignore[arg-type]
+    c.sources["s"] = Source()  # type: ignore[assignment]
+    try:
+        gc.unfreeze()
+        c.collect()  # the first round: nothing frozen before it
+        gc.unfreeze()
+        between.append(object())  # built between the rounds (an exporter's import)
+        c.collect()
+        assert seen == [False, True]  # out of the collector's generations while the round runs
+    finally:
+        gc.unfreeze()
+
+
 def test_series_keys_are_the_same_from_the_cache() -> None:
     from mlgoodput.export._process import series_key
 

@@ -85,6 +85,11 @@ class _Child:
                 w.put(latest, wake)
 
     def collect(self, keys: Sequence[str] | None = None, final: bool = True) -> None:
+        if self.rounds:
+            # what the exporter threads built since the last round leaves the collector's view
+            # too: their first export imports their backend (tensorboardX, protobuf, ...: some
+            # 170,000 objects), which the collections this round triggers would walk (~100 ms)
+            gc.freeze()
         now = time.time()
         for key in list(self.sources) if keys is None else keys:
             src = self.sources.get(key)
