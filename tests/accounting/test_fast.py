@@ -7,6 +7,7 @@ import itertools
 import math
 import operator
 import random
+import sys
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,22 @@ def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
     up = array("d", (k * 0.1 for k in range(n)))
     assert _fast.strictly_increasing(up) is True and _fast.maximum(vals) == max(vals)
     assert _fast.maximum(array("d", [float("nan")] * n)) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bucket_sums_equal_sum_per_bucket(numpy_on: None, seed: int) -> None:
+    if sys.version_info >= (3, 12):  # sum() compensates its rounding there: the kernel stands aside
+        assert _fast.bucket_sums(array("d", [0.1] * _fast.MIN), 7) is None
+        return
+    rng = random.Random(seed)
+    n = _fast.MIN + rng.randrange(40_000)
+    pool = (0.1, 1e16, -1e16, 0.0, -0.0, math.inf, -math.inf, 1e308, rng.random())
+    mixed = array("d", (rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1e9, 1e9) for _ in range(n)))
+    for vals in (mixed, array("d", [-0.0] * n), array("d", sorted(rng.random() for _ in range(n)))):
+        for load in (1, 7, 2048, n + 1):
+            got = _fast.bucket_sums(vals, load)
+            want = [sum(vals[i : i + load]) for i in range(0, n, load)]
+            assert got is not None and array("d", got).tobytes() == array("d", want).tobytes(), load
 
 
 def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
