@@ -74,6 +74,24 @@ def test_bucket_sums_equal_sum_per_bucket(numpy_on: None, seed: int) -> None:
             assert got is not None and array("d", got).tobytes() == array("d", want).tobytes(), load
 
 
+def test_steps_by_one(numpy_on: None) -> None:
+    from mlgoodput.accounting._stepnums import counts_up
+
+    n = _fast.MIN
+    up = array("q", range(7, 7 + n))
+    assert _fast.steps_by_one(up) is True and counts_up(up)
+    skip = array("q", up)
+    skip[n // 2] += 1
+    assert _fast.steps_by_one(skip) is False and not counts_up(skip)
+    swap = array("q", up)
+    swap[1], swap[2] = swap[2], swap[1]
+    assert not counts_up(swap)
+    top = (1 << 63) - 1  # a difference that wraps around in int64: caught by the ends' check
+    wrap = array("q", [top - 1, top, -(1 << 63), *range(-(1 << 63) + 1, -(1 << 63) + n - 2)])
+    assert not counts_up(wrap)
+    assert _fast.steps_by_one(array("q", range(10))) is None
+
+
 def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
     _fast.reset()

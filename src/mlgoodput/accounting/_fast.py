@@ -114,6 +114,18 @@ def bucket_sums(values: array[float], load: int) -> list[float] | None:
     return out
 
 
+def steps_by_one(values: array[int]) -> bool | None:
+    """Whether values[i + 1] - values[i] == 1 everywhere (in int64: with values[-1] - values[0]
+    == len - 1 checked by the caller, a difference that wraps around cannot pass)."""
+    if values.typecode != "q" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.int64)
+    return bool((np.diff(a) == 1).all())
+
+
 def strictly_increasing(values: array[float] | list[float]) -> bool | None:
     """Whether values[i] < values[i + 1] everywhere, as `all(map(operator.lt, ...))` says."""
     if not isinstance(values, array) or values.typecode != "d" or len(values) < MIN:
