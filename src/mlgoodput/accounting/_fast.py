@@ -68,8 +68,10 @@ def gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
     np = numpy()
     if np is None:
         return None
-    a = np.frombuffer(times, dtype=np.float64)
-    return _out(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]), "d")
+    res = times[lo + 1 : hi + 1]  # one copy, the subtraction done where it lies
+    out = np.frombuffer(res, dtype=np.float64)
+    np.subtract(out, np.frombuffer(times, dtype=np.float64)[lo:hi], out=out)
+    return res
 
 
 def sort(values: array[float]) -> array[float] | None:
