@@ -146,3 +146,40 @@ def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest
     _fast.reset()
     assert len(got[0][0].hosts) == 2
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_host_stats_by_selection_equal_the_sorted_ones(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    from mlgoodput.accounting._hoststats import HostSteps
+    from mlgoodput.accounting._timeline import HostLog
+
+    rng = random.Random(seed)
+    n = 2 * _fast.MIN + 10 + rng.randrange(3 * _fast.MIN)
+    gaps = [rng.choice((0.1, 0.1, 0.25, rng.random() + 1e-3)) for _ in range(n)]
+    times = array("d", itertools.accumulate(gaps, initial=1e9))
+    if seed % 2:
+        times[n // 4] = times[n // 4 - 1]  # a zero gap: the selection stands aside, the sort decides
+    cut = times[n // 3] - 0.01
+
+    lazy = []
+
+    def run() -> tuple[object, ...]:
+        log = HostLog(0)
+        log.add_steps(times[: n // 2], list(range(n // 2)))
+        log.job_starts[:] = [times[0] - 1, cut]
+        hs = HostSteps()
+        first = hs.update(log)
+        lazy.append(hs._raw is not None)
+        mid = hs.diffs.values().tobytes()  # the gaps put in order on first use
+        log.add_steps(times[n // 2 :], list(range(n // 2, len(times))))
+        return first, mid, hs.update(log), hs.diffs.values().tobytes(), hs.diffs.bucket_sizes()
+
+    _fast.reset()
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    fast = run()
+    monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    _fast.reset()
+    slow = run()
+    _fast.reset()
+    assert fast == slow and fast[0] is not None
+    assert lazy == [seed % 2 == 0, False]  # the selection ran where it applies
