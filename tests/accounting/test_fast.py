@@ -183,3 +183,23 @@ def test_host_stats_by_selection_equal_the_sorted_ones(monkeypatch: pytest.Monke
     _fast.reset()
     assert fast == slow and fast[0] is not None
     assert lazy == [seed % 2 == 0, False]  # the selection ran where it applies
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_merge_equals_insort(numpy_on: None, seed: int) -> None:
+    import bisect
+
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 0.1, 0.1 + 1e-17, 1.0, rng.random(), -rng.random(), 1e300, -1e300]
+    for _ in range(20):
+        base = array(
+            "d", sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(0, 3000)))
+        )
+        new = sorted(rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(rng.randrange(16, 300)))
+        want = array("d", base)
+        for x in new:
+            bisect.insort(want, x)
+        got = _fast.merge(base, new)
+        assert got is not None and got.tobytes() == want.tobytes()  # -0.0 and 0.0 where insort puts them
+    assert _fast.merge(array("d", [1.0]), [0.5] * 3) is None  # short: the caller inserts them
+    assert _fast.merge(array("d", [1.0]), [0.5] * 20 + [float("nan")]) is None

@@ -44,7 +44,9 @@ def test_bounds_and_the_product(job: tuple[list[Event], float], fl: float, peak:
     assert 0 <= p.steps_useful <= p.steps_executed
     if p.achieved_flops_per_s is not None:
         assert abs(p.achieved_flops_per_s * r.productive_s - fl * p.steps_useful) <= 1e-6 * fl * max(1, p.steps_useful)
-    # scheduling goodput and the product
+    # scheduling goodput and the product; the queue as the stored submit time gives it (a tiny
+    # queue next to a UNIX time rounds to no queue at all)
+    queue = T0 - (T0 - queue)
     if r.total_s + queue > 0:
         assert p.scheduling_goodput is not None and 0 <= p.scheduling_goodput <= 1 + EPS
         assert abs(p.scheduling_goodput - r.total_s / (r.total_s + queue)) < 1e-6  # UNIX-second rounding

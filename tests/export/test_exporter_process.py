@@ -231,3 +231,44 @@ def test_export_interval_batches_submits_but_flush_is_immediate(tmp_path: Path) 
     assert proc.flush(10)
     assert FileExporter.latest(out)["loss"] == 99.0
     assert proc.stop(10)
+
+
+def test_settle_gc_keeps_history_out_of_sight_and_frees_frozen_cycles_later() -> None:
+    """The exporter process freezes what its sources keep after each round (the collector no
+    longer walks a job's history), and every GC_FULL_EVERY rounds collects everything once:
+    a garbage cycle frozen meanwhile is freed then."""
+    import gc
+    import weakref
+
+    from mlgoodput.export import _process_child as child
+
+    class Node:
+        other: object = None
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: only the collector frees it
+    ref = weakref.ref(a)
+    try:
+        child.settle_gc(1)
+        assert gc.get_freeze_count() > 0
+        del a, b
+        gc.collect()
+        assert ref() is not None  # frozen: out of the collector's sight
+        child.settle_gc(child.GC_FULL_EVERY)
+        assert ref() is None  # the periodic full collection freed it
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_series_keys_are_the_same_from_the_cache() -> None:
+    from mlgoodput.export._process import series_key
+
+    labels = {"job_name": "j", "rank": "3"}
+    first = series_key(Sample("a/b", 1.0, labels))
+    assert first == ("a/b", (("job_name", "j"), ("rank", "3")))
+    assert series_key(Sample("a/b", 2.0, {"rank": "3", "job_name": "j"})) == first  # any label order
+    # labels equal as Python values but named differently are never mixed up
+    assert series_key(Sample("a/b", 1.0, {"x": True}))[1] == (("x", "True"),)  # type: ignore[dict-item]
+    assert series_key(Sample("a/b", 1.0, {"x": 1}))[1] == (("x", "1"),)  # type: ignore[dict-item]
+    assert series_key(Sample("a/b", 1.0, {"x": 1.0}))[1] == (("x", "1.0"),)  # type: ignore[dict-item]

@@ -107,3 +107,46 @@ def test_tags_follow_the_labels_of_each_upload(tmp_path: Path) -> None:
     assert tags == [f"stragglers/held_back_seconds/rank={r}" for r in range(4)]
     assert [e.value for e in acc.Scalars("stragglers/held_back_seconds/rank=1")] == [0.0, 1.0, 2.0]
     assert [e.value for e in acc.Scalars("stragglers/held_back_seconds/rank=3")] == [2.0]
+
+
+def test_scalar_events_are_encoded_byte_for_byte_as_protobuf_does(tmp_path: Path) -> None:
+    """The exporter encodes its scalar events itself (a cached prefix per tag): the same bytes
+    as tensorboardX's protobuf classes, or a fallback to them for what they treat apart."""
+    import random
+
+    from tensorboardX.proto import event_pb2, summary_pb2
+    from tensorboardX.record_writer import RecordWriter
+
+    from mlgoodput.export._tensorboard import _scalar_event, _write_records
+
+    rng = random.Random(7)
+    tags = ["goodput/goodput_pct", "hosts/3/step_time_p90_seconds", "é/" + "x" * 200, "a" * 5000]
+    values = [0.0, -0.0, 1.0, -2.5, 1e-45, 3.4e38, 3.5e38, 1e300, float("nan"), float("inf"), 1 / 3]
+    steps = [0, 1, 127, 128, 16384, 2**40, 2**63 - 1]
+    walls = [0.0, 1.5, 1.7e9 + rng.random(), -3.0]
+    heads: dict[str, bytes] = {}
+    encoded = fallback = 0
+    for tag in tags:
+        for v in values + [rng.uniform(-1e6, 1e6) for _ in range(5)]:
+            for step in steps:
+                for wall in walls:
+                    got = _scalar_event(heads, tag, wall, step, v)
+                    if got is None:
+                        fallback += 1
+                        continue
+                    encoded += 1
+                    value = summary_pb2.Summary.Value(tag=tag, simple_value=v)
+                    ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[value]))
+                    assert got == ev.SerializeToString(), (tag, v, step, wall)
+    assert encoded > 500 and fallback > 100
+    # the framing: what RecordWriter.write gives, record by record
+    records = [_scalar_event(heads, t, 1.7e9, 5, 0.25) or b"" for t in tags]
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    w = RecordWriter(str(mine))
+    _write_records(w, records)
+    w.close()
+    w = RecordWriter(str(theirs))
+    for r in records:
+        w.write(r)
+    w.close()
+    assert mine.read_bytes() == theirs.read_bytes()

@@ -95,9 +95,13 @@ class GoodputSource:
         # the whole job up to what is read (no end), so the analysis stays incremental: a
         # window ending before the latest step is a full pass. While it was fed everything the
         # calculator read, that is its input; else (the first time, a calculator started from
-        # saved state) it reads the store itself
-        fed = self._lag.cursor == calc._cursor
-        return straggler_samples(report, self._lag.report(report.start, None, read=not fed))
+        # saved state) it reads the store itself, up to the calculator's cursor and no further
+        # (a shipper storing meanwhile would leave it ahead, and then never fed again)
+        lag = self._lag
+        if lag.cursor != calc._cursor:
+            lag.catch_up(calc._cursor)
+        fed = lag.cursor == calc._cursor  # else (a store read whole) it reads all there is
+        return straggler_samples(report, lag.report(report.start, None, read=not fed))
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

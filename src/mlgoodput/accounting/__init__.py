@@ -5,6 +5,7 @@ from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
 from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
+from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._report import (
@@ -37,6 +38,7 @@ __all__ = [
     "StepNums",
     "Timeline",
     "advise",
+    "fast_numpy",
     "productive_by_piece",
     "retention_period",
     "snapshot_policy",

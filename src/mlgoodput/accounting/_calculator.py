@@ -6,21 +6,24 @@ import dataclasses
 import datetime as _dt
 import logging
 import math
+import operator
 import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from mlgoodput import _env
 from mlgoodput._journal import Journal, recover_changed_journals
-from mlgoodput.accounting import _snapshot
+from mlgoodput.accounting import _fast, _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
+from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, Store, open_store
 
 TimeArg = _dt.datetime | float | int | None
@@ -188,11 +191,22 @@ class GoodputCalculator:
                         self._eng = self._engine
         hooks = self._part_hooks
         if self._paged:  # a page at a time: never the whole job at once
+            # a shipper stores a small page a second per host: consecutive pages that hold only
+            # one host's step starts are taken together, one part per host (_StepRun)
+            run = _StepRun()
             for cursor, part in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
+                if run.take(part):
+                    run.end = cursor
+                    if run.events < _RUN_EVENTS:
+                        continue
+                    self._ingest_run(run)
+                    continue
+                self._ingest_run(run)
                 self._engine.timeline.ingest(part)
                 for hook in hooks:
                     hook(self._cursor, cursor, part)
                 self._cursor = cursor
+            self._ingest_run(run)
             return
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for i, part in enumerate(res.parts):
@@ -200,6 +214,22 @@ class GoodputCalculator:
             for hook in hooks:  # the parts of one read share its end cursor: the first starts here
                 hook(self._cursor if i == 0 else res.cursor, res.cursor, part)
         self._cursor = res.cursor
+
+    def _ingest_run(self, run: _StepRun) -> None:
+        """Ingest the pages gathered in `run` (one part per host, or page by page for a host
+        whose pages do not follow each other in time) and empty it."""
+        if not run.pages:
+            return
+        begin, end = self._cursor, run.end
+        ingest = self._engine.timeline.ingest
+        hooks = self._part_hooks
+        for part in run.parts():
+            ingest(part)
+            for hook in hooks:  # as for the parts of one read: the first starts at the cursor
+                hook(begin, end, part)
+            begin = end
+        self._cursor = end
+        run.clear()
 
     def _keep(self, answer: tuple[float, GoodputReport] | None = None) -> None:
         """Save the engine's state when the job grew enough since the last save (after a query,
@@ -523,6 +553,64 @@ class GoodputCalculator:
         if c is not None and c.times is step_times:
             c.ideal, c.ideal_n = ideal, c.n
         return ideal
+
+
+_STEP = int(Kind.STEP_START)
+_RUN_EVENTS = 1 << 16  # events gathered at most before a run is ingested
+_RUN_PAGE = 4096  # a page of this many events or more is ingested on its own (nothing to gain)
+
+
+class _StepRun:
+    """Consecutive small pages that each hold only step starts of one host, gathered per host.
+
+    Ingesting a host's pages as one part gives exactly what ingesting them one by one gives
+    when its step starts increase strictly across them (then each page would only append);
+    otherwise that host's pages are ingested one by one. Hosts keep the order in which they
+    first appear, and every other page is ingested in its place (the run is emptied first)."""
+
+    __slots__ = ("end", "events", "pages")
+
+    def __init__(self) -> None:
+        self.pages: dict[int, list[Columns]] = {}
+        self.events = 0
+        self.end = 0
+
+    def take(self, part: Columns) -> bool:
+        """Gather `part` if it holds only step starts of one host (and no names or attributes)."""
+        kinds, hosts = part.kinds, part.hosts
+        n = len(kinds)
+        if not n or n >= _RUN_PAGE or part.names is not None or part.attrs is not None:
+            return False
+        h = hosts[0]
+        if kinds.count(_STEP) != n or hosts.count(h) != n:
+            return False
+        got = self.pages.get(h)
+        if got is None:
+            self.pages[h] = [part]
+        else:
+            got.append(part)
+        self.events += n
+        return True
+
+    def parts(self) -> Iterator[Columns]:
+        for pages in self.pages.values():
+            if len(pages) == 1:
+                yield pages[0]
+                continue
+            t, s, v = array("d"), array("q"), array("d")
+            for p in pages:
+                t.extend(p.times)
+                s.extend(p.steps)
+                v.extend(p.values)
+            if _fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:])):
+                n = len(t)
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", pages[0].hosts[:1]) * n, s, v, None, None)
+            else:
+                yield from pages
+
+    def clear(self) -> None:
+        self.pages = {}
+        self.events = 0
 
 
 @dataclasses.dataclass(slots=True)

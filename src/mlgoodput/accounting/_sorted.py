@@ -123,8 +123,12 @@ class SortedFloats:
                 j = len(ys) if k == last else bisect_right(ys, self._maxes[k], i)
                 group = ys[i:j]
                 b = self._get(k)
-                for x in group:  # C-level search and move; the bookkeeping once per bucket
-                    insort(b, x)
+                into = _fast.merge(b, group)
+                if into is not None:
+                    b = self._buckets[k] = into
+                else:
+                    for x in group:  # C-level search and move; the bookkeeping once per bucket
+                        insort(b, x)
                 self._maxes[k] = b[-1]
                 self._sums[k] += sum(group)
                 self._n += len(group)

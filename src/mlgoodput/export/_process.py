@@ -62,7 +62,21 @@ class SampleSource(Protocol):
 
 def series_key(s: Sample) -> SeriesKey:
     """The identity of a time series: the sample name and its sorted labels."""
-    return (s.name, tuple(sorted((str(k), str(v)) for k, v in s.labels.items())))
+    raw = (s.name, tuple(s.labels.items()))
+    try:
+        got = _KEYS.get(raw)
+    except TypeError:  # a label that cannot be hashed: named each time
+        return (s.name, tuple(sorted((str(k), str(v)) for k, v in s.labels.items())))
+    if got is None:
+        got = (s.name, tuple(sorted((str(k), str(v)) for k, v in raw[1])))
+        if all(type(k) is str and type(v) is str for k, v in raw[1]):  # else 1 == True, "1" != "True"
+            if len(_KEYS) >= 100_000:  # series come and go (windows, ranks): keep it bounded
+                _KEYS.clear()
+            _KEYS[raw] = got
+    return got
+
+
+_KEYS: dict[tuple[str, tuple[tuple[Any, Any], ...]], SeriesKey] = {}  # (name, label items) -> series_key
 
 
 def latest_by_series(samples: Sequence[Sample]) -> dict[SeriesKey, Sample]:

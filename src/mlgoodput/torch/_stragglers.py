@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
 
-from mlgoodput.accounting import SortedFloats
+from mlgoodput.accounting import SortedFloats, fast_numpy
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, open_store
 
@@ -125,7 +125,7 @@ class StragglerAnalysis:
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
 
-    def _refresh(self) -> None:
+    def _refresh(self, upto: int | None = None) -> None:
         from mlgoodput._journal import recover_changed_journals
 
         try:
@@ -139,8 +139,17 @@ class StragglerAnalysis:
             res = self._store.read(self.logger_name, self.job_name, self._cursor)
             parts = [(res.cursor, c) for c in res.parts] or [(res.cursor, Columns.empty())]
         for cursor, c in parts:
+            if upto is not None and cursor > upto and self._paged:
+                break
             self._take(cursor, c)
         self._finish()
+
+    def catch_up(self, upto: int) -> None:
+        """Read what the store holds up to cursor `upto` (another reader's cursor: the
+        calculator's), not beyond, so that reader's next pages start where this analysis
+        stops and can be fed to it (`feed`); a store read whole reads everything."""
+        if self._cursor < upto:
+            self._refresh(upto)
 
     def feed(self, begin: int, end: int, c: Columns) -> None:
         """Events another reader of the same stream decoded (the calculator's pages): taken
@@ -193,16 +202,16 @@ class StragglerAnalysis:
                 live = None
             bisect.insort(self._job_starts[h], t)
         lo, hi = self._span
-        new: dict[int, list[tuple[float, int]]] = {}
+        new: dict[int, tuple[array[float], array[int]]] = {}
         for h, ts in all_t.items():
             k = before.get(h, 0)
             if len(ts) > k:
                 part = ts[k:]
                 lo, hi = min(lo, min(part)), max(hi, max(part))
                 if live is not None:
-                    new[h] = list(zip(part, all_n[h][k:], strict=True))
+                    new[h] = (part, all_n[h][k:])
         self._span = (lo, hi)
-        if live is not None and not live.add(new):
+        if live is not None and not live.add_columns(new):
             live = None
         self._live = live
 
@@ -349,6 +358,135 @@ class _Live:
             self.freeze()
         return True
 
+    def add_columns(self, new: dict[int, tuple[array[float], array[int]]]) -> bool:
+        """`add` of each rank's new step starts given as (times, step numbers) columns. The
+        usual case (every rank in one attempt, each rank's new steps later than its earlier
+        ones, every step met first by rank index 0) takes a few numpy passes (`_lockstep`),
+        bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
+        np = fast_numpy()
+        if np is not None and self._lockstep(np, new):
+            return True
+        return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
+
+    def _lockstep(self, np: Any, new: dict[int, tuple[array[float], array[int]]]) -> bool:
+        """`add(...)` then `freeze()` for the lockstep case, in numpy; False (nothing changed)
+        when the case does not apply."""
+        if self.moved or sum(len(t) for t, _ in new.values()) < _LOCKSTEP_MIN:
+            return False
+        index, js_all = self.index, self.js
+        order = [r for r in self.ranks if r in new and len(new[r][0])]
+        att = -1
+        for r in order:  # one attempt, the same for every rank; after each rank's last step
+            js = js_all.get(r)
+            a = len(js) if js else 0
+            ts, ns = new[r]
+            if (att >= 0 and a != att) or (js and js[-1] > ts[0]):
+                return False
+            att = a
+            prev = self.last.get(r)
+            if prev is not None and not (ts[0] > prev[0] and ns[0] > prev[1]):
+                return False
+        tb, nb = array("d"), array("q")
+        lens = []
+        for r in order:
+            ts, ns = new[r]
+            tb.extend(ts)
+            nb.extend(ns)
+            lens.append(len(ts))
+        tv = np.frombuffer(tb, dtype=np.float64)
+        nv = np.frombuffer(nb, dtype=np.int64)
+        rv = np.repeat(np.array([index[r] for r in order], dtype=np.intp), lens)
+        same = rv[1:] == rv[:-1]  # each rank's steps strictly later, with higher numbers
+        if np.any(same & ~(tv[1:] > tv[:-1])) or np.any(same & ~(nv[1:] > nv[:-1])):
+            return False
+        pend = self.segs[0][self.frozen :]  # keys summed at the next freeze, all rank 0's
+        if any(k[0] != att for k in pend):
+            return False
+        intro, starts = self.intro, self.starts
+        r0 = self.ranks[0]
+        k0 = new[r0][1] if r0 in new else array("q")
+        if any((att, n) in intro for n in k0):
+            return False
+        cols = np.array([k[1] for k in pend] + k0.tolist(), dtype=np.int64)
+        if not len(cols):
+            return False
+        srt = np.argsort(cols, kind="stable")
+        pos = np.minimum(np.searchsorted(cols[srt], nv), len(cols) - 1)
+        cv = srt[pos]
+        if not np.array_equal(cols[cv], nv):  # a step no rank index 0 met (it moves), or summed
+            return False
+        mat = np.full((len(self.ranks), len(cols)), np.nan)
+        for c, key in enumerate(pend):
+            for r, t in starts[key].items():
+                mat[index[r], c] = t
+        if not np.isnan(mat[rv, cv]).all():  # a rank's step already there: `add` keeps the first
+            return False
+        mat[rv, cv] = tv
+        # -- from here on the case applies: the same changes as `add` then `freeze`
+        gv = array("d")
+        gv.frombytes(np.subtract(tv[1:], tv[:-1]).tobytes())
+        s = 0
+        for r, m in zip(order, lens, strict=True):
+            ts, ns = new[r]
+            prev = self.last.get(r)
+            self.count[r] += m
+            diffs = gv[s : s + m - 1]
+            js = js_all.get(r)
+            if prev is not None and (not js or js[-1] <= prev[0]):
+                diffs.insert(0, ts[0] - prev[0])
+            if diffs:
+                self.gaps[r].extend(diffs)
+            self.last[r] = (ts[-1], ns[-1])
+            s += m
+        keys = pend + [(att, n) for n in k0]
+        for key in keys[len(pend) :]:
+            intro[key] = 0
+        self.segs[0].extend(keys[len(pend) :])
+        present = ~np.isnan(mat)
+        full = len(self.ranks)
+        ok = (present.sum(axis=0) == full) | (np.arange(len(keys)) < len(keys) - self.TAIL)
+        stop = len(keys) if ok.all() else int(np.argmin(ok))
+        if stop:
+            self._sum_block(np, mat[:, :stop], present[:, :stop])
+        for key in pend[:stop]:
+            del starts[key]
+        ranks = self.ranks
+        for c in range(stop, len(keys)):  # the rest waits for its other ranks, as dicts
+            st = starts.setdefault(keys[c], {})
+            for i in np.flatnonzero(present[:, c]).tolist():
+                st.setdefault(ranks[i], float(mat[i, c]))
+        self.frozen += stop
+        return True
+
+    def _sum_block(self, np: Any, blk: Any, present: Any) -> None:
+        """`_sum_steps` over the columns of blk (rank index x step, NaN: not reported), in column
+        order: the same operations on the same values per rank, so the same sums."""
+        cnt = present.sum(axis=0)
+        valid = cnt >= 2
+        if not valid.any():
+            return
+        blk, present = blk[:, valid], present[:, valid]
+        mn = np.where(present, blk, np.inf).min(axis=0)
+        mx = np.where(present, blk, -np.inf).max(axis=0)
+        dd = np.where(present, blk - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
+        ranks = self.ranks
+        lag = np.array([self.lag[r] for r in ranks])
+        for c in range(dd.shape[1]):  # column by column: each rank's sum in step order
+            lag += dd[:, c]
+        n = present.sum(axis=1)
+        for i, r in enumerate(ranks):
+            self.lag[r] = float(lag[i])
+            self.lag_n[r] += int(n[i])
+        ids = np.array(ranks, dtype=np.int64)
+        late = np.where(present & (blk == mx), ids[:, None], np.iinfo(np.int64).min).max(axis=0)
+        second = np.sort(np.where(present, blk, -np.inf), axis=0)[-2]  # order[-2]'s time
+        last_steps, held = self.last_steps, self.held
+        for r, d in zip(late.tolist(), (mx - second).tolist(), strict=True):
+            last_steps[r] += 1
+            held[r] += d
+        self.compared += int(blk.shape[1])
+        self.max_spread = max(self.max_spread, float((mx - mn).max()))
+
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
         """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
         self.segs[k].remove(key)
@@ -428,7 +566,8 @@ def _sum_steps(
     return compared, max_spread
 
 
-_BY_TIME_RANK = operator.itemgetter(1, 0)  # (rank, time) -> (time, rank)
+_BY_TIME_RANK = operator.itemgetter(1, 0)
+_LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 
 
 def analyze(

@@ -1,0 +1,83 @@
+"""The calculator takes consecutive one-host step pages together (`_StepRun`, the shape a
+shipper per host stores every second): exactly what ingesting them page by page gives,
+whatever the order of the pages (late pages, overlaps, restarts, other events between)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+from mlgoodput.accounting import GoodputCalculator
+from mlgoodput.accounting import _calculator as calc_mod
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import open_store
+
+
+def _pages(rng: random.Random, hosts: int, rounds: int) -> list[list[Event]]:
+    out: list[list[Event]] = [
+        [Event(Kind.JOB_START, 10.0, h), Event(Kind.ACCEL_INIT_START, 11.0, h)] for h in range(hosts)
+    ]
+    t, step = 20.0, 0
+    for _ in range(rounds):
+        if rng.random() < 0.1:  # a restart of one host, or a checkpoint: not a step page
+            h = rng.randrange(hosts)
+            out.append([Event(Kind.JOB_START, t, h)] if rng.random() < 0.5 else [Event(Kind.CKPT_SAVE_START, t, h)])
+            t += 1.0
+        per = rng.randrange(1, 12)
+        for h in range(hosts):
+            evs = [Event(Kind.STEP_START, t + j * 0.5 + h * 1e-3, h, step=step + j) for j in range(per)]
+            if rng.random() < 0.1:
+                rng.shuffle(evs)  # out of order inside a page
+            out.append(evs)
+        if rng.random() < 0.1 and len(out) > 3:  # a page stored late
+            i = rng.randrange(len(out) - 3, len(out))
+            out.append(out.pop(i))
+        if rng.random() < 0.05:  # a page stored twice
+            out.append(list(out[-1]))
+        step += per
+        t += per * 0.5
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_step_runs_give_what_page_by_page_gives(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    pages = _pages(rng, rng.randrange(1, 6), rng.randrange(5, 60))
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    grouped = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e4)
+    plain = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e4)
+    seen: dict[str, list[tuple[int, int, int]]] = {"grouped": [], "plain": []}
+    grouped._part_hooks.append(lambda b, e, c: seen["grouped"].append((b, e, len(c))))
+    plain._part_hooks.append(lambda b, e, c: seen["plain"].append((b, e, len(c))))
+    seq = i = 0
+    while i < len(pages):
+        k = rng.randrange(1, 30)
+        for evs in pages[i : i + k]:
+            st.append("goodput", "j", EventBatch(1 + evs[0].host, seq, evs))
+            seq += len(evs)
+        i += k
+        a = grouped.report()
+        monkeypatch.setattr(calc_mod, "_RUN_EVENTS", 0)  # every page ingested on its own
+        b = plain.report()
+        monkeypatch.undo()
+        assert a == b
+        assert grouped._cursor == plain._cursor
+        for h, log in plain.timeline.hosts.items():
+            mine = grouped.timeline.hosts[h]
+            assert (list(mine.times), list(mine.nums), mine.others, mine.job_starts, mine.monotonic) == (
+                list(log.times),
+                list(log.nums),
+                log.others,
+                log.job_starts,
+                log.monotonic,
+            )
+        assert (grouped.timeline.events, grouped.timeline.max_time) == (plain.timeline.events, plain.timeline.max_time)
+    assert len(seen["grouped"]) < len(seen["plain"])  # pages were taken together
+    for name, parts in seen.items():  # every event reached the hooks once, in a chain of cursors
+        assert sum(n for _, _, n in parts) == plain.timeline.events, name
+        assert all(p[1] == q[0] for p, q in itertools.pairwise(parts)), name
+    st.close()
