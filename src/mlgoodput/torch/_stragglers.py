@@ -231,10 +231,11 @@ class StragglerAnalysis:
             live = self._live
             if live is None:
                 live = _Live(self._job_starts, list(self._times))
-                for h, ts in self._times.items():  # rank by rank, as one add of all would
-                    ok = live.add({h: list(zip(ts, self._nums[h], strict=True))}, freeze=False)
-                    assert ok, "a fresh live analysis takes any steps"
-                live.freeze()
+                # all ranks in one add (what rank-by-rank adds give): ranks stepping together
+                # take the numpy passes, so a first report of a many-host job is not a Python
+                # loop over every step of every rank
+                ok = live.add_columns({h: (ts, self._nums[h]) for h, ts in self._times.items()})
+                assert ok, "a fresh live analysis takes any steps"
                 self._live = live
             return live.report()
         return analyze(self._job_starts, self._steps(), start, end)
