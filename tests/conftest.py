@@ -4,12 +4,19 @@ isolation fixture every test gets."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# A suite started in the background of a shell without job control (`cmd &` in a script,
+# nohup) inherits SIGINT ignored, and so would every child the Ctrl-C tests start: they need a
+# Ctrl-C to reach those children, so the suite takes SIGINT back (children then get the default).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Settings from the environment that would point a test at shared places or change what
 #: it measures (cloud project, launcher ranks and ids); every MLGOODPUT_* variable goes too.

@@ -7,6 +7,7 @@ import itertools
 import math
 import operator
 import random
+import sys
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,40 @@ def test_kernels_equal_the_python_passes(numpy_on: None, seed: int) -> None:
     up = array("d", (k * 0.1 for k in range(n)))
     assert _fast.strictly_increasing(up) is True and _fast.maximum(vals) == max(vals)
     assert _fast.maximum(array("d", [float("nan")] * n)) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bucket_sums_equal_sum_per_bucket(numpy_on: None, seed: int) -> None:
+    if sys.version_info >= (3, 12):  # sum() compensates its rounding there: the kernel stands aside
+        assert _fast.bucket_sums(array("d", [0.1] * _fast.MIN), 7) is None
+        return
+    rng = random.Random(seed)
+    n = _fast.MIN + rng.randrange(40_000)
+    pool = (0.1, 1e16, -1e16, 0.0, -0.0, math.inf, -math.inf, 1e308, rng.random())
+    mixed = array("d", (rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1e9, 1e9) for _ in range(n)))
+    for vals in (mixed, array("d", [-0.0] * n), array("d", sorted(rng.random() for _ in range(n)))):
+        for load in (1, 7, 2048, n + 1):
+            got = _fast.bucket_sums(vals, load)
+            want = [sum(vals[i : i + load]) for i in range(0, n, load)]
+            assert got is not None and array("d", got).tobytes() == array("d", want).tobytes(), load
+
+
+def test_steps_by_one(numpy_on: None) -> None:
+    from mlgoodput.accounting._stepnums import counts_up
+
+    n = _fast.MIN
+    up = array("q", range(7, 7 + n))
+    assert _fast.steps_by_one(up) is True and counts_up(up)
+    skip = array("q", up)
+    skip[n // 2] += 1
+    assert _fast.steps_by_one(skip) is False and not counts_up(skip)
+    swap = array("q", up)
+    swap[1], swap[2] = swap[2], swap[1]
+    assert not counts_up(swap)
+    top = (1 << 63) - 1  # a difference that wraps around in int64: caught by the ends' check
+    wrap = array("q", [top - 1, top, -(1 << 63), *range(-(1 << 63) + 1, -(1 << 63) + n - 2)])
+    assert not counts_up(wrap)
+    assert _fast.steps_by_one(array("q", range(10))) is None
 
 
 def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +146,43 @@ def test_reports_equal_with_numpy_on_and_off(tmp_path: Path, monkeypatch: pytest
     _fast.reset()
     assert len(got[0][0].hosts) == 2
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_host_stats_by_selection_equal_the_sorted_ones(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    from mlgoodput.accounting._hoststats import HostSteps
+    from mlgoodput.accounting._timeline import HostLog
+
+    rng = random.Random(seed)
+    n = 2 * _fast.MIN + 10 + rng.randrange(3 * _fast.MIN)
+    gaps = [rng.choice((0.1, 0.1, 0.25, rng.random() + 1e-3)) for _ in range(n)]
+    times = array("d", itertools.accumulate(gaps, initial=1e9))
+    if seed % 2:
+        times[n // 4] = times[n // 4 - 1]  # a zero gap: the selection stands aside, the sort decides
+    cut = times[n // 3] - 0.01
+
+    lazy = []
+
+    def run() -> tuple[object, ...]:
+        log = HostLog(0)
+        log.add_steps(times[: n // 2], list(range(n // 2)))
+        log.job_starts[:] = [times[0] - 1, cut]
+        hs = HostSteps()
+        first = hs.update(log)
+        lazy.append(hs._raw is not None)
+        mid = hs.diffs.values().tobytes()  # the gaps put in order on first use
+        log.add_steps(times[n // 2 :], list(range(n // 2, len(times))))
+        return first, mid, hs.update(log), hs.diffs.values().tobytes(), hs.diffs.bucket_sizes()
+
+    _fast.reset()
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    fast = run()
+    monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    _fast.reset()
+    slow = run()
+    _fast.reset()
+    assert fast == slow and fast[0] is not None
+    assert lazy == [seed % 2 == 0, False]  # the selection ran where it applies
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -10,6 +10,7 @@ use, so a query that only meets short columns never pays for the import.
 from __future__ import annotations
 
 import os
+import sys
 from array import array
 from typing import Any
 
@@ -68,8 +69,10 @@ def gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
     np = numpy()
     if np is None:
         return None
-    a = np.frombuffer(times, dtype=np.float64)
-    return _out(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]), "d")
+    res = times[lo + 1 : hi + 1]  # one copy, the subtraction done where it lies
+    out = np.frombuffer(res, dtype=np.float64)
+    np.subtract(out, np.frombuffer(times, dtype=np.float64)[lo:hi], out=out)
+    return res
 
 
 def sort(values: array[float]) -> array[float] | None:
@@ -85,7 +88,45 @@ def sort(values: array[float]) -> array[float] | None:
     # doubles that compare equal are the same bits, but for 0.0 and -0.0: without a -0.0, any
     # order of equal values is the stable one (and quicksort is about twice as fast)
     kind = "stable" if (np.signbit(a) & (a == 0)).any() else "quicksort"
-    return _out(np.sort(a, kind=kind), "d")
+    res = array("d", values)  # one copy, sorted where it lies (np.sort and _out would make two)
+    np.frombuffer(res, dtype=np.float64).sort(kind=kind)
+    return res
+
+
+def bucket_sums(values: array[float], load: int) -> list[float] | None:
+    """[sum(values[i : i + load]) for i in range(0, len(values), load)], bit for bit.
+
+    Python 3.11's `sum` of floats adds left to right in doubles from 0.0, which a running sum
+    (`cumsum`, one addition after another, no pairwise regrouping) reproduces; from 3.12 `sum`
+    compensates its rounding, so None there (the caller sums)."""
+    if sys.version_info >= (3, 12) or values.typecode != "d" or len(values) < MIN or load < 1:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.float64)
+    full = len(a) // load * load
+    rows = a[:full].reshape(-1, load)
+    out: list[float] = []
+    with np.errstate(all="ignore"):  # inf - inf is NaN here as in sum(), without a warning
+        for i in range(0, len(rows), 16):  # a few rows at a time: the running sums stay in cache
+            # + 0.0: sum() starts from 0.0, so a bucket of only -0.0 sums to 0.0, as here
+            out.extend((np.cumsum(rows[i : i + 16], axis=1)[:, -1] + 0.0).tolist())
+        if full < len(a):
+            out.append(float(np.cumsum(a[full:])[-1] + 0.0))
+    return out
+
+
+def steps_by_one(values: array[int]) -> bool | None:
+    """Whether values[i + 1] - values[i] == 1 everywhere (in int64: with values[-1] - values[0]
+    == len - 1 checked by the caller, a difference that wraps around cannot pass)."""
+    if values.typecode != "q" or len(values) < MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.int64)
+    return bool((np.diff(a) == 1).all())
 
 
 def strictly_increasing(values: array[float] | list[float]) -> bool | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
+from typing import Any
 
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
@@ -22,20 +23,36 @@ from mlgoodput.accounting._timeline import HostLog
 class HostSteps:
     """One host's gaps between consecutive steps of one attempt, extended with new steps only."""
 
-    __slots__ = ("diffs", "last_new", "n", "stats", "version")
+    __slots__ = ("_diffs", "_raw", "last_new", "n", "stats", "version")
 
     def __init__(self) -> None:
         self.n = 0  # steps consumed
         self.version = -1  # the HostLog.version they were consumed at
-        self.diffs = SortedFloats()
+        self._diffs = SortedFloats()
+        self._raw: array[float] | None = None  # a first fill's gaps, put in order when first used
         self.stats: HostStepStats | None = None
         # the gaps the last extend of `diffs` added (another reader keeping the same gaps
         # checks its own against them: the straggler analysis, torch/_stragglers.py)
         self.last_new: list[float] | array[float] | None = None
 
+    @property
+    def diffs(self) -> SortedFloats:
+        """The gaps in order. A first fill's statistics come from a selection (_order_stats),
+        and its sort waits for the first use (a later update, a save): a cold read of a long
+        job does not sort its millions of gaps before they are needed."""
+        if self._raw is not None:
+            self._diffs.extend(self._raw)  # exactly what the first fill would have done then
+            self._raw = None
+        return self._diffs
+
+    @diffs.setter
+    def diffs(self, value: SortedFloats) -> None:
+        self._diffs, self._raw = value, None
+
     def update(self, log: HostLog) -> HostStepStats | None:
         times = log.times
         n = len(times)
+        quick = None
         if log.version != self.version or n < self.n:
             self.n, self.version, self.diffs, self.stats = 0, log.version, SortedFloats(), None
             self.last_new = None
@@ -52,11 +69,20 @@ class HostSteps:
                 for i in cut:
                     if lo <= i < n:
                         del new[i - lo]
-                self.diffs.extend(new)
-                self.last_new = new
+                if not len(self._diffs) and self._raw is None and isinstance(new, array):
+                    quick = _order_stats(new)
+                if quick is not None and isinstance(new, array):
+                    self._raw = new
+                else:
+                    self.diffs.extend(new)
+                self.last_new = new  # (a first fill's too: `diffs` extends by exactly it)
             self.n = n
             self.stats = None
-        if self.stats is None and len(self.diffs):
+        if self.stats is None and quick is not None:
+            self.stats = HostStepStats(
+                host=log.host, steps=quick[0] + 1, median_s=quick[1], p90_s=quick[2], max_s=quick[3]
+            )
+        elif self.stats is None and len(self.diffs):
             d = self.diffs
             k = len(d)
             self.stats = HostStepStats(
@@ -67,6 +93,24 @@ class HostSteps:
                 max_s=d.kth(k - 1),
             )
         return self.stats
+
+
+def _order_stats(gaps: array[float]) -> tuple[int, float, float, float] | None:
+    """(count, median, p90, max) of the gaps, as SortedFloats' `median` and `kth` give them, by
+    a selection (numpy's partition) instead of a sort; None (the caller sorts) without numpy,
+    for a short list, or with a NaN or a zero (where 0.0 and -0.0 could trade places)."""
+    k = len(gaps)
+    np: Any = _fast.numpy() if k >= _fast.MIN else None
+    if np is None:
+        return None
+    a = np.frombuffer(gaps, dtype=np.float64)
+    if np.isnan(a).any() or (a == 0).any():
+        return None
+    p90 = min(k - 1, int(0.9 * k))
+    part = np.partition(a, sorted({k // 2 - 1, k // 2, p90, k - 1}))
+    mid = float(part[k // 2])
+    median = mid if k % 2 else (float(part[k // 2 - 1]) + mid) / 2.0
+    return k, median, float(part[p90]), float(part[k - 1])
 
 
 def stats_as_of(log: HostLog, q: float) -> HostStepStats | None:

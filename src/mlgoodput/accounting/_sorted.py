@@ -45,10 +45,12 @@ class SortedFloats:
 
     def _build(self, ordered: list[float] | array[float]) -> None:
         self._ends = None
-        buckets = [array("d", ordered[i : i + _LOAD]) for i in range(0, len(ordered), _LOAD)]
+        if not isinstance(ordered, array) or ordered.typecode != "d":
+            ordered = array("d", ordered)
+        buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]  # slices are copies
         self._buckets = list(buckets)
         self._maxes = [b[-1] for b in buckets]
-        self._sums = [sum(b) for b in buckets]
+        self._sums = _fast.bucket_sums(ordered, _LOAD) or [sum(b) for b in buckets]
         self._n = len(ordered)
 
     def __len__(self) -> int:
@@ -103,9 +105,12 @@ class SortedFloats:
     def extend(self, xs: list[float] | array[float]) -> None:
         self._ends = None
         if len(xs) > self._n // 4 + 16:
-            merged = self.values()
+            if not self._n and isinstance(xs, array) and xs.typecode == "d":
+                merged = xs  # the first fill (a cold build): sorted into a new array, no copy first
+            else:
+                merged = self.values()
+                merged.extend(xs)
             self._buckets = []
-            merged.extend(xs)
             self._build(_fast.sort(merged) or sorted(merged))
         elif len(xs) < 8 or not self._buckets:
             for x in xs:

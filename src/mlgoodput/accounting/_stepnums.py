@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import overload
 
+from mlgoodput.accounting import _fast
+
 _MIN_SPLIT = 64  # below this, a batch that does not count up by one is kept as it is
 _IOTA = array("q")
 _TEMPLATES: dict[int, tuple[int, int]] = {}  # m -> (1, 1, ..., 1) and (0, 1, ..., m-1), packed
@@ -43,6 +45,9 @@ def counts_up(a: array[int]) -> bool:
     x0 = a[0]
     if x0 < 0 or a[-1] - x0 != m - 1:
         return False
+    fast = _fast.steps_by_one(a)  # with the check above: every step one more than the last
+    if fast is not None:
+        return fast
     ones, iota = _templates(m)
     return int.from_bytes(memoryview(a), sys.byteorder) == x0 * ones + iota
 

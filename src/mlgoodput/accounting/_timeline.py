@@ -13,6 +13,7 @@ import math
 import operator
 from array import array
 from bisect import insort
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from mlgoodput.accounting import _fast
@@ -99,6 +100,15 @@ class HostLog:
         return rec.time
 
 
+def _ones(mask: bytes) -> Iterator[int]:
+    """The positions of the 1 bytes of mask (a C-level search from one to the next: a page of
+    step starts with a few other events costs those few, not an int object per event)."""
+    i = mask.find(1)
+    while i >= 0:
+        yield i
+        i = mask.find(1, i + 1)
+
+
 class Timeline:
     """All hosts' events of one job; `earliest_change` says how far back the last ingest reached."""
 
@@ -125,7 +135,8 @@ class Timeline:
         kinds = bytes(cols.kinds)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
-        single_host = hosts.count(hosts[0]) == n
+        # every value the first's: compared as bytes (count() would make an int object a value)
+        single_host = hosts.tobytes() == array(hosts.typecode, hosts[:1]).tobytes() * n
         earliest = math.inf
         n_steps = step_mask.count(1)
         if single_host and n_steps == n:  # only step starts: no copy through Python objects
@@ -144,7 +155,7 @@ class Timeline:
             for h, (t, s) in per.items():
                 order = sorted(range(len(t)), key=t.__getitem__)
                 earliest = min(earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order]))
-        others = range(0) if n_steps == n else itertools.compress(range(n), kinds.translate(_OTHER_MASK))
+        others = range(0) if n_steps == n else _ones(kinds.translate(_OTHER_MASK))
         for i in others:
             step = cols.steps[i]
             value = cols.values[i]

@@ -246,10 +246,11 @@ class StragglerAnalysis:
                 if live is not None:
                     self._share = False
                 live = _Live(self._job_starts, list(self._times))
-                for h, ts in self._times.items():  # rank by rank, as one add of all would
-                    ok = live.add({h: list(zip(ts, self._nums[h], strict=True))}, freeze=False)
-                    assert ok, "a fresh live analysis takes any steps"
-                live.freeze()
+                # all ranks in one add (what rank-by-rank adds give): ranks stepping together
+                # take the numpy passes, so a first report of a many-host job is not a Python
+                # loop over every step of every rank
+                ok = live.add_columns({h: (ts, self._nums[h]) for h, ts in self._times.items()})
+                assert ok, "a fresh live analysis takes any steps"
                 self._live = live
                 got = live.report()
                 assert got is not None, "a fresh live analysis shares nothing"
