@@ -24,8 +24,8 @@ from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Kind
-from mlgoodput.store import Columns, PagedStore, Store, open_store
-from mlgoodput.store._columns import RawChunk, decode
+from mlgoodput.store import Columns, PagedStore, RawChunk, Store, open_store
+from mlgoodput.store import decode_chunk as decode
 
 TimeArg = _dt.datetime | float | int | None
 T = TypeVar("T")

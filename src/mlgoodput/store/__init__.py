@@ -12,7 +12,9 @@ from __future__ import annotations
 from mlgoodput.store import _cloud_logging, _memory, _postgres, _sqlite  # noqa: F401
 from mlgoodput.store._cloud_logger import from_cloud_logger
 from mlgoodput.store._columns import NO_STEP, ColumnEvents, Columns
+from mlgoodput.store._columns import RawChunk as RawChunk  # for other packages
 from mlgoodput.store._columns import concat as concat_columns
+from mlgoodput.store._columns import decode as _decode
 from mlgoodput.store._memory import MemoryStore
 from mlgoodput.store._protocol import (
     JobInfo,
@@ -27,6 +29,8 @@ from mlgoodput.store._registry import open_store, resolve_store_url
 from mlgoodput.store._registry import store_file as store_file  # for other packages
 from mlgoodput.store._sqlite import SQLiteStore
 from mlgoodput.store._state import PagedStore, StateStore
+
+decode_chunk = _decode  # for other packages: one stored chunk's bytes (a RawChunk) -> Columns
 
 __all__ = [
     "NO_STEP",
