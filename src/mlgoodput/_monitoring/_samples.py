@@ -8,10 +8,40 @@ from typing import Any
 
 from mlgoodput._monitoring._productivity_samples import productivity_samples
 from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
-from mlgoodput.export import Sample
+from mlgoodput.export import Sample, SeriesLabels, new_sample
 
 #: How many of the most recent steps the step-time deviation summarizes.
 DEVIATION_STEPS = 100
+
+HOST_STEP_TIME = "hosts/{host}/step_time_{stat}_seconds"
+HOST_STEP_TIME_DESC = "step time seen by one host (median, p90, max)"
+
+# The label sets the monitor exports every upload, built once and shared by the samples of
+# every upload (SeriesLabels: what each export stage derives from them is computed once).
+_LABELS: dict[tuple[str, ...], SeriesLabels] = {}  # (job, logger[, key, value]) -> labels
+_HOSTS: dict[tuple[str, str], dict[int, tuple[SeriesLabels, SeriesLabels, SeriesLabels]]] = {}
+
+
+def job_labels(job_name: str, logger_name: str, *extra: str) -> SeriesLabels:
+    """The shared labels {job_name, logger_name} and `extra` (key, value, key, value...)."""
+    key = (job_name, logger_name, *extra)
+    got = _LABELS.get(key)
+    if got is None:
+        if len(_LABELS) >= 100_000:  # label sets come and go (windows, custom events): bounded
+            _LABELS.clear()
+        items = [("job_name", job_name), ("logger_name", logger_name), *zip(extra[::2], extra[1::2], strict=True)]
+        got = _LABELS[key] = SeriesLabels(items)
+    return got
+
+
+def _host_labels(job_name: str, logger_name: str) -> dict[int, tuple[SeriesLabels, SeriesLabels, SeriesLabels]]:
+    """host -> the labels of its median, p90 and max step-time samples (filled by the caller)."""
+    got = _HOSTS.get((job_name, logger_name))
+    if got is None or len(got) > 100_000:
+        if len(_HOSTS) >= 1_000:
+            _HOSTS.clear()
+        got = _HOSTS[(job_name, logger_name)] = {}
+    return got
 
 
 def _bucket(b: BadputType) -> str:
@@ -26,12 +56,13 @@ def cumulative_samples(
     time: float | None = None,
 ) -> list[Sample]:
     """Whole-job metrics: goodput, productive and total time, steps, disruptions, badput buckets."""
-    base = {"job_name": report.job_name, "logger_name": report.logger_name}
+    job, logger = report.job_name, report.logger_name
+    base = job_labels(job, logger)
     step = report.last_step
 
     def s(name: str, value: float, unit: str = "", extra: Mapping[str, str] | None = None, desc: str = "") -> Sample:
-        labels = dict(base, **extra) if extra else base
-        return Sample(name, float(value), labels, step=step, time=time, unit=unit, description=desc)
+        labels = job_labels(job, logger, *(x for kv in extra.items() for x in kv)) if extra else base
+        return new_sample(name, float(value), labels, "gauge", step, time, unit, desc)
 
     out = [
         s("goodput/goodput_pct", report.goodput_pct, "%", desc="share of elapsed time spent on productive steps"),
@@ -53,21 +84,34 @@ def cumulative_samples(
         out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
     if include_badput_breakdown:
         out += _badput_samples("badput/", report, s)
-    for h in report.hosts:  # per-host step times, for spotting stragglers
-        for stat, v in (("median", h.median_s), ("p90", h.p90_s), ("max", h.max_s)):
-            out.append(
-                s(
-                    "hosts/{host}/step_time_{stat}_seconds",
-                    v,
-                    "s",
-                    {"host": str(h.host), "stat": stat},
-                    desc="step time seen by one host (median, p90, max)",
-                )
-            )
+    if report.hosts:  # per-host step times, for spotting stragglers
+        out += _host_samples(report, step, time)
     out += productivity_samples(report, s)
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
         out.append(s("elastic/available_slice_efficiency_pct", 100.0 * report.slice_efficiency.available, "%"))
+    return out
+
+
+def _host_samples(report: GoodputReport, step: int | None, time: float | None) -> list[Sample]:
+    """Each host's median, p90 and max step time (`hosts/{host}/step_time_{stat}_seconds`)."""
+    job, logger = report.job_name, report.logger_name
+    labels = _host_labels(job, logger)
+    out: list[Sample] = []
+    add = out.append
+    name, desc = HOST_STEP_TIME, HOST_STEP_TIME_DESC
+    for h in report.hosts:
+        trio = labels.get(h.host)
+        if trio is None:
+            host = str(h.host)
+            trio = labels[h.host] = (
+                job_labels(job, logger, "host", host, "stat", "median"),
+                job_labels(job, logger, "host", host, "stat", "p90"),
+                job_labels(job, logger, "host", host, "stat", "max"),
+            )
+        add(new_sample(name, float(h.median_s), trio[0], "gauge", step, time, "s", desc))
+        add(new_sample(name, float(h.p90_s), trio[1], "gauge", step, time, "s", desc))
+        add(new_sample(name, float(h.max_s), trio[2], "gauge", step, time, "s", desc))
     return out
 
 
@@ -132,12 +176,13 @@ def step_deviation_summary(deviations: Mapping[int, float], last_n: int = DEVIAT
 
 
 def step_deviation_sample(report: GoodputReport, value: float, *, time: float | None = None) -> Sample:
-    return Sample(
+    return new_sample(
         "goodput/step_time_deviation_seconds",
         value,
-        {"job_name": report.job_name, "logger_name": report.logger_name},
-        step=report.last_step,
-        time=time,
-        unit="s",
-        description=f"median |step time - ideal| over the last {DEVIATION_STEPS} steps",
+        job_labels(report.job_name, report.logger_name),
+        "gauge",
+        report.last_step,
+        time,
+        "s",
+        f"median |step time - ideal| over the last {DEVIATION_STEPS} steps",
     )

@@ -4,37 +4,52 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlgoodput._monitoring._samples import job_labels
 from mlgoodput.accounting import GoodputReport
-from mlgoodput.export import Sample
+from mlgoodput.export import Sample, SeriesLabels, new_sample
+
+_RANKS: dict[tuple[str, str], dict[int, SeriesLabels]] = {}  # (job, logger) -> rank -> its shared labels
 
 
 def straggler_samples(report: GoodputReport, lag: Any, *, time: float | None = None) -> list[Sample]:
     """Per rank: seconds it held the others back, median step time, mean lag; and the job's
     straggler rank (-1: none) and what it cost. `lag` is a StragglerReport."""
-    base = {"job_name": report.job_name, "logger_name": report.logger_name}
+    job, logger = report.job_name, report.logger_name
+    base = job_labels(job, logger)
     step = report.last_step
     out = [
-        Sample(
+        new_sample(
             "stragglers/straggler_rank",
             float(-1 if lag.straggler is None else lag.straggler),
             base,
-            step=step,
-            time=time,
-            description="the rank holding collectives back (-1: none)",
+            "gauge",
+            step,
+            time,
+            "",
+            "the rank holding collectives back (-1: none)",
         ),
-        Sample(
+        new_sample(
             "stragglers/straggler_cost_seconds",
             lag.straggler_cost_s,
             base,
-            step=step,
-            time=time,
-            unit="s",
-            description="seconds the straggler held the other ranks back",
+            "gauge",
+            step,
+            time,
+            "s",
+            "seconds the straggler held the other ranks back",
         ),
     ]
+    ranks = _RANKS.get((job, logger))
+    if ranks is None or len(ranks) > 100_000:
+        if len(_RANKS) >= 1_000:
+            _RANKS.clear()
+        ranks = _RANKS[(job, logger)] = {}
+    add = out.append
     for r in lag.ranks:
-        labels = dict(base, rank=str(r.rank))
-        out.append(Sample("stragglers/held_back_seconds", r.held_back_s, labels, step=step, time=time, unit="s"))
-        out.append(Sample("stragglers/median_step_seconds", r.median_step_s, labels, step=step, time=time, unit="s"))
-        out.append(Sample("stragglers/mean_lag_seconds", r.mean_lag_s, labels, step=step, time=time, unit="s"))
+        labels = ranks.get(r.rank)
+        if labels is None:
+            labels = ranks[r.rank] = job_labels(job, logger, "rank", str(r.rank))
+        add(new_sample("stragglers/held_back_seconds", r.held_back_s, labels, "gauge", step, time, "s", ""))
+        add(new_sample("stragglers/median_step_seconds", r.median_step_s, labels, "gauge", step, time, "s", ""))
+        add(new_sample("stragglers/mean_lag_seconds", r.mean_lag_s, labels, "gauge", step, time, "s", ""))
     return out

@@ -15,6 +15,8 @@ from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSour
 from mlgoodput.export._prometheus import PrometheusExporter
 from mlgoodput.export._registry import exporter_names as exporter_names  # for other packages
 from mlgoodput.export._registry import make_exporter as make_exporter  # for other packages
+from mlgoodput.export._series import SeriesLabels as SeriesLabels  # for other packages
+from mlgoodput.export._series import new_sample as new_sample  # for other packages
 from mlgoodput.export._tensorboard import TensorBoardExporter
 
 __all__ = [

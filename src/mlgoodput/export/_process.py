@@ -44,10 +44,11 @@ from mlgoodput._spawn import start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._contract import check_exporter
+from mlgoodput.export._series import SeriesKey as SeriesKey  # for the modules beside it
+from mlgoodput.export._series import SeriesLabels
 
 log = logging.getLogger("mlgoodput")
 
-SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
 @runtime_checkable
@@ -62,7 +63,11 @@ class SampleSource(Protocol):
 
 def series_key(s: Sample) -> SeriesKey:
     """The identity of a time series: the sample name and its sorted labels."""
-    raw = (s.name, tuple(s.labels.items()))
+    labels = s.labels
+    if type(labels) is SeriesLabels:  # computed once for the series (see _series)
+        info = labels.memo.get(s.name)
+        return (info or labels.info(s.name)).key
+    raw = (s.name, tuple(labels.items()))
     try:
         got = _KEYS.get(raw)
     except TypeError:  # a label that cannot be hashed: named each time
@@ -80,9 +85,15 @@ _KEYS: dict[tuple[str, tuple[tuple[Any, Any], ...]], SeriesKey] = {}  # (name, l
 
 
 def latest_by_series(samples: Sequence[Sample]) -> dict[SeriesKey, Sample]:
+    """The last sample of each series (series_key), in the order each series first came."""
     out: dict[SeriesKey, Sample] = {}
     for s in samples:
-        out[series_key(s)] = s
+        labels = s.labels
+        if type(labels) is SeriesLabels:  # series_key, inlined for the monitor's samples
+            info = labels.memo.get(s.name)
+            out[(info or labels.info(s.name)).key] = s
+        else:
+            out[series_key(s)] = s
     return out
 
 

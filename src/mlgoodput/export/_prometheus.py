@@ -14,6 +14,7 @@ from mlgoodput.export._process import SeriesKey, series_key
 from mlgoodput.export._prom_metrics import metric_families, prometheus_name
 from mlgoodput.export._prometheus_http import ScrapeEndpoint, port_problem, render_registry
 from mlgoodput.export._registry import register_exporter
+from mlgoodput.export._series import SeriesLabels
 
 log = logging.getLogger("mlgoodput")
 
@@ -92,10 +93,18 @@ class PrometheusExporter:
     def export(self, samples: Sequence[Sample]) -> None:
         if self._endpoint is None:
             self.start()
+        values = self._values
         with self._lock:
             for s in samples:
-                check_name(s.name, s.labels)
-                self._values[series_key(s)] = s
+                labels = s.labels
+                if type(labels) is SeriesLabels:  # checked and keyed once for the series (see _series)
+                    info = labels.memo.get(s.name) or labels.info(s.name)
+                    if not info.ok:
+                        check_name(s.name, labels)
+                    values[info.key] = s
+                else:
+                    check_name(s.name, labels)
+                    values[series_key(s)] = s
 
     def snapshot(self) -> list[Sample]:
         with self._lock:

@@ -15,6 +15,7 @@ from typing import Any
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import check_name, tensorboard_tag
 from mlgoodput.export._registry import register_exporter
+from mlgoodput.export._series import SeriesLabels
 from mlgoodput.export._tb_layout import condense_jax, layout, max_steps
 
 #: The lock file an exclusive writer holds in its folder (TensorBoard ignores it).
@@ -134,48 +135,80 @@ class TensorBoardExporter:
             if self._last_step is None:
                 self._last_step = max_steps(self.logdir)
             last = self._last_step
-            rows = []
             tags = self._tags
             if len(tags) > 100_000:  # series come and go (windows, ranks): keep it bounded
                 tags.clear()
-            for s in condense_jax(samples):
-                key = (s.name, tuple(s.labels.items()))
-                try:
-                    tag = tags.get(key)
-                    cache = True
-                except TypeError:  # a label value that cannot be hashed: named each time
-                    tag, cache = None, False
-                if tag is None:  # a series not seen yet: checked, and named, once
-                    check_name(s.name, s.labels)
-                    tag = tensorboard_tag(s.name, s.labels)
-                    if cache:
-                        tags[key] = tag
-                prev = last.get(tag, 0)
-                step = max(int(s.step), prev) if s.step is not None else prev + 1
-                last[tag] = step
-                rows.append((tag, s, step))
-            self._write_layout([tag for tag, _, _ in rows], now)
             heads = self._heads
             if len(heads) > 100_000:
                 heads.clear()
-            records = []
-            for tag, s, step in rows:
+            seen: list[str] = []
+            families: set[str] = set()
+            records: list[bytes] = []
+            pre_wall: float | None = None
+            pre_step = 0
+            pre: bytes | None = None  # the wall-time and step fields the last sample had
+            for s in condense_jax(samples):
+                labels = s.labels
+                if type(labels) is SeriesLabels:  # named, checked and encoded once for the series
+                    info = labels.memo.get(s.name) or labels.info(s.name)
+                    tb = info.tb
+                    if tb is None:
+                        check_name(s.name, labels)
+                        t = tensorboard_tag(s.name, labels)
+                        tb = info.tb = (t, _head(t), t.split("/", 1)[0])
+                    tag, head, fam = tb
+                else:
+                    tag, head, fam = self._plain_tag(s)
+                prev = last.get(tag, 0)
+                step = max(int(s.step), prev) if s.step is not None else prev + 1
+                last[tag] = step
+                seen.append(tag)
+                families.add(fam)
                 wall = s.time if s.time is not None else now
-                data = _scalar_event(heads, tag, wall, step, float(s.value))
+                value = float(s.value)
+                if wall != pre_wall or step != pre_step:
+                    pre_wall, pre_step, pre = wall, step, _prefix(wall, step)
+                data = None
+                if pre is not None and math.isfinite(value):  # as _scalar_event
+                    try:
+                        data = pre + head + _FLOAT.pack(value)
+                    except OverflowError:  # beyond float32: protobuf makes it inf
+                        pass
                 if data is None:  # a value our encoder leaves to protobuf (see _scalar_event)
-                    value = summary_pb2.Summary.Value(tag=tag, simple_value=float(s.value))
-                    ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[value]))
+                    pb = summary_pb2.Summary.Value(tag=tag, simple_value=value)
+                    ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[pb]))
                     data = ev.SerializeToString()
                 records.append(data)
+            self._write_layout(seen, families, now)
             _write_records(self._writer, records)
             self._writer.flush()
         except BaseException:
             self._close_quietly()
             raise
 
-    def _write_layout(self, tags: list[str], now: float) -> None:
-        """The chart layout for the tag families not yet described in this file."""
-        families = {t.split("/", 1)[0] for t in tags} - self._layout_written
+    def _plain_tag(self, s: Sample) -> tuple[str, bytes, str]:
+        """(tag, encoded prefix, tag family) of a sample whose labels are not SeriesLabels."""
+        tags, key = self._tags, (s.name, tuple(s.labels.items()))
+        try:
+            tag = tags.get(key)
+            cache = True
+        except TypeError:  # a label value that cannot be hashed: named each time
+            tag, cache = None, False
+        if tag is None:  # a series not seen yet: checked, and named, once
+            check_name(s.name, s.labels)
+            tag = tensorboard_tag(s.name, s.labels)
+            if cache:
+                tags[key] = tag
+        heads = self._heads
+        head = heads.get(tag)
+        if head is None:
+            head = heads[tag] = _head(tag)
+        return tag, head, tag.split("/", 1)[0]
+
+    def _write_layout(self, tags: list[str], families: set[str], now: float) -> None:
+        """The chart layout for the tag families (`families`, those of `tags`) not yet
+        described in this file."""
+        families = families - self._layout_written
         if not families:
             return
         from tensorboardX.proto import event_pb2
@@ -227,8 +260,10 @@ def _scalar_event(heads: dict[str, bytes], tag: str, wall: float, step: int, val
     """The serialized `Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value)]))`,
     byte for byte what protobuf writes (fields in number order; tests compare), from a cached
     prefix per tag; None for what protobuf treats apart (a zero wall time or step, which it
-    leaves out; a value that is not a finite float32), then the caller asks protobuf."""
-    if not (wall and math.isfinite(wall) and 0 < step < 1 << 63 and math.isfinite(value)):
+    leaves out; a value that is not a finite float32), then the caller asks protobuf.
+    (TensorBoardExporter.export does the same inline.)"""
+    pre = _prefix(wall, step)
+    if pre is None or not math.isfinite(value):
         return None
     try:
         v = _FLOAT.pack(value)
@@ -237,7 +272,15 @@ def _scalar_event(heads: dict[str, bytes], tag: str, wall: float, step: int, val
     head = heads.get(tag)
     if head is None:
         head = heads[tag] = _head(tag)
-    return b"\x09" + _DOUBLE.pack(wall) + _step_field(step) + head + v
+    return pre + head + v
+
+
+def _prefix(wall: float, step: int) -> bytes | None:
+    """An Event's wall-time and step fields (what precedes the summary), or None when
+    protobuf would write them differently (a zero it leaves out, a wall time not finite)."""
+    if not (wall and math.isfinite(wall) and 0 < step < 1 << 63):
+        return None
+    return b"\x09" + _DOUBLE.pack(wall) + _step_field(step)
 
 
 @functools.lru_cache(maxsize=256)
@@ -267,9 +310,10 @@ def _write_records(writer: Any, records: list[bytes]) -> None:
                 headers.clear()
             h = _LEN.pack(n)
             head = headers[n] = h + pack(_mask(crc32c(h)))
+        c = crc32c(data)
         out += head
         out += data
-        out += pack(_mask(crc32c(data)))
+        out += pack((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF)  # _mask, inline
     f.write(out)
 
 
