@@ -216,3 +216,20 @@ def test_a_missing_placeholder_fails_the_same_on_both_paths(tmp_path: Path) -> N
         finally:
             tb.shutdown()
             prom.shutdown()
+
+
+def test_host_samples_of_an_unchanged_report_are_reused_only_when_all_is_the_same() -> None:
+    report, _, opts = _uploads()[1]
+    first = cumulative_samples(report, **opts)
+    again = cumulative_samples(report, **opts)  # nothing new: the calculator hands the same hosts back
+    hosts = [i for i, s in enumerate(first) if s.name.startswith("hosts/")]
+    assert len(hosts) == 15 and all(first[i] is again[i] for i in hosts)
+    assert again == plain_cumulative(report, **opts)
+    moved = dataclasses.replace(report, last_step=21)  # the same hosts object, a new step
+    got = cumulative_samples(moved, **opts)
+    assert got == plain_cumulative(moved, **opts) and {got[i].step for i in hosts} == {21}
+    timed = cumulative_samples(report, time=5.0, **opts)  # an explicit time is never taken from the last
+    assert timed == plain_cumulative(report, time=5.0, **opts) and {timed[i].time for i in hosts} == {5.0}
+    assert cumulative_samples(report, **opts) == plain_cumulative(report, **opts)
+    other = dataclasses.replace(report, hosts=_hosts([0, 1, 2, 3, 4], 9.0))  # equal step, new statistics
+    assert cumulative_samples(other, **opts) == plain_cumulative(other, **opts)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlgoodput._monitoring._productivity_samples import productivity_samples
-from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport
+from mlgoodput.accounting import PARTITION_BUCKETS, BadputType, GoodputReport, HostStepStats
 from mlgoodput.export import Sample, SeriesLabels, new_sample
 
 #: How many of the most recent steps the step-time deviation summarizes.
@@ -20,6 +20,9 @@ HOST_STEP_TIME_DESC = "step time seen by one host (median, p90, max)"
 # every upload (SeriesLabels: what each export stage derives from them is computed once).
 _LABELS: dict[tuple[str, ...], SeriesLabels] = {}  # (job, logger[, key, value]) -> labels
 _HOSTS: dict[tuple[str, str], dict[int, tuple[SeriesLabels, SeriesLabels, SeriesLabels]]] = {}
+# (job, logger) -> the host statistics last turned into samples, their step, and those samples
+# (a query with nothing new returns the very same statistics: the samples are the same too)
+_LAST_HOSTS: dict[tuple[str, str], tuple[tuple[HostStepStats, ...], int | None, list[Sample]]] = {}
 
 
 def job_labels(job_name: str, logger_name: str, *extra: str) -> SeriesLabels:
@@ -96,6 +99,9 @@ def cumulative_samples(
 def _host_samples(report: GoodputReport, step: int | None, time: float | None) -> list[Sample]:
     """Each host's median, p90 and max step time (`hosts/{host}/step_time_{stat}_seconds`)."""
     job, logger = report.job_name, report.logger_name
+    last = _LAST_HOSTS.get((job, logger))
+    if time is None and last is not None and last[0] is report.hosts and type(last[1]) is type(step) and last[1] == step:
+        return list(last[2])  # Samples cannot change: the same ones again
     labels = _host_labels(job, logger)
     out: list[Sample] = []
     add = out.append
@@ -112,6 +118,11 @@ def _host_samples(report: GoodputReport, step: int | None, time: float | None) -
         add(new_sample(name, float(h.median_s), trio[0], "gauge", step, time, "s", desc))
         add(new_sample(name, float(h.p90_s), trio[1], "gauge", step, time, "s", desc))
         add(new_sample(name, float(h.max_s), trio[2], "gauge", step, time, "s", desc))
+    if time is None:
+        if len(_LAST_HOSTS) >= 1_000:
+            _LAST_HOSTS.clear()
+        _LAST_HOSTS[(job, logger)] = (report.hosts, step, out)
+        return list(out)
     return out
 
 
