@@ -88,6 +88,19 @@ def _both(report: Any, lag: Any, opts: dict[str, Any]) -> tuple[list[Sample], li
     return fast, plain
 
 
+def _jax(k: float) -> list[Sample]:
+    """JAX samples (TensorBoard sums them over their per-function labels), some with SeriesLabels."""
+    base = "jax/core/compile/backend_compile_duration"
+    out = []
+    for i, fun in enumerate(("f", "g", ODD)):
+        labels = {"job_name": "j", "host": "0", "fun_name": fun}
+        for part, v in (("count", 1.0 + i), ("sum", k * (i + 1)), ("max", k + i), ("min", 0.1), ("bucket", 1.0)):
+            extra = {"le": "+Inf"} if part == "bucket" else {}
+            out.append(Sample(f"{base}/{part}", v, {**labels, **extra}, step=int(k), unit="s"))
+    out.append(new_sample("jax/other/{host}_x", k, SeriesLabels([("job_name", "j"), ("host", "1")]), "gauge", 3))
+    return out
+
+
 def _fields(s: Sample) -> tuple[Any, ...]:
     return (s.name, s.value, type(s.value), list(s.labels.items()), s.kind, s.step, s.time, s.unit, s.description)
 
@@ -130,6 +143,7 @@ def test_exporters_write_the_same_with_and_without_shared_labels(tmp_path: Path,
         for report, lag, opts in _uploads():
             now[0] += 10.0
             fast, _ = _both(report, lag, opts)
+            fast += _jax(now[0] - 1.7e9)
             # the plain twin: the same samples, labels as fresh dicts
             twin = [dataclasses.replace(s, labels=dict(s.labels)) for s in fast]
             assert not any(type(s.labels) is SeriesLabels for s in twin)
@@ -160,6 +174,7 @@ def test_exporters_write_the_same_with_and_without_shared_labels(tmp_path: Path,
         scalars += sum(1 for v in ev.summary.value if v.HasField("simple_value"))
     assert scalars > 300
     tags = {v.tag for rec in records for v in event_pb2.Event.FromString(rec).summary.value}
+    assert "jax/core/compile/backend_compile_duration/sum/host=0" in tags and "jax/other/1_x" in tags
     assert "hosts/5/step_time_max_seconds" in tags and "badput/custom/é \"q\"_x=1\\ \n_seconds" in tags
 
 

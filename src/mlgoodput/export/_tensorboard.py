@@ -9,7 +9,7 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mlgoodput.export._base import Sample
@@ -141,45 +141,66 @@ class TensorBoardExporter:
             heads = self._heads
             if len(heads) > 100_000:
                 heads.clear()
-            seen: list[str] = []
-            families: set[str] = set()
+            written = self._layout_written
+            seen: list[str] = []  # the tags of this upload
+            families: set[str] = set()  # their families not yet in the layout
             records: list[bytes] = []
             pre_wall: float | None = None
             pre_step = 0
             pre: bytes | None = None  # the wall-time and step fields the last sample had
-            for s in condense_jax(samples):
-                labels = s.labels
-                if type(labels) is SeriesLabels:  # named, checked and encoded once for the series
-                    info = labels.memo.get(s.name) or labels.info(s.name)
-                    tb = info.tb
-                    if tb is None:
-                        check_name(s.name, labels)
-                        t = tensorboard_tag(s.name, labels)
-                        tb = info.tb = (t, _head(t), t.split("/", 1)[0])
-                    tag, head, fam = tb
-                else:
-                    tag, head, fam = self._plain_tag(s)
-                prev = last.get(tag, 0)
-                step = max(int(s.step), prev) if s.step is not None else prev + 1
-                last[tag] = step
-                seen.append(tag)
-                families.add(fam)
-                wall = s.time if s.time is not None else now
-                value = float(s.value)
-                if wall != pre_wall or step != pre_step:
-                    pre_wall, pre_step, pre = wall, step, _prefix(wall, step)
-                data = None
-                if pre is not None and math.isfinite(value):  # as _scalar_event
-                    try:
-                        data = pre + head + _FLOAT.pack(value)
-                    except OverflowError:  # beyond float32: protobuf makes it inf
-                        pass
-                if data is None:  # a value our encoder leaves to protobuf (see _scalar_event)
-                    pb = summary_pb2.Summary.Value(tag=tag, simple_value=value)
-                    ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[pb]))
-                    data = ev.SerializeToString()
-                records.append(data)
-            self._write_layout(seen, families, now)
+            jax: list[Sample] = []
+            for batch, condensed in _jax_last(samples, jax):  # as condense_jax orders them
+                for s in batch:
+                    name = s.name
+                    labels = s.labels
+                    if type(labels) is SeriesLabels:  # named, checked and encoded once for the series
+                        info = labels.memo.get(name) or labels.info(name)
+                        tb = info.tb
+                        if tb is None:
+                            if not condensed and name.startswith("jax/"):
+                                jax.append(s)
+                                continue
+                            check_name(name, labels)
+                            t = tensorboard_tag(name, labels)
+                            tb = (t, _head(t), t.split("/", 1)[0])
+                            if not name.startswith("jax/"):
+                                info.tb = tb
+                        tag, head, fam = tb
+                    elif not condensed and name.startswith("jax/"):
+                        jax.append(s)
+                        continue
+                    else:
+                        tag, head, fam = self._plain_tag(s)
+                    prev = last.get(tag, 0)
+                    st = s.step
+                    if st is None:
+                        step = prev + 1
+                    else:
+                        step = int(st)
+                        if step < prev:
+                            step = prev
+                    last[tag] = step
+                    seen.append(tag)
+                    if fam not in written:
+                        families.add(fam)
+                    at = s.time
+                    wall = now if at is None else at
+                    value = float(s.value)
+                    if wall != pre_wall or step != pre_step:
+                        pre_wall, pre_step, pre = wall, step, _prefix(wall, step)
+                    data = None
+                    if pre is not None and math.isfinite(value):  # as _scalar_event
+                        try:
+                            data = pre + head + _FLOAT.pack(value)
+                        except OverflowError:  # beyond float32: protobuf makes it inf
+                            pass
+                    if data is None:  # a value our encoder leaves to protobuf (see _scalar_event)
+                        pb = summary_pb2.Summary.Value(tag=tag, simple_value=value)
+                        ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[pb]))
+                        data = ev.SerializeToString()
+                    records.append(data)
+            if families:
+                self._write_layout(seen, families, now)
             _write_records(self._writer, records)
             self._writer.flush()
         except BaseException:
@@ -233,6 +254,14 @@ class TensorBoardExporter:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             os.close(fd)
+
+
+def _jax_last(samples: Sequence[Sample], jax: list[Sample]) -> Iterator[tuple[Sequence[Sample], bool]]:
+    """The export loop's two passes: the samples (it puts the JAX ones aside in `jax`), then
+    those condensed (condense_jax: the other samples in order, then the JAX ones summed)."""
+    yield samples, False
+    if jax:
+        yield condense_jax(jax), True
 
 
 _DOUBLE, _FLOAT, _LEN, _CRC = struct.Struct("<d"), struct.Struct("<f"), struct.Struct("Q"), struct.Struct("I")
