@@ -50,7 +50,6 @@ from mlgoodput.export._series import SeriesLabels
 log = logging.getLogger("mlgoodput")
 
 
-
 @runtime_checkable
 class SampleSource(Protocol):
     """Something the child asks for samples every interval (a monitor computing reports).
