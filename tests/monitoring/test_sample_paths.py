@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import struct
 import time
 import types
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from mlgoodput.accounting import BadputType, GoodputCalculator, HostStepStats, S
 from mlgoodput.events import EventBatch
 from mlgoodput.export import PrometheusExporter, Sample, SeriesLabels, TensorBoardExporter, new_sample
 from mlgoodput.export import _tensorboard as tb_module
+from mlgoodput.export._names import tensorboard_tag
 from mlgoodput.export._process import latest_by_series, series_key
 from mlgoodput.store import MemoryStore
 from timelines import all_timelines, load
@@ -67,7 +69,7 @@ def _uploads() -> list[tuple[Any, Any, dict[str, Any]]]:
         # nothing new
         (dataclasses.replace(r, hosts=_hosts([0, 1, 2, 3, 4], 2.0), last_step=20), _lag(range(5), 2.0, None), opts),
         # a host leaves, the step goes back
-        (dataclasses.replace(r, hosts=_hosts([0, 1, 2, 4], 3.0), last_step=15), _lag([0, 1, 2, 4], 3.0, 4), opts),
+        (dataclasses.replace(r, hosts=_hosts([0, 1, 2, 4], 3.0), last_step=19), _lag([0, 1, 2, 4], 3.0, 4), opts),
         # no step yet, no breakdown
         (
             dataclasses.replace(r, hosts=_hosts([0, 7], 4.0), last_step=None),
@@ -138,6 +140,8 @@ def test_exporters_write_the_same_with_and_without_shared_labels(tmp_path: Path,
     fake = types.SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic, sleep=time.sleep)
     monkeypatch.setattr(tb_module, "time", fake)
     tbs = [TensorBoardExporter(tmp_path / "fast"), TensorBoardExporter(tmp_path / "plain")]
+    last: dict[str, int] = {}
+    want: list[tuple[str, int, float, float]] = []
     proms = [PrometheusExporter(port=0), PrometheusExporter(port=0)]
     try:
         for report, lag, opts in _uploads():
@@ -151,6 +155,12 @@ def test_exporters_write_the_same_with_and_without_shared_labels(tmp_path: Path,
                 latest = list(latest_by_series(samples).values())
                 tb.export(latest)
                 prom.export(latest)
+            for s in latest:  # what each point must be (docs/exporting.md), JAX ones aside
+                tag = tensorboard_tag(s.name, s.labels)
+                if not tag.startswith("jax/"):
+                    prev = last.get(tag, 0)
+                    last[tag] = step = prev + 1 if s.step is None else max(s.step, prev)
+                    want.append((tag, step, struct.unpack("<f", struct.pack("<f", s.value))[0], now[0]))
             assert _prom_text(proms[0]) == _prom_text(proms[1])
             got = [sorted((tmp_path / d).glob("events.out.tfevents.*")) for d in ("fast", "plain")]
             assert [len(g) for g in got] == [1, 1]
@@ -166,13 +176,13 @@ def test_exporters_write_the_same_with_and_without_shared_labels(tmp_path: Path,
         n = int.from_bytes(data[at : at + 8], "little")
         records.append(data[at + 12 : at + 12 + n])
         at += 12 + n + 4
-    scalars = 0
+    points = []
     for rec in records:
         ev = event_pb2.Event()
         ev.ParseFromString(rec)
         assert ev.SerializeToString() == rec  # what protobuf writes for that event
-        scalars += sum(1 for v in ev.summary.value if v.HasField("simple_value"))
-    assert scalars > 300
+        points += [(v.tag, ev.step, v.simple_value, ev.wall_time) for v in ev.summary.value if v.HasField("simple_value")]
+    assert [p for p in points if not p[0].startswith("jax/")] == want and len(want) > 300
     tags = {v.tag for rec in records for v in event_pb2.Event.FromString(rec).summary.value}
     assert "jax/core/compile/backend_compile_duration/sum/host=0" in tags and "jax/other/1_x" in tags
     assert "hosts/5/step_time_max_seconds" in tags and "badput/custom/é \"q\"_x=1\\ \n_seconds" in tags
@@ -248,3 +258,99 @@ def test_host_samples_of_an_unchanged_report_are_reused_only_when_all_is_the_sam
     assert cumulative_samples(report, **opts) == plain_cumulative(report, **opts)
     other = dataclasses.replace(report, hosts=_hosts([0, 1, 2, 3, 4], 9.0))  # equal step, new statistics
     assert cumulative_samples(other, **opts) == plain_cumulative(other, **opts)
+
+
+def _pages(exp: PrometheusExporter) -> tuple[bytes, bytes]:
+    """The Prometheus text and OpenMetrics pages of the exporter's current values."""
+    from prometheus_client import core, generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    from mlgoodput.export._prometheus import _Collector
+
+    registry = core.CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(exp))
+    return bytes(generate_latest(registry)), bytes(generate_openmetrics(registry))
+
+
+def test_prometheus_pages_are_the_same_for_shared_labels_whatever_the_samples_say() -> None:
+    """A shared-label series whose kind or unit changes, counters, histogram parts, label
+    names Prometheus does not take as they are, a label set that does not fit its family:
+    the pages are those of the same samples with plain labels."""
+
+    def lab(*kv: str) -> SeriesLabels:
+        return SeriesLabels(zip(kv[::2], kv[1::2], strict=True))
+
+    a, b, odd = lab("job_name", "j", "odd-key", ODD), lab("job_name", "j"), lab("job_name", "j", "x", "1")
+    h = lab("job_name", "j", "le", "0.5")
+    uploads = [
+        [
+            new_sample("goodput/goodput_pct", 50.0, b),
+            new_sample("metrics/{odd-key}/v", 1.0, a, unit="s"),
+            new_sample("metrics/steps_total", 3.0, b, kind="counter"),
+            new_sample("jax/compile/bucket", 2.0, h, unit="s"),
+            new_sample("jax/compile/count", 2.0, b),
+            new_sample("jax/compile/sum", 0.7, b),
+            new_sample("metrics/v", 1.0, b, description="v"),
+        ],
+        [
+            new_sample("metrics/{odd-key}/v", 2.0, a, unit=""),  # the unit changed
+            new_sample("metrics/steps_total", 4.0, b, kind="gauge"),  # the kind changed
+            new_sample("metrics/v", 2.0, odd),  # a label set the family does not have: skipped
+            new_sample("jax/compile/count", 3.0, b),
+        ],
+        [new_sample("metrics/{odd-key}/v", 3.0, a, unit="s"), new_sample("goodput/goodput_pct", float("nan"), b)],
+    ]
+    fast, plain = PrometheusExporter(port=0), PrometheusExporter(port=0)
+    try:
+        for samples in uploads:
+            fast.export(samples)
+            plain.export([dataclasses.replace(s, labels=dict(s.labels)) for s in samples])
+            assert _pages(fast) == _pages(plain)
+        text = _pages(fast)[0].decode()
+        assert 'mlgoodput_metrics__odd_key__v_seconds{job_name="j",odd_key="é \\"q\\"/x=1\\\\ \\n"} 3.0' in text
+        assert "mlgoodput_jax_compile_seconds_bucket" in text
+    finally:
+        fast.shutdown()
+        plain.shutdown()
+
+
+def test_a_scrape_with_no_export_since_gets_the_last_page(monkeypatch: Any) -> None:
+    import urllib.request
+
+    from mlgoodput.export import _prometheus
+
+    made: list[str] = []
+    real = _prometheus.render_registry
+
+    def counting(registry: Any) -> Any:
+        render = real(registry)
+
+        def counted(accept: str) -> tuple[bytes, str]:
+            made.append(accept)
+            return render(accept)  # type: ignore[no-any-return]
+
+        return counted
+
+    monkeypatch.setattr(_prometheus, "render_registry", counting)
+    exp = PrometheusExporter(port=0)
+
+    def scrape(accept: str = "") -> str:
+        req = urllib.request.Request(f"http://127.0.0.1:{exp.port}/metrics", headers={"Accept": accept})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return str(r.read().decode())
+
+    labels = SeriesLabels([("job_name", "j")])
+    try:
+        exp.export([new_sample("goodput/goodput_pct", 50.0, labels)])
+        first = scrape()
+        assert "mlgoodput_goodput_ratio{job_name=\"j\"} 0.5" in first
+        assert scrape() == first and len(made) == 1  # nothing exported since: the same page
+        om = scrape("application/openmetrics-text; version=1.0.0")
+        assert om.endswith("# EOF\n") and len(made) == 2  # another format: made once
+        assert scrape("application/openmetrics-text; version=1.0.0") == om and len(made) == 2
+        exp.export([new_sample("goodput/goodput_pct", 25.0, labels)])
+        assert "mlgoodput_goodput_ratio{job_name=\"j\"} 0.25" in scrape() and len(made) == 3
+        exp.export([])  # an export, even of nothing, makes the next scrape render
+        assert "0.25" in scrape() and len(made) == 4
+    finally:
+        exp.shutdown()

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlgoodput.export._base import Sample
 from mlgoodput.export._names import family, label_name
+from mlgoodput.export._series import SeriesLabels
 
 PREFIX = "mlgoodput_"
 _HIST_PARTS = ("/bucket", "/count", "/sum")
@@ -50,6 +51,27 @@ def metric_families(samples: Sequence[Sample], core: Any) -> Iterator[Any]:
     hists: dict[str, dict[tuple[tuple[str, str], ...], dict[str, Any]]] = {}
     hist_meta: dict[str, tuple[str, str]] = {}
     for s in samples:
+        labels = s.labels
+        if type(labels) is SeriesLabels:  # what the series gives, derived once (see _series)
+            info = labels.memo.get(s.name) or labels.info(s.name)
+            pm = info.prom
+            if pm is None or pm[0] != s.kind or pm[1] != s.unit:
+                pm = info.prom = _prom_series(s, labels)
+            if not pm[2]:  # not part of a histogram: as below
+                _, _, _, name, factor, keys, values = pm
+                fam = families.get(name)
+                if fam is None:
+                    doc = s.description or f"mlgoodput {s.name}"
+                    if s.kind == "counter":
+                        fam = core.CounterMetricFamily(name, doc, labels=keys)
+                    else:
+                        fam = core.GaugeMetricFamily(name, doc, labels=keys)
+                    families[name] = fam
+                try:
+                    fam.add_metric(values, float(s.value) * factor)
+                except Exception:
+                    pass  # a label set that does not match the family's: skip it, keep serving
+                continue
         base = next((s.name[: -len(p)] for p in _HIST_PARTS if s.name.endswith(p)), None)
         if base is not None and base in hist_units:
             labels = {k: v for k, v in s.labels.items() if k != "le"}
@@ -90,6 +112,15 @@ def metric_families(samples: Sequence[Sample], core: Any) -> Iterator[Any]:
             except Exception:
                 continue
         yield fam
+
+
+def _prom_series(s: Sample, labels: SeriesLabels) -> tuple[str, str, bool, str, float, list[str], list[str]]:
+    """(kind, unit, part of a histogram, metric name, factor, label names, label values) of a
+    series, as metric_families derives them for each sample."""
+    name, factor = prometheus_name(s.name, s.kind, s.unit)
+    key = _key(dict(labels))
+    hist = any(s.name.endswith(p) for p in _HIST_PARTS)
+    return (s.kind, s.unit, hist, name, factor, [k for k, _ in key], [v for _, v in key])
 
 
 def _buckets(raw: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mlgoodput._endpoint import check_host
@@ -55,6 +55,7 @@ class PrometheusExporter:
         self.port = port
         self.addr = addr
         self._values: dict[SeriesKey, Sample] = {}
+        self._version = 0  # exports so far: a scrape with none since the last renders nothing anew
         self._lock = threading.Lock()
         self._endpoint: ScrapeEndpoint | None = None
 
@@ -76,10 +77,30 @@ class PrometheusExporter:
         _, core = _require_prometheus_client()
         registry = core.CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
-        ep = ScrapeEndpoint(self.addr, self.port, render_registry(registry), f"mlgoodput-prometheus-{self.port}")
+        render = self._rendered_once(render_registry(registry))
+        ep = ScrapeEndpoint(self.addr, self.port, render, f"mlgoodput-prometheus-{self.port}")
         self._endpoint = ep
         ep.open()
         self.port = ep.port
+
+    def _rendered_once(self, render: Callable[[str], tuple[bytes, str]]) -> Callable[[str], tuple[bytes, str]]:
+        """`render`, answering a scrape from the last page made for the same Accept header while
+        no export came since (at 256 hosts a page takes some 40 ms to make; scrapers, often two,
+        come more often than uploads)."""
+        pages: dict[str, tuple[int, bytes, str]] = {}
+
+        def cached(accept: str) -> tuple[bytes, str]:
+            version = self._version  # read first: an export while rendering makes the next scrape render
+            got = pages.get(accept)
+            if got is not None and got[0] == version:
+                return got[1], got[2]
+            body, ctype = render(accept)
+            if len(pages) >= 16:  # Accept headers as scrapers send them: a handful
+                pages.clear()
+            pages[accept] = (version, body, ctype)
+            return body, ctype
+
+        return cached
 
     @property
     def status(self) -> str:
@@ -95,6 +116,7 @@ class PrometheusExporter:
             self.start()
         values = self._values
         with self._lock:
+            self._version += 1
             for s in samples:
                 labels = s.labels
                 if type(labels) is SeriesLabels:  # checked and keyed once for the series (see _series)

@@ -28,14 +28,16 @@ SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 class SeriesInfo:
     """What (name, labels) alone decides, computed once: `key` (series_key's answer), `ok`
     (every placeholder of the name has its label) and, filled by the TensorBoard exporter
-    when it first writes the series, `tb` (tag, encoded prefix, tag family)."""
+    when it first writes the series, `tb` (tag, encoded prefix, tag family); by the Prometheus
+    page, `prom` (what _prom_metrics.metric_families derives, with the kind and unit it holds for)."""
 
-    __slots__ = ("key", "ok", "tb")
+    __slots__ = ("key", "ok", "prom", "tb")
 
     def __init__(self, name: str, labels: SeriesLabels) -> None:
         self.key: SeriesKey = (name, tuple(sorted(labels.items())))
         self.ok = all(k in labels for k in _placeholders(name))
         self.tb: tuple[str, bytes, str] | None = None
+        self.prom: tuple[str, str, bool, str, float, list[str], list[str]] | None = None
 
 
 class SeriesLabels(dict[str, str]):
