@@ -314,24 +314,9 @@ def test_prometheus_pages_are_the_same_for_shared_labels_whatever_the_samples_sa
         plain.shutdown()
 
 
-def test_a_scrape_with_no_export_since_gets_the_last_page(monkeypatch: Any) -> None:
+def test_a_scrape_with_no_export_since_gets_the_last_page() -> None:
     import urllib.request
 
-    from mlgoodput.export import _prometheus
-
-    made: list[str] = []
-    real = _prometheus.render_registry
-
-    def counting(registry: Any) -> Any:
-        render = real(registry)
-
-        def counted(accept: str) -> tuple[bytes, str]:
-            made.append(accept)
-            return render(accept)  # type: ignore[no-any-return]
-
-        return counted
-
-    monkeypatch.setattr(_prometheus, "render_registry", counting)
     exp = PrometheusExporter(port=0)
 
     def scrape(accept: str = "") -> str:
@@ -340,17 +325,19 @@ def test_a_scrape_with_no_export_since_gets_the_last_page(monkeypatch: Any) -> N
             return str(r.read().decode())
 
     labels = SeriesLabels([("job_name", "j")])
+    om_accept = "application/openmetrics-text; version=1.0.0"
     try:
         exp.export([new_sample("goodput/goodput_pct", 50.0, labels)])
         first = scrape()
-        assert "mlgoodput_goodput_ratio{job_name=\"j\"} 0.5" in first
-        assert scrape() == first and len(made) == 1  # nothing exported since: the same page
-        om = scrape("application/openmetrics-text; version=1.0.0")
-        assert om.endswith("# EOF\n") and len(made) == 2  # another format: made once
-        assert scrape("application/openmetrics-text; version=1.0.0") == om and len(made) == 2
+        assert 'mlgoodput_goodput_ratio{job_name="j"} 0.5' in first and exp.pages_made == 1
+        assert scrape() == first and exp.pages_made == 1  # nothing exported since: the same page
+        om = scrape(om_accept)
+        assert om.endswith("# EOF\n") and exp.pages_made == 2  # another format: made once
+        assert scrape(om_accept) == om and exp.pages_made == 2
         exp.export([new_sample("goodput/goodput_pct", 25.0, labels)])
-        assert "mlgoodput_goodput_ratio{job_name=\"j\"} 0.25" in scrape() and len(made) == 3
+        assert 'mlgoodput_goodput_ratio{job_name="j"} 0.25' in scrape() and exp.pages_made == 3
+        assert 'mlgoodput_goodput_ratio{job_name="j"} 0.25' in scrape(om_accept) and exp.pages_made == 4
         exp.export([])  # an export, even of nothing, makes the next scrape render
-        assert "0.25" in scrape() and len(made) == 4
+        assert "0.25" in scrape() and exp.pages_made == 5
     finally:
         exp.shutdown()

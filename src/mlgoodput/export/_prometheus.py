@@ -56,6 +56,7 @@ class PrometheusExporter:
         self.addr = addr
         self._values: dict[SeriesKey, Sample] = {}
         self._version = 0  # exports so far: a scrape with none since the last renders nothing anew
+        self.pages_made = 0  # metrics pages rendered (a scrape with nothing new reuses the last)
         self._lock = threading.Lock()
         self._endpoint: ScrapeEndpoint | None = None
 
@@ -95,6 +96,7 @@ class PrometheusExporter:
             if got is not None and got[0] == version:
                 return got[1], got[2]
             body, ctype = render(accept)
+            self.pages_made += 1
             if len(pages) >= 16:  # Accept headers as scrapers send them: a handful
                 pages.clear()
             pages[accept] = (version, body, ctype)
