@@ -86,7 +86,7 @@ class PrometheusExporter:
 
     def _rendered_once(self, render: Callable[[str], tuple[bytes, str]]) -> Callable[[str], tuple[bytes, str]]:
         """`render`, answering a scrape from the last page made for the same Accept header while
-        no export came since (at 256 hosts a page takes some 40 ms to make; scrapers, often two,
+        no export came since (at 256 hosts a page takes some 12 ms to make; scrapers, often two,
         come more often than uploads)."""
         pages: dict[str, tuple[int, bytes, str]] = {}
 
