@@ -176,11 +176,11 @@ class GoodputCalculator:
                 return fn()
 
     def _refresh(self) -> None:
-        try:
-            recover_changed_journals(self._store)  # what killed processes left behind
+        url = getattr(self._store, "url", None)
+        try:  # what killed processes left behind
+            recover_changed_journals(self._store, url if isinstance(url, str) else None)
         except OSError:
             pass  # a journal we cannot read now is read by a later query
-        url = getattr(self._store, "url", None)
         for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
             if j.namespace == self.logger_name and j.url == url:
                 j.flush(LIVE_FLUSH_TIMEOUT_S)
