@@ -283,7 +283,7 @@ def test_increasing_each_equals_the_python_check(numpy_mode: str, seed: int) -> 
     if got is not None:
         assert got == want
     elif numpy_mode == "1":
-        assert sum(len(c) for c in chunks) < 8 * _fast.MIN
+        assert sum(len(c) for c in chunks) < 8 * _fast.EACH_MIN
 
 
 def test_scan_pages_hold_what_scan_chunks_and_scan_hold(tmp_path: Path) -> None:

@@ -172,11 +172,14 @@ def merge(ordered: array[float], new: list[float]) -> array[float] | None:
     return out
 
 
+EACH_MIN = 512  # values below which `increasing_each` leaves it to Python (a loop per chunk)
+
+
 def increasing_each(chunks: list[bytes]) -> list[bool] | None:
     """For each chunk of packed doubles (a multiple of 8 bytes, not empty), whether its values
     increase strictly, as `all(map(operator.lt, t[:-1], t[1:]))` says: one pass over them all."""
     sizes = [len(c) >> 3 for c in chunks]
-    if sum(sizes) < MIN:
+    if sum(sizes) < EACH_MIN:
         return None
     np = numpy()
     if np is None:
