@@ -82,7 +82,15 @@ class _ColumnsOnly(SQLiteStore):
 
 
 def _frozen(c: Columns) -> tuple[Any, ...]:
-    return (bytes(c.kinds), c.times.tobytes(), c.hosts.tobytes(), c.steps.tobytes(), c.values.tobytes(), c.names, c.attrs)
+    return (
+        bytes(c.kinds),
+        c.times.tobytes(),
+        c.hosts.tobytes(),
+        c.steps.tobytes(),
+        c.values.tobytes(),
+        c.names,
+        c.attrs,
+    )
 
 
 def _recorder(into: list[Part]) -> Any:
@@ -114,7 +122,11 @@ def test_bulk_pages_equal_row_by_row_columns_and_plain(
     kinds = ("bulk", "rows", "columns", "plain")
     calcs = {
         k: GoodputCalculator(
-            "j", "goodput", store=_ColumnsOnly(tmp_path / "s.db") if k == "columns" else url, snapshot=False, clock=lambda: 1e5
+            "j",
+            "goodput",
+            store=_ColumnsOnly(tmp_path / "s.db") if k == "columns" else url,
+            snapshot=False,
+            clock=lambda: 1e5,
         )
         for k in kinds
     }
@@ -257,7 +269,11 @@ def test_ingest_steps_equals_ingest(parts: list[list[float]]) -> None:
             lb.monotonic,
             lb.version,
         )
-        assert (a.events, repr(a.max_time), repr(a.earliest_change)) == (b.events, repr(b.max_time), repr(b.earliest_change))
+        assert (a.events, repr(a.max_time), repr(a.earliest_change)) == (
+            b.events,
+            repr(b.max_time),
+            repr(b.earliest_change),
+        )
 
 
 @pytest.mark.parametrize("seed", range(10))
