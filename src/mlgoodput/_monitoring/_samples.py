@@ -100,8 +100,10 @@ def _host_samples(report: GoodputReport, step: int | None, time: float | None) -
     """Each host's median, p90 and max step time (`hosts/{host}/step_time_{stat}_seconds`)."""
     job, logger = report.job_name, report.logger_name
     last = _LAST_HOSTS.get((job, logger))
-    if time is None and last is not None and last[0] is report.hosts and type(last[1]) is type(step) and last[1] == step:
-        return list(last[2])  # Samples cannot change: the same ones again
+    if time is None and last is not None:
+        hosts, last_step, samples = last
+        if hosts is report.hosts and type(last_step) is type(step) and last_step == step:
+            return list(samples)  # Samples cannot change: the same ones again
     labels = _host_labels(job, logger)
     out: list[Sample] = []
     add = out.append
