@@ -170,3 +170,37 @@ def merge(ordered: array[float], new: list[float]) -> array[float] | None:
     out.extend(new)
     np.frombuffer(out, dtype=np.float64).sort(kind="stable")
     return out
+
+
+def short_gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
+    """`gaps` from `MERGE_MIN` values up (a few new steps of one host: one subtraction in
+    numpy instead of a Python float per difference)."""
+    if hi - lo < MERGE_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    res = times[lo + 1 : hi + 1]
+    out = np.frombuffer(res, dtype=np.float64)
+    np.subtract(out, np.frombuffer(times, dtype=np.float64)[lo:hi], out=out)
+    return res
+
+
+def positive(values: array[float]) -> bool | None:
+    """Whether every value is above 0 (no zero, no NaN: numpy's min is NaN if one is);
+    None without numpy or for an array of another type or a short one (under `MERGE_MIN`)."""
+    if not isinstance(values, array) or values.typecode != "d" or len(values) < MERGE_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    return bool(np.frombuffer(values, dtype=np.float64).min() > 0.0)
+
+
+def sort_in_place(values: array[float]) -> bool:
+    """Sort doubles without NaN in place (a stable sort, as `sorted`); False without numpy."""
+    np = numpy()
+    if np is None:
+        return False
+    np.frombuffer(values, dtype=np.float64).sort(kind="stable")
+    return True

@@ -16,7 +16,7 @@ from typing import Any
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
 from mlgoodput.accounting._report import HostStepStats
-from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting._sorted import HostGaps, SortedFloats
 from mlgoodput.accounting._timeline import HostLog
 
 
@@ -28,7 +28,7 @@ class HostSteps:
     def __init__(self) -> None:
         self.n = 0  # steps consumed
         self.version = -1  # the HostLog.version they were consumed at
-        self._diffs = SortedFloats()
+        self._diffs = HostGaps()
         self._raw: array[float] | None = None  # a first fill's gaps, put in order when first used
         self.stats: HostStepStats | None = None
         # the gaps the last extend of `diffs` added (another reader keeping the same gaps
@@ -36,7 +36,7 @@ class HostSteps:
         self.last_new: list[float] | array[float] | None = None
 
     @property
-    def diffs(self) -> SortedFloats:
+    def diffs(self) -> HostGaps:
         """The gaps in order. A first fill's statistics come from a selection (_order_stats),
         and its sort waits for the first use (a later update, a save): a cold read of a long
         job does not sort its millions of gaps before they are needed."""
@@ -47,28 +47,33 @@ class HostSteps:
 
     @diffs.setter
     def diffs(self, value: SortedFloats) -> None:
-        self._diffs, self._raw = value, None
+        self._diffs, self._raw = HostGaps.adopt(value), None
 
     def update(self, log: HostLog) -> HostStepStats | None:
         times = log.times
         n = len(times)
         quick = None
         if log.version != self.version or n < self.n:
-            self.n, self.version, self.diffs, self.stats = 0, log.version, SortedFloats(), None
+            self.n, self.version, self.diffs, self.stats = 0, log.version, HostGaps(), None
             self.last_new = None
         if n > self.n:
             lo = max(1, self.n)
             if n > lo:
-                new = _fast.gaps(times, lo - 1, n - 1) or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
-                js = log.job_starts
-                # a restart at js falls between steps i-1 and i where i is the first step at or after js
-                cut = sorted(
-                    {bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]},
-                    reverse=True,
+                new = (
+                    _fast.gaps(times, lo - 1, n - 1)
+                    or _fast.short_gaps(times, lo - 1, n - 1)
+                    or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
                 )
-                for i in cut:
-                    if lo <= i < n:
-                        del new[i - lo]
+                js = log.job_starts
+                if js and js[-1] > times[lo - 1]:
+                    # a restart at js falls between steps i-1 and i where i is the first step at or after js
+                    cut = sorted(
+                        {bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]},
+                        reverse=True,
+                    )
+                    for i in cut:
+                        if lo <= i < n:
+                            del new[i - lo]
                 if not len(self._diffs) and self._raw is None and isinstance(new, array):
                     quick = _order_stats(new)
                 if quick is not None and isinstance(new, array):

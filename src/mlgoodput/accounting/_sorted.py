@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from itertools import accumulate
+from math import copysign
 
 from mlgoodput.accounting import _fast
 
@@ -246,3 +247,209 @@ class SortedFloats:
             count += len(self._buckets[k])
             s += self._sums[k]
         return count, s
+
+
+
+_SIDE = 1024  # values a HostGaps holds aside before merging them into its buckets
+
+
+def _odd(x: float) -> bool:
+    """A NaN or a -0.0: values whose place among equal ones shows in the bits."""
+    return x != x or (x == 0.0 and copysign(1.0, x) < 0.0)
+
+
+class HostGaps(SortedFloats):
+    """One host's step gaps: a SortedFloats whose small additions wait in a sorted side list,
+    merged into the buckets once it holds `_SIDE` values, so an update costs about its new
+    values (a bucket is copied once per `_SIDE` new values, not on every update).
+
+    Order statistics read buckets and side list together, the buckets' values first among
+    equal ones (they came first), as merged buckets give them. Without NaN and -0.0 the
+    values in order are the same bits whatever the bucket layout (equal doubles are the same
+    bits but for 0.0 and -0.0), so `kth` and `median` are exactly a SortedFloats' extended with
+    the same values. A NaN or a -0.0 ends the side list for good (merged then; extended as a
+    SortedFloats from then on). Every other use (sums, removal, saving) merges first."""
+
+    __slots__ = ("_cap", "_clean", "_side")
+
+    _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
+
+    def __init__(self, values: Iterable[float] | None = None) -> None:
+        super().__init__(values)
+        self._side: array[float] = array("d")  # in order; after every value of the buckets
+        # whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)
+        self._clean: bool | None = None
+        # hosts stepping together fill their side lists together: merged at different sizes,
+        # they do not all merge on the same update
+        HostGaps._made += 1
+        self._cap = HostGaps._made * 97 % 512  # in 1024ths of _SIDE, taken off it
+
+    @classmethod
+    def adopt(cls, s: SortedFloats) -> HostGaps:
+        """A HostGaps holding what `s` holds (taking over its buckets: leave `s` alone after)."""
+        if isinstance(s, HostGaps):
+            return s
+        g = cls()
+        g._buckets, g._fetch, g._maxes, g._sums, g._n = s._buckets, s._fetch, s._maxes, s._sums, s._n
+        return g
+
+    def __len__(self) -> int:
+        return self._n + len(self._side)
+
+    def pending(self) -> int:
+        """Values in the side list (not merged into the buckets yet)."""
+        return len(self._side)
+
+    def flush(self) -> None:
+        """Merge the side list into the buckets."""
+        side = self._side
+        if side:
+            self._side = array("d")
+            super().extend(side)
+
+    def extend(self, xs: list[float] | array[float]) -> None:
+        side = self._side
+        k = len(xs)
+        if not k:
+            return
+        if self._clean is False or k > self._n // 8 or len(side) + k > _SIDE - (_SIDE * self._cap >> 10):
+            if side:  # one merge of both (the side's values first: they came first)
+                self._side = array("d")
+                side.extend(xs)
+                xs = side
+            if self._clean:
+                self._clean = None  # xs not looked at
+            super().extend(xs)
+            return
+        pos = _fast.positive(xs) if isinstance(xs, array) else None
+        if pos is None:
+            s = sum(xs)
+            pos = s == s and min(xs) > 0.0
+        if not pos and any(map(_odd, xs)):
+            self._clean = False
+        elif self._clean is None:
+            self._clean = self._check()
+        if not self._clean:
+            self.flush()
+            super().extend(xs)
+            return
+        side.extend(xs)
+        if not _fast.sort_in_place(side):
+            side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
+
+    def _check(self) -> bool:
+        """Whether the buckets hold no NaN (a NaN makes its bucket's sum NaN; so does inf - inf,
+        which only costs the side list) and no -0.0 (among the values up to the first above 0)."""
+        s = sum(self._sums)
+        if s != s:
+            return False
+        for i in range(len(self._buckets)):
+            b = self._get(i)
+            if b[0] > 0.0:
+                return True
+            j = bisect_right(b, 0.0)
+            if any(map(_odd, b[:j])):
+                return False
+            if j < len(b):
+                return True
+        return True
+
+    def add(self, x: float) -> None:
+        if self._side:
+            self.flush()
+        if self._clean and _odd(x):
+            self._clean = False
+        super().add(x)
+
+    def remove(self, x: float) -> None:
+        self.flush()
+        super().remove(x)
+
+    def values(self) -> array[float]:
+        self.flush()
+        return super().values()
+
+    def bucket_sizes(self) -> tuple[array[int], array[float]]:
+        self.flush()
+        return super().bucket_sizes()
+
+    def maxes(self) -> array[float]:
+        self.flush()
+        return super().maxes()
+
+    def nbytes(self) -> int:
+        return super().nbytes() + 8 * len(self._side)
+
+    def total(self) -> float:
+        self.flush()
+        return super().total()
+
+    def above(self, t: float) -> tuple[int, float]:
+        self.flush()
+        return super().above(t)
+
+    def median(self) -> float:
+        if not self._side:
+            return super().median()
+        n = self._n + len(self._side)
+        if n % 2:
+            return self._kth(n // 2, False)[1]
+        lo, hi = self._kth(n // 2, True)
+        return (lo + hi) / 2.0
+
+    def kth(self, k: int) -> float:
+        side = self._side
+        if not side:
+            return super().kth(k)
+        if not 0 <= k < self._n + len(side):
+            raise IndexError(k)
+        if k == self._n + len(side) - 1:  # the largest: the later of the two largest
+            top = self._maxes[-1]
+            return side[-1] if top <= side[-1] else top
+        return self._kth(k, False)[1]
+
+    def _kth(self, k: int, prev: bool) -> tuple[float, float]:
+        """(the (k-1)-th if prev (k >= 1) else 0.0, the k-th) smallest of the buckets and the
+        side list together, the buckets' values first among equal ones."""
+        side = self._side
+        b, m = len(side), self._n
+        # main[t] (the buckets' t-th) for k - b - 1 <= t <= k is arr[t - off]
+        arr, off = self._window(max(0, k - b - 1), min(m, k + 1))
+        # j: how many side values are among the first k + 1; side[j] goes before main[k - j]
+        # only if smaller (the buckets' values come first among equal ones)
+        lo, hi = max(0, k + 1 - m), min(b, k + 1)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if side[mid] < arr[k - mid - off]:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        # the k-th is the later of main[k - j] and side[j - 1]
+        if j and (k == j - 1 or arr[k - j - off] <= side[j - 1]):
+            kth, i, s = side[j - 1], k - j, j - 2
+        else:
+            kth, i, s = arr[k - j - off], k - j - 1, j - 1
+        if not prev:
+            return 0.0, kth
+        # the (k-1)-th: the later of main[i] and side[s] (i or s may be -1: none)
+        if s < 0:
+            return arr[i - off], kth
+        if i < 0 or arr[i - off] <= side[s]:
+            return side[s], kth
+        return arr[i - off], kth
+
+    def _window(self, a: int, b: int) -> tuple[array[float], int]:
+        """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < b <= len)."""
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = list(accumulate(map(len, self._buckets)))
+        i = bisect_right(ends, a)
+        start = ends[i - 1] if i else 0
+        if b <= ends[i]:
+            return self._get(i), start
+        out = self._get(i)[a - start :]
+        while ends[i] < b:
+            i += 1
+            out.extend(self._get(i)[: b - ends[i - 1]])
+        return out, a
