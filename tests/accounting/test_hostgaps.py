@@ -210,3 +210,42 @@ def test_last_new_is_the_gaps_added_in_time_order(numpy_mode: str) -> None:
     want = [b - a for a, b in pairwise(times[3999:4100])]
     assert list(hs.last_new or []) == want
     assert len(hs.diffs) == 4099
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_saved_state_with_values_aside_restores_and_goes_on_the_same(numpy_mode: str, lazy: bool) -> None:
+    from mlgoodput.accounting import _snapshot
+
+    rnd = random.Random(9)
+    events = _host_job(rnd, 3, 6000)
+    events.sort(key=lambda e: e.time)
+    cuts = [len(events) // 2 + i * 150 for i in range(12)] + [len(events)]
+    e, plain = Engine(), Engine()
+    old = _sorted._SIDE
+    try:
+        for eng, side in ((e, 512), (plain, 0)):
+            _sorted._SIDE = side
+            eng.timeline.ingest(Columns.from_events(events[: cuts[0]]))
+            eng.host_stats(math.inf)
+            for a, b in pairwise(cuts[:4]):
+                eng.timeline.ingest(Columns.from_events(events[a:b]))
+                eng.host_stats(math.inf)
+        _sorted._SIDE = 512
+        assert any(hs.diffs.pending() for hs in e._hosts.values())  # saved while values wait aside
+        pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=1)))
+        head = _snapshot.header(next(pieces))
+        r = _snapshot.Saved(head, pieces, stall_factor=3.0).engine() if lazy else _snapshot.load(head, pieces, stall_factor=3.0)
+        used = 0
+        for a, b in pairwise(cuts[3:]):
+            for eng, side in ((e, 512), (r, 512), (plain, 0)):
+                _sorted._SIDE = side
+                eng.timeline.ingest(Columns.from_events(events[a:b]))
+            _sorted._SIDE = 0
+            want = plain.host_stats(math.inf)
+            _sorted._SIDE = 512
+            assert e.host_stats(math.inf) == want
+            assert r.host_stats(math.inf) == want
+            used = max([used] + [hs.diffs.pending() for hs in r._hosts.values()])
+        assert used  # the restored ones used their side lists too
+    finally:
+        _sorted._SIDE = old

@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from itertools import accumulate
 from math import copysign
+from typing import Any
 
 from mlgoodput.accounting import _fast
 
@@ -250,7 +251,7 @@ class SortedFloats:
 
 
 
-_SIDE = 1024  # values a HostGaps holds aside before merging them into its buckets
+_SIDE = 2048  # values a HostGaps holds aside before merging them into its buckets
 
 
 def _odd(x: float) -> bool:
@@ -270,7 +271,7 @@ class HostGaps(SortedFloats):
     the same values. A NaN or a -0.0 ends the side list for good (merged then; extended as a
     SortedFloats from then on). Every other use (sums, removal, saving) merges first."""
 
-    __slots__ = ("_cap", "_clean", "_side")
+    __slots__ = ("_cap", "_clean", "_memo", "_side")
 
     _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
 
@@ -279,6 +280,7 @@ class HostGaps(SortedFloats):
         self._side: array[float] = array("d")  # in order; after every value of the buckets
         # whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)
         self._clean: bool | None = None
+        self._memo: dict[int, float] | None = None  # k -> k-th (-1: the median) while unchanged
         # hosts stepping together fill their side lists together: merged at different sizes,
         # they do not all merge on the same update
         HostGaps._made += 1
@@ -301,41 +303,82 @@ class HostGaps(SortedFloats):
         return len(self._side)
 
     def flush(self) -> None:
-        """Merge the side list into the buckets."""
+        """Merge the side list into the buckets (the statistics stay as they are)."""
         side = self._side
-        if side:
-            self._side = array("d")
+        if not side:
+            return
+        self._side = array("d")
+        np: Any = _fast.numpy() if self._clean and self._buckets and len(side) <= self._n // 4 + 16 else None
+        if np is None:
             super().extend(side)
+            return
+        # what `extend` does, in numpy and in place: each value into the first bucket whose
+        # largest is not below it (the last takes the rest), after the equal ones there
+        self._ends = None
+        maxes, sums = self._maxes, self._sums
+        last = len(maxes) - 1
+        cuts = [0, *np.searchsorted(np.frombuffer(side, dtype=np.float64), maxes[:last], side="right").tolist()]
+        cuts.append(len(side))
+        for k in range(last, -1, -1):  # from the last: a split moves only the buckets after it
+            lo, hi = cuts[k], cuts[k + 1]
+            if lo == hi:
+                continue
+            part = side[lo:hi]
+            b = self._get(k)
+            b.extend(part)
+            np.frombuffer(b, dtype=np.float64).sort(kind="stable")
+            maxes[k] = b[-1]
+            sums[k] += float(np.frombuffer(part, dtype=np.float64).sum())
+            if len(b) > 2 * _LOAD:
+                self._split(k)
+        self._n += len(side)
+
+    def _split(self, i: int) -> None:
+        # as SortedFloats', the halves' sums in numpy (they are only sums here: not statistics)
+        np: Any = _fast.numpy()
+        if np is None:
+            super()._split(i)
+            return
+        self._ends = None
+        b = self._get(i)
+        while len(b) > 2 * _LOAD:
+            half = b[_LOAD:]
+            del b[_LOAD:]
+            self._buckets.insert(i + 1, half)
+            self._maxes[i] = b[-1]
+            self._maxes.insert(i + 1, half[-1])
+            self._sums[i] = float(np.frombuffer(b, dtype=np.float64).sum())
+            self._sums.insert(i + 1, float(np.frombuffer(half, dtype=np.float64).sum()))
+            i += 1
+            b = half
 
     def extend(self, xs: list[float] | array[float]) -> None:
-        side = self._side
         k = len(xs)
         if not k:
             return
-        if self._clean is False or k > self._n // 8 or len(side) + k > _SIDE - (_SIDE * self._cap >> 10):
-            if side:  # one merge of both (the side's values first: they came first)
-                self._side = array("d")
-                side.extend(xs)
-                xs = side
+        self._memo = None
+        side = self._side
+        if self._clean is not False and k <= self._n // 8:
+            pos = _fast.positive(xs) if isinstance(xs, array) else None
+            if pos is None:
+                s = sum(xs)
+                pos = s == s and min(xs) > 0.0
+            if not pos and any(map(_odd, xs)):
+                self.flush()
+                self._clean = False
+            elif self._clean is None:
+                self._clean = self._check()
             if self._clean:
-                self._clean = None  # xs not looked at
-            super().extend(xs)
-            return
-        pos = _fast.positive(xs) if isinstance(xs, array) else None
-        if pos is None:
-            s = sum(xs)
-            pos = s == s and min(xs) > 0.0
-        if not pos and any(map(_odd, xs)):
-            self._clean = False
-        elif self._clean is None:
-            self._clean = self._check()
-        if not self._clean:
-            self.flush()
-            super().extend(xs)
-            return
-        side.extend(xs)
-        if not _fast.sort_in_place(side):
-            side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
+                side.extend(xs)
+                if not _fast.sort_in_place(side):
+                    side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
+                if len(side) > _SIDE - (_SIDE * self._cap >> 10):
+                    self.flush()
+                return
+        self.flush()
+        if self._clean:
+            self._clean = None  # xs not looked at
+        super().extend(xs)
 
     def _check(self) -> bool:
         """Whether the buckets hold no NaN (a NaN makes its bucket's sum NaN; so does inf - inf,
@@ -355,6 +398,7 @@ class HostGaps(SortedFloats):
         return True
 
     def add(self, x: float) -> None:
+        self._memo = None
         if self._side:
             self.flush()
         if self._clean and _odd(x):
@@ -362,6 +406,7 @@ class HostGaps(SortedFloats):
         super().add(x)
 
     def remove(self, x: float) -> None:
+        self._memo = None
         self.flush()
         super().remove(x)
 
@@ -391,11 +436,19 @@ class HostGaps(SortedFloats):
     def median(self) -> float:
         if not self._side:
             return super().median()
-        n = self._n + len(self._side)
-        if n % 2:
-            return self._kth(n // 2, False)[1]
-        lo, hi = self._kth(n // 2, True)
-        return (lo + hi) / 2.0
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        got = memo.get(-1)
+        if got is None:
+            n = self._n + len(self._side)
+            if n % 2:
+                got = self._kth(n // 2, False)[1]
+            else:
+                lo, hi = self._kth(n // 2, True)
+                got = (lo + hi) / 2.0
+            memo[-1] = got
+        return got
 
     def kth(self, k: int) -> float:
         side = self._side
@@ -406,7 +459,13 @@ class HostGaps(SortedFloats):
         if k == self._n + len(side) - 1:  # the largest: the later of the two largest
             top = self._maxes[-1]
             return side[-1] if top <= side[-1] else top
-        return self._kth(k, False)[1]
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        got = memo.get(k)
+        if got is None:
+            got = memo[k] = self._kth(k, False)[1]
+        return got
 
     def _kth(self, k: int, prev: bool) -> tuple[float, float]:
         """(the (k-1)-th if prev (k >= 1) else 0.0, the k-th) smallest of the buckets and the
