@@ -52,6 +52,27 @@ class HostSteps:
     def update(self, log: HostLog) -> HostStepStats | None:
         times = log.times
         n = len(times)
+        lo = self.n
+        if n > lo > 1 and log.version == self.version and self._raw is None:
+            # the usual update: steps appended since the last one (what the general path below
+            # does in that case, without its other cases)
+            new = (
+                _fast.gaps(times, lo - 1, n - 1)
+                or _fast.short_gaps(times, lo - 1, n - 1)
+                or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
+            )
+            js = log.job_starts
+            if js and js[-1] > times[lo - 1]:
+                _cut(new, times, js, lo, n)
+            d = self._diffs
+            d.extend(new)
+            self.last_new = new
+            self.n = n
+            k = len(d)
+            self.stats = (
+                HostStepStats(log.host, k + 1, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1)) if k else None
+            )
+            return self.stats
         quick = None
         if log.version != self.version or n < self.n:
             self.n, self.version, self.diffs, self.stats = 0, log.version, HostGaps(), None
@@ -66,14 +87,7 @@ class HostSteps:
                 )
                 js = log.job_starts
                 if js and js[-1] > times[lo - 1]:
-                    # a restart at js falls between steps i-1 and i where i is the first step at or after js
-                    cut = sorted(
-                        {bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]},
-                        reverse=True,
-                    )
-                    for i in cut:
-                        if lo <= i < n:
-                            del new[i - lo]
+                    _cut(new, times, js, lo, n)
                 if not len(self._diffs) and self._raw is None and isinstance(new, array):
                     quick = _order_stats(new)
                 if quick is not None and isinstance(new, array):
@@ -98,6 +112,15 @@ class HostSteps:
                 max_s=d.kth(k - 1),
             )
         return self.stats
+
+
+def _cut(new: list[float] | array[float], times: array[float], js: list[float], lo: int, n: int) -> None:
+    """Take out of `new` (the gaps before steps lo..n-1) those a restart falls in: a restart at
+    js falls between steps i-1 and i where i is the first step at or after js."""
+    cut = sorted({bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]}, reverse=True)
+    for i in cut:
+        if lo <= i < n:
+            del new[i - lo]
 
 
 def _order_stats(gaps: array[float]) -> tuple[int, float, float, float] | None:

@@ -271,7 +271,7 @@ class HostGaps(SortedFloats):
     the same values. A NaN or a -0.0 ends the side list for good (merged then; extended as a
     SortedFloats from then on). Every other use (sums, removal, saving) merges first."""
 
-    __slots__ = ("_cap", "_clean", "_memo", "_side")
+    __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side")
 
     _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
 
@@ -281,6 +281,10 @@ class HostGaps(SortedFloats):
         # whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)
         self._clean: bool | None = None
         self._memo: dict[int, float] | None = None  # k -> k-th (-1: the median) while unchanged
+        self._added = 0  # values put in the side list, ever
+        # where earlier k-th values were found while the buckets stayed as they are: a part of
+        # the whole (16ths) -> (k, side values among the first k + 1, _added then)
+        self._hints: dict[int, tuple[int, int, int]] = {}
         # hosts stepping together fill their side lists together: merged at different sizes,
         # they do not all merge on the same update
         HostGaps._made += 1
@@ -308,6 +312,7 @@ class HostGaps(SortedFloats):
         if not side:
             return
         self._side = array("d")
+        self._hints = {}
         np: Any = _fast.numpy() if self._clean and self._buckets and len(side) <= self._n // 4 + 16 else None
         if np is None:
             super().extend(side)
@@ -370,6 +375,7 @@ class HostGaps(SortedFloats):
                 self._clean = self._check()
             if self._clean:
                 side.extend(xs)
+                self._added += k
                 if not _fast.sort_in_place(side):
                     side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
                 if len(side) > _SIDE - (_SIDE * self._cap >> 10):
@@ -472,11 +478,23 @@ class HostGaps(SortedFloats):
         side list together, the buckets' values first among equal ones."""
         side = self._side
         b, m = len(side), self._n
-        # main[t] (the buckets' t-th) for k - b - 1 <= t <= k is arr[t - off]
-        arr, off = self._window(max(0, k - b - 1), min(m, k + 1))
         # j: how many side values are among the first k + 1; side[j] goes before main[k - j]
         # only if smaller (the buckets' values come first among equal ones)
         lo, hi = max(0, k + 1 - m), min(b, k + 1)
+        q = (k << 4) // (m + b)
+        hint = self._hints.get(q)
+        if hint is not None:
+            # a j0 found for k0 with `a` fewer side values: a new side value among the first
+            # k0 + 1 puts out at most one old value, so j(k0) is now in [j0, j0 + a]; one more
+            # (or one less) k adds at most one side value (or takes one off)
+            k0, j0, a = hint
+            a = self._added - a
+            if k >= k0:
+                lo, hi = max(lo, j0), min(hi, j0 + a + k - k0)
+            else:
+                lo, hi = max(lo, j0 - (k0 - k)), min(hi, j0 + a)
+        # main[t] (the buckets' t-th) for k - hi - 1 <= t <= k - lo is arr[t - off]
+        arr, off = self._window(max(0, k - hi - 1), min(m, k - lo + 1))
         while lo < hi:
             mid = (lo + hi) // 2
             if side[mid] < arr[k - mid - off]:
@@ -484,6 +502,7 @@ class HostGaps(SortedFloats):
             else:
                 hi = mid
         j = lo
+        self._hints[q] = (k, j, self._added)
         # the k-th is the later of main[k - j] and side[j - 1]
         if j and (k == j - 1 or arr[k - j - off] <= side[j - 1]):
             kth, i, s = side[j - 1], k - j, j - 2
