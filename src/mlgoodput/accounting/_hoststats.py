@@ -3,7 +3,9 @@
 Each host's step-to-step gaps live in a sorted structure that a query extends with the steps
 recorded since the last one, so a query costs the new steps, whatever the number of hosts or
 the length of the job. A change that reaches back in time (a late restart, out-of-order
-steps) rebuilds that host only.
+steps) rebuilds that host only. New gaps wait in a small side list of the structure
+(_sorted.HostGaps) and are merged a thousand or two at a time: at 256 hosts stepping together,
+an update costs each host its new gaps and two searches, not a rewrite of its sorted gaps.
 """
 
 from __future__ import annotations

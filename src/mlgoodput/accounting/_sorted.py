@@ -261,15 +261,21 @@ def _odd(x: float) -> bool:
 
 class HostGaps(SortedFloats):
     """One host's step gaps: a SortedFloats whose small additions wait in a sorted side list,
-    merged into the buckets once it holds `_SIDE` values, so an update costs about its new
-    values (a bucket is copied once per `_SIDE` new values, not on every update).
+    merged into the buckets once it holds 1024 to 2048 values (`_SIDE`, less by a part that
+    differs from host to host), so an update costs about its new values: the buckets are
+    rewritten once per merge, not on every update (with new gaps spread like the old ones,
+    every update would touch every bucket).
 
     Order statistics read buckets and side list together, the buckets' values first among
     equal ones (they came first), as merged buckets give them. Without NaN and -0.0 the
     values in order are the same bits whatever the bucket layout (equal doubles are the same
     bits but for 0.0 and -0.0), so `kth` and `median` are exactly a SortedFloats' extended with
     the same values. A NaN or a -0.0 ends the side list for good (merged then; extended as a
-    SortedFloats from then on). Every other use (sums, removal, saving) merges first."""
+    SortedFloats from then on). After that, which of two equal zeros (0.0, -0.0) a statistic
+    gives, or where a NaN sits, depends on the bucket layout, for a SortedFloats too (on when
+    its extends came): there the two can differ in those bits, nowhere else.
+    Every other use (sums, removal, saving) merges first. Bucket sums are numpy's sums here
+    (they only feed `total` and `above`, never a statistic of the host)."""
 
     __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side")
 
