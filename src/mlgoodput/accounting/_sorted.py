@@ -250,7 +250,6 @@ class SortedFloats:
         return count, s
 
 
-
 _SIDE = 2048  # values a HostGaps holds aside before merging them into its buckets
 
 
@@ -524,7 +523,8 @@ class HostGaps(SortedFloats):
         return arr[i - off], kth
 
     def _window(self, a: int, b: int) -> tuple[array[float], int]:
-        """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < b <= len)."""
+        """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < the buckets' count,
+        a <= b <= it): one bucket itself, or a copy of the part of several."""
         ends = self._ends
         if ends is None:
             ends = self._ends = list(accumulate(map(len, self._buckets)))
