@@ -114,15 +114,27 @@ def test_the_side_list_is_used_and_merged(numpy_mode: str) -> None:
 
 
 @pytest.mark.parametrize("odd", [-0.0, math.nan])
-def test_a_nan_or_a_negative_zero_ends_the_side_list(numpy_mode: str, odd: float) -> None:
+@pytest.mark.parametrize("kind", [list, lambda xs: array("d", xs)])
+def test_a_nan_or_a_negative_zero_ends_the_side_list(numpy_mode: str, odd: float, kind: Any) -> None:
     rnd = random.Random(6)
-    g = HostGaps([rnd.random() for _ in range(5000)])
-    g.extend([rnd.random() for _ in range(100)])
-    assert g.pending() == 100
-    g.extend([0.5] * 20 + [odd])
+    ref = [rnd.random() + 0.5 for _ in range(5000)]
+    g = HostGaps(ref)
+
+    def add(xs: list[float]) -> None:
+        g.extend(kind(xs))
+        ref.extend(xs)
+
+    add([rnd.random() for _ in range(100)])
+    add([0.0] * 3 + [rnd.random() for _ in range(20)])  # +0.0 is fine
+    assert g.pending() == 123 and g.kth(0) == 0.0
+    add([rnd.random() for _ in range(50)])
+    assert g.pending() == 173
+    add([0.5] * 20 + [odd] + [0.25] * 5)
     assert g.pending() == 0
-    g.extend([0.25] * 30)
-    assert g.pending() == 0 and len(g) == 5151  # a SortedFloats from now on
+    add([0.25] * 30)
+    assert g.pending() == 0 and len(g) == 5229  # a SortedFloats from now on
+    got = [x for x in g.values() if x == x]
+    assert got == sorted(x for x in ref if x == x) and len(got) == len(g) - (odd != odd)
 
 
 def test_a_nan_or_a_negative_zero_in_restored_buckets_is_found(numpy_mode: str) -> None:

@@ -186,17 +186,6 @@ def short_gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
     return res
 
 
-def positive(values: array[float]) -> bool | None:
-    """Whether every value is above 0 (no zero, no NaN: numpy's min is NaN if one is);
-    None without numpy or for an array of another type or a short one (under `MERGE_MIN`)."""
-    if not isinstance(values, array) or values.typecode != "d" or len(values) < MERGE_MIN:
-        return None
-    np = numpy()
-    if np is None:
-        return None
-    return bool(np.frombuffer(values, dtype=np.float64).min() > 0.0)
-
-
 def sort_in_place(values: array[float]) -> bool:
     """Sort doubles without NaN in place (a stable sort, as `sorted`); False without numpy."""
     np = numpy()

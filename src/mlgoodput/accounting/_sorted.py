@@ -369,8 +369,19 @@ class HostGaps(SortedFloats):
         self._memo = None
         side = self._side
         if self._clean is not False and k <= self._n // 8:
-            pos = _fast.positive(xs) if isinstance(xs, array) else None
-            if pos is None:
+            if isinstance(xs, array) and xs.typecode == "d" and self._clean and _fast.numpy() is not None:
+                # the side list and the new values sorted together in numpy (NaN last): looked at
+                # only when that shows something at or below 0 or a NaN (the old list kept till then)
+                grown = side + xs
+                _fast.sort_in_place(grown)
+                if (grown[0] > 0.0 and grown[-1] == grown[-1]) or not any(map(_odd, xs)):
+                    self._side = grown
+                    self._added += k
+                    if len(grown) > _SIDE - (_SIDE * self._cap >> 10):
+                        self.flush()
+                    return
+                pos = False
+            else:
                 s = sum(xs)
                 pos = s == s and min(xs) > 0.0
             if not pos and any(map(_odd, xs)):
