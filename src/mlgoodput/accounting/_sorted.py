@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from itertools import accumulate
-from math import copysign
+from math import copysign, isqrt
 from typing import Any
 
 from mlgoodput.accounting import _fast
@@ -250,7 +250,7 @@ class SortedFloats:
         return count, s
 
 
-_SIDE = 2048  # values a HostGaps holds aside before merging them into its buckets
+_SIDE = 8192  # the most values a HostGaps holds aside before merging them into its buckets
 
 
 def _odd(x: float) -> bool:
@@ -260,10 +260,12 @@ def _odd(x: float) -> bool:
 
 class HostGaps(SortedFloats):
     """One host's step gaps: a SortedFloats whose small additions wait in a sorted side list,
-    merged into the buckets once it holds 1024 to 2048 values (`_SIDE`, less by a part that
-    differs from host to host), so an update costs about its new values: the buckets are
-    rewritten once per merge, not on every update (with new gaps spread like the old ones,
-    every update would touch every bucket).
+    merged into the buckets once it holds about 16 sqrt(n) of them (1024 to `_SIDE`, less by
+    a part that differs from host to host), so an update costs about its new values: the
+    buckets are rewritten once per merge, not on every update (with new gaps spread like the
+    old ones, every update would touch every bucket). Each update sorts the side list again
+    (O(side) in numpy) and each merge rewrites the buckets (O(n)): 16 sqrt(n) about balances
+    the two at a hundred new values an update.
 
     Order statistics read buckets and side list together, the buckets' values first among
     equal ones (they came first), as merged buckets give them. Without NaN and -0.0 the
@@ -293,7 +295,7 @@ class HostGaps(SortedFloats):
         # hosts stepping together fill their side lists together: merged at different sizes,
         # they do not all merge on the same update
         HostGaps._made += 1
-        self._cap = HostGaps._made * 97 % 512  # in 1024ths of _SIDE, taken off it
+        self._cap = HostGaps._made * 97 % 512  # in 1024ths of the side list's limit, taken off it
 
     @classmethod
     def adopt(cls, s: SortedFloats) -> HostGaps:
@@ -377,7 +379,7 @@ class HostGaps(SortedFloats):
                 if (grown[0] > 0.0 and grown[-1] == grown[-1]) or not any(map(_odd, xs)):
                     self._side = grown
                     self._added += k
-                    if len(grown) > _SIDE - (_SIDE * self._cap >> 10):
+                    if len(grown) > self._limit():
                         self.flush()
                     return
                 pos = False
@@ -394,13 +396,18 @@ class HostGaps(SortedFloats):
                 self._added += k
                 if not _fast.sort_in_place(side):
                     side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
-                if len(side) > _SIDE - (_SIDE * self._cap >> 10):
+                if len(side) > self._limit():
                     self.flush()
                 return
         self.flush()
         if self._clean:
             self._clean = None  # xs not looked at
         super().extend(xs)
+
+    def _limit(self) -> int:
+        """How many values the side list may hold before they are merged."""
+        most = min(_SIDE, max(1024, isqrt(self._n) << 4))
+        return most - (most * self._cap >> 10)
 
     def _check(self) -> bool:
         """Whether the buckets hold no NaN (a NaN makes its bucket's sum NaN; so does inf - inf,
