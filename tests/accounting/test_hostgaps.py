@@ -202,7 +202,11 @@ def test_host_stats_equal_the_plain_structure(numpy_mode: str, seed: int) -> Non
     for side in (16, 200, _sorted._SIDE):
         assert _engine_stats(events, cuts, side) == plain
     for a, b in zip(plain[-1], _engine_stats(events, cuts, 16)[-1], strict=True):
-        assert (_bits(a.median_s), _bits(a.p90_s), _bits(a.max_s)) == (_bits(b.median_s), _bits(b.p90_s), _bits(b.max_s))
+        assert (_bits(a.median_s), _bits(a.p90_s), _bits(a.max_s)) == (
+            _bits(b.median_s),
+            _bits(b.p90_s),
+            _bits(b.max_s),
+        )
     e = Engine()
     e.timeline.ingest(Columns.from_events(events))
     want = [stats_as_of(log, math.inf) for _, log in sorted(e.timeline.hosts.items())]
@@ -246,7 +250,11 @@ def test_a_saved_state_with_values_aside_restores_and_goes_on_the_same(numpy_mod
         assert any(hs.diffs.pending() for hs in e._hosts.values())  # saved while values wait aside
         pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=1)))
         head = _snapshot.header(next(pieces))
-        r = _snapshot.Saved(head, pieces, stall_factor=3.0).engine() if lazy else _snapshot.load(head, pieces, stall_factor=3.0)
+        r = (
+            _snapshot.Saved(head, pieces, stall_factor=3.0).engine()
+            if lazy
+            else _snapshot.load(head, pieces, stall_factor=3.0)
+        )
         used = 0
         for a, b in pairwise(cuts[3:]):
             for eng, side in ((e, 512), (r, 512), (plain, 0)):
