@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import operator
+import struct
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -178,7 +179,9 @@ class StragglerAnalysis:
         kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
         n = len(kinds)
         all_t, all_n = self._times, self._nums
-        if n and kinds.count(_STEP) == n and hosts.count(h := hosts[0]) == n:  # one rank's step starts
+        # one rank's step starts (the host column checked on its bytes: no int made per event)
+        if n and kinds.count(_STEP) == n and (b := hosts.tobytes()) == b[: hosts.itemsize] * n:
+            h = hosts[0]
             got = all_t.get(h)
             if got is None:
                 got = all_t[h] = array("d")
@@ -213,10 +216,9 @@ class StragglerAnalysis:
             if live is not None and not live.job_start(h, t):
                 live = None
             bisect.insort(self._job_starts[h], t)
-        fresh = [(h, k) for h, ts in all_t.items() if len(ts) > (k := before.get(h, 0))]
-        parts = [all_t[h][k:] for h, k in fresh]
-        self._span = _span(*self._span, parts)
-        new = {} if live is None else {h: (p, all_n[h][k:]) for (h, k), p in zip(fresh, parts, strict=True)}
+        fresh = {h: (ts[k:], k) for h, ts in all_t.items() if len(ts) > (k := before.get(h, 0))}
+        self._span = _span(*self._span, [p for p, _ in fresh.values()])
+        new = {} if live is None else {h: (p, all_n[h][k:]) for h, (p, k) in fresh.items()}
         if live is not None and not live.add_columns(new):
             if live.share_failed:
                 self._share = False
@@ -253,6 +255,16 @@ class StragglerAnalysis:
             live.gaps_of = self._gaps_of if self._share else None
             return got
         return analyze(self._job_starts, self._steps(), start, end)
+
+
+def _packed(parts: list[Any], total: int) -> bytes:
+    """The doubles of `parts` (packed arrays of them, or lists: what HostSteps.last_new holds
+    for a few new gaps) as one run of bytes, as `array("d", part)` gives each."""
+    if all(isinstance(x, array) and x.typecode == "d" for x in parts):
+        return b"".join(parts)
+    if total <= 1 << 20 and sum(map(len, parts)) == total:  # packed at once, no float objects made
+        return struct.pack(f"{total}d", *itertools.chain.from_iterable(parts))
+    return b"".join([x if isinstance(x, array) and x.typecode == "d" else array("d", x) for x in parts])
 
 
 def _span(lo: float, hi: float, parts: list[array[float]]) -> tuple[float, float]:
@@ -316,6 +328,8 @@ class _Live:
         self.last_n = array("q", bytes(8 * n))
         self.order = sorted(self.ranks)  # the report's order
         self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
+        self.every: Any = None  # every rank index, in numpy (`_lockstep`)
+        self.seen: dict[int, Any] = {}  # rank -> the other reader's structure last checked
         self.cached: StragglerReport | None = None  # the last report, while nothing changed since
         # rank -> (its gaps, their count, median, p90, max) when last reported
         self.rank_stats: dict[int, tuple[SortedFloats, int, float, float, float]] = {}
@@ -456,7 +470,12 @@ class _Live:
         nv = np.frombuffer(nb, dtype=np.int64)
         if np.isnan(tv).any():  # (a NaN start: `add` says what it means)
             return False
-        idx = np.array([index[r] for r in order], dtype=np.intp)
+        if len(order) == len(ranks):  # every rank (the usual case): in index order
+            if self.every is None:
+                self.every = np.arange(len(ranks), dtype=np.intp)
+            idx = self.every
+        else:
+            idx = np.array([index[r] for r in order], dtype=np.intp)
         lv = np.array(lens, dtype=np.intp)
         ends = np.cumsum(lv)
         starts = ends - lv
@@ -577,6 +596,25 @@ class _Live:
         theirs: list[Any] = []
         at: list[int] = []
         grown: list[tuple[int, tuple[SortedFloats, int]]] = []
+        # the usual case, a pass per attribute: every shared rank with new gaps, each still the
+        # other reader's structure, grown by exactly them (else the rank by rank pass below)
+        pos = [j for j, r in enumerate(order) if r in shared]
+        ranks = [order[j] for j in pos]
+        want = [per[j] for j in pos]
+        if ranks and all(want):
+            sfs = [shared[r][0] for r in ranks]
+            hss = list(map(gaps_of, ranks))
+            if None not in hss and all(map(operator.is_, map(_DIFFS, hss), sfs)):
+                now = list(map(len, sfs))
+                if now != list(map(operator.add, [shared[r][1] for r in ranks], want)):
+                    return False
+                theirs = list(map(_LAST_NEW, hss))
+                if None in theirs or list(map(len, theirs)) != want:
+                    return False
+                at = [index[r] for r in ranks]
+                grown = list(zip(ranks, zip(sfs, now, strict=True), strict=True))
+                self.seen = dict(zip(ranks, hss, strict=True))
+                order = per = []  # nothing left for the pass below
         for r, g in zip(order, per, strict=True):
             got = shared.get(r)
             if got is None:
@@ -603,10 +641,7 @@ class _Live:
             mask = np.zeros(len(self.ranks), dtype=bool)
             mask[at] = True
             mine = gall[own & mask[rows]]
-            try:
-                joined = b"".join(theirs)
-            except TypeError:  # not packed: as doubles
-                joined = b"".join([x if isinstance(x, array) and x.typecode == "d" else array("d", x) for x in theirs])
+            joined = _packed(theirs, len(mine))
             if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
                 return False
         shared.update(grown)
@@ -659,8 +694,12 @@ class _Live:
             if p.all():  # every rank reported every step (the usual case)
                 mn, mx = b.min(axis=0), b.max(axis=0)
                 dd = b - mn
-                late = np.where(b == mx, self.ids, np.iinfo(np.int64).min).max(axis=0)
-                second = np.sort(b, axis=0)[-2]  # order[-2]'s time
+                top = b == mx
+                late = np.where(top, self.ids, np.iinfo(np.int64).min).max(axis=0)
+                # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
+                second = np.where(top, -np.inf, b).max(axis=0)
+                tie = top.sum(axis=0) > 1
+                second[tie] = mx[tie]
             else:
                 mn = np.where(p, b, np.inf).min(axis=0)
                 mx = np.where(p, b, -np.inf).max(axis=0)
@@ -721,13 +760,14 @@ class _Live:
         ranks = []
         gaps, count, known, shared = self.gaps, self.count, self.rank_stats, self.shared
         gaps_of = self.gaps_of if shared else None
+        seen = self.seen if shared else {}
         for r in self.order:
             d = gaps[r]
             k = len(d)
             if k:
                 got = known.get(r)
                 if got is None or got[0] is not d or got[1] != k:  # gaps only grow: same count, same gaps
-                    hs = gaps_of(r) if gaps_of is not None and r in shared else None
+                    hs = seen.get(r) or (gaps_of(r) if gaps_of is not None and r in shared else None)
                     st = getattr(hs, "stats", None)
                     if st is not None and st.steps == k + 1 and hs is not None and hs.diffs is d:
                         # the other reader's statistics of these very gaps (HostSteps.update:
@@ -775,6 +815,8 @@ def _sum_steps(
 
 
 _BY_TIME_RANK = operator.itemgetter(1, 0)
+_DIFFS = operator.attrgetter("diffs")
+_LAST_NEW = operator.attrgetter("last_new")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 
 
