@@ -249,9 +249,9 @@ def test_span_and_packing_match_the_plain_python() -> None:
     for p in nan:
         want = (min(want[0], min(p)), max(want[1], max(p)))
     assert repr(_span(math.inf, -math.inf, nan)) == repr(want)
-    lists = [[0.1, 0.2], array("d", [0.3]), [1, 2.5]]
-    assert _packed(lists, 5) == array("d", [0.1, 0.2, 0.3, 1.0, 2.5]).tobytes()
-    assert _packed([array("d", [0.1]), array("d", [0.2])], 2) == array("d", [0.1, 0.2]).tobytes()
+    lists = [[0.1, 0.2], array("d", [0.3]), [1, 2.5], (7.0,), array("f", [0.5])]
+    assert _packed(lists) == array("d", [0.1, 0.2, 0.3, 1.0, 2.5, 7.0, 0.5]).tobytes()
+    assert _packed([array("d", [0.1]), array("d", [0.2])]) == array("d", [0.1, 0.2]).tobytes()
 
 
 def _calc_and_analysis(tmp_path: Path, ranks: int) -> tuple[Any, GoodputCalculator, StragglerAnalysis]:

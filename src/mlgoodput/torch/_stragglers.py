@@ -257,14 +257,30 @@ class StragglerAnalysis:
         return analyze(self._job_starts, self._steps(), start, end)
 
 
-def _packed(parts: list[Any], total: int) -> bytes:
+def _packed(parts: list[Any]) -> bytes:
     """The doubles of `parts` (packed arrays of them, or lists: what HostSteps.last_new holds
     for a few new gaps) as one run of bytes, as `array("d", part)` gives each."""
-    if all(isinstance(x, array) and x.typecode == "d" for x in parts):
-        return b"".join(parts)
-    if total <= 1 << 20 and sum(map(len, parts)) == total:  # packed at once, no float objects made
-        return struct.pack(f"{total}d", *itertools.chain.from_iterable(parts))
-    return b"".join([x if isinstance(x, array) and x.typecode == "d" else array("d", x) for x in parts])
+    out: list[Any] = []
+    for x in parts:
+        if isinstance(x, array) and x.typecode == "d":
+            out.append(x)
+        elif isinstance(x, list):  # packed straight from the list: no array built first
+            k = len(x)
+            st = _DOUBLES.get(k)
+            if st is None:
+                if len(_DOUBLES) >= 64:
+                    _DOUBLES.clear()
+                st = _DOUBLES[k] = struct.Struct(f"{k}d")
+            try:
+                out.append(st.pack(*x))
+            except (struct.error, TypeError):
+                out.append(array("d", x))
+        else:
+            out.append(array("d", x))
+    return b"".join(out)
+
+
+_DOUBLES: dict[int, struct.Struct] = {}  # count -> the format packing that many doubles
 
 
 def _span(lo: float, hi: float, parts: list[array[float]]) -> tuple[float, float]:
@@ -641,7 +657,7 @@ class _Live:
             mask = np.zeros(len(self.ranks), dtype=bool)
             mask[at] = True
             mine = gall[own & mask[rows]]
-            joined = _packed(theirs, len(mine))
+            joined = _packed(theirs)
             if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
                 return False
         shared.update(grown)
