@@ -525,7 +525,7 @@ class _Live:
             return False
         full = len(ranks)
         rv = np.repeat(idx, lv)  # each new step's rank index
-        if not pend and len(order) == full and total == full * len(cols) and (nv.reshape(full, -1) == cols).all():
+        if not pend and len(order) == full and lens.count(len(cols)) == full and (nv.reshape(full, -1) == cols).all():
             mat = tv.reshape(full, -1).copy()  # every rank has exactly rank index 0's new steps
         else:
             srt = np.argsort(cols, kind="stable")
