@@ -381,3 +381,28 @@ def test_a_state_replaced_under_a_lazy_reader(
     fresh = _report(_calc(st, snapshot=False))
     assert r == fresh
     assert _report(lazy) == fresh
+
+
+def test_save_later_waits_for_save_state(tmp_path: Path) -> None:
+    """With save_later=True a query saves nothing; `save_state` saves once what it made due, and
+    a new calculator then starts from that state."""
+    st = CountingSQLite(tmp_path / "s.db")
+    n1 = _fill(st, 0, 400, writer=1)
+    calc = GoodputCalculator("j", "l", store=st, clock=lambda: NOW, snapshot=True, save_later=True)
+    assert not calc.state_due and calc.save_state() is False  # no query yet: nothing due
+    first = _report(calc)
+    assert st.load_state("l", "j") is None  # the query left its save for later
+    assert calc.state_due
+    assert calc.save_state() is True
+    assert not calc.state_due and calc.save_state() is False  # saved once
+    assert st.load_state("l", "j") is not None
+    st.read_events = 0
+    again = _calc(st)
+    assert_same(_report(again), first)
+    assert st.read_events == 0  # started from the state save_state wrote
+    assert n1 > 0
+
+
+def test_save_later_is_checked() -> None:
+    with pytest.raises(TypeError, match="save_later must be True or False, got 'yes'"):
+        GoodputCalculator("j", "l", store="memory://", save_later="yes")  # type: ignore[arg-type]

@@ -54,7 +54,9 @@ class GoodputCalculator:
     (its own cursor), and the engine extends its derived state for them. With `snapshot`
     (default: on unless $MLGOODPUT_SNAPSHOT=0) it also saves that state into the store as the
     job grows, and a new calculator starts from it, reading only the events stored after it;
-    a saved state that fails a check (format, store, cursor, digest) is ignored.
+    a saved state that fails a check (format, store, cursor, digest) is ignored. With
+    `save_later=True` a query only marks a save due, and `save_state()` makes it (a server
+    answers first and saves from its background worker).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class GoodputCalculator:
         stall_factor: float = 3.0,
         clock: Callable[[], float] = time.time,
         snapshot: bool | None = None,
+        save_later: bool = False,
     ) -> None:
         if not isinstance(job_name, str) or not job_name:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
@@ -110,6 +113,12 @@ class GoodputCalculator:
         # saved state (accounting/_snapshot.py): None = off, else the growth in events that
         # triggers a save; `_saved` = the events the saved state covers
         self._save_every = _snapshot_policy(snapshot)
+        if not isinstance(save_later, bool):
+            raise TypeError(f"save_later must be True or False, got {save_later!r}")
+        # save_later: a query leaves its save to `save_state` (a server's background worker),
+        # as (the whole-job answer, the events read then); None when no save is due
+        self._save_later = save_later
+        self._due: tuple[tuple[float, GoodputReport] | None, int] | None = None
         self._saved = 0
         self._tried = -1  # the events count at which a save with the answer was last considered
         self._restored = False
@@ -241,6 +250,33 @@ class GoodputCalculator:
         run.clear()
 
     def _keep(self, answer: tuple[float, GoodputReport] | None = None) -> None:
+        """After a query: save the engine's state now, or mark it due for `save_state`."""
+        if self._save_later:
+            self._due = (answer, self._eng.timeline.events)
+        else:
+            self._save(answer)
+
+    @property
+    def state_due(self) -> bool:
+        """With `save_later=True`: a query ran since the last `save_state` (a save may be due)."""
+        return self._due is not None
+
+    def save_state(self) -> bool:
+        """With `save_later=True`: save the accounting state now if the queries since the last
+        call made a save due (the same rule as an immediate save); True when saved. A long
+        job's first save writes some hundred megabytes: a server answers first, saves after."""
+        with self._lock:
+            due, self._due = self._due, None
+            if due is None or self._pending is not None:
+                return False
+            answer, events = due
+            if events != self._eng.timeline.events:
+                answer = None  # read more since: that answer no longer covers the job
+            before = self._saved
+            self._save(answer)
+            return self._saved != before
+
+    def _save(self, answer: tuple[float, GoodputReport] | None = None) -> None:
         """Save the engine's state when the job grew enough since the last save (after a query,
         so what it derived is saved too). `answer`: the whole-job report just made and its
         query time, saved with the state when it holds for any later query time."""

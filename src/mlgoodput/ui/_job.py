@@ -97,46 +97,6 @@ class Durations(Sequence[float]):
         return self._hs.durations(i, i + 1)[0]
 
 
-class _Calculator(GoodputCalculator):
-    """The job's calculator, whose saves of the accounting's state (accounting/_snapshot.py)
-    wait for `keep_state`, called by the server's background worker: a long job's first read
-    saves some hundred megabytes, which the page that asked for the job should not wait for.
-    The state saved and when it is due are the calculator's own."""
-
-    def __init__(self, job: str, logger: str, *, store: Store, clock: Callable[[], float]) -> None:
-        super().__init__(job, logger, store=store, clock=clock)
-        self.state_due = False  # a query ran since the last `keep_state`: a save may be due
-        self._now = False
-        # what the last query handed to its save, and the events read then (handed on to the
-        # save only while nothing was read since)
-        self._due: tuple[tuple[Any, ...], dict[str, Any], int] = ((), {}, -1)
-
-    def _keep(self, *args: Any, **kwargs: Any) -> None:  # called by each query, holding the lock
-        if self._now:
-            super()._keep(*args, **kwargs)
-        else:
-            self.state_due = True
-            self._due = (args, kwargs, self.timeline.events)
-
-    def keep_state(self) -> bool:
-        """Save the accounting's state now when the job grew enough since its last save (the
-        calculator's rule); True when saved."""
-        with self._lock:
-            if not self.state_due:
-                return False
-            self.state_due = False
-            args, kwargs, events = self._due
-            if events != self.timeline.events:
-                args, kwargs = (), {}
-            before = self._saved
-            self._now = True
-            try:
-                super()._keep(*args, **kwargs)
-            finally:
-                self._now = False
-            return self._saved != before
-
-
 class HostSeries:
     """One host as the pages see it: the accounting's own record of the host (`log`: step
     starts, step numbers, job starts, other events), followed as it grows, and what the
@@ -277,7 +237,7 @@ class JobView:
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
-        self.calc = _Calculator(job, logger, store=store, clock=clock)
+        self.calc = GoodputCalculator(job, logger, store=store, clock=clock, save_later=True)
         self._attempts_of = Engine()  # for its attempts of the calculator's timeline (holds no events)
 
     # -- following the calculator's timeline ------------------------------------------------
@@ -327,12 +287,12 @@ class JobView:
 
     def keep(self) -> bool:
         """Save what a server started again opens the job from: the accounting's state, when
-        the calculator has one due (its saves wait for this call: `_Calculator`), and the
+        the calculator has one due (made with `save_later=True`: its saves wait for this call), and the
         series' block summaries (state namespace `mlgoodput.ui`) when they grew enough since
         the last save. True when something was saved. One save at a time: a call returns after
         the save in progress (so that what was due is in the store when it returns)."""
         with self._saving:
-            state = self.calc.keep_state()
+            state = self.calc.save_state()
             with self.lock:
                 if not self._series_due():
                     return state
