@@ -767,12 +767,14 @@ class _Live:
                 return None
         if self.cached is not None:
             return self.cached
-        lag, lag_n, last, held = dict(self.lag), dict(self.lag_n), dict(self.last_steps), dict(self.held)
+        lag, lag_n, last, held = self.lag, self.lag_n, self.last_steps, self.held
         compared, max_spread = self.compared, self.max_spread
-        for j, seg in enumerate(self.segs):
-            keys = seg[self.frozen :] if j == 0 else seg
-            if keys:
-                compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+        if self.moved or len(self.segs[0]) > self.frozen:  # steps not summed for good: on copies
+            lag, lag_n, last, held = dict(lag), dict(lag_n), dict(last), dict(held)
+            for j, seg in enumerate(self.segs):
+                keys = seg[self.frozen :] if j == 0 else seg
+                if keys:
+                    compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
         ranks = []
         gaps, count, known, shared = self.gaps, self.count, self.rank_stats, self.shared
         gaps_of = self.gaps_of if shared else None
