@@ -345,7 +345,6 @@ class _Live:
         self.order = sorted(self.ranks)  # the report's order
         self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
         self.every: Any = None  # every rank index, in numpy (`_lockstep`)
-        self.seen: dict[int, Any] = {}  # rank -> the other reader's structure last checked
         self.cached: StragglerReport | None = None  # the last report, while nothing changed since
         # rank -> (its gaps, their count, median, p90, max) when last reported
         self.rank_stats: dict[int, tuple[SortedFloats, int, float, float, float]] = {}
@@ -612,6 +611,7 @@ class _Live:
         theirs: list[Any] = []
         at: list[int] = []
         grown: list[tuple[int, tuple[SortedFloats, int]]] = []
+        stats: list[tuple[int, SortedFloats, int, Any]] = []
         # the usual case, a pass per attribute: every shared rank with new gaps, each still the
         # other reader's structure, grown by exactly them (else the rank by rank pass below)
         pos = [j for j, r in enumerate(order) if r in shared]
@@ -629,7 +629,10 @@ class _Live:
                     return False
                 at = [index[r] for r in ranks]
                 grown = list(zip(ranks, zip(sfs, now, strict=True), strict=True))
-                self.seen = dict(zip(ranks, hss, strict=True))
+                try:  # the other reader's statistics of these very gaps, for the report
+                    stats = list(zip(ranks, sfs, now, map(_STATS, hss), strict=True))
+                except AttributeError:  # none kept there
+                    stats = []
                 order = per = []  # nothing left for the pass below
         for r, g in zip(order, per, strict=True):
             got = shared.get(r)
@@ -661,6 +664,10 @@ class _Live:
             if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
                 return False
         shared.update(grown)
+        # (HostSteps.update: the same median and kth of the same structure, at that count)
+        self.rank_stats.update(
+            (r, (sf, k, st.median_s, st.p90_s, st.max_s)) for r, sf, k, st in stats if st is not None and st.steps == k + 1
+        )
         return True
 
     def _start_sharing(self, np: Any, order: list[int]) -> None:
@@ -776,23 +783,14 @@ class _Live:
                 if keys:
                     compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
         ranks = []
-        gaps, count, known, shared = self.gaps, self.count, self.rank_stats, self.shared
-        gaps_of = self.gaps_of if shared else None
-        seen = self.seen if shared else {}
+        gaps, count, known = self.gaps, self.count, self.rank_stats
         for r in self.order:
             d = gaps[r]
             k = len(d)
             if k:
-                got = known.get(r)
+                got = known.get(r)  # (those of a shared structure: as `_check_shared` took them)
                 if got is None or got[0] is not d or got[1] != k:  # gaps only grow: same count, same gaps
-                    hs = seen.get(r) or (gaps_of(r) if gaps_of is not None and r in shared else None)
-                    st = getattr(hs, "stats", None)
-                    if st is not None and st.steps == k + 1 and hs is not None and hs.diffs is d:
-                        # the other reader's statistics of these very gaps (HostSteps.update:
-                        # the same median and kth of the same structure)
-                        got = known[r] = (d, k, st.median_s, st.p90_s, st.max_s)
-                    else:
-                        got = known[r] = (d, k, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1))
+                    got = known[r] = (d, k, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1))
                 steps, med, p90, top = k + 1, got[2], got[3], got[4]
             else:
                 steps, med, p90, top = count[r], 0.0, 0.0, 0.0
@@ -835,6 +833,7 @@ def _sum_steps(
 _BY_TIME_RANK = operator.itemgetter(1, 0)
 _DIFFS = operator.attrgetter("diffs")
 _LAST_NEW = operator.attrgetter("last_new")
+_STATS = operator.attrgetter("stats")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 
 
