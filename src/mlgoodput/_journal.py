@@ -520,15 +520,17 @@ _seen: dict[str, tuple[tuple[tuple[str, int, int], ...], bool]] = {}
 _seen_lock = threading.Lock()
 
 
-def recover_changed_journals(store: Any) -> int:
+def recover_changed_journals(store: Any, url: str | None = None) -> int:
     """`recover_journals`, run by readers (the calculator, the CLI, the monitor) before they
     read: once per store in this process, then again only when the journal folders changed
     (a file appeared, went or grew) or when another live process is journaling (its files
-    change without a listing showing it). Returns the events handed to the store."""
-    url = _store_url(store)
+    change without a listing showing it). Returns the events handed to the store. `url`:
+    the store's URL, from a caller that holds the store object (saves finding it again)."""
+    if url is None:
+        url = _store_url(store)
     if is_process_local(url):  # no other process can have journaled into it
         return 0
-    dirs = journal_dirs(url)
+    dirs = _dirs_of(url)
     state = _folder_state(dirs)
     with _seen_lock:
         last = _seen.get(url)
@@ -539,6 +541,23 @@ def recover_changed_journals(store: Any) -> int:
     with _seen_lock:
         _seen[url] = after
     return shipped
+
+
+# journal_dirs of each URL, by the environment variables it reads: a reader asks before each
+# query, and the folders' names cost more to make than the listing that follows
+_dirs_memo: dict[tuple[str, str | None, str | None, str | None], list[Path]] = {}
+
+
+def _dirs_of(url: str) -> list[Path]:
+    """`journal_dirs(url)` (read only), made again when an environment variable it reads changed."""
+    env = os.environ
+    key = (url, env.get(_env.JOURNAL_DIR), env.get("XDG_DATA_HOME"), env.get("HOME"))
+    got = _dirs_memo.get(key)
+    if got is None:
+        if len(_dirs_memo) >= 64:
+            _dirs_memo.clear()
+        got = _dirs_memo[key] = journal_dirs(url)
+    return got
 
 
 def _folder_state(dirs: list[Path]) -> tuple[tuple[tuple[str, int, int], ...], bool]:

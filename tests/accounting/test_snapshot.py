@@ -13,7 +13,7 @@ from hypothesis import given
 from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, _snapshot
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import MemoryStore, SQLiteStore
-from mlgoodput.store._columns import Columns, RawChunk
+from mlgoodput.store._columns import Columns, StoredRow
 from tests.accounting.test_properties import SETTINGS, assert_same, jobs
 
 T0 = 1_700_000_000.0
@@ -27,10 +27,10 @@ class CountingSQLite(SQLiteStore):
         super().__init__(path)
         self.read_events = 0
 
-    def scan_chunks(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, RawChunk]]:
-        for cur, raw in super().scan_chunks(namespace, job, cursor):  # `scan` reads through it too
-            self.read_events += len(raw[0])
-            yield cur, raw
+    def scan_pages(self, namespace: str, job: str, cursor: int = 0) -> Iterator[list[StoredRow]]:
+        for rows in super().scan_pages(namespace, job, cursor):  # `scan` reads through it too
+            self.read_events += sum(len(r[1]) for r in rows)
+            yield rows
 
 
 def _job(first: int, n: int, hosts: int = 3) -> list[Event]:

@@ -45,13 +45,14 @@ def _pages(rng: random.Random, hosts: int, rounds: int) -> list[list[Event]]:
 
 
 class _ColumnsOnly(SQLiteStore):
-    """A paged store that hands over decoded pages only (as PostgreSQL does): no `scan_chunks`."""
+    """A paged store that hands over decoded pages only (as PostgreSQL does): no `scan_pages`."""
 
-    scan_chunks = None  # type: ignore[assignment]
+    scan_pages = None  # type: ignore[assignment]
 
     def scan(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, Columns]]:
-        for c, raw in SQLiteStore.scan_chunks(self, namespace, job, cursor):
-            yield c, decode(*raw)
+        for rows in SQLiteStore.scan_pages(self, namespace, job, cursor):
+            for r in rows:
+                yield r[0], decode(*r[1:])
 
 
 @pytest.mark.parametrize("raw", [True, False], ids=["stored-chunks", "columns"])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as _dt
+import itertools
 import logging
 import math
 import operator
@@ -24,7 +26,7 @@ from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Kind
-from mlgoodput.store import Columns, PagedStore, RawChunk, Store, open_store
+from mlgoodput.store import Columns, PagedStore, Store, StoredRow, open_store
 from mlgoodput.store import decode_chunk as decode
 
 TimeArg = _dt.datetime | float | int | None
@@ -183,11 +185,11 @@ class GoodputCalculator:
                 return fn()
 
     def _refresh(self) -> None:
-        try:
-            recover_changed_journals(self._store)  # what killed processes left behind
+        url = getattr(self._store, "url", None)
+        try:  # what killed processes left behind
+            recover_changed_journals(self._store, url if isinstance(url, str) else None)
         except OSError:
             pass  # a journal we cannot read now is read by a later query
-        url = getattr(self._store, "url", None)
         for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
             if j.namespace == self.logger_name and j.url == url:
                 j.flush(LIVE_FLUSH_TIMEOUT_S)
@@ -199,33 +201,26 @@ class GoodputCalculator:
                     self._pending, self._cursor, self._saved = got, got.cursor, got.events
                     if got.behind:  # newer events to read: the engine is needed, build it first
                         self._eng = self._engine
-        hooks = self._part_hooks
         if self._paged:  # a page at a time: never the whole job at once
             # a shipper stores a small page a second per host: consecutive pages that hold only
             # one host's step starts are taken together, one part per host (_StepRun)
             run = _StepRun()
-            # a store that hands its chunks over as stored: a run's small pages decoded together
-            chunks = getattr(self._store, "scan_chunks", None)
-            pages: Iterable[tuple[int, Columns | RawChunk]]
-            if callable(chunks):
-                pages = chunks(self.logger_name, self.job_name, self._cursor)
+            rows_of = getattr(self._store, "scan_pages", None)
+            if callable(rows_of):  # the chunks as stored, a page of rows at a time
+                for rows in rows_of(self.logger_name, self.job_name, self._cursor):
+                    self._take_rows(run, rows)
             else:
-                pages = cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor)
-            for cursor, page in pages:
-                if run.take(page):
-                    run.end = cursor
-                    if run.events < _RUN_EVENTS:
+                for cursor, page in cast(PagedStore, self._store).scan(self.logger_name, self.job_name, self._cursor):
+                    if run.take(page):
+                        run.end = cursor
+                        if run.events >= _RUN_EVENTS:
+                            self._ingest_run(run)
                         continue
                     self._ingest_run(run)
-                    continue
-                self._ingest_run(run)
-                part = page if isinstance(page, Columns) else decode(*page)
-                self._engine.timeline.ingest(part)
-                for hook in hooks:
-                    hook(self._cursor, cursor, part)
-                self._cursor = cursor
+                    self._ingest_part(cursor, page)
             self._ingest_run(run)
             return
+        hooks = self._part_hooks
         res = self._store.read(self.logger_name, self.job_name, self._cursor)
         for i, part in enumerate(res.parts):
             self._engine.timeline.ingest(part)
@@ -233,16 +228,61 @@ class GoodputCalculator:
                 hook(self._cursor if i == 0 else res.cursor, res.cursor, part)
         self._cursor = res.cursor
 
+    def _ingest_part(self, cursor: int, part: Columns) -> None:
+        """Ingest one page on its own: it ends at `cursor`."""
+        self._engine.timeline.ingest(part)
+        for hook in self._part_hooks:
+            hook(self._cursor, cursor, part)
+        self._cursor = cursor
+
+    def _take_rows(self, run: _StepRun, rows: Sequence[StoredRow]) -> None:
+        """One page of stored rows, as page after page through `run.take`: checked a column
+        at a time and gathered per host when every row holds one host's step starts (the
+        usual page of a job that only steps), else row by row."""
+        got = _step_rows(rows)
+        if got is None:
+            for row in rows:
+                if run.take_row(row):
+                    run.end = row[0]
+                    if run.events >= _RUN_EVENTS:
+                        self._ingest_run(run)
+                    continue
+                self._ingest_run(run)
+                self._ingest_part(row[0], decode(*row[1:]))
+            return
+        firsts, ns = got
+        total = sum(ns)
+        if run.events + total < _RUN_EVENTS:  # the usual: no run ends inside this page
+            run.add_rows(firsts, rows, total)
+            run.end = rows[-1][0]
+            return
+        # a run ends with the row that brings it to _RUN_EVENTS: where each ends in this page
+        before = list(itertools.accumulate(ns, initial=0))  # before[k]: the page's events ahead of row k
+        i, m = 0, len(rows)
+        while i < m:
+            k = bisect.bisect_left(before, _RUN_EVENTS - run.events + before[i], i + 1)
+            if k > m:  # the rest of the page joins the run, which goes on
+                run.add_rows(firsts[i:], rows[i:], before[m] - before[i])
+                run.end = rows[-1][0]
+                return
+            run.add_rows(firsts[i:k], rows[i:k], before[k] - before[i])
+            run.end = rows[k - 1][0]
+            self._ingest_run(run)
+            i = k
+
     def _ingest_run(self, run: _StepRun) -> None:
         """Ingest the pages gathered in `run` (one part per host, or page by page for a host
         whose pages do not follow each other in time) and empty it."""
         if not run.pages:
             return
         begin, end = self._cursor, run.end
-        ingest = self._engine.timeline.ingest
+        timeline = self._engine.timeline
         hooks = self._part_hooks
-        for part in run.parts():
-            ingest(part)
+        for part, steps in run.parts():
+            if steps:  # one host's step starts at strictly increasing times (checked)
+                timeline.ingest_steps(part)
+            else:
+                timeline.ingest(part)
             for hook in hooks:  # as for the parts of one read: the first starts at the cursor
                 hook(begin, end, part)
             begin = end
@@ -613,20 +653,19 @@ class _StepRun:
     otherwise that host's pages are ingested one by one. Hosts keep the order in which they
     first appear, and every other page is ingested in its place (the run is emptied first).
 
-    Pages come decoded (Columns) or as stored (a RawChunk, from a store's `scan_chunks`):
-    those are checked on their bytes and a host's columns decoded once, joined."""
+    Pages come decoded (Columns, from a store's `scan`) or as stored (rows of a store's
+    `scan_pages`): those are checked on their bytes and a host's columns decoded once,
+    joined."""
 
     __slots__ = ("end", "events", "pages")
 
     def __init__(self) -> None:
-        self.pages: dict[int | bytes, list[Columns] | list[RawChunk]] = {}
+        self.pages: dict[int | bytes, list[Columns] | list[StoredRow]] = {}
         self.events = 0
         self.end = 0
 
-    def take(self, part: Columns | RawChunk) -> bool:
+    def take(self, part: Columns) -> bool:
         """Gather `part` if it holds only step starts of one host (and no names or attributes)."""
-        if not isinstance(part, Columns):
-            return self._take_raw(part)
         kinds, hosts = part.kinds, part.hosts
         n = len(kinds)
         if not n or n >= _RUN_PAGE or part.names is not None or part.attrs is not None:
@@ -642,8 +681,9 @@ class _StepRun:
         self.events += n
         return True
 
-    def _take_raw(self, raw: RawChunk) -> bool:
-        kinds, times, hosts, steps, values, names, attrs = raw
+    def take_row(self, row: StoredRow) -> bool:
+        """`take` for a stored row (checked on its bytes, as `_step_rows` checks a page)."""
+        _, kinds, times, hosts, steps, values, names, attrs = row
         n = len(kinds)
         if not n or n >= _RUN_PAGE or names is not None or attrs is not None:
             return False
@@ -654,31 +694,46 @@ class _StepRun:
             return False
         got = self.pages.get(h)
         if got is None:
-            self.pages[h] = [raw]
+            self.pages[h] = [row]
         else:
-            got.append(raw)  # type: ignore[arg-type]
+            got.append(row)  # type: ignore[arg-type]
         self.events += n
         return True
 
-    def parts(self) -> Iterator[Columns]:
-        for pages in self.pages.values():
+    def add_rows(self, hosts: Iterable[bytes], rows: Iterable[StoredRow], events: int) -> None:
+        """Gather stored rows already checked (`_step_rows`): each with its host's bytes."""
+        pages = cast("dict[int | bytes, list[StoredRow]]", self.pages)
+        for h, row in zip(hosts, rows, strict=True):
+            got = pages.get(h)
+            if got is None:
+                pages[h] = [row]
+            else:
+                got.append(row)
+        self.events += events
+
+    def parts(self) -> Iterator[tuple[Columns, bool]]:
+        """Each part to ingest, and whether it is one host's step starts at strictly
+        increasing times (Timeline.ingest_steps)."""
+        groups = list(self.pages.values())
+        if groups and not isinstance(groups[0][0], Columns):  # stored rows (a run holds one sort)
+            yield from _joined(cast("list[list[StoredRow]]", groups))
+            return
+        for pages in cast("list[list[Columns]]", groups):
             first = pages[0]
-            if not isinstance(first, Columns):
-                yield from _joined(cast("list[RawChunk]", pages))
-                continue
             if len(pages) == 1:
-                yield first
+                yield first, False
                 continue
             t, s, v = array("d"), array("q"), array("d")
-            for p in cast("list[Columns]", pages):
+            for p in pages:
                 t.extend(p.times)
                 s.extend(p.steps)
                 v.extend(p.values)
-            if _fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:])):
+            if _increasing(t):
                 n = len(t)
-                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None)
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None), True
             else:
-                yield from cast("list[Columns]", pages)
+                for p in pages:
+                    yield p, False
 
     def clear(self) -> None:
         self.pages = {}
@@ -686,26 +741,59 @@ class _StepRun:
 
 
 _HOST_BYTES = array("i").itemsize  # a stored host column's bytes per event
+_FIRST_HOST = slice(0, _HOST_BYTES)
 
 
-def _joined(pages: list[RawChunk]) -> Iterator[Columns]:
-    """One host's stored step pages as one part (their bytes joined, decoded once) when its
-    step starts increase strictly across them; else each page decoded on its own."""
-    if len(pages) == 1:
-        yield decode(*pages[0])
-        return
-    t, s, v = array("d"), array("q"), array("d")
-    t.frombytes(b"".join([p[1] for p in pages]))
-    if not (_fast.strictly_increasing(t) or all(map(operator.lt, t[:-1], t[1:]))):
-        for p in pages:
-            yield decode(*p)
-        return
-    s.frombytes(b"".join([p[3] for p in pages]))
-    v.frombytes(b"".join([p[4] for p in pages]))
-    h = array("i")
-    h.frombytes(pages[0][2][:_HOST_BYTES])
-    n = len(t)
-    yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None)
+def _increasing(t: array[float]) -> bool:
+    """Whether t[i] < t[i + 1] everywhere."""
+    fast = _fast.strictly_increasing(t)
+    return fast if fast is not None else all(map(operator.lt, t[:-1], t[1:]))
+
+
+def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[bytes], list[int]] | None:
+    """(each row's host, as its 4 bytes; each row's events) when every stored row of a page
+    passes `_StepRun.take_row`'s checks, else None: the same checks a column at a time."""
+    _, kinds, times, hosts, steps, values, names, attrs = zip(*rows, strict=True)
+    m = len(kinds)
+    if names.count(None) != m or attrs.count(None) != m:
+        return None
+    ns = list(map(len, kinds))
+    if min(ns) == 0 or max(ns) >= _RUN_PAGE or b"".join(kinds).count(_STEP) != sum(ns):
+        return None
+    n8 = list(map(operator.mul, ns, itertools.repeat(8)))
+    if list(map(len, times)) != n8 or list(map(len, steps)) != n8 or list(map(len, values)) != n8:
+        return None
+    if list(map(len, hosts)) != list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES))):
+        return None
+    firsts: list[bytes] = list(map(operator.getitem, hosts, itertools.repeat(_FIRST_HOST)))
+    if hosts != tuple(map(operator.mul, firsts, ns)):
+        return None
+    return firsts, ns
+
+
+def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool]]:
+    """Each host's stored step rows (a group) as one part, their bytes joined and decoded
+    once, when its step starts increase strictly across them (checked for all hosts in one
+    pass where numpy helps); else each of its rows decoded on its own."""
+    times = [rows[0][2] if len(rows) == 1 else b"".join([r[2] for r in rows]) for rows in groups]
+    strict = _fast.increasing_each(times)
+    for i, rows in enumerate(groups):
+        t = array("d")
+        t.frombytes(times[i])
+        if not (_increasing(t) if strict is None else strict[i]):
+            for r in rows:
+                yield decode(*r[1:]), False
+            continue
+        s, v, h = array("q"), array("d"), array("i")
+        if len(rows) == 1:
+            s.frombytes(rows[0][4])
+            v.frombytes(rows[0][5])
+        else:
+            s.frombytes(b"".join([r[4] for r in rows]))
+            v.frombytes(b"".join([r[5] for r in rows]))
+        h.frombytes(rows[0][3][:_HOST_BYTES])
+        n = len(t)
+        yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None), True
 
 
 @dataclasses.dataclass(slots=True)

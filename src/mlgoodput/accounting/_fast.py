@@ -170,3 +170,26 @@ def merge(ordered: array[float], new: list[float]) -> array[float] | None:
     out.extend(new)
     np.frombuffer(out, dtype=np.float64).sort(kind="stable")
     return out
+
+
+EACH_MIN = 512  # values below which `increasing_each` leaves it to Python (a loop per chunk)
+
+
+def increasing_each(chunks: list[bytes]) -> list[bool] | None:
+    """For each chunk of packed doubles (a multiple of 8 bytes, not empty), whether its values
+    increase strictly, as `all(map(operator.lt, t[:-1], t[1:]))` says: one pass over them all."""
+    sizes = [len(c) >> 3 for c in chunks]
+    if sum(sizes) < EACH_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(b"".join(chunks), dtype=np.float64)
+    bad = np.flatnonzero(~(a[:-1] < a[1:]))  # j: a[j] and a[j + 1] out of order (NaN too)
+    out = [True] * len(chunks)
+    if len(bad):
+        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
+        for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
+            out[i] = False
+    return out

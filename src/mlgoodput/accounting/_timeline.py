@@ -51,12 +51,16 @@ class HostLog:
     job_starts: list[float] = field(default_factory=list)
     version: int = 0  # bumped when a change reaches back before the last step (not an append)
 
-    def add_steps(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
-        """Append step starts; returns the earliest time that changed (inf if none)."""
+    def add_steps(
+        self, times: list[float] | array[float], nums: list[int] | array[int], strict: bool | None = None
+    ) -> float:
+        """Append step starts; returns the earliest time that changed (inf if none). `strict`:
+        whether the times increase strictly, when the caller checked (else checked here)."""
         if not times:
             return math.inf
         # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
-        strict = _fast.strictly_increasing(times)
+        if strict is None:
+            strict = _fast.strictly_increasing(times)
         if strict is None:
             strict = all(map(operator.lt, times[:-1], times[1:]))
         ordered = strict or list(times) == sorted(times)
@@ -169,6 +173,19 @@ class Timeline:
                 attrs=None if attrs is None else json.dumps(attrs, sort_keys=True),
             )
             earliest = min(earliest, self.host(hosts[i]).add_other(rec))
+        self.earliest_change = min(self.earliest_change, earliest)
+
+    def ingest_steps(self, cols: Columns) -> None:
+        """`ingest` for a part known to hold only step starts of one host, no names or
+        attributes, at strictly increasing times (the caller checked): what `ingest` does with
+        it, without checking it again (the calculator's runs of a host's small pages)."""
+        n = len(cols)
+        if n == 0:
+            return
+        self.events += n
+        times = cols.times
+        self.max_time = max(self.max_time, times[-1])  # increasing: the last is the largest
+        earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True))
         self.earliest_change = min(self.earliest_change, earliest)
 
     def lead_host(self, q: float) -> int | None:

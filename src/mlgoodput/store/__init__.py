@@ -13,6 +13,7 @@ from mlgoodput.store import _cloud_logging, _memory, _postgres, _sqlite  # noqa:
 from mlgoodput.store._cloud_logger import from_cloud_logger
 from mlgoodput.store._columns import NO_STEP, ColumnEvents, Columns
 from mlgoodput.store._columns import RawChunk as RawChunk  # for other packages
+from mlgoodput.store._columns import StoredRow as StoredRow  # for other packages
 from mlgoodput.store._columns import concat as concat_columns
 from mlgoodput.store._columns import decode as _decode
 from mlgoodput.store._memory import MemoryStore

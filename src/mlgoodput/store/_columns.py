@@ -193,6 +193,8 @@ def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
 
 #: A chunk as a store keeps it: kinds, times, hosts, steps, values (packed), names, attrs (JSON)
 RawChunk = tuple[bytes, bytes, bytes, bytes, bytes, str | None, str | None]
+#: A stored chunk with its cursor in front: (cursor, kinds, times, hosts, steps, values, names, attrs)
+StoredRow = tuple[int, bytes, bytes, bytes, bytes, bytes, str | None, str | None]
 
 
 def decode(

@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mlgoodput.events import Event, EventBatch
 from mlgoodput.store import _exactly_once
-from mlgoodput.store._columns import Chunk, Columns, RawChunk, decode, encode_batch
+from mlgoodput.store._columns import Chunk, Columns, RawChunk, StoredRow, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError, StoreReplacedError
 from mlgoodput.store._registry import StoreBackend, register
@@ -415,18 +416,26 @@ class SQLiteStore:
             yield c, decode(*raw)
 
     def scan_chunks(self, namespace: str, job: str, cursor: int = 0) -> Iterator[tuple[int, RawChunk]]:
-        """`scan`, each chunk as stored (the arguments of `decode`): a reader that gathers many
-        small chunks decodes them together (the calculator's runs of one host's step starts)."""
+        """`scan`, each chunk as stored (the arguments of `decode`)."""
+        for rows in self.scan_pages(namespace, job, cursor):
+            for r in rows:
+                yield r[0], r[1:]
+
+    def scan_pages(self, namespace: str, job: str, cursor: int = 0) -> Iterator[list[StoredRow]]:
+        """`scan_chunks` a page at a time, as the database returns it: rows of (cursor, kinds,
+        times, hosts, steps, values, names, attrs), never empty. A reader that checks and
+        gathers many small chunks does so a column at a time (the calculator's runs of one
+        host's step starts), not with a Python step per chunk."""
         limit = PAGE_ROWS
         while True:
             rows = self._run("read", partial(_page, namespace, job, cursor, limit))
-            events = 0
-            for r in rows:
-                cursor = r[0]
-                events += len(r[1])  # one kind byte an event
-                yield cursor, r[1:]
+            if not rows:
+                return
+            yield rows
             if len(rows) < limit:
                 return
+            cursor = rows[-1][0]
+            events = sum(map(len, map(_KINDS, rows)))  # one kind byte an event
             # small chunks (a shipper's every second): more of them a page, about as many events
             limit = max(PAGE_ROWS, min(_MAX_PAGE_ROWS, _PAGE_EVENTS * len(rows) // max(1, events)))
 
@@ -528,6 +537,7 @@ def _encode_from(events: Sequence[Event], skip: int) -> list[Chunk]:
 
 
 _PAGE_EVENTS = PAGE_ROWS * 65_536  # events a page aims at
+_KINDS = itemgetter(1)  # a stored row's kinds: one byte an event
 _MAX_PAGE_ROWS = 4096
 
 
