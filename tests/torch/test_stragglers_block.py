@@ -50,7 +50,13 @@ def _bits(rep: StragglerReport) -> str:
 def _part(kinds: list[int], times: list[float], hosts: list[int], steps: list[int]) -> Columns:
     n = len(kinds)
     return Columns(
-        bytearray(kinds), array("d", times), array("i", hosts), array("q", steps), array("d", [math.nan] * n), None, None
+        bytearray(kinds),
+        array("d", times),
+        array("i", hosts),
+        array("q", steps),
+        array("d", [math.nan] * n),
+        None,
+        None,
     )
 
 
@@ -139,7 +145,20 @@ class _Job:
         return analyze({h: sorted(v) for h, v in js.items()}, steps)
 
 
-_WHAT = ["lockstep", "lockstep", "lockstep", "slow", "tie", "missing", "ahead", "late", "restart", "resume", "solo", "join"]
+_WHAT = [
+    "lockstep",
+    "lockstep",
+    "lockstep",
+    "slow",
+    "tie",
+    "missing",
+    "ahead",
+    "late",
+    "restart",
+    "resume",
+    "solo",
+    "join",
+]
 _WHAT += ["repeat", "back", "shuffle", "nothing"]
 
 

@@ -595,9 +595,7 @@ class _Live:
         self.frozen += stop
         return True
 
-    def _check_shared(
-        self, np: Any, gall: Any, own: Any, rows: Any, order: list[int], per: list[int]
-    ) -> bool:
+    def _check_shared(self, np: Any, gall: Any, own: Any, rows: Any, order: list[int], per: list[int]) -> bool:
         """Whether each shared rank's structure grew by exactly its new gaps since the last check:
         the other reader's last additions, joined, byte for byte the shared ranks' entries of
         `gall` (where `own`; `rows`: their rank indices; `per`: each rank's count, in `order`),
@@ -666,7 +664,9 @@ class _Live:
         shared.update(grown)
         # (HostSteps.update: the same median and kth of the same structure, at that count)
         self.rank_stats.update(
-            (r, (sf, k, st.median_s, st.p90_s, st.max_s)) for r, sf, k, st in stats if st is not None and st.steps == k + 1
+            (r, (sf, k, st.median_s, st.p90_s, st.max_s))
+            for r, sf, k, st in stats
+            if st is not None and st.steps == k + 1
         )
         return True
 
