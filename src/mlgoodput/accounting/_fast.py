@@ -193,3 +193,26 @@ def increasing_each(chunks: list[bytes]) -> list[bool] | None:
         for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
             out[i] = False
     return out
+
+
+def short_gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
+    """`gaps` from `MERGE_MIN` values up (a few new steps of one host: one subtraction in
+    numpy instead of a Python float per difference)."""
+    if hi - lo < MERGE_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    res = times[lo + 1 : hi + 1]
+    out = np.frombuffer(res, dtype=np.float64)
+    np.subtract(out, np.frombuffer(times, dtype=np.float64)[lo:hi], out=out)
+    return res
+
+
+def sort_in_place(values: array[float]) -> bool:
+    """Sort doubles without NaN in place (a stable sort, as `sorted`); False without numpy."""
+    np = numpy()
+    if np is None:
+        return False
+    np.frombuffer(values, dtype=np.float64).sort(kind="stable")
+    return True

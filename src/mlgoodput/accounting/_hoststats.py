@@ -3,7 +3,9 @@
 Each host's step-to-step gaps live in a sorted structure that a query extends with the steps
 recorded since the last one, so a query costs the new steps, whatever the number of hosts or
 the length of the job. A change that reaches back in time (a late restart, out-of-order
-steps) rebuilds that host only.
+steps) rebuilds that host only. New gaps wait in a small side list of the structure
+(_sorted.HostGaps) and are merged a thousand or two at a time: at 256 hosts stepping together,
+an update costs each host its new gaps and two searches, not a rewrite of its sorted gaps.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
 from mlgoodput.accounting._report import HostStepStats
-from mlgoodput.accounting._sorted import SortedFloats
+from mlgoodput.accounting._sorted import HostGaps, SortedFloats
 from mlgoodput.accounting._timeline import HostLog
 
 
@@ -28,7 +30,7 @@ class HostSteps:
     def __init__(self) -> None:
         self.n = 0  # steps consumed
         self.version = -1  # the HostLog.version they were consumed at
-        self._diffs = SortedFloats()
+        self._diffs = HostGaps()
         self._raw: array[float] | None = None  # a first fill's gaps, put in order when first used
         self.stats: HostStepStats | None = None
         # the gaps the last extend of `diffs` added (another reader keeping the same gaps
@@ -36,7 +38,7 @@ class HostSteps:
         self.last_new: list[float] | array[float] | None = None
 
     @property
-    def diffs(self) -> SortedFloats:
+    def diffs(self) -> HostGaps:
         """The gaps in order. A first fill's statistics come from a selection (_order_stats),
         and its sort waits for the first use (a later update, a save): a cold read of a long
         job does not sort its millions of gaps before they are needed."""
@@ -47,28 +49,47 @@ class HostSteps:
 
     @diffs.setter
     def diffs(self, value: SortedFloats) -> None:
-        self._diffs, self._raw = value, None
+        self._diffs, self._raw = HostGaps.adopt(value), None
 
     def update(self, log: HostLog) -> HostStepStats | None:
         times = log.times
         n = len(times)
+        lo = self.n
+        if n > lo > 1 and log.version == self.version and self._raw is None:
+            # the usual update: steps appended since the last one (what the general path below
+            # does in that case, without its other cases)
+            new = (
+                _fast.gaps(times, lo - 1, n - 1)
+                or _fast.short_gaps(times, lo - 1, n - 1)
+                or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
+            )
+            js = log.job_starts
+            if js and js[-1] > times[lo - 1]:
+                _cut(new, times, js, lo, n)
+            d = self._diffs
+            d.extend(new)
+            self.last_new = new
+            self.n = n
+            k = len(d)
+            self.stats = (
+                HostStepStats(log.host, k + 1, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1)) if k else None
+            )
+            return self.stats
         quick = None
         if log.version != self.version or n < self.n:
-            self.n, self.version, self.diffs, self.stats = 0, log.version, SortedFloats(), None
+            self.n, self.version, self.diffs, self.stats = 0, log.version, HostGaps(), None
             self.last_new = None
         if n > self.n:
             lo = max(1, self.n)
             if n > lo:
-                new = _fast.gaps(times, lo - 1, n - 1) or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
-                js = log.job_starts
-                # a restart at js falls between steps i-1 and i where i is the first step at or after js
-                cut = sorted(
-                    {bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]},
-                    reverse=True,
+                new = (
+                    _fast.gaps(times, lo - 1, n - 1)
+                    or _fast.short_gaps(times, lo - 1, n - 1)
+                    or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
                 )
-                for i in cut:
-                    if lo <= i < n:
-                        del new[i - lo]
+                js = log.job_starts
+                if js and js[-1] > times[lo - 1]:
+                    _cut(new, times, js, lo, n)
                 if not len(self._diffs) and self._raw is None and isinstance(new, array):
                     quick = _order_stats(new)
                 if quick is not None and isinstance(new, array):
@@ -93,6 +114,15 @@ class HostSteps:
                 max_s=d.kth(k - 1),
             )
         return self.stats
+
+
+def _cut(new: list[float] | array[float], times: array[float], js: list[float], lo: int, n: int) -> None:
+    """Take out of `new` (the gaps before steps lo..n-1) those a restart falls in: a restart at
+    js falls between steps i-1 and i where i is the first step at or after js."""
+    cut = sorted({bisect_left(times, t) for t in js[bisect_right(js, times[lo - 1]) :] if t <= times[-1]}, reverse=True)
+    for i in cut:
+        if lo <= i < n:
+            del new[i - lo]
 
 
 def _order_stats(gaps: array[float]) -> tuple[int, float, float, float] | None:

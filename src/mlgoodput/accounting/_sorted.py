@@ -16,6 +16,8 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from itertools import accumulate
+from math import copysign, isqrt
+from typing import Any
 
 from mlgoodput.accounting import _fast
 
@@ -246,3 +248,310 @@ class SortedFloats:
             count += len(self._buckets[k])
             s += self._sums[k]
         return count, s
+
+
+_SIDE = 8192  # the most values a HostGaps holds aside before merging them into its buckets
+
+
+def _odd(x: float) -> bool:
+    """A NaN or a -0.0: values whose place among equal ones shows in the bits."""
+    return x != x or (x == 0.0 and copysign(1.0, x) < 0.0)
+
+
+class HostGaps(SortedFloats):
+    """One host's step gaps: a SortedFloats whose small additions wait in a sorted side list,
+    merged into the buckets once it holds about 16 sqrt(n) of them (1024 to `_SIDE`, less by
+    a part that differs from host to host), so an update costs about its new values: the
+    buckets are rewritten once per merge, not on every update (with new gaps spread like the
+    old ones, every update would touch every bucket). Each update sorts the side list again
+    (O(side) in numpy) and each merge rewrites the buckets (O(n)): 16 sqrt(n) about balances
+    the two at a hundred new values an update.
+
+    Order statistics read buckets and side list together, the buckets' values first among
+    equal ones (they came first), as merged buckets give them. Without NaN and -0.0 the
+    values in order are the same bits whatever the bucket layout (equal doubles are the same
+    bits but for 0.0 and -0.0), so `kth` and `median` are exactly a SortedFloats' extended with
+    the same values. A NaN or a -0.0 ends the side list for good (merged then; extended as a
+    SortedFloats from then on). After that, which of two equal zeros (0.0, -0.0) a statistic
+    gives, or where a NaN sits, depends on the bucket layout, for a SortedFloats too (on when
+    its extends came): there the two can differ in those bits, nowhere else.
+    Every other use (sums, removal, saving) merges first. Bucket sums are numpy's sums here
+    (they only feed `total` and `above`, never a statistic of the host)."""
+
+    __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side")
+
+    _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
+
+    def __init__(self, values: Iterable[float] | None = None) -> None:
+        super().__init__(values)
+        self._side: array[float] = array("d")  # in order; after every value of the buckets
+        # whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)
+        self._clean: bool | None = None
+        self._memo: dict[int, float] | None = None  # k -> k-th (-1: the median) while unchanged
+        self._added = 0  # values put in the side list, ever
+        # where earlier k-th values were found while the buckets stayed as they are: a part of
+        # the whole (16ths) -> (k, side values among the first k + 1, _added then)
+        self._hints: dict[int, tuple[int, int, int]] = {}
+        # hosts stepping together fill their side lists together: merged at different sizes,
+        # they do not all merge on the same update
+        HostGaps._made += 1
+        self._cap = HostGaps._made * 97 % 512  # in 1024ths of the side list's limit, taken off it
+
+    @classmethod
+    def adopt(cls, s: SortedFloats) -> HostGaps:
+        """A HostGaps holding what `s` holds (taking over its buckets: leave `s` alone after)."""
+        if isinstance(s, HostGaps):
+            return s
+        g = cls()
+        g._buckets, g._fetch, g._maxes, g._sums, g._n = s._buckets, s._fetch, s._maxes, s._sums, s._n
+        return g
+
+    def __len__(self) -> int:
+        return self._n + len(self._side)
+
+    def pending(self) -> int:
+        """Values in the side list (not merged into the buckets yet)."""
+        return len(self._side)
+
+    def flush(self) -> None:
+        """Merge the side list into the buckets (the statistics stay as they are)."""
+        side = self._side
+        if not side:
+            return
+        self._side = array("d")
+        self._hints = {}
+        np: Any = _fast.numpy() if self._clean and self._buckets and len(side) <= self._n // 4 + 16 else None
+        if np is None:
+            super().extend(side)
+            return
+        # what `extend` does, in numpy and in place: each value into the first bucket whose
+        # largest is not below it (the last takes the rest), after the equal ones there
+        self._ends = None
+        maxes, sums = self._maxes, self._sums
+        last = len(maxes) - 1
+        cuts = [0, *np.searchsorted(np.frombuffer(side, dtype=np.float64), maxes[:last], side="right").tolist()]
+        cuts.append(len(side))
+        for k in range(last, -1, -1):  # from the last: a split moves only the buckets after it
+            lo, hi = cuts[k], cuts[k + 1]
+            if lo == hi:
+                continue
+            part = side[lo:hi]
+            b = self._get(k)
+            b.extend(part)
+            np.frombuffer(b, dtype=np.float64).sort(kind="stable")
+            maxes[k] = b[-1]
+            sums[k] += float(np.frombuffer(part, dtype=np.float64).sum())
+            if len(b) > 2 * _LOAD:
+                self._split(k)
+        self._n += len(side)
+
+    def _split(self, i: int) -> None:
+        # as SortedFloats', the halves' sums in numpy (they are only sums here: not statistics)
+        np: Any = _fast.numpy()
+        if np is None:
+            super()._split(i)
+            return
+        self._ends = None
+        b = self._get(i)
+        while len(b) > 2 * _LOAD:
+            half = b[_LOAD:]
+            del b[_LOAD:]
+            self._buckets.insert(i + 1, half)
+            self._maxes[i] = b[-1]
+            self._maxes.insert(i + 1, half[-1])
+            self._sums[i] = float(np.frombuffer(b, dtype=np.float64).sum())
+            self._sums.insert(i + 1, float(np.frombuffer(half, dtype=np.float64).sum()))
+            i += 1
+            b = half
+
+    def extend(self, xs: list[float] | array[float]) -> None:
+        k = len(xs)
+        if not k:
+            return
+        self._memo = None
+        side = self._side
+        if self._clean is not False and k <= self._n // 8:
+            if isinstance(xs, array) and xs.typecode == "d" and self._clean and _fast.numpy() is not None:
+                # the side list and the new values sorted together in numpy (NaN last): looked at
+                # only when that shows something at or below 0 or a NaN (the old list kept till then)
+                grown = side + xs
+                _fast.sort_in_place(grown)
+                if (grown[0] > 0.0 and grown[-1] == grown[-1]) or not any(map(_odd, xs)):
+                    self._side = grown
+                    self._added += k
+                    if len(grown) > self._limit():
+                        self.flush()
+                    return
+                pos = False
+            else:
+                s = sum(xs)
+                pos = s == s and min(xs) > 0.0
+            if not pos and any(map(_odd, xs)):
+                self.flush()
+                self._clean = False
+            elif self._clean is None:
+                self._clean = self._check()
+            if self._clean:
+                side.extend(xs)
+                self._added += k
+                if not _fast.sort_in_place(side):
+                    side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
+                if len(side) > self._limit():
+                    self.flush()
+                return
+        self.flush()
+        if self._clean:
+            self._clean = None  # xs not looked at
+        super().extend(xs)
+
+    def _limit(self) -> int:
+        """How many values the side list may hold before they are merged."""
+        most = min(_SIDE, max(1024, isqrt(self._n) << 4))
+        return most - (most * self._cap >> 10)
+
+    def _check(self) -> bool:
+        """Whether the buckets hold no NaN (a NaN makes its bucket's sum NaN; so does inf - inf,
+        which only costs the side list) and no -0.0 (among the values up to the first above 0)."""
+        s = sum(self._sums)
+        if s != s:
+            return False
+        for i in range(len(self._buckets)):
+            b = self._get(i)
+            if b[0] > 0.0:
+                return True
+            j = bisect_right(b, 0.0)
+            if any(map(_odd, b[:j])):
+                return False
+            if j < len(b):
+                return True
+        return True
+
+    def add(self, x: float) -> None:
+        self._memo = None
+        if self._side:
+            self.flush()
+        if self._clean and _odd(x):
+            self._clean = False
+        super().add(x)
+
+    def remove(self, x: float) -> None:
+        self._memo = None
+        self.flush()
+        super().remove(x)
+
+    def values(self) -> array[float]:
+        self.flush()
+        return super().values()
+
+    def bucket_sizes(self) -> tuple[array[int], array[float]]:
+        self.flush()
+        return super().bucket_sizes()
+
+    def maxes(self) -> array[float]:
+        self.flush()
+        return super().maxes()
+
+    def nbytes(self) -> int:
+        return super().nbytes() + 8 * len(self._side)
+
+    def total(self) -> float:
+        self.flush()
+        return super().total()
+
+    def above(self, t: float) -> tuple[int, float]:
+        self.flush()
+        return super().above(t)
+
+    def median(self) -> float:
+        if not self._side:
+            return super().median()
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        got = memo.get(-1)
+        if got is None:
+            n = self._n + len(self._side)
+            if n % 2:
+                got = self._kth(n // 2, False)[1]
+            else:
+                lo, hi = self._kth(n // 2, True)
+                got = (lo + hi) / 2.0
+            memo[-1] = got
+        return got
+
+    def kth(self, k: int) -> float:
+        side = self._side
+        if not side:
+            return super().kth(k)
+        if not 0 <= k < self._n + len(side):
+            raise IndexError(k)
+        if k == self._n + len(side) - 1:  # the largest: the later of the two largest
+            top = self._maxes[-1]
+            return side[-1] if top <= side[-1] else top
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        got = memo.get(k)
+        if got is None:
+            got = memo[k] = self._kth(k, False)[1]
+        return got
+
+    def _kth(self, k: int, prev: bool) -> tuple[float, float]:
+        """(the (k-1)-th if prev (k >= 1) else 0.0, the k-th) smallest of the buckets and the
+        side list together, the buckets' values first among equal ones."""
+        side = self._side
+        b, m = len(side), self._n
+        # j: how many side values are among the first k + 1; side[j] goes before main[k - j]
+        # only if smaller (the buckets' values come first among equal ones)
+        lo, hi = max(0, k + 1 - m), min(b, k + 1)
+        q = (k << 4) // (m + b)
+        hint = self._hints.get(q)
+        if hint is not None:
+            # a j0 found for k0 with `a` fewer side values: a new side value among the first
+            # k0 + 1 puts out at most one old value, so j(k0) is now in [j0, j0 + a]; one more
+            # (or one less) k adds at most one side value (or takes one off)
+            k0, j0, a = hint
+            a = self._added - a
+            if k >= k0:
+                lo, hi = max(lo, j0), min(hi, j0 + a + k - k0)
+            else:
+                lo, hi = max(lo, j0 - (k0 - k)), min(hi, j0 + a)
+        # main[t] (the buckets' t-th) for k - hi - 1 <= t <= k - lo is arr[t - off]
+        arr, off = self._window(max(0, k - hi - 1), min(m, k - lo + 1))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if side[mid] < arr[k - mid - off]:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        self._hints[q] = (k, j, self._added)
+        # the k-th is the later of main[k - j] and side[j - 1]
+        if j and (k == j - 1 or arr[k - j - off] <= side[j - 1]):
+            kth, i, s = side[j - 1], k - j, j - 2
+        else:
+            kth, i, s = arr[k - j - off], k - j - 1, j - 1
+        if not prev:
+            return 0.0, kth
+        # the (k-1)-th: the later of main[i] and side[s] (i or s may be -1: none)
+        if s < 0:
+            return arr[i - off], kth
+        if i < 0 or arr[i - off] <= side[s]:
+            return side[s], kth
+        return arr[i - off], kth
+
+    def _window(self, a: int, b: int) -> tuple[array[float], int]:
+        """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < the buckets' count,
+        a <= b <= it): one bucket itself, or a copy of the part of several."""
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = list(accumulate(map(len, self._buckets)))
+        i = bisect_right(ends, a)
+        start = ends[i - 1] if i else 0
+        if b <= ends[i]:
+            return self._get(i), start
+        out = self._get(i)[a - start :]
+        while ends[i] < b:
+            i += 1
+            out.extend(self._get(i)[: b - ends[i - 1]])
+        return out, a

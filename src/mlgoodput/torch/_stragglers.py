@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import operator
+import struct
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -176,18 +177,22 @@ class StragglerAnalysis:
             self._pending = ({h: len(v) for h, v in self._times.items()}, [False], [])
         self._cursor = cursor
         kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
-        if _STEP not in kinds and _JOB not in kinds:
-            return
-        all_t, all_n = self._times, self._nums
-        _, new_rank, new_js = self._pending
         n = len(kinds)
-        if kinds.count(_STEP) == n and hosts.count(hosts[0]) == n:  # one rank's step starts
+        all_t, all_n = self._times, self._nums
+        # one rank's step starts (the host column checked on its bytes: no int made per event)
+        if n and kinds.count(_STEP) == n and (b := hosts.tobytes()) == b[: hosts.itemsize] * n:
             h = hosts[0]
-            if h not in all_t:
-                all_t[h], all_n[h], new_rank[0] = array("d"), array("q"), True
-            all_t[h].extend(times)
+            got = all_t.get(h)
+            if got is None:
+                got = all_t[h] = array("d")
+                all_n[h] = array("q")
+                self._pending[1][0] = True
+            got.extend(times)
             all_n[h].extend(steps)
             return
+        if _STEP not in kinds and _JOB not in kinds:
+            return
+        _, new_rank, new_js = self._pending
         for i in range(n):
             k = kinds[i]
             if k == _STEP:
@@ -211,16 +216,9 @@ class StragglerAnalysis:
             if live is not None and not live.job_start(h, t):
                 live = None
             bisect.insort(self._job_starts[h], t)
-        lo, hi = self._span
-        new: dict[int, tuple[array[float], array[int]]] = {}
-        for h, ts in all_t.items():
-            k = before.get(h, 0)
-            if len(ts) > k:
-                part = ts[k:]
-                lo, hi = min(lo, min(part)), max(hi, max(part))
-                if live is not None:
-                    new[h] = (part, all_n[h][k:])
-        self._span = (lo, hi)
+        fresh = {h: (ts[k:], k) for h, ts in all_t.items() if len(ts) > (k := before.get(h, 0))}
+        self._span = _span(*self._span, [p for p, _ in fresh.values()])
+        new = {} if live is None else {h: (p, all_n[h][k:]) for h, (p, k) in fresh.items()}
         if live is not None and not live.add_columns(new):
             if live.share_failed:
                 self._share = False
@@ -259,6 +257,48 @@ class StragglerAnalysis:
         return analyze(self._job_starts, self._steps(), start, end)
 
 
+def _packed(parts: list[Any]) -> bytes:
+    """The doubles of `parts` (packed arrays of them, or lists: what HostSteps.last_new holds
+    for a few new gaps) as one run of bytes, as `array("d", part)` gives each."""
+    out: list[Any] = []
+    for x in parts:
+        if isinstance(x, array) and x.typecode == "d":
+            out.append(x)
+        elif isinstance(x, list):  # packed straight from the list: no array built first
+            k = len(x)
+            st = _DOUBLES.get(k)
+            if st is None:
+                if len(_DOUBLES) >= 64:
+                    _DOUBLES.clear()
+                st = _DOUBLES[k] = struct.Struct(f"{k}d")
+            try:
+                out.append(st.pack(*x))
+            except (struct.error, TypeError):
+                out.append(array("d", x))
+        else:
+            out.append(array("d", x))
+    return b"".join(out)
+
+
+_DOUBLES: dict[int, struct.Struct] = {}  # count -> the format packing that many doubles
+
+
+def _span(lo: float, hi: float, parts: list[array[float]]) -> tuple[float, float]:
+    """(lo, hi) widened to the times in `parts`: min and max over them one after the other,
+    or in one numpy pass where that gives the same (no NaN, no zero whose sign min or max
+    would pick by position)."""
+    np = fast_numpy() if len(parts) > 8 else None
+    if np is not None:
+        v = np.frombuffer(b"".join(parts), dtype=np.float64)
+        if len(v) == sum(map(len, parts)):
+            mn, mx = float(v.min()), float(v.max())
+            if mn == mn and mn != 0.0 and mx != 0.0:
+                return min(lo, mn), max(hi, mx)
+    for p in parts:
+        lo, hi = min(lo, min(p)), max(hi, max(p))
+    return lo, hi
+
+
 class _Live:
     """`analyze` of the whole job, extended with each rank's new step starts.
 
@@ -294,16 +334,42 @@ class _Live:
         self.lag_n = dict.fromkeys(self.ranks, 0)
         self.last_steps = dict.fromkeys(self.ranks, 0)
         self.held = {r: 0.0 for r in self.ranks}
+        # the same by rank index, as packed columns for the numpy pass (`_lockstep`): each rank's
+        # attempts so far and latest job start, and whether it has a latest step, its time, number
+        n = len(self.ranks)
+        self.att = array("q", [len(self.js.get(r, ())) for r in self.ranks])
+        self.js_last = array("d", [v[-1] if (v := self.js.get(r)) else -math.inf for r in self.ranks])
+        self.has_last = bytearray(n)
+        self.last_t = array("d", bytes(8 * n))
+        self.last_n = array("q", bytes(8 * n))
+        self.order = sorted(self.ranks)  # the report's order
+        self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
+        self.every: Any = None  # every rank index, in numpy (`_lockstep`)
+        self.cached: StragglerReport | None = None  # the last report, while nothing changed since
+        # rank -> (its gaps, their count, median, p90, max) when last reported
+        self.rank_stats: dict[int, tuple[SortedFloats, int, float, float, float]] = {}
+
+    def _set_last(self, r: int, prev: tuple[float, int]) -> None:
+        i = self.index[r]
+        self.last[r] = prev
+        self.has_last[i] = 1
+        self.last_t[i], self.last_n[i] = prev
 
     def job_start(self, rank: int, t: float) -> bool:
         """A new job start: fine while it changes no stored step's attempt."""
         last = self.last.get(rank)
         if last is not None and t <= last[0]:
             return False
-        bisect.insort(self.js.setdefault(rank, []), t)
+        self.cached = None
+        js = self.js.setdefault(rank, [])
+        bisect.insort(js, t)
+        i = self.index.get(rank)
+        if i is not None:
+            self.att[i], self.js_last[i] = len(js), js[-1]
         return True
 
     def add(self, new: dict[int, list[tuple[float, int]]], *, freeze: bool = True) -> bool:
+        self.cached = None
         for r in self.ranks:  # rank order, as `analyze` meets them
             seq = new.get(r)
             if not seq:
@@ -375,7 +441,7 @@ class _Live:
                         if i < got:
                             self._move(key, got, i)
             if prev is not None:
-                self.last[r] = prev
+                self._set_last(r, prev)
             if diffs:
                 if r in self.shared:  # never changes another reader's structure: start over
                     self.share_failed = True
@@ -390,6 +456,7 @@ class _Live:
         usual case (every rank in one attempt, each rank's new steps later than its earlier
         ones, every step met first by rank index 0) takes a few numpy passes (`_lockstep`),
         bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
+        self.cached = None
         np = fast_numpy()
         if np is not None and self._lockstep(np, new):
             return True
@@ -398,119 +465,175 @@ class _Live:
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
 
     def _lockstep(self, np: Any, new: dict[int, tuple[array[float], array[int]]]) -> bool:
-        """`add(...)` then `freeze()` for the lockstep case, in numpy; False (nothing changed)
-        when the case does not apply."""
-        if self.moved or sum(len(t) for t, _ in new.values()) < _LOCKSTEP_MIN:
+        """`add(...)` then `freeze()` for the lockstep case, in numpy: the new steps of all ranks
+        as one block (rank by rank in rank order), checked, gapped and summed a pass each, and
+        Python only once per rank for what stays per rank; False (nothing changed) when the
+        case does not apply."""
+        if self.moved:
             return False
-        index, js_all = self.index, self.js
-        order = [r for r in self.ranks if r in new and len(new[r][0])]
-        att = -1
-        for r in order:  # one attempt, the same for every rank; after each rank's last step
-            js = js_all.get(r)
-            a = len(js) if js else 0
-            ts, ns = new[r]
-            if (att >= 0 and a != att) or (js and js[-1] > ts[0]):
-                return False
-            att = a
-            prev = self.last.get(r)
-            if prev is not None and not (ts[0] > prev[0] and ns[0] > prev[1]):
-                return False
-        tb, nb = array("d"), array("q")
-        lens = []
-        for r in order:
-            ts, ns = new[r]
-            tb.extend(ts)
-            nb.extend(ns)
-            lens.append(len(ts))
+        ranks, index = self.ranks, self.index
+        order = [r for r in ranks if r in new and len(new[r][0])]
+        tcols = [new[r][0] for r in order]
+        lens = list(map(len, tcols))
+        total = sum(lens)
+        if total < _LOCKSTEP_MIN:
+            return False
+        tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
+        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
+            return False
         tv = np.frombuffer(tb, dtype=np.float64)
         nv = np.frombuffer(nb, dtype=np.int64)
-        rv = np.repeat(np.array([index[r] for r in order], dtype=np.intp), lens)
-        same = rv[1:] == rv[:-1]  # each rank's steps strictly later, with higher numbers
-        if np.any(same & ~(tv[1:] > tv[:-1])) or np.any(same & ~(nv[1:] > nv[:-1])):
+        if np.isnan(tv).any():  # (a NaN start: `add` says what it means)
             return False
+        if len(order) == len(ranks):  # every rank (the usual case): in index order
+            if self.every is None:
+                self.every = np.arange(len(ranks), dtype=np.intp)
+            idx = self.every
+        else:
+            idx = np.array([index[r] for r in order], dtype=np.intp)
+        lv = np.array(lens, dtype=np.intp)
+        ends = np.cumsum(lv)
+        starts = ends - lv
+        ends -= 1
+        # one attempt, the same for every rank; after each rank's last job start and last step
+        atts = np.frombuffer(self.att, dtype=np.int64)[idx]
+        att = int(atts[0])
+        first_t, first_n = tv[starts], nv[starts]
+        js_last = np.frombuffer(self.js_last, dtype=np.float64)[idx]
+        if (atts != att).any() or (js_last > first_t).any():
+            return False
+        has = np.frombuffer(self.has_last, dtype=np.uint8)[idx].astype(bool)
+        last_t = np.frombuffer(self.last_t, dtype=np.float64)[idx]
+        last_n = np.frombuffer(self.last_n, dtype=np.int64)[idx]
+        if (has & ~((first_t > last_t) & (first_n > last_n))).any():
+            return False
+        inner = np.ones(total - 1, dtype=bool)  # neighbours of one rank
+        inner[starts[1:] - 1] = False
+        if (inner & ~(tv[1:] > tv[:-1])).any() or (inner & ~(nv[1:] > nv[:-1])).any():
+            return False  # each rank's steps strictly later, with higher numbers
         pend = self.segs[0][self.frozen :]  # keys summed at the next freeze, all rank 0's
         if any(k[0] != att for k in pend):
             return False
-        intro, starts = self.intro, self.starts
-        r0 = self.ranks[0]
-        k0 = new[r0][1] if r0 in new else array("q")
+        intro, starts_of = self.intro, self.starts
+        r0 = ranks[0]
+        k0 = new[r0][1].tolist() if r0 in new else []
         if any((att, n) in intro for n in k0):
             return False
-        cols = np.array([k[1] for k in pend] + k0.tolist(), dtype=np.int64)
+        cols = np.array([k[1] for k in pend] + k0, dtype=np.int64)
         if not len(cols):
             return False
-        srt = np.argsort(cols, kind="stable")
-        pos = np.minimum(np.searchsorted(cols[srt], nv), len(cols) - 1)
-        cv = srt[pos]
-        if not np.array_equal(cols[cv], nv):  # a step no rank index 0 met (it moves), or summed
-            return False
-        mat = np.full((len(self.ranks), len(cols)), np.nan)
-        for c, key in enumerate(pend):
-            for r, t in starts[key].items():
-                mat[index[r], c] = t
-        if not np.isnan(mat[rv, cv]).all():  # a rank's step already there: `add` keeps the first
-            return False
-        mat[rv, cv] = tv
-        gd = np.subtract(tv[1:], tv[:-1])
-        gv = array("d")
-        gv.frombytes(gd.tobytes())
-        per = []  # each rank's new gaps
-        s = 0
-        for r, m in zip(order, lens, strict=True):
-            ts = new[r][0]
-            prev = self.last.get(r)
-            diffs = gv[s : s + m - 1]
-            js = js_all.get(r)
-            if prev is not None and (not js or js[-1] <= prev[0]):
-                diffs.insert(0, ts[0] - prev[0])
-            per.append(diffs)
-            s += m
-        if self.shared and not self._check_shared(np, gd, order, per):
+        full = len(ranks)
+        rv = np.repeat(idx, lv)  # each new step's rank index
+        if not pend and len(order) == full and lens.count(len(cols)) == full and (nv.reshape(full, -1) == cols).all():
+            mat = tv.reshape(full, -1).copy()  # every rank has exactly rank index 0's new steps
+        else:
+            srt = np.argsort(cols, kind="stable")
+            pos = np.minimum(np.searchsorted(cols[srt], nv), len(cols) - 1)
+            cv = srt[pos]
+            if not np.array_equal(cols[cv], nv):  # a step no rank index 0 met (it moves), or summed
+                return False
+            mat = np.full((full, len(cols)), np.nan)
+            if pend:
+                rows: list[int] = []
+                at: list[int] = []
+                ts: list[float] = []
+                for c, key in enumerate(pend):
+                    st = starts_of[key]
+                    rows.extend(map(index.__getitem__, st))
+                    at.extend([c] * len(st))
+                    ts.extend(st.values())
+                mat[rows, at] = ts
+            if not np.isnan(mat[rv, cv]).all():  # a rank's step already there: `add` keeps the first
+                return False
+            mat[rv, cv] = tv
+        # each rank's new gaps: within its block, and from its last step when of the same attempt
+        gall = np.empty(total)
+        np.subtract(tv[1:], tv[:-1], out=gall[1:])
+        joined = has & (js_last <= last_t)
+        gall[starts[joined]] = first_t[joined] - last_t[joined]
+        own = np.ones(total, dtype=bool)  # the entries that are gaps
+        own[starts[~joined]] = False
+        per = (lv - ~joined).tolist()  # gaps per rank
+        if self.shared and not self._check_shared(np, gall, own, rv, order, per):
             self.share_failed = True
             return False
-        # -- from here on the case applies: the same changes as `add` then `freeze`
-        shared = self.shared
-        for r, m, diffs in zip(order, lens, per, strict=True):
-            ts, ns = new[r]
-            self.count[r] += m
-            got = shared.get(r)
-            if got is not None:  # the other reader added these very gaps (checked)
-                shared[r] = (got[0], len(got[0]))
-            elif diffs:
-                self.gaps[r].extend(diffs)
-            self.last[r] = (ts[-1], ns[-1])
-        if self.gaps_of is not None:
+        # -- from here on the case applies: the same changes as `add` then `freeze` (a shared
+        # rank's structure holds its new gaps already: checked, its new count kept)
+        shared, count, gaps = self.shared, self.count, self.gaps
+        count.update(zip(order, map(operator.add, map(count.__getitem__, order), lens), strict=True))
+        ends_t, ends_n = tv[ends], nv[ends]
+        self.last.update(zip(order, zip(ends_t.tolist(), ends_n.tolist(), strict=True), strict=True))
+        mine = [j for j, r in enumerate(order) if r not in shared and per[j]]
+        if mine:
+            gv = array("d")
+            gv.frombytes(gall.tobytes())
+            stop_at = ends.tolist()
+            for j in mine:
+                e = stop_at[j] + 1
+                gaps[order[j]].extend(gv[e - per[j] : e])
+        np.frombuffer(self.has_last, dtype=np.uint8)[idx] = 1
+        np.frombuffer(self.last_t, dtype=np.float64)[idx] = ends_t
+        np.frombuffer(self.last_n, dtype=np.int64)[idx] = ends_n
+        if self.gaps_of is not None and len(shared) + len(self.no_share) < full:
             self._start_sharing(np, order)
-        keys = pend + [(att, n) for n in k0]
-        for key in keys[len(pend) :]:
-            intro[key] = 0
-        self.segs[0].extend(keys[len(pend) :])
+        fresh = [(att, n) for n in k0]
+        intro.update(dict.fromkeys(fresh, 0))
+        self.segs[0].extend(fresh)
+        keys = pend + fresh
         present = ~np.isnan(mat)
-        full = len(self.ranks)
-        ok = (present.sum(axis=0) == full) | (np.arange(len(keys)) < len(keys) - self.TAIL)
+        cnt = present.sum(axis=0)
+        ok = (cnt == full) | (np.arange(len(keys)) < len(keys) - self.TAIL)
         stop = len(keys) if ok.all() else int(np.argmin(ok))
         if stop:
-            self._sum_block(np, mat[:, :stop], present[:, :stop])
+            self._sum_block(np, mat[:, :stop], present[:, :stop], cnt[:stop])
         for key in pend[:stop]:
-            del starts[key]
-        ranks = self.ranks
+            del starts_of[key]
         for c in range(stop, len(keys)):  # the rest waits for its other ranks, as dicts
-            st = starts.setdefault(keys[c], {})
+            st = starts_of.setdefault(keys[c], {})
             for i in np.flatnonzero(present[:, c]).tolist():
                 st.setdefault(ranks[i], float(mat[i, c]))
         self.frozen += stop
         return True
 
-    def _check_shared(self, np: Any, gd: Any, order: list[int], per: list[array[float]]) -> bool:
-        """Whether each shared rank's structure grew by exactly its new gaps (`per`, in `order`)
-        since the last check, the other reader's last addition byte for byte (no zero or NaN
-        gap: ties of 0.0 and -0.0, and NaN, could sit in another order). A structure the other
-        reader let go of (replaced, unchanged since) becomes this rank's own again."""
+    def _check_shared(self, np: Any, gall: Any, own: Any, rows: Any, order: list[int], per: list[int]) -> bool:
+        """Whether each shared rank's structure grew by exactly its new gaps since the last check:
+        the other reader's last additions, joined, byte for byte the shared ranks' entries of
+        `gall` (where `own`; `rows`: their rank indices; `per`: each rank's count, in `order`),
+        no zero or NaN among them (ties of 0.0 and -0.0, and NaN, could sit in another order).
+        A structure the other reader let go of (replaced, unchanged since) becomes this rank's
+        own again. True: `shared` holds the structures' new counts."""
         gaps_of = self.gaps_of
-        if gaps_of is None or bool(np.isnan(gd).any()) or bool((gd == 0).any()):
+        if gaps_of is None:
             return False
-        for r, diffs in zip(order, per, strict=True):
-            got = self.shared.get(r)
+        shared, index = self.shared, self.index
+        theirs: list[Any] = []
+        at: list[int] = []
+        grown: list[tuple[int, tuple[SortedFloats, int]]] = []
+        stats: list[tuple[int, SortedFloats, int, Any]] = []
+        # the usual case, a pass per attribute: every shared rank with new gaps, each still the
+        # other reader's structure, grown by exactly them (else the rank by rank pass below)
+        pos = [j for j, r in enumerate(order) if r in shared]
+        ranks = [order[j] for j in pos]
+        want = [per[j] for j in pos]
+        if ranks and all(want):
+            sfs = [shared[r][0] for r in ranks]
+            hss = list(map(gaps_of, ranks))
+            if None not in hss and all(map(operator.is_, map(_DIFFS, hss), sfs)):
+                now = list(map(len, sfs))
+                if now != list(map(operator.add, [shared[r][1] for r in ranks], want)):
+                    return False
+                theirs = list(map(_LAST_NEW, hss))
+                if None in theirs or list(map(len, theirs)) != want:
+                    return False
+                at = [index[r] for r in ranks]
+                grown = list(zip(ranks, zip(sfs, now, strict=True), strict=True))
+                try:  # the other reader's statistics of these very gaps, for the report
+                    stats = list(zip(ranks, sfs, now, map(_STATS, hss), strict=True))
+                except AttributeError:  # none kept there
+                    stats = []
+                order = per = []  # nothing left for the pass below
+        for r, g in zip(order, per, strict=True):
+            got = shared.get(r)
             if got is None:
                 continue
             sf, n = got
@@ -518,19 +641,33 @@ class _Live:
             if hs is None or hs.diffs is not sf:  # let go of: ours, if nothing came since
                 if len(sf) != n:
                     return False
-                del self.shared[r]
+                del shared[r]
                 self.gaps[r] = sf
                 self.no_share.add(r)
                 continue
-            if len(sf) != n + len(diffs):
+            if len(sf) != n + g:
                 return False
-            if diffs:
+            if g:
                 last = hs.last_new
-                if last is None or len(last) != len(diffs) or any(x != x or x == 0.0 for x in diffs[:1]):
+                if last is None or len(last) != g:
                     return False
-                mine = last if isinstance(last, array) and last.typecode == "d" else array("d", last)
-                if mine.tobytes() != diffs.tobytes():
-                    return False
+                theirs.append(last)
+                at.append(index[r])
+                grown.append((r, (sf, n + g)))
+        if theirs:
+            mask = np.zeros(len(self.ranks), dtype=bool)
+            mask[at] = True
+            mine = gall[own & mask[rows]]
+            joined = _packed(theirs)
+            if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
+                return False
+        shared.update(grown)
+        # (HostSteps.update: the same median and kth of the same structure, at that count)
+        self.rank_stats.update(
+            (r, (sf, k, st.median_s, st.p90_s, st.max_s))
+            for r, sf, k, st in stats
+            if st is not None and st.steps == k + 1
+        )
         return True
 
     def _start_sharing(self, np: Any, order: list[int]) -> None:
@@ -558,34 +695,51 @@ class _Live:
             self.gaps[r] = hs.diffs
             self.shared[r] = (hs.diffs, len(hs.diffs))
 
-    def _sum_block(self, np: Any, blk: Any, present: Any) -> None:
-        """`_sum_steps` over the columns of blk (rank index x step, NaN: not reported), in column
-        order: the same operations on the same values per rank, so the same sums."""
-        cnt = present.sum(axis=0)
+    _BLOCK = 4096  # columns summed at once (bounds the temporaries of a first report)
+
+    def _sum_block(self, np: Any, blk: Any, present: Any, cnt: Any) -> None:
+        """`_sum_steps` over the columns of blk (rank index x step, NaN: not reported; `cnt`: the
+        ranks that reported each), in column order: the same operations on the same values per
+        rank, so the same sums (each rank's lags added one step after the other, never a
+        pairwise sum)."""
         valid = cnt >= 2
-        if not valid.any():
-            return
-        blk, present = blk[:, valid], present[:, valid]
-        mn = np.where(present, blk, np.inf).min(axis=0)
-        mx = np.where(present, blk, -np.inf).max(axis=0)
-        dd = np.where(present, blk - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
+        if not valid.all():
+            if not valid.any():
+                return
+            blk, present = blk[:, valid], present[:, valid]
         ranks = self.ranks
+        if self.ids is None:
+            self.ids = np.array(ranks, dtype=np.int64)[:, None]
         lag = np.array([self.lag[r] for r in ranks])
-        for c in range(dd.shape[1]):  # column by column: each rank's sum in step order
-            lag += dd[:, c]
-        n = present.sum(axis=1)
-        for i, r in enumerate(ranks):
-            self.lag[r] = float(lag[i])
-            self.lag_n[r] += int(n[i])
-        ids = np.array(ranks, dtype=np.int64)
-        late = np.where(present & (blk == mx), ids[:, None], np.iinfo(np.int64).min).max(axis=0)
-        second = np.sort(np.where(present, blk, -np.inf), axis=0)[-2]  # order[-2]'s time
         last_steps, held = self.last_steps, self.held
-        for r, d in zip(late.tolist(), (mx - second).tolist(), strict=True):
-            last_steps[r] += 1
-            held[r] += d
+        for c0 in range(0, blk.shape[1], self._BLOCK):
+            b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
+            if p.all():  # every rank reported every step (the usual case)
+                mn, mx = b.min(axis=0), b.max(axis=0)
+                dd = b - mn
+                top = b == mx
+                late = np.where(top, self.ids, np.iinfo(np.int64).min).max(axis=0)
+                # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
+                second = np.where(top, -np.inf, b).max(axis=0)
+                tie = top.sum(axis=0) > 1
+                second[tie] = mx[tie]
+            else:
+                mn = np.where(p, b, np.inf).min(axis=0)
+                mx = np.where(p, b, -np.inf).max(axis=0)
+                dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
+                late = np.where(p & (b == mx), self.ids, np.iinfo(np.int64).min).max(axis=0)
+                second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
+            for col in dd.T.copy():  # column by column: each rank's sum in step order
+                lag += col
+            for r, d in zip(late.tolist(), (mx - second).tolist(), strict=True):
+                last_steps[r] += 1
+                held[r] += d
+            self.max_spread = max(self.max_spread, float((mx - mn).max()))
+        self.lag.update(zip(ranks, lag.tolist(), strict=True))
+        lag_n = self.lag_n
+        for r, k in zip(ranks, present.sum(axis=1).tolist(), strict=True):
+            lag_n[r] += k
         self.compared += int(blk.shape[1])
-        self.max_spread = max(self.max_spread, float((mx - mn).max()))
 
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
         """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
@@ -603,6 +757,7 @@ class _Live:
             stop += 1
         if stop == self.frozen:
             return
+        self.cached = None
         keys = seg[self.frozen : stop]
         self.compared, self.max_spread = _sum_steps(
             keys, starts, self.compared, self.max_spread, self.lag, self.lag_n, self.last_steps, self.held
@@ -613,32 +768,36 @@ class _Live:
 
     def report(self) -> StragglerReport | None:
         """The report; None when a shared structure changed since it was last checked (then
-        the caller builds its analysis anew)."""
+        the caller builds its analysis anew). Nothing added since the last one: that one."""
         for sf, n in self.shared.values():
             if len(sf) != n:
                 return None
-        lag, lag_n, last, held = dict(self.lag), dict(self.lag_n), dict(self.last_steps), dict(self.held)
+        if self.cached is not None:
+            return self.cached
+        lag, lag_n, last, held = self.lag, self.lag_n, self.last_steps, self.held
         compared, max_spread = self.compared, self.max_spread
-        for j, seg in enumerate(self.segs):
-            keys = seg[self.frozen :] if j == 0 else seg
-            compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+        if self.moved or len(self.segs[0]) > self.frozen:  # steps not summed for good: on copies
+            lag, lag_n, last, held = dict(lag), dict(lag_n), dict(last), dict(held)
+            for j, seg in enumerate(self.segs):
+                keys = seg[self.frozen :] if j == 0 else seg
+                if keys:
+                    compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
         ranks = []
-        for r in sorted(self.ranks):
-            d = self.gaps[r]
+        gaps, count, known = self.gaps, self.count, self.rank_stats
+        for r in self.order:
+            d = gaps[r]
             k = len(d)
-            ranks.append(
-                RankStepStats(
-                    rank=r,
-                    steps=k + 1 if k else self.count[r],
-                    median_step_s=d.median() if k else 0.0,
-                    p90_step_s=d.kth(min(k - 1, int(0.9 * k))) if k else 0.0,
-                    max_step_s=d.kth(k - 1) if k else 0.0,
-                    mean_lag_s=lag[r] / lag_n[r] if lag_n[r] else 0.0,
-                    last_steps=last[r],
-                    held_back_s=held[r],
-                )
-            )
-        return _verdict(ranks, compared, max_spread)
+            if k:
+                got = known.get(r)  # (those of a shared structure: as `_check_shared` took them)
+                if got is None or got[0] is not d or got[1] != k:  # gaps only grow: same count, same gaps
+                    got = known[r] = (d, k, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1))
+                steps, med, p90, top = k + 1, got[2], got[3], got[4]
+            else:
+                steps, med, p90, top = count[r], 0.0, 0.0, 0.0
+            n = lag_n[r]
+            ranks.append(RankStepStats(r, steps, med, p90, top, lag[r] / n if n else 0.0, last[r], held[r]))
+        self.cached = _verdict(ranks, compared, max_spread)
+        return self.cached
 
 
 def _sum_steps(
@@ -672,6 +831,9 @@ def _sum_steps(
 
 
 _BY_TIME_RANK = operator.itemgetter(1, 0)
+_DIFFS = operator.attrgetter("diffs")
+_LAST_NEW = operator.attrgetter("last_new")
+_STATS = operator.attrgetter("stats")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 
 

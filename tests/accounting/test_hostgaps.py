@@ -1,0 +1,271 @@
+"""A host's gaps with a side list (HostGaps) answer exactly as a SortedFloats extended with the
+same values, bit for bit, with numpy on and off; per-host statistics built on them equal the
+plain structure's through restarts, out-of-order rebuilds and a saved state."""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from array import array
+from collections.abc import Iterator
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlgoodput.accounting import Engine, _fast, _sorted
+from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
+from mlgoodput.accounting._sorted import HostGaps, SortedFloats
+from mlgoodput.accounting._timeline import HostLog
+from mlgoodput.events import Event, Kind
+from mlgoodput.store._columns import Columns
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture(params=["on", "off"])
+def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "off":
+        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    else:
+        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    yield request.param
+    _fast.reset()
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _same(g: HostGaps, s: SortedFloats, rnd: random.Random) -> None:
+    """Same length, order statistics and (merged) values as the plain structure, bit for bit."""
+    n = len(s)
+    assert len(g) == n
+    if not n:
+        assert g.median() == 0.0
+        return
+    ks = {0, n - 1, n // 2, max(0, n // 2 - 1), min(n - 1, int(0.9 * n))}
+    ks.update(rnd.randrange(n) for _ in range(5))
+    for k in ks:
+        assert _bits(g.kth(k)) == _bits(s.kth(k)), k
+    assert _bits(g.median()) == _bits(s.median())
+
+
+# gaps with many ties (a few values, +0.0 among them), some spread, short and long batches
+_value = st.one_of(st.sampled_from([0.0, 0.1, 0.25, 1.0, 1.0, 2.5]), st.floats(0.0, 10.0, allow_nan=False))
+_batches = st.lists(st.lists(_value, min_size=0, max_size=60), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(_value, min_size=0, max_size=400), batches=_batches, seed=st.integers(0, 2**16))
+def test_side_list_answers_as_the_plain_structure(first: list[float], batches: list[list[float]], seed: int) -> None:
+    rnd = random.Random(seed)
+    for mode in ("on", "off"):
+        if mode == "off":
+            _fast._np, _fast._state = None, -1  # numpy off (reset by the finally below)
+        try:
+            old = _sorted._SIDE
+            _sorted._SIDE = rnd.choice((8, 64, 300, old))  # merges of the side list at various sizes
+            g, s = HostGaps(), SortedFloats()
+            g.extend(first)
+            s.extend(first)
+            _same(g, s, rnd)
+            for xs in batches:
+                arr = rnd.random() < 0.5
+                g.extend(array("d", xs) if arr else list(xs))
+                s.extend(list(xs))
+                _same(g, s, rnd)
+            assert g.values().tobytes() == s.values().tobytes()  # merged: the same values in order
+            assert g.pending() == 0
+            _same(g, s, rnd)
+        finally:
+            _sorted._SIDE = old
+            _fast.reset()
+
+
+def test_the_side_list_is_used_and_merged(numpy_mode: str) -> None:
+    rnd = random.Random(5)
+    g, s = HostGaps(), SortedFloats()
+    base = [rnd.choice((0.1, 0.2, rnd.random())) for _ in range(10_000)]
+    g.extend(base)
+    s.extend(base)
+    seen = set()
+    for _ in range(40):
+        xs = [rnd.choice((0.1, 0.2, 0.0, rnd.random())) for _ in range(100)]
+        g.extend(xs)
+        s.extend(xs)
+        seen.add(g.pending())
+        _same(g, s, rnd)
+    assert max(seen) > 0 and min(seen) < 200  # values waited aside, and were merged
+    # every other use merges first, and then answers as the plain structure
+    assert g.above(0.5)[0] == s.above(0.5)[0] and g.pending() == 0
+    g.extend([0.3] * 50)
+    s.extend([0.3] * 50)
+    g.remove(0.3)
+    s.remove(0.3)
+    g.add(0.7)
+    s.add(0.7)
+    assert g.values().tobytes() == s.values().tobytes()
+    _same(g, s, rnd)
+
+
+@pytest.mark.parametrize("odd", [-0.0, math.nan])
+@pytest.mark.parametrize("kind", [list, lambda xs: array("d", xs)])
+def test_a_nan_or_a_negative_zero_ends_the_side_list(numpy_mode: str, odd: float, kind: Any) -> None:
+    rnd = random.Random(6)
+    ref = [rnd.random() + 0.5 for _ in range(5000)]
+    g = HostGaps(ref)
+
+    def add(xs: list[float]) -> None:
+        g.extend(kind(xs))
+        ref.extend(xs)
+
+    add([rnd.random() for _ in range(100)])
+    add([0.0] * 3 + [rnd.random() for _ in range(20)])  # +0.0 is fine
+    assert g.pending() == 123 and g.kth(0) == 0.0
+    add([rnd.random() for _ in range(50)])
+    assert g.pending() == 173
+    add([0.5] * 20 + [odd] + [0.25] * 5)
+    assert g.pending() == 0
+    add([0.25] * 30)
+    assert g.pending() == 0 and len(g) == 5229  # a SortedFloats from now on
+    got = [x for x in g.values() if x == x]
+    assert got == sorted(x for x in ref if x == x) and len(got) == len(g) - (odd != odd)
+
+
+def test_a_nan_or_a_negative_zero_in_restored_buckets_is_found(numpy_mode: str) -> None:
+    for odd in (-0.0, math.nan):
+        s = SortedFloats([odd] + [1.0 + i for i in range(3000)])
+        g = HostGaps.adopt(s)
+        g.extend([2.5] * 50)
+        assert g.pending() == 0
+    g = HostGaps.adopt(SortedFloats([0.0] * 10 + [1.0 + i for i in range(3000)]))  # +0.0 is fine
+    g.extend([2.5] * 50)
+    assert g.pending() == 50
+
+
+def _host_job(rnd: random.Random, hosts: int, steps: int) -> list[Event]:
+    out: list[Event] = []
+    for h in range(hosts):
+        t = T0 + rnd.random()
+        out.append(Event(Kind.JOB_START, t, host=h))
+        step = 0
+        for _ in range(steps):
+            r = rnd.random()
+            if r < 0.05:
+                dt = 0.0  # a tie: two steps at the same time (a zero gap)
+            elif r < 0.6:
+                dt = rnd.choice((0.5, 1.0, 1.0, 2.5))  # exact repeats: ties among the gaps
+            else:
+                dt = 1.0 + rnd.random() * 0.01
+            t += dt
+            if rnd.random() < 0.003:  # a restart between steps
+                t += 5
+                out.append(Event(Kind.JOB_START, t, host=h))
+                t += 1
+                step = max(0, step - rnd.randint(0, 5))
+            out.append(Event(Kind.STEP_START, t, host=h, step=step))
+            step += 1
+    return out
+
+
+def _engine_stats(events: list[Event], cuts: list[int], side: int) -> list[Any]:
+    old = _sorted._SIDE
+    _sorted._SIDE = side
+    try:
+        e = Engine()
+        got = []
+        pos = 0
+        for c in cuts:
+            e.timeline.ingest(Columns.from_events(events[pos:c]))
+            pos = c
+            got.append(e.host_stats(math.inf))
+        return got
+    finally:
+        _sorted._SIDE = old
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_host_stats_equal_the_plain_structure(numpy_mode: str, seed: int) -> None:
+    rnd = random.Random(seed)
+    events = _host_job(rnd, rnd.randint(2, 4), rnd.randint(300, 3000))
+    events.sort(key=lambda e: e.time)
+    if seed % 2:  # some events arrive late: those hosts rebuild
+        late = sorted(rnd.sample(range(len(events)), k=8))
+        events = [e for i, e in enumerate(events) if i not in set(late)] + [events[i] for i in late]
+    cuts = sorted({rnd.randrange(1, len(events)) for _ in range(40)} | {len(events)})
+    plain = _engine_stats(events, cuts, 0)
+    for side in (16, 200, _sorted._SIDE):
+        assert _engine_stats(events, cuts, side) == plain
+    for a, b in zip(plain[-1], _engine_stats(events, cuts, 16)[-1], strict=True):
+        assert (_bits(a.median_s), _bits(a.p90_s), _bits(a.max_s)) == (
+            _bits(b.median_s),
+            _bits(b.p90_s),
+            _bits(b.max_s),
+        )
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    want = [stats_as_of(log, math.inf) for _, log in sorted(e.timeline.hosts.items())]
+    assert list(plain[-1]) == [w for w in want if w is not None]
+
+
+def test_last_new_is_the_gaps_added_in_time_order(numpy_mode: str) -> None:
+    log = HostLog(0)
+    times = [T0 + k * 0.5 + (k % 3) * 0.01 for k in range(5000)]
+    log.add_steps(times[:4000], list(range(4000)))
+    hs = HostSteps()
+    hs.update(log)
+    hs.update(log)
+    log.add_steps(times[4000:4100], list(range(4000, 4100)))
+    hs.update(log)
+    assert hs.diffs.pending() == 100  # waiting aside
+    want = [b - a for a, b in pairwise(times[3999:4100])]
+    assert list(hs.last_new or []) == want
+    assert len(hs.diffs) == 4099
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_saved_state_with_values_aside_restores_and_goes_on_the_same(numpy_mode: str, lazy: bool) -> None:
+    from mlgoodput.accounting import _snapshot
+
+    rnd = random.Random(9)
+    events = _host_job(rnd, 3, 6000)
+    events.sort(key=lambda e: e.time)
+    cuts = [len(events) // 2 + i * 150 for i in range(12)] + [len(events)]
+    e, plain = Engine(), Engine()
+    old = _sorted._SIDE
+    try:
+        for eng, side in ((e, 512), (plain, 0)):
+            _sorted._SIDE = side
+            eng.timeline.ingest(Columns.from_events(events[: cuts[0]]))
+            eng.host_stats(math.inf)
+            for a, b in pairwise(cuts[:4]):
+                eng.timeline.ingest(Columns.from_events(events[a:b]))
+                eng.host_stats(math.inf)
+        _sorted._SIDE = 512
+        assert any(hs.diffs.pending() for hs in e._hosts.values())  # saved while values wait aside
+        pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=1)))
+        head = _snapshot.header(next(pieces))
+        r = (
+            _snapshot.Saved(head, pieces, stall_factor=3.0).engine()
+            if lazy
+            else _snapshot.load(head, pieces, stall_factor=3.0)
+        )
+        used = 0
+        for a, b in pairwise(cuts[3:]):
+            for eng, side in ((e, 512), (r, 512), (plain, 0)):
+                _sorted._SIDE = side
+                eng.timeline.ingest(Columns.from_events(events[a:b]))
+            _sorted._SIDE = 0
+            want = plain.host_stats(math.inf)
+            _sorted._SIDE = 512
+            assert e.host_stats(math.inf) == want
+            assert r.host_stats(math.inf) == want
+            used = max([used] + [hs.diffs.pending() for hs in r._hosts.values()])
+        assert used  # the restored ones used their side lists too
+    finally:
+        _sorted._SIDE = old

@@ -1,0 +1,376 @@
+"""The straggler analysis's block pass (`_Live._lockstep`: all ranks' new steps as one numpy
+block, the shared gaps checked as one run of bytes, a report with nothing new answered from
+the last one) against the plain path: the full pass (`analyze`) and the same feeds with numpy
+off ($MLGOODPUT_NUMPY=0), bit for bit, through ranks out of lockstep, a rank missing steps or
+a page, a rank's clock going back, restarts, a rank joining late, repeated steps, ties and
+uploads with nothing new."""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlgoodput.accounting import GoodputCalculator, _fast
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import Columns, open_store
+from mlgoodput.torch import _stragglers
+from mlgoodput.torch._stragglers import StragglerAnalysis, StragglerReport, _Live, _packed, _span, analyze
+
+pytest.importorskip("numpy")
+
+_STEP, _JOB = int(Kind.STEP_START), int(Kind.JOB_START)
+
+
+@pytest.fixture(params=["on", "off"])
+def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "off":
+        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    else:
+        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    yield str(request.param)
+    _fast.reset()
+
+
+def _bits(rep: StragglerReport) -> str:
+    def h(v: object) -> object:
+        return v.hex() if isinstance(v, float) else v
+
+    d = rep.to_dict()
+    ranks = [[(k, h(v)) for k, v in r.items()] for r in d.pop("ranks")]
+    return repr(([(k, h(v)) for k, v in d.items()], ranks))
+
+
+def _part(kinds: list[int], times: list[float], hosts: list[int], steps: list[int]) -> Columns:
+    n = len(kinds)
+    return Columns(
+        bytearray(kinds),
+        array("d", times),
+        array("i", hosts),
+        array("q", steps),
+        array("d", [math.nan] * n),
+        None,
+        None,
+    )
+
+
+def _steps_part(rank: int, ev: list[tuple[float, int]]) -> Columns:
+    return _part([_STEP] * len(ev), [t for t, _ in ev], [rank] * len(ev), [n for _, n in ev])
+
+
+class _Job:
+    """Ranks that step together, with what breaks the lockstep now and then; every event kept
+    for the full pass."""
+
+    def __init__(self, rng: random.Random, ranks: int) -> None:
+        self.rng = rng
+        self.ranks = list(range(ranks))
+        self.t = 1000.0
+        self.step = 0
+        self.js: dict[int, list[float]] = {}
+        self.held: dict[int, list[tuple[float, int]]] = {}  # pages held back a round
+
+    def start(self) -> list[Columns]:
+        out = []
+        for r in self.ranks:
+            self.js.setdefault(r, []).append(self.t - 1.0)
+            out.append(_part([_JOB], [self.t - 1.0], [r], [-1]))
+        return out
+
+    def round(self, per: int, what: str) -> list[Columns]:
+        rng = self.rng
+        parts: list[Columns] = []
+        if what == "nothing":
+            return parts
+        if what in ("restart", "resume"):  # resume: a restart whose step numbers go on
+            self.t += 3.0
+            for r in self.ranks:
+                self.js[r].append(self.t - 1.0)
+                parts.append(_part([_JOB], [self.t - 1.0], [r], [-1]))
+            if what == "restart":
+                self.step = max(0, self.step - rng.randrange(1, per + 1))
+        if what == "solo":  # one rank restarts alone, its step numbers going on
+            r = rng.choice(self.ranks)
+            self.js[r].append(self.t - 0.01)
+            parts.append(_part([_JOB], [self.t - 0.01], [r], [-1]))
+        if what == "join":  # a rank seen for the first time
+            r = len(self.ranks)
+            self.ranks.append(r)
+            self.js[r] = [self.t - 0.5]
+            parts.append(_part([_JOB], [self.t - 0.5], [r], [-1]))
+        odd = rng.choice(self.ranks)
+        for r in self.ranks:
+            ev = []
+            for j in range(per):
+                dt = 1e-4 * ((j * 7 + r) % 5)
+                if what == "tie":
+                    dt = 0.0
+                if r == odd and what == "slow":
+                    dt += 0.03
+                ev.append((self.t + j * 0.1 + dt, self.step + j))
+            if r == odd and what == "missing" and per > 2:
+                del ev[per // 2]  # a step this rank never reported
+            if r == odd and what == "ahead":
+                ev.append((self.t + per * 0.1, self.step + per))  # a step the others report next round
+            if r == odd and what == "back":  # new step numbers, started before its last one
+                ev = [(t - per * 0.1 - 0.5, n) for t, n in ev]
+            if r == odd and what == "repeat":
+                ev.insert(1, ev[0])  # a step start stored twice
+            if r == odd and what == "late":  # this rank's page comes a round late
+                self.held.setdefault(r, []).extend(ev)
+                continue
+            ev = self.held.pop(r, []) + ev
+            parts.append(_steps_part(r, ev))
+        if what == "shuffle":
+            rng.shuffle(parts)
+        self.step += per
+        self.t += per * 0.1 + 0.05
+        return parts
+
+    def want(self, parts_fed: list[Columns]) -> StragglerReport:
+        steps: dict[int, list[tuple[float, int]]] = {}
+        js: dict[int, list[float]] = {}
+        for c in parts_fed:
+            for i in range(len(c)):
+                if c.kinds[i] == _STEP:
+                    steps.setdefault(c.hosts[i], []).append((c.times[i], c.steps[i]))
+                else:
+                    js.setdefault(c.hosts[i], []).append(c.times[i])
+        return analyze({h: sorted(v) for h, v in js.items()}, steps)
+
+
+_WHAT = [
+    "lockstep",
+    "lockstep",
+    "lockstep",
+    "slow",
+    "tie",
+    "missing",
+    "ahead",
+    "late",
+    "restart",
+    "resume",
+    "solo",
+    "join",
+]
+_WHAT += ["repeat", "back", "shuffle", "nothing"]
+
+
+_FIXED = [  # what the random rounds may miss: a page held over a restart, a restart in lockstep
+    ["lockstep", "late", "resume", "lockstep", "lockstep"],
+    ["lockstep", "resume", "lockstep", "missing", "lockstep", "restart", "lockstep"],
+    ["lockstep", "ahead", "lockstep", "back", "lockstep", "join", "lockstep", "lockstep"],
+    ["lockstep", "solo", "lockstep", "lockstep", "resume", "lockstep"],
+]
+
+
+@pytest.mark.parametrize("seed", range(10 + len(_FIXED)))
+def test_fed_rounds_give_the_full_pass(
+    tmp_path: Path, numpy_mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    job = _Job(rng, rng.randrange(2, 24))
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    took: list[bool] = []
+    real = _Live._lockstep
+
+    def counting(self: _Live, np: object, new: object) -> bool:
+        got = real(self, np, new)  # type: ignore[arg-type]
+        took.append(got)
+        return got
+
+    monkeypatch.setattr(_Live, "_lockstep", counting)
+    a = StragglerAnalysis("j", "goodput", store=f"sqlite://{tmp_path}/s.db")
+    fed: list[Columns] = []
+    cursor = 0
+
+    def feed(parts: list[Columns]) -> None:
+        nonlocal cursor
+        for c in parts:  # as the calculator's hook: each part starts at the cursor
+            a.feed(cursor, cursor + 1, c)
+            cursor += 1
+        fed.extend(parts)
+
+    feed(job.start())
+    per = rng.choice((1, 3, 10))
+    whats = ["lockstep"] + [rng.choice(_WHAT) for _ in range(rng.randrange(8, 20))]
+    if seed >= 10:
+        whats, per = _FIXED[seed - 10], 6
+    for what in whats:
+        feed(job.round(per, what))
+        got = a.report(read=False)
+        assert _bits(got) == _bits(job.want(fed)), what  # every float bit for bit
+        assert a.report(read=False) is got  # nothing new: the same report
+    if numpy_mode == "on":
+        assert any(took)
+    else:
+        assert not took
+
+
+def test_nothing_new_answers_the_last_report_until_something_changes(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    job = _Job(rng, 5)
+    a = StragglerAnalysis("j", "goodput", store=f"sqlite://{tmp_path}/s.db")
+    fed = job.start() + job.round(400, "lockstep")
+    for k, c in enumerate(fed):
+        a.feed(k, k + 1, c)
+    first = a.report(read=False)
+    calls = []
+    real = _Live.report
+
+    def counting(self: _Live) -> StragglerReport | None:
+        calls.append(self.cached is not None)
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_Live, "report", counting)
+        assert a.report(read=False) is first and calls == [True]  # from the last one
+        more = job.round(400, "slow")
+        for k, c in enumerate(more, start=len(fed)):
+            a.feed(k, k + 1, c)
+        second = a.report(read=False)
+    assert calls == [True, False] and second is not first
+    assert _bits(second) == _bits(job.want(fed + more))
+    # a job start alone (no step) changes no number here, but is a change: reported anew
+    t = max(max(c.times) for c in more) + 1.0
+    last = _part([_JOB], [t], [0], [-1])
+    a.feed(len(fed) + len(more), len(fed) + len(more) + 1, last)
+    third = a.report(read=False)
+    assert third is not second and _bits(third) == _bits(job.want([*fed, *more, last]))
+
+
+def test_a_part_of_several_hosts_is_taken_event_by_event(tmp_path: Path) -> None:
+    """One part with two hosts (or host numbers whose bytes differ only past the first byte) is
+    not one rank's page: each event goes to its own rank."""
+    a = StragglerAnalysis("j", "goodput", store=f"sqlite://{tmp_path}/s.db")
+    ev = [(1000.0 + i * 0.1, i) for i in range(5)]
+    c = _part([_STEP] * 10, [t for t, _ in ev] * 2, [1] * 5 + [257] * 5, [n for _, n in ev] * 2)
+    a.feed(0, 1, c)
+    got = a.report(read=False)
+    assert [r.rank for r in got.ranks] == [1, 257] and got.steps_compared == 5
+    assert got == analyze({}, {1: ev, 257: ev})
+
+
+def test_span_and_packing_match_the_plain_python() -> None:
+    parts = [array("d", [3.0, 1.5]), array("d", [2.0, 9.0])] * 5
+    assert _span(math.inf, -math.inf, parts) == (1.5, 9.0)
+    signed = [array("d", [0.0, 1.0])] * 5 + [array("d", [-0.0, 2.0])] * 5
+    lo, hi = _span(math.inf, -math.inf, signed)
+    assert (lo, hi) == (0.0, 2.0) and math.copysign(1.0, lo) == 1.0  # min keeps the first of equals
+    nan = [array("d", [1.0])] * 9 + [array("d", [math.nan, 0.5])]
+    want = (math.inf, -math.inf)
+    for p in nan:
+        want = (min(want[0], min(p)), max(want[1], max(p)))
+    assert repr(_span(math.inf, -math.inf, nan)) == repr(want)
+    lists = [[0.1, 0.2], array("d", [0.3]), [1, 2.5], (7.0,), array("f", [0.5])]
+    assert _packed(lists) == array("d", [0.1, 0.2, 0.3, 1.0, 2.5, 7.0, 0.5]).tobytes()
+    assert _packed([array("d", [0.1]), array("d", [0.2])]) == array("d", [0.1, 0.2]).tobytes()
+
+
+def _calc_and_analysis(tmp_path: Path, ranks: int) -> tuple[Any, GoodputCalculator, StragglerAnalysis]:
+    from mlgoodput._monitoring._source import _host_steps_of
+
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    st.append("goodput", "j", EventBatch(1, 0, [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]))
+    calc = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e6)
+    a = StragglerAnalysis("j", "goodput", store=store)
+    calc.report()
+    a.report()
+    calc._part_hooks.append(a.feed)
+    a.share_gaps(_host_steps_of(calc))
+    return st, calc, a
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("tamper", ["none", "value", "count", "stats"])
+def test_a_shared_copy_out_of_step_is_found_and_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packed: bool, tamper: str
+) -> None:
+    """The calculator's per-host gaps are read as the analysis's own while they are provably
+    the same. Its last addition one ulp off, or one gap short, and the analysis keeps its own
+    again (built anew): the report stays the full pass. Statistics of another count than the
+    gaps' are never used. `packed`: the calculator hands its new gaps as an array, else a list."""
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    if packed:
+        monkeypatch.setattr(_fast, "MIN", 2)  # the calculator's gaps from numpy: arrays
+    ranks, per = 6, 12
+    st, calc, a = _calc_and_analysis(tmp_path, ranks)
+    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    seq, step, t = 1, 0, 1000.0
+    shared_seen = 0
+    for k in range(8):
+        for r in range(ranks):
+            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
+            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
+            seq += per
+            events.extend(evs)
+        step += per
+        t += per * 0.1 + 0.05
+        calc.report()
+        hs: Any = calc._eng._hosts[2]
+        if k == 5 and tamper == "value":
+            last = hs.last_new
+            last[3] = math.nextafter(last[3], math.inf)  # what the analysis compares, one ulp off
+        if k == 5 and tamper == "count":
+            hs.last_new = hs.last_new[:-1]
+        if k == 5 and tamper == "stats" and hs.stats is not None:
+            s = hs.stats
+            hs.stats = type(s)(s.host, s.steps + 1, s.median_s * 2, s.p90_s * 2, s.max_s * 2)
+        live = a._live
+        shared_seen = max(shared_seen, len(live.shared) if live is not None else 0)
+        want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
+        assert _bits(a.report(read=False)) == _bits(want)
+    assert shared_seen == ranks
+    assert a._share == (tamper in ("none", "stats"))
+    st.close()
+
+
+def _per_rank(events: list[Event]) -> dict[int, list[tuple[float, int]]]:
+    out: dict[int, list[tuple[float, int]]] = {}
+    for e in events:
+        if e.kind == Kind.STEP_START:
+            out.setdefault(e.host, []).append((e.time, e.step or 0))
+    return out
+
+
+def test_a_structure_the_calculator_let_go_of_becomes_the_ranks_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calculator starting a host's statistics over (a new structure) leaves the analysis
+    the old one as its own: still the full pass, still sharing the other ranks'."""
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    ranks, per = 4, 10
+    st, calc, a = _calc_and_analysis(tmp_path, ranks)
+    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    seq, step, t = 1, 0, 1000.0
+    for k in range(6):
+        if k == 4:  # the calculator's structure of rank 1 replaced by an equal copy
+            from mlgoodput.accounting import SortedFloats
+
+            hs: Any = calc._eng._hosts[1]
+            hs.diffs = SortedFloats(hs.diffs.values())
+        for r in range(ranks):
+            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
+            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
+            seq += per
+            events.extend(evs)
+        step += per
+        t += per * 0.1 + 0.05
+        calc.report()
+        want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
+        assert _bits(a.report(read=False)) == _bits(want)
+    live = a._live
+    assert live is not None and a._share
+    assert 1 in live.no_share and 1 not in live.shared and len(live.shared) == ranks - 1
+    st.close()
