@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -77,6 +78,15 @@ def run_case(
     label: str, steps: int, duration: float, interval: float, rate: float, hosts: int = 1, **kw: object
 ) -> dict[str, object]:
     d = tempfile.mkdtemp(prefix="mlgoodput-bench-")
+    try:
+        return _run_case(d, label, steps, duration, interval, rate, hosts, **kw)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)  # a 256-host case leaves a few hundred MB
+
+
+def _run_case(
+    d: str, label: str, steps: int, duration: float, interval: float, rate: float, hosts: int, **kw: object
+) -> dict[str, object]:
     db = os.path.join(d, "store.db")
     t = time.time()
     seed_job(db, steps, 1.0 / rate, hosts)
