@@ -406,3 +406,39 @@ def test_save_later_waits_for_save_state(tmp_path: Path) -> None:
 def test_save_later_is_checked() -> None:
     with pytest.raises(TypeError, match="save_later must be True or False, got 'yes'"):
         GoodputCalculator("j", "l", store="memory://", save_later="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("growth", "saves"), [(0.1, [1, 2, 3]), (1.0, [1, 1, 2])])
+def test_save_growth_sets_how_much_growth_saves_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, growth: float, saves: list[int]
+) -> None:
+    """A save writes the whole state: with save_growth=1.0 (the monitor's) a query saves again
+    only once the job doubled since the last save; with the default 0.1, after 10% more."""
+    from mlgoodput.accounting import _calculator
+
+    monkeypatch.delenv("MLGOODPUT_SNAPSHOT")
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 10)
+    made: list[int] = []
+    real = _snapshot.save
+
+    def counting(*a: object, **k: object) -> bool:
+        made.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_snapshot, "save", counting)
+    st = SQLiteStore(tmp_path / "s.db")
+    calc = GoodputCalculator("j", "l", store=st, clock=lambda: NOW, save_growth=growth)
+    got = []
+    first = 0
+    for n, writer in ((100, 1), (60, 2), (60, 3)):  # +60% then +37.5% of the steps saved
+        _fill(st, first, n, writer)
+        first += n
+        calc.report()
+        got.append(len(made))
+    assert got == saves
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_save_growth_is_checked(bad: object) -> None:
+    with pytest.raises(ValueError, match="save_growth must be a positive, finite share"):
+        GoodputCalculator("j", "l", store="memory://", save_growth=bad)  # type: ignore[arg-type]

@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         if args.rolling_windows:
             monitor.start_rolling_window_goodput_uploader(args.rolling_windows)
             running.append("rolling")
-        calc = None if args.quiet else GoodputCalculator(args.job, logger_name, store=monitor.store_url)
+        calc = (
+            None if args.quiet else GoodputCalculator(args.job, logger_name, store=monitor.store_url, save_growth=1.0)
+        )
         started = time.time()
         while not stop.wait(args.interval):
             if calc is not None:

@@ -22,7 +22,9 @@ def shared_calculator(store_url: str, logger_name: str, job_name: str) -> Any:
     if calc is None:
         from mlgoodput.accounting import GoodputCalculator
 
-        calc = _calculators[key] = GoodputCalculator(job_name, logger_name, store=store_url)
+        # a save writes the whole state (some hundred MB on a long job): this long-lived reader
+        # saves after the job doubled, for its own restart and the readers after it
+        calc = _calculators[key] = GoodputCalculator(job_name, logger_name, store=store_url, save_growth=1.0)
     return calc
 
 

@@ -58,7 +58,9 @@ class GoodputCalculator:
     job grows, and a new calculator starts from it, reading only the events stored after it;
     a saved state that fails a check (format, store, cursor, digest) is ignored. With
     `save_later=True` a query only marks a save due, and `save_state()` makes it (a server
-    answers first and saves from its background worker).
+    answers first and saves from its background worker). `save_growth`: the growth, as a share
+    of the events the last save covered, that makes a query save again (a save writes the
+    whole state: a long-lived reader such as the monitor saves after the job doubled, 1.0).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class GoodputCalculator:
         clock: Callable[[], float] = time.time,
         snapshot: bool | None = None,
         save_later: bool = False,
+        save_growth: float = 0.1,
     ) -> None:
         if not isinstance(job_name, str) or not job_name:
             raise ValueError(f"job_name must be a non-empty string, got {job_name!r}")
@@ -115,6 +118,13 @@ class GoodputCalculator:
         # saved state (accounting/_snapshot.py): None = off, else the growth in events that
         # triggers a save; `_saved` = the events the saved state covers
         self._save_every = _snapshot_policy(snapshot)
+        if (
+            isinstance(save_growth, bool)
+            or not isinstance(save_growth, (int, float))
+            or not (math.isfinite(save_growth) and save_growth > 0)
+        ):
+            raise ValueError(f"save_growth must be a positive, finite share of the saved events, got {save_growth!r}")
+        self._save_growth = float(save_growth)
         if not isinstance(save_later, bool):
             raise TypeError(f"save_later must be True or False, got {save_later!r}")
         # save_later: a query leaves its save to `save_state` (a server's background worker),
@@ -325,7 +335,7 @@ class GoodputCalculator:
             return
         n = self._engine.timeline.events
         try:
-            if n - self._saved < (every if every == 1 else max(every, self._saved // 10)):
+            if n - self._saved < (every if every == 1 else max(every, int(self._saved * self._save_growth))):
                 # too little growth to save again, unless the job has ended since the last save:
                 # then once, with the answer, so later processes need nothing but the header
                 if answer is None or self._tried == n or self._saved == 0:
