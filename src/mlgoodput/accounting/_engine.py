@@ -15,7 +15,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 
 from mlgoodput.accounting import _fast
-from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
+from mlgoodput.accounting._hoststats import HostSteps, stats_as_of, update_all
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -426,20 +426,25 @@ class Engine:
         c = self._stats_cache
         if c is not None and c[0] is tl and c[1] == tl.events and q >= tl.max_time:
             return c[2]
-        out = []
+        out: list[HostStepStats | None] = []
+        kept: list[tuple[HostSteps, HostLog]] = []  # updated together (update_all)
+        at: list[int] = []
+        hosts = self._hosts
         for h, log in sorted(self.timeline.hosts.items()):
             if len(log.times) < 2:
                 continue
             if q < log.times[-1]:
-                st = stats_as_of(log, q)
+                out.append(stats_as_of(log, q))
             else:
-                hs = self._hosts.get(h)
+                hs = hosts.get(h)
                 if hs is None:
-                    hs = self._hosts[h] = HostSteps()
-                st = hs.update(log)
-            if st is not None:
-                out.append(st)
-        res = tuple(out)
+                    hs = hosts[h] = HostSteps()
+                at.append(len(out))
+                out.append(None)
+                kept.append((hs, log))
+        for i, st in zip(at, update_all(kept), strict=True):
+            out[i] = st
+        res = tuple(st for st in out if st is not None)
         self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None
         return res
 

@@ -278,7 +278,7 @@ class HostGaps(SortedFloats):
     Every other use (sums, removal, saving) merges first. Bucket sums are numpy's sums here
     (they only feed `total` and `above`, never a statistic of the host)."""
 
-    __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side")
+    __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side", "stamp")
 
     _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
 
@@ -296,6 +296,7 @@ class HostGaps(SortedFloats):
         # they do not all merge on the same update
         HostGaps._made += 1
         self._cap = HostGaps._made * 97 % 512  # in 1024ths of the side list's limit, taken off it
+        self.stamp = 0  # bumped whenever the buckets change (a reader's copy of a part of them is stale)
 
     @classmethod
     def adopt(cls, s: SortedFloats) -> HostGaps:
@@ -320,6 +321,7 @@ class HostGaps(SortedFloats):
             return
         self._side = array("d")
         self._hints = {}
+        self.stamp += 1
         np: Any = _fast.numpy() if self._clean and self._buckets and len(side) <= self._n // 4 + 16 else None
         if np is None:
             super().extend(side)
@@ -402,6 +404,7 @@ class HostGaps(SortedFloats):
         self.flush()
         if self._clean:
             self._clean = None  # xs not looked at
+        self.stamp += 1
         super().extend(xs)
 
     def _limit(self) -> int:
@@ -428,6 +431,7 @@ class HostGaps(SortedFloats):
 
     def add(self, x: float) -> None:
         self._memo = None
+        self.stamp += 1
         if self._side:
             self.flush()
         if self._clean and _odd(x):
@@ -436,6 +440,7 @@ class HostGaps(SortedFloats):
 
     def remove(self, x: float) -> None:
         self._memo = None
+        self.stamp += 1
         self.flush()
         super().remove(x)
 
@@ -499,6 +504,30 @@ class HostGaps(SortedFloats):
     def _kth(self, k: int, prev: bool) -> tuple[float, float]:
         """(the (k-1)-th if prev (k >= 1) else 0.0, the k-th) smallest of the buckets and the
         side list together, the buckets' values first among equal ones."""
+        j, arr, off = self._find(k)
+        side = self._side
+        # the k-th is the later of main[k - j] and side[j - 1]
+        if j and (k == j - 1 or arr[k - j - off] <= side[j - 1]):
+            kth, i, s = side[j - 1], k - j, j - 2
+        else:
+            kth, i, s = arr[k - j - off], k - j - 1, j - 1
+        if not prev:
+            return 0.0, kth
+        # the (k-1)-th: the later of main[i] and side[s] (i or s may be -1: none)
+        if s < 0:
+            return arr[i - off], kth
+        if i < 0 or arr[i - off] <= side[s]:
+            return side[s], kth
+        return arr[i - off], kth
+
+    def main_index(self, k: int) -> int:
+        """Where among the buckets' values (their index in order) the search for the k-th of
+        buckets and side list together ends (k - the side values among the first k + 1)."""
+        return k - self._find(k)[0]
+
+    def _find(self, k: int) -> tuple[int, array[float], int]:
+        """(j, arr, off): j the side values among the first k + 1 (the buckets' first among
+        equal ones); main[t] is arr[t - off] for max(0, k - j - 1) <= t <= k - j."""
         side = self._side
         b, m = len(side), self._n
         # j: how many side values are among the first k + 1; side[j] goes before main[k - j]
@@ -526,19 +555,26 @@ class HostGaps(SortedFloats):
                 hi = mid
         j = lo
         self._hints[q] = (k, j, self._added)
-        # the k-th is the later of main[k - j] and side[j - 1]
-        if j and (k == j - 1 or arr[k - j - off] <= side[j - 1]):
-            kth, i, s = side[j - 1], k - j, j - 2
-        else:
-            kth, i, s = arr[k - j - off], k - j - 1, j - 1
-        if not prev:
-            return 0.0, kth
-        # the (k-1)-th: the later of main[i] and side[s] (i or s may be -1: none)
-        if s < 0:
-            return arr[i - off], kth
-        if i < 0 or arr[i - off] <= side[s]:
-            return side[s], kth
-        return arr[i - off], kth
+        return j, arr, off
+
+    def rank(self, x: float, right: bool) -> int:
+        """How many of the buckets' values are below x (or at most x if `right`; not the side
+        list's)."""
+        maxes = self._maxes
+        i = bisect_right(maxes, x) if right else bisect_left(maxes, x)
+        if i == len(maxes):
+            return self._n
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = list(accumulate(map(len, self._buckets)))
+        b = self._get(i)
+        return (ends[i - 1] if i else 0) + (bisect_right(b, x) if right else bisect_left(b, x))
+
+    def part(self, a: int, b: int) -> array[float]:
+        """A copy of the buckets' values from the a-th to the (b-1)-th, in order (not the side
+        list's; 0 <= a < b <= the buckets' count)."""
+        arr, off = self._window(a, b)
+        return arr[a - off : b - off]
 
     def _window(self, a: int, b: int) -> tuple[array[float], int]:
         """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < the buckets' count,
