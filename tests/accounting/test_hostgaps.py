@@ -307,11 +307,11 @@ def _many_hosts_job(rnd: random.Random, hosts: int, rounds: int) -> list[list[Ev
     return out
 
 
-def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int) -> list[Any]:
+def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int, mid: int = 128) -> list[Any]:
     from mlgoodput.accounting import _hoststats
 
-    old = (_hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE)
-    _hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE = together, half, side
+    old = (_hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE, _hoststats._MID)
+    _hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE, _hoststats._MID = together, half, side, mid
     try:
         e = Engine()
         got = []
@@ -328,12 +328,17 @@ def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int
                 )
         return got
     finally:
-        _hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE = old
+        _hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE, _hoststats._MID = old
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**16), half=st.sampled_from([1, 4, 96]), side=st.sampled_from([64, 8192]))
-def test_many_hosts_read_together_equal_one_by_one(seed: int, half: int, side: int) -> None:
+@given(
+    seed=st.integers(0, 2**16),
+    half=st.sampled_from([1, 4, 96]),
+    side=st.sampled_from([64, 8192]),
+    mid=st.sampled_from([1, 8, 128]),
+)
+def test_many_hosts_read_together_equal_one_by_one(seed: int, half: int, side: int, mid: int) -> None:
     rnd = random.Random(seed)
     rounds = _many_hosts_job(rnd, rnd.randint(16, 24), 14)
     for mode in ("on", "off"):
@@ -341,7 +346,7 @@ def test_many_hosts_read_together_equal_one_by_one(seed: int, half: int, side: i
             _fast._np, _fast._state = None, -1
         try:
             plain = _rounds_stats(rounds, 10**9, half, side)
-            assert _rounds_stats(rounds, 16, half, side) == plain
+            assert _rounds_stats(rounds, 2, half, side, mid) == plain
         finally:
             _fast.reset()
     # and the plain structure's (no side list) answers the same

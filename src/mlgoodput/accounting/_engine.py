@@ -15,7 +15,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 
 from mlgoodput.accounting import _fast
-from mlgoodput.accounting._hoststats import HostSteps, stats_as_of, update_all
+from mlgoodput.accounting._hoststats import HostSteps, Together, stats_as_of, update_all
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -64,6 +64,7 @@ class Engine:
         self._derived: Derived | None = None
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
         self._hosts: dict[int, HostSteps] = {}
+        self._together = Together()  # update_all's rows of the hosts (a cache)
         self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
@@ -442,7 +443,7 @@ class Engine:
                 at.append(len(out))
                 out.append(None)
                 kept.append((hs, log))
-        for i, st in zip(at, update_all(kept), strict=True):
+        for i, st in zip(at, update_all(kept, self._together), strict=True):
             out[i] = st
         res = tuple(st for st in out if st is not None)
         self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None

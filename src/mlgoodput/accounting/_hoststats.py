@@ -25,7 +25,7 @@ from mlgoodput.accounting._timeline import HostLog
 class HostSteps:
     """One host's gaps between consecutive steps of one attempt, extended with new steps only."""
 
-    __slots__ = ("_diffs", "_raw", "_win", "last_new", "n", "stats", "version")
+    __slots__ = ("_diffs", "_near", "_raw", "last_new", "n", "stats", "version")
 
     def __init__(self) -> None:
         self.n = 0  # steps consumed
@@ -36,9 +36,9 @@ class HostSteps:
         # the gaps the last extend of `diffs` added (another reader keeping the same gaps
         # checks its own against them: the straggler analysis, torch/_stragglers.py)
         self.last_new: list[float] | array[float] | None = None
-        # parts of the buckets around where the median and the p90 were found (update_all):
-        # (the structure, its stamp then, and for each: values, first index, run ends: _windows)
-        self._win: tuple[Any, ...] | None = None
+        # update_all's row for this host: (its Together, the row, and the structure, its stamp
+        # and its side values ever added that the row describes)
+        self._near: tuple[Together, int, HostGaps | None, int, int] | None = None
 
     @property
     def diffs(self) -> HostGaps:
@@ -131,164 +131,248 @@ class HostSteps:
 
 
 
-_TOGETHER = 16  # hosts from which `update_all` reads their statistics in one numpy pass
-_HALF = 96  # half the width of a part of the buckets kept around a statistic (`HostSteps._win`)
+_TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
+_HALF = 96  # half the width of a part of a host's buckets kept around a statistic
+_MID = 128  # side values strictly inside a kept part's range, kept per host and statistic
+_GROW = 4  # side lists updated together hold up to this many times HostGaps.limit()
 
 
-def update_all(pairs: list[tuple[HostSteps, HostLog]]) -> list[HostStepStats | None]:
-    """`HostSteps.update` of each (HostSteps, log) pair, the same statistics (to the bit): the
-    usual updates (new steps appended, values waiting in a side list) read the median and the
-    p90 of all their hosts at once, a search over every host in a few numpy passes, not one
-    search per host and statistic."""
-    np: Any = _fast.numpy() if len(pairs) >= _TOGETHER else None
-    if np is None:
+class Together:
+    """What `update_all` keeps between updates, row r for one host (HostSteps._near), and for
+    each of two statistics (s = 0: the median, 1: the p90): a copy of the host's buckets'
+    values main[off:off + wl] around where the statistic was (`win`), how far the runs of
+    values equal to its first and last reach (`lt`, `le`: main[lt:off] == first and
+    main[off + wl:le] == last, so main below lt is below first, from le on above last), and
+    of the side list: how many values are below first (`below`), equal to first (`eq1`),
+    equal to last (`eq2`, when last != first), and those in between, in order (`mid`, `nmid`
+    of them). Row r's largest side value is `fl[0, r, 2]`. Only a cache: a row not matching
+    its host's structure now (merged, extended elsewhere) is filled again."""
+
+    # columns of `ints`
+    OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID = range(8)
+
+    def __init__(self) -> None:
+        self.cap = 0
+        self.used = 0
+        self.win: Any = None  # (2, cap, 2 * _HALF) doubles
+        self.ints: Any = None  # (2, cap, 8) int64
+        self.fl: Any = None  # (2, cap, 3) doubles: first, last (and the side's largest)
+        self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
+
+    def row(self, np: Any) -> int:
+        if self.used == self.cap:
+            cap = max(64, 2 * self.cap)
+            grown = (
+                np.zeros((2, cap, 2 * _HALF)),
+                np.zeros((2, cap, 8), dtype=np.int64),
+                np.zeros((2, cap, 3)),
+                np.full((2, cap, _MID), np.inf),
+            )
+            if self.cap:
+                for new, old in zip(grown, (self.win, self.ints, self.fl, self.mid), strict=True):
+                    new[:, : self.cap] = old
+            self.win, self.ints, self.fl, self.mid = grown
+            self.cap = cap
+        self.used += 1
+        return self.used - 1
+
+    def fill(self, np: Any, r: int, g: HostGaps, at: tuple[int, int]) -> bool:
+        """Row r from g (its side list not empty) around the buckets' indices `at`; False (the
+        row unusable) where too many side values lie inside a part's range."""
+        m = g._n
+        side = np.frombuffer(g._side, dtype=np.float64)
+        for s in (0, 1):
+            a = max(0, min(at[s] - _HALF, m - 2 * _HALF))
+            part = g.part(a, min(m, a + 2 * _HALF))
+            wl = len(part)
+            first, last = part[0], part[-1]
+            inner = side[(side > first) & (side < last)]
+            if len(inner) > _MID:
+                return False
+            self.win[s, r, :wl] = np.frombuffer(part, dtype=np.float64)
+            self.ints[s, r] = (
+                a,
+                wl,
+                g.rank(first, False),
+                g.rank(last, True),
+                int(np.count_nonzero(side < first)),
+                int(np.count_nonzero(side == first)),
+                int(np.count_nonzero(side == last)) if last != first else 0,
+                len(inner),
+            )
+            self.fl[s, r, :2] = (first, last)
+            self.mid[s, r, : len(inner)] = np.sort(inner)
+            self.mid[s, r, len(inner) :] = np.inf
+        self.fl[0, r, 2] = side.max()
+        return True
+
+
+def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = None) -> list[HostStepStats | None]:
+    """`HostSteps.update` of each (HostSteps, log) pair, the same statistics (to the bit). With
+    `tg` (kept by the caller from one update to the next), the usual updates (new steps
+    appended, values waiting aside) go together: the new gaps of all those hosts in one numpy
+    subtraction, appended to their side lists unsorted (HostGaps.append), and their medians
+    and p90s read in a few numpy passes over all of them (a search in the kept parts of
+    their buckets and side lists: `Together`), not one search per host and statistic."""
+    np: Any = _fast.numpy() if tg is not None and len(pairs) >= _TOGETHER else None
+    if np is None or tg is None:
         return [hs.update(log) for hs, log in pairs]
     out: list[HostStepStats | None] = [None] * len(pairs)
-    todo: list[tuple[int, HostSteps, HostGaps, int]] = []
+    cand: list[tuple[int, HostSteps, HostGaps, int, int, int]] = []
+    slices: list[array[float]] = []
     for i, (hs, log) in enumerate(pairs):
-        if not hs._grow(log):
-            out[i] = hs._update(log)
-            continue
+        times = log.times
+        n = len(times)
+        lo = hs.n
         g = hs._diffs
-        k = len(g)
-        if g._side and g._clean:
-            todo.append((i, hs, g, log.host))
-        else:
-            hs.stats = out[i] = (
-                HostStepStats(log.host, k + 1, g.median(), g.kth(min(k - 1, int(0.9 * k))), g.kth(k - 1)) if k else None
-            )
-    if todo:
-        _read_together(np, todo, out)
-    return out
-
-
-def _windows(g: HostGaps, at_median: int, at_p90: int) -> tuple[Any, ...]:
-    """(g, its stamp, then for each index: a copy of the buckets' values around it (`_HALF`
-    each side, kept inside), the index of its first value, and how far the runs of values
-    equal to its first and last reach (the index of the first value equal to its first, one
-    past the last equal to its last): there the buckets' values are known too)."""
-    m = g._n
-    out: list[Any] = [g, g.stamp]
-    for at in (at_median, at_p90):
-        a = max(0, min(at - _HALF, m - 2 * _HALF))
-        part = g.part(a, min(m, a + 2 * _HALF))
-        out += (part, a, g.rank(part[0], False), g.rank(part[-1], True))
-    return tuple(out)
-
-
-def _read_together(np: Any, todo: list[tuple[int, HostSteps, HostGaps, int]], out: list[HostStepStats | None]) -> None:
-    """The statistics of hosts whose structures hold values aside (no NaN, no -0.0 anywhere:
-    equal values are the same bits, so the k-th's bits do not depend on which of equal values
-    a search takes). For each k (the one or two of the median, the p90's), the search of
-    HostGaps._find over all hosts together, in the kept parts of the buckets (`_win`); a host
-    whose answer lies outside them (found out: the result does not check) is read one by one,
-    and its parts are taken again around what that found."""
-    sides: list[array[float]] = []
-    wins: list[array[float]] = []
-    nums: list[tuple[int, ...]] = []
-    tops: list[float] = []
-    for _, hs, g, _ in todo:
-        w = hs._win
-        if w is None or w[0] is not g or w[1] != g.stamp:
-            m = g._n
-            w = hs._win = _windows(g, m // 2, int(0.9 * m))
-        side = g._side
-        sides.append(side)
-        wins.append(w[2])
-        wins.append(w[6])
-        nums.append((g._n, len(side), w[3], len(w[2]), w[4], w[5], w[7], len(w[6]), w[8], w[9]))
-        tops.append(g._maxes[-1])
-    S = np.frombuffer(b"".join(sides), dtype=np.float64)
-    W = np.frombuffer(b"".join(wins), dtype=np.float64)
-    t = np.array(nums, dtype=np.int64)
-    m, b, off_m, len_m, lt_m, le_m, off_p, len_p, lt_p, le_p = t.T
-    n = m + b
-    sbase = np.cumsum(b) - b
-    wmed = np.cumsum(len_m + len_p) - (len_m + len_p)
-    wp90 = wmed + len_m
-    hi = n // 2
-    k90 = np.minimum(n - 1, (0.9 * n).astype(np.int64))  # as int(0.9 * n): a double, truncated
-    # rows: the median's lower k (its only one when n is odd), its upper k, the p90's k
-    k = np.concatenate((hi - 1 + (n & 1), hi, k90))
-    r3 = np.concatenate
-    val, bad = _search(
-        np,
-        S,
-        W,
-        k,
-        r3((m, m, m)),
-        r3((b, b, b)),
-        r3((sbase, sbase, sbase)),
-        r3((wmed, wmed, wp90)),
-        r3((off_m, off_m, off_p)),
-        r3((len_m, len_m, len_p)),
-        r3((lt_m, lt_m, lt_p)),
-        r3((le_m, le_m, le_p)),
-    )
-    h = len(todo)
+        if n > lo > 1 and log.version == hs.version and hs._raw is None and g._clean and n - lo <= g._n >> 3:
+            js = log.job_starts
+            if not js or js[-1] <= times[lo - 1]:
+                cand.append((i, hs, g, n, lo, log.host))
+                slices.append(times[lo - 1 : n])
+                continue
+        out[i] = hs.update(log)
+    if len(cand) < _TOGETHER:
+        for i, hs, _, _, _, _ in cand:
+            out[i] = hs.update(pairs[i][1])
+        return out
+    h = len(cand)
+    cnt = np.fromiter((c[3] - c[4] for c in cand), dtype=np.int64, count=h)
+    flat = np.frombuffer(b"".join(slices), dtype=np.float64)
+    ends = np.cumsum(cnt + 1)
+    gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
+    if bool((np.isnan(gaps) | ((gaps == 0) & np.signbit(gaps))).any()):
+        for i, hs, _, _, _, _ in cand:  # a NaN or a -0.0: their structures' own ways
+            out[i] = hs.update(pairs[i][1])
+        return out
+    packed = array("d")
+    packed.frombytes(gaps.tobytes())
+    starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
+    rows: list[int] = []
+    fresh: list[int] = []  # positions in cand whose rows are filled again
+    pos = 0
+    for x, ((_, hs, g, n, _, _), c) in enumerate(zip(cand, cnt.tolist(), strict=True)):
+        near = hs._near
+        if near is None or near[0] is not tg:
+            near = hs._near = (tg, tg.row(np), None, -1, -1)
+        if near[2] is not g or near[3] != g.stamp or near[4] != g._added:
+            fresh.append(x)
+        new = packed[pos : pos + c]
+        pos += c
+        g.append(new)
+        hs.last_new = new
+        hs.n = n
+        rows.append(near[1])
+        hs._near = (tg, near[1], g, g.stamp, g._added)
+    R = np.array(rows, dtype=np.int64)
+    _classify(np, tg, R, gaps, starts, cnt)
+    fail = np.zeros(h, dtype=bool)
+    for x in fresh:
+        _, hs, g, _, _, _ = cand[x]
+        m = g._n
+        if not tg.fill(np, rows[x], g, (m // 2, int(0.9 * m))):
+            fail[x] = True
+    nums = np.array([(c[2]._n, len(c[2]._side)) for c in cand], dtype=np.int64)
+    m, b = nums[:, 0], nums[:, 1]
+    n_all = m + b
+    half = n_all // 2
+    k90 = np.minimum(n_all - 1, (0.9 * n_all).astype(np.int64))  # as int(0.9 * n): a double, truncated
+    val, bad = _search(np, tg, np.concatenate((R, R, R)), np.concatenate((half - 1 + (n_all & 1), half, k90)), h, np.concatenate((m, m, m)))
     lo_v, hi_v, p90 = val[:h], val[h : 2 * h], val[2 * h :]
-    med = np.where(n & 1, hi_v, (lo_v + hi_v) / 2.0)
-    last = S[sbase + b - 1]
-    mx = np.maximum(np.array(tops, dtype=np.float64), last)  # the larger, as kth(n - 1) takes it
-    fail = (bad[:h] | bad[h : 2 * h] | bad[2 * h :]).tolist()
-    for (i, hs, g, host), ni, kp, md, p9, top, f in zip(
-        todo, n.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), fail, strict=True
+    med = np.where(n_all & 1, hi_v, (lo_v + hi_v) / 2.0)
+    tops = np.fromiter((c[2]._maxes[-1] for c in cand), dtype=np.float64, count=h)
+    mx = np.maximum(tops, tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
+    fail |= bad[:h] | bad[h : 2 * h] | bad[2 * h :]
+    for (i, hs, g, _, _, host), ni, kp, md, p9, top, f in zip(
+        cand, n_all.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), fail.tolist(), strict=True
     ):
-        if f:  # read one by one; the parts taken again around where those searches ended
+        if f:  # read one by one; the row filled again around where those searches ended
             md, p9, top = g.median(), g.kth(kp), g.kth(ni - 1)
-            hs._win = _windows(g, g.main_index(ni // 2), g.main_index(kp))
+            near = hs._near
+            assert near is not None
+            if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
+                hs._near = None
         else:
             g._memo = {-1: md, kp: p9}
         hs.stats = out[i] = HostStepStats(host, ni + 1, md, p9, top)
+        if len(g._side) > _GROW * g.limit():
+            g.flush()
+    return out
 
 
-def _search(
-    np: Any, S: Any, W: Any, k: Any, m: Any, b: Any, sb: Any, wb: Any, off: Any, wl: Any, lt: Any, le: Any
-) -> tuple[Any, Any]:
-    """For each row: the k-th of (the buckets' m values, whose indices off..off + wl - 1 are
-    W[wb:wb + wl], those from lt up to it all equal to its first, those from it up to le - 1
-    to its last) and (b >= 1 side values S[sb:sb + b]) together, and whether that could not be
-    told from those (then the value is not to be used). HostGaps._find's search for j (the
-    side values among the first k + 1) in the range the known values allow, then checked: j
-    is the first index where side[j] < main[k - j] fails (each side at the ends of the
-    natural range), else the true j lay outside."""
-    lo_nat = np.maximum(0, k + 1 - m)
-    hi_nat = np.minimum(b, k + 1)
-    lo = np.maximum(lo_nat, k - le + 1)
-    hi = np.minimum(hi_nat, k - lt + 1)
-    bad = lo > hi
-    hi = np.maximum(hi, lo)
-    s_last = sb + b - 1
-    w_last = wb + wl - 1
-    first, final = W[wb], W[w_last]
-    end = off + wl
+def _classify(np: Any, tg: Together, R: Any, gaps: Any, starts: Any, cnt: Any) -> None:
+    """Count each host's new side values into its row (R: the rows; gaps[starts[x]:][:cnt[x]]
+    host x's new values): below, equal to the first or the last, or in between each part's
+    range (those into `mid`, in order; past `_MID` of them the row is left to be filled again:
+    its count says so)."""
+    h = len(R)
+    hidx = np.repeat(np.arange(h), cnt)
+    tg.fl[0, R, 2] = np.maximum(tg.fl[0, R, 2], np.maximum.reduceat(gaps, starts))
+    for s in (0, 1):
+        ints = tg.ints[s]
+        first = tg.fl[s, R, 0][hidx]
+        last = tg.fl[s, R, 1][hidx]
+        ints[R, Together.BELOW] += np.add.reduceat(gaps < first, starts, dtype=np.int64)
+        ints[R, Together.EQ1] += np.add.reduceat(gaps == first, starts, dtype=np.int64)
+        ints[R, Together.EQ2] += np.add.reduceat((gaps == last) & (last != first), starts, dtype=np.int64)
+        inner = (gaps > first) & (gaps < last)
+        if not inner.any():
+            continue
+        who = hidx[inner]
+        vals = gaps[inner]
+        k_in = np.bincount(who, minlength=h)
+        had = ints[R, Together.NMID]
+        at = had[who] + np.arange(len(vals)) - (np.cumsum(k_in) - k_in)[who]
+        ok = at < _MID
+        tg.mid[s, R[who[ok]], at[ok]] = vals[ok]
+        ints[R, Together.NMID] = had + k_in  # past _MID: `_search` finds the row unusable
+        touched = np.unique(R[who])
+        tg.mid[s, touched] = np.sort(tg.mid[s, touched], axis=1)
 
-    def main_at(i: Any) -> Any:  # main[i] for lt <= i < le
-        return np.where(i < off, first, np.where(i >= end, final, W[np.clip(wb + i - off, wb, w_last)]))
+
+def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any, Any]:
+    """For each row (3h of them: the median's lower and upper k, the p90's k, of host x's
+    row R[x]): the k-th of the host's buckets' m values and side list together, from its row
+    of `tg`, and whether that could not be told from it (then the value is not to be used).
+    The values below the row's part's first (the side list's `below` and the buckets' `lt`)
+    come first; from there, HostGaps._find's search for j (the side values among the first
+    k + 1) with the buckets' values outside [lt, le) taken as -inf and +inf, and the side
+    values from first to last as `eq1` firsts, the `mid`, `eq2` lasts."""
+    s = np.repeat(np.array([0, 0, 1]), h)
+    ints = tg.ints[s, R]
+    off, wl, lt, le, below, eq1, eq2, nmid = ints.T
+    first, last = tg.fl[s, R, 0], tg.fl[s, R, 1]
+    base_w = (s * tg.cap + R) * (2 * _HALF)
+    base_m = (s * tg.cap + R) * _MID
+    win = tg.win.reshape(-1)
+    mid = tg.mid.reshape(-1)
+    kk = k - below
+    br = eq1 + nmid + eq2
+    bad = (kk < lt) | (kk >= le + br) | (nmid > _MID)
+    lo = np.maximum(np.maximum(0, kk + 1 - m), kk - le + 1)
+    hi = np.maximum(np.minimum(np.minimum(br, kk + 1), kk - lt + 1), lo)
+    top_w = wl - 1
+    eq1_mid = eq1 + nmid
+
+    def main_at(i: Any) -> Any:
+        v = win[base_w + np.clip(i - off, 0, top_w)]
+        v = np.where(i < off, first, np.where(i >= off + wl, last, v))
+        return np.where(i < lt, -np.inf, np.where(i >= le, np.inf, v))
 
     def side_at(i: Any) -> Any:
-        return S[np.clip(sb + i, sb, s_last)]
+        v = mid[base_m + np.clip(i - eq1, 0, _MID - 1)]
+        return np.where(i < eq1, first, np.where(i >= eq1_mid, last, v))
 
     steps = int((hi - lo).max()).bit_length() if len(k) else 0
     for _ in range(steps):
         act = lo < hi
-        mid = (lo + hi) >> 1
-        less = side_at(mid) < main_at(k - mid)
-        lo = np.where(act & less, mid + 1, lo)
-        hi = np.where(act & ~less, mid, hi)
+        md = (lo + hi) >> 1
+        less = side_at(md) < main_at(kk - md)
+        lo = np.where(act & less, md + 1, lo)
+        hi = np.where(act & ~less, md, hi)
     j = lo
-    t = k - j  # main[t]: the buckets' value the k-th may be (t < 0: none)
-
-    def inside(i: Any) -> Any:
-        return (i >= lt) & (i < le)
-
-    # side[j - 1] < main[t + 1] (j above the natural range's start), side[j] >= main[t] (j
-    # below its end), main[t] known where t >= 0
-    bad |= (j > lo_nat) & ~(inside(t + 1) & (side_at(j - 1) < main_at(t + 1)))
-    bad |= (j < hi_nat) & ~(inside(t) & ~(side_at(j) < main_at(t)))
-    has_main = t >= 0
-    bad |= has_main & ~inside(t)
-    x_main = np.where(has_main, main_at(t), -np.inf)
+    t = kk - j
+    x_main = np.where(t >= 0, main_at(t), -np.inf)
     x_side = np.where(j >= 1, side_at(j - 1), -np.inf)
     return np.maximum(x_main, x_side), bad
 

@@ -278,13 +278,14 @@ class HostGaps(SortedFloats):
     Every other use (sums, removal, saving) merges first. Bucket sums are numpy's sums here
     (they only feed `total` and `above`, never a statistic of the host)."""
 
-    __slots__ = ("_added", "_cap", "_clean", "_hints", "_memo", "_side", "stamp")
+    __slots__ = ("_added", "_cap", "_clean", "_hints", "_loose", "_memo", "_side", "stamp")
 
     _made = 0  # HostGaps made so far: the side lists' sizes are staggered by it
 
     def __init__(self, values: Iterable[float] | None = None) -> None:
         super().__init__(values)
         self._side: array[float] = array("d")  # in order; after every value of the buckets
+        self._loose = False  # values appended to the side list not in order yet (`append`)
         # whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)
         self._clean: bool | None = None
         self._memo: dict[int, float] | None = None  # k -> k-th (-1: the median) while unchanged
@@ -319,10 +320,14 @@ class HostGaps(SortedFloats):
         side = self._side
         if not side:
             return
+        if self._loose:
+            self._order()
         self._side = array("d")
         self._hints = {}
         self.stamp += 1
-        np: Any = _fast.numpy() if self._clean and self._buckets and len(side) <= self._n // 4 + 16 else None
+        # (a side list longer than a quarter of the buckets too: with no NaN and no -0.0, every
+        # layout of the same values answers the same)
+        np: Any = _fast.numpy() if self._clean and self._buckets else None
         if np is None:
             super().extend(side)
             return
@@ -378,6 +383,7 @@ class HostGaps(SortedFloats):
                 # only when that shows something at or below 0 or a NaN (the old list kept till then)
                 grown = side + xs
                 _fast.sort_in_place(grown)
+                self._loose = False
                 if (grown[0] > 0.0 and grown[-1] == grown[-1]) or not any(map(_odd, xs)):
                     self._side = grown
                     self._added += k
@@ -396,6 +402,7 @@ class HostGaps(SortedFloats):
             if self._clean:
                 side.extend(xs)
                 self._added += k
+                self._loose = False
                 if not _fast.sort_in_place(side):
                     side[:] = array("d", sorted(side))  # stable: the new values after equal ones aside
                 if len(side) > self._limit():
@@ -406,6 +413,10 @@ class HostGaps(SortedFloats):
             self._clean = None  # xs not looked at
         self.stamp += 1
         super().extend(xs)
+
+    def limit(self) -> int:
+        """How many values the side list may hold before they are merged."""
+        return self._limit()
 
     def _limit(self) -> int:
         """How many values the side list may hold before they are merged."""
@@ -475,6 +486,8 @@ class HostGaps(SortedFloats):
             memo = self._memo = {}
         got = memo.get(-1)
         if got is None:
+            if self._loose:
+                self._order()
             n = self._n + len(self._side)
             if n % 2:
                 got = self._kth(n // 2, False)[1]
@@ -491,6 +504,8 @@ class HostGaps(SortedFloats):
         if not 0 <= k < self._n + len(side):
             raise IndexError(k)
         if k == self._n + len(side) - 1:  # the largest: the later of the two largest
+            if self._loose:
+                self._order()
             top = self._maxes[-1]
             return side[-1] if top <= side[-1] else top
         memo = self._memo
@@ -498,6 +513,8 @@ class HostGaps(SortedFloats):
             memo = self._memo = {}
         got = memo.get(k)
         if got is None:
+            if self._loose:
+                self._order()
             got = memo[k] = self._kth(k, False)[1]
         return got
 
@@ -523,7 +540,28 @@ class HostGaps(SortedFloats):
     def main_index(self, k: int) -> int:
         """Where among the buckets' values (their index in order) the search for the k-th of
         buckets and side list together ends (k - the side values among the first k + 1)."""
+        if self._loose:
+            self._order()
         return k - self._find(k)[0]
+
+    def append(self, xs: array[float]) -> None:
+        """Put values (no NaN, no -0.0; only while the buckets hold none either: `_clean`) in the
+        side list without ordering it: it is put in order when next read (a statistic, a merge),
+        so values appended update after update are sorted once, not on every update. The
+        caller merges (`flush`) when `limit()` is passed."""
+        self._memo = None
+        self._side.extend(xs)
+        self._added += len(xs)
+        self._loose = True
+
+    def _order(self) -> None:
+        self._loose = False
+        side = self._side
+        np: Any = _fast.numpy()
+        if np is None:
+            side[:] = array("d", sorted(side))
+        else:  # no NaN, no -0.0 (`append`): equal values are the same bits, in any order
+            np.frombuffer(side, dtype=np.float64).sort(kind="quicksort")
 
     def _find(self, k: int) -> tuple[int, array[float], int]:
         """(j, arr, off): j the side values among the first k + 1 (the buckets' first among
