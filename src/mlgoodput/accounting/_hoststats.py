@@ -37,8 +37,8 @@ class HostSteps:
         # checks its own against them: the straggler analysis, torch/_stragglers.py)
         self.last_new: list[float] | array[float] | None = None
         # update_all's row for this host: (its Together, the row, and the structure, its stamp
-        # and its side values ever added that the row describes)
-        self._near: tuple[Together, int, HostGaps | None, int, int] | None = None
+        # and its side values ever added that the row describes, its side list's limit there)
+        self._near: tuple[Together, int, HostGaps | None, int, int, int] | None = None
 
     @property
     def diffs(self) -> HostGaps:
@@ -218,8 +218,9 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     if np is None or tg is None:
         return [hs.update(log) for hs, log in pairs]
     out: list[HostStepStats | None] = [None] * len(pairs)
-    cand: list[tuple[int, HostSteps, HostGaps, int, int, int]] = []
+    cand: list[tuple[int, HostSteps, HostGaps, int, int]] = []
     slices: list[array[float]] = []
+    cnts: list[int] = []
     for i, (hs, log) in enumerate(pairs):
         times = log.times
         n = len(times)
@@ -228,62 +229,79 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         if n > lo > 1 and log.version == hs.version and hs._raw is None and g._clean and n - lo <= g._n >> 3:
             js = log.job_starts
             if not js or js[-1] <= times[lo - 1]:
-                cand.append((i, hs, g, n, lo, log.host))
+                cand.append((i, hs, g, n, log.host))
                 slices.append(times[lo - 1 : n])
+                cnts.append(n - lo)
                 continue
         out[i] = hs.update(log)
     if len(cand) < _TOGETHER:
-        for i, hs, _, _, _, _ in cand:
+        for i, hs, _, _, _ in cand:
             out[i] = hs.update(pairs[i][1])
         return out
     h = len(cand)
-    cnt = np.fromiter((c[3] - c[4] for c in cand), dtype=np.int64, count=h)
+    cnt = np.array(cnts, dtype=np.int64)
     flat = np.frombuffer(b"".join(slices), dtype=np.float64)
     ends = np.cumsum(cnt + 1)
     gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
     if bool((np.isnan(gaps) | ((gaps == 0) & np.signbit(gaps))).any()):
-        for i, hs, _, _, _, _ in cand:  # a NaN or a -0.0: their structures' own ways
+        for i, hs, _, _, _ in cand:  # a NaN or a -0.0: their structures' own ways
             out[i] = hs.update(pairs[i][1])
         return out
     packed = array("d")
     packed.frombytes(gaps.tobytes())
     starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
     rows: list[int] = []
+    ms: list[int] = []
+    bs: list[int] = []
+    tops: list[float] = []
+    full: list[int] = []  # side lists to merge (past _GROW times their limit)
     fresh: list[int] = []  # positions in cand whose rows are filled again
     pos = 0
-    for x, ((_, hs, g, n, _, _), c) in enumerate(zip(cand, cnt.tolist(), strict=True)):
+    for x, ((_, hs, g, n, _), c) in enumerate(zip(cand, cnts, strict=True)):
         near = hs._near
         if near is None or near[0] is not tg:
-            near = hs._near = (tg, tg.row(np), None, -1, -1)
+            near = (tg, tg.row(np), None, -1, -1, 0)
         if near[2] is not g or near[3] != g.stamp or near[4] != g._added:
             fresh.append(x)
+            near = (tg, near[1], g, g.stamp, g._added, _GROW * g.limit())
         new = packed[pos : pos + c]
         pos += c
-        g.append(new)
+        side = g._side  # HostGaps.append, inline
+        side.extend(new)
+        added = g._added = g._added + c
+        g._loose = True
+        g._memo = None
         hs.last_new = new
         hs.n = n
-        rows.append(near[1])
-        hs._near = (tg, near[1], g, g.stamp, g._added)
+        r = near[1]
+        rows.append(r)
+        hs._near = (tg, r, g, near[3], added, near[5])
+        b = len(side)
+        ms.append(g._n)
+        bs.append(b)
+        tops.append(g._maxes[-1])
+        if b > near[5]:
+            full.append(x)
     R = np.array(rows, dtype=np.int64)
     _classify(np, tg, R, gaps, starts, cnt)
     fail = np.zeros(h, dtype=bool)
     for x in fresh:
-        _, hs, g, _, _, _ = cand[x]
-        m = g._n
-        if not tg.fill(np, rows[x], g, (m // 2, int(0.9 * m))):
+        g = cand[x][2]
+        m0 = g._n
+        if not tg.fill(np, rows[x], g, (m0 // 2, int(0.9 * m0))):
             fail[x] = True
-    nums = np.array([(c[2]._n, len(c[2]._side)) for c in cand], dtype=np.int64)
-    m, b = nums[:, 0], nums[:, 1]
-    n_all = m + b
+    m = np.array(ms, dtype=np.int64)
+    n_all = m + np.array(bs, dtype=np.int64)
     half = n_all // 2
     k90 = np.minimum(n_all - 1, (0.9 * n_all).astype(np.int64))  # as int(0.9 * n): a double, truncated
-    val, bad = _search(np, tg, np.concatenate((R, R, R)), np.concatenate((half - 1 + (n_all & 1), half, k90)), h, np.concatenate((m, m, m)))
+    val, bad = _search(
+        np, tg, np.concatenate((R, R, R)), np.concatenate((half - 1 + (n_all & 1), half, k90)), h, np.concatenate((m, m, m))
+    )
     lo_v, hi_v, p90 = val[:h], val[h : 2 * h], val[2 * h :]
     med = np.where(n_all & 1, hi_v, (lo_v + hi_v) / 2.0)
-    tops = np.fromiter((c[2]._maxes[-1] for c in cand), dtype=np.float64, count=h)
-    mx = np.maximum(tops, tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
+    mx = np.maximum(np.array(tops, dtype=np.float64), tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
     fail |= bad[:h] | bad[h : 2 * h] | bad[2 * h :]
-    for (i, hs, g, _, _, host), ni, kp, md, p9, top, f in zip(
+    for (i, hs, g, _, host), ni, kp, md, p9, top, f in zip(
         cand, n_all.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), fail.tolist(), strict=True
     ):
         if f:  # read one by one; the row filled again around where those searches ended
@@ -295,8 +313,8 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         else:
             g._memo = {-1: md, kp: p9}
         hs.stats = out[i] = HostStepStats(host, ni + 1, md, p9, top)
-        if len(g._side) > _GROW * g.limit():
-            g.flush()
+    for x in full:
+        cand[x][2].flush()
     return out
 
 
