@@ -145,17 +145,17 @@ class Together:
     main[off + wl:le] == last, so main below lt is below first, from le on above last), and
     of the side list: how many values are below first (`below`), equal to first (`eq1`),
     equal to last (`eq2`, when last != first), and those in between, in order (`mid`, `nmid`
-    of them). Row r's largest side value is `fl[0, r, 2]`. Only a cache: a row not matching
+    of them); `fe`, `ls`: the buckets' values up to first, below last. Row r's largest side value is `fl[0, r, 2]`. Only a cache: a row not matching
     its host's structure now (merged, extended elsewhere) is filled again."""
 
     # columns of `ints`
-    OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID = range(8)
+    OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID, FE, LS = range(10)
 
     def __init__(self) -> None:
         self.cap = 0
         self.used = 0
         self.win: Any = None  # (2, cap, 2 * _HALF) doubles
-        self.ints: Any = None  # (2, cap, 8) int64
+        self.ints: Any = None  # (2, cap, 10) int64
         self.fl: Any = None  # (2, cap, 3) doubles: first, last (and the side's largest)
         self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
 
@@ -164,7 +164,7 @@ class Together:
             cap = max(64, 2 * self.cap)
             grown = (
                 np.zeros((2, cap, 2 * _HALF)),
-                np.zeros((2, cap, 8), dtype=np.int64),
+                np.zeros((2, cap, 10), dtype=np.int64),
                 np.zeros((2, cap, 3)),
                 np.full((2, cap, _MID), np.inf),
             )
@@ -199,6 +199,8 @@ class Together:
                 int(np.count_nonzero(side == first)),
                 int(np.count_nonzero(side == last)) if last != first else 0,
                 len(inner),
+                g.rank(first, True),
+                g.rank(last, False),
             )
             self.fl[s, r, :2] = (first, last)
             self.mid[s, r, : len(inner)] = np.sort(inner)
@@ -358,7 +360,7 @@ def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any,
     values from first to last as `eq1` firsts, the `mid`, `eq2` lasts."""
     s = np.repeat(np.array([0, 0, 1]), h)
     ints = tg.ints[s, R]
-    off, wl, lt, le, below, eq1, eq2, nmid = ints.T
+    off, wl, lt, le, below, eq1, eq2, nmid, fe, ls = ints.T
     first, last = tg.fl[s, R, 0], tg.fl[s, R, 1]
     base_w = (s * tg.cap + R) * (2 * _HALF)
     base_m = (s * tg.cap + R) * _MID
@@ -369,16 +371,21 @@ def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any,
     bad = (kk < lt) | (kk >= le + br) | (nmid > _MID)
     lo = np.maximum(np.maximum(0, kk + 1 - m), kk - le + 1)
     hi = np.maximum(np.minimum(np.minimum(br, kk + 1), kk - lt + 1), lo)
+    # the k-th is first where the values up to first reach past it, last where those below
+    # last do not (runs of equal values: no search there)
+    at_first = kk < fe + eq1
+    at_last = (kk >= ls + eq1 + nmid) & (last != first)
+    hi = np.where(at_first | at_last, lo, hi)
     top_w = wl - 1
     eq1_mid = eq1 + nmid
 
     def main_at(i: Any) -> Any:
-        v = win[base_w + np.clip(i - off, 0, top_w)]
+        v = win[base_w + np.minimum(np.maximum(i - off, 0), top_w)]
         v = np.where(i < off, first, np.where(i >= off + wl, last, v))
         return np.where(i < lt, -np.inf, np.where(i >= le, np.inf, v))
 
     def side_at(i: Any) -> Any:
-        v = mid[base_m + np.clip(i - eq1, 0, _MID - 1)]
+        v = mid[base_m + np.minimum(np.maximum(i - eq1, 0), _MID - 1)]
         return np.where(i < eq1, first, np.where(i >= eq1_mid, last, v))
 
     steps = int((hi - lo).max()).bit_length() if len(k) else 0
@@ -392,7 +399,8 @@ def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any,
     t = kk - j
     x_main = np.where(t >= 0, main_at(t), -np.inf)
     x_side = np.where(j >= 1, side_at(j - 1), -np.inf)
-    return np.maximum(x_main, x_side), bad
+    got = np.where(at_first, first, np.where(at_last, last, np.maximum(x_main, x_side)))
+    return got, bad
 
 
 def _cut(new: list[float] | array[float], times: array[float], js: list[float], lo: int, n: int) -> None:
