@@ -244,7 +244,8 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     cnt = np.array(cnts, dtype=np.int64)
     flat = np.frombuffer(b"".join(slices), dtype=np.float64)
     ends = np.cumsum(cnt + 1)
-    gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
+    with np.errstate(invalid="ignore"):  # (inf - inf: a NaN, looked at below)
+        gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
     if bool((np.isnan(gaps) | ((gaps == 0) & np.signbit(gaps))).any()):
         for i, hs, _, _, _ in cand:  # a NaN or a -0.0: their structures' own ways
             out[i] = hs.update(pairs[i][1])
