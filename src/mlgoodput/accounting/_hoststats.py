@@ -177,19 +177,25 @@ class Together:
         return self.used - 1
 
     def fill(self, np: Any, r: int, g: HostGaps, at: tuple[int, int]) -> bool:
-        """Row r from g (its side list not empty) around the buckets' indices `at`; False (the
-        row unusable) where too many side values lie inside a part's range."""
+        """Row r from g around the buckets' indices `at`; False (the row unusable) where too
+        many side values lie inside a part's range."""
         m = g._n
-        side = np.frombuffer(g._side, dtype=np.float64)
+        side = np.frombuffer(g._side, dtype=np.float64) if g._side else None
         for s in (0, 1):
             a = max(0, min(at[s] - _HALF, m - 2 * _HALF))
             part = g.part(a, min(m, a + 2 * _HALF))
             wl = len(part)
             first, last = part[0], part[-1]
+            self.win[s, r, :wl] = np.frombuffer(part, dtype=np.float64)
+            fe, ls = g.rank(first, True), g.rank(last, False)
+            if side is None:  # (just merged: the usual case)
+                self.ints[s, r] = (a, wl, g.rank(first, False), g.rank(last, True), 0, 0, 0, 0, fe, ls)
+                self.fl[s, r, :2] = (first, last)
+                self.mid[s, r] = np.inf  # (`_classify` sorts whole rows)
+                continue
             inner = side[(side > first) & (side < last)]
             if len(inner) > _MID:
                 return False
-            self.win[s, r, :wl] = np.frombuffer(part, dtype=np.float64)
             self.ints[s, r] = (
                 a,
                 wl,
@@ -199,13 +205,13 @@ class Together:
                 int(np.count_nonzero(side == first)),
                 int(np.count_nonzero(side == last)) if last != first else 0,
                 len(inner),
-                g.rank(first, True),
-                g.rank(last, False),
+                fe,
+                ls,
             )
             self.fl[s, r, :2] = (first, last)
             self.mid[s, r, : len(inner)] = np.sort(inner)
             self.mid[s, r, len(inner) :] = np.inf
-        self.fl[0, r, 2] = side.max()
+        self.fl[0, r, 2] = -np.inf if side is None else side.max()
         return True
 
 
@@ -258,14 +264,16 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     bs: list[int] = []
     tops: list[float] = []
     full: list[int] = []  # side lists to merge (past _GROW times their limit)
-    fresh: list[int] = []  # positions in cand whose rows are filled again
+    fail: list[int] = []  # positions in cand whose rows could not be filled
     pos = 0
     for x, ((_, hs, g, n, _), c) in enumerate(zip(cand, cnts, strict=True)):
         near = hs._near
         if near is None or near[0] is not tg:
             near = (tg, tg.row(np), None, -1, -1, 0)
         if near[2] is not g or near[3] != g.stamp or near[4] != g._added:
-            fresh.append(x)
+            # filled again before the new values go aside (counted with the others below)
+            if not tg.fill(np, near[1], g, (g._n // 2, int(0.9 * g._n))):
+                fail.append(x)
             near = (tg, near[1], g, g.stamp, g._added, _GROW * g.limit())
         new = packed[pos : pos + c]
         pos += c
@@ -287,12 +295,6 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
             full.append(x)
     R = np.array(rows, dtype=np.int64)
     _classify(np, tg, R, gaps, starts, cnt)
-    fail = np.zeros(h, dtype=bool)
-    for x in fresh:
-        g = cand[x][2]
-        m0 = g._n
-        if not tg.fill(np, rows[x], g, (m0 // 2, int(0.9 * m0))):
-            fail[x] = True
     m = np.array(ms, dtype=np.int64)
     n_all = m + np.array(bs, dtype=np.int64)
     half = n_all // 2
@@ -303,9 +305,10 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     lo_v, hi_v, p90 = val[:h], val[h : 2 * h], val[2 * h :]
     med = np.where(n_all & 1, hi_v, (lo_v + hi_v) / 2.0)
     mx = np.maximum(np.array(tops, dtype=np.float64), tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
-    fail |= bad[:h] | bad[h : 2 * h] | bad[2 * h :]
+    bad = bad[:h] | bad[h : 2 * h] | bad[2 * h :]
+    bad[fail] = True
     for (i, hs, g, _, host), ni, kp, md, p9, top, f in zip(
-        cand, n_all.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), fail.tolist(), strict=True
+        cand, n_all.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), bad.tolist(), strict=True
     ):
         if f:  # read one by one; the row filled again around where those searches ended
             md, p9, top = g.median(), g.kth(kp), g.kth(ni - 1)
