@@ -330,28 +330,35 @@ def _classify(np: Any, tg: Together, R: Any, gaps: Any, starts: Any, cnt: Any) -
     range (those into `mid`, in order; past `_MID` of them the row is left to be filled again:
     its count says so)."""
     h = len(R)
-    hidx = np.repeat(np.arange(h), cnt)
     tg.fl[0, R, 2] = np.maximum(tg.fl[0, R, 2], np.maximum.reduceat(gaps, starts))
+    i64 = np.int64
     for s in (0, 1):
         ints = tg.ints[s]
-        first = tg.fl[s, R, 0][hidx]
-        last = tg.fl[s, R, 1][hidx]
-        ints[R, Together.BELOW] += np.add.reduceat(gaps < first, starts, dtype=np.int64)
-        ints[R, Together.EQ1] += np.add.reduceat(gaps == first, starts, dtype=np.int64)
-        ints[R, Together.EQ2] += np.add.reduceat((gaps == last) & (last != first), starts, dtype=np.int64)
-        inner = (gaps > first) & (gaps < last)
-        if not inner.any():
+        fr, la = tg.fl[s, R, 0], tg.fl[s, R, 1]
+        first, last = np.repeat(fr, cnt), np.repeat(la, cnt)
+        below_first = gaps < first
+        upto_first = gaps <= first
+        below_last = gaps < last
+        n_below = np.add.reduceat(below_first, starts, dtype=i64)
+        ints[R, Together.BELOW] += n_below
+        ints[R, Together.EQ1] += np.add.reduceat(upto_first, starts, dtype=i64) - n_below
+        n_last = np.add.reduceat(gaps <= last, starts, dtype=i64) - np.add.reduceat(below_last, starts, dtype=i64)
+        ints[R, Together.EQ2] += np.where(la != fr, n_last, 0)
+        inner = np.flatnonzero(below_last & ~upto_first)  # first < value < last
+        if not len(inner):
             continue
-        who = hidx[inner]
+        who = np.searchsorted(starts, inner, side="right") - 1  # whose values they are
         vals = gaps[inner]
         k_in = np.bincount(who, minlength=h)
         had = ints[R, Together.NMID]
         at = had[who] + np.arange(len(vals)) - (np.cumsum(k_in) - k_in)[who]
         ok = at < _MID
         tg.mid[s, R[who[ok]], at[ok]] = vals[ok]
-        ints[R, Together.NMID] = had + k_in  # past _MID: `_search` finds the row unusable
+        now = had + k_in
+        ints[R, Together.NMID] = now  # past _MID: `_search` finds the row unusable
         touched = np.unique(R[who])
-        tg.mid[s, touched] = np.sort(tg.mid[s, touched], axis=1)
+        w = min(_MID, int(now.max()))  # (+inf after each row's values: sorted as far as the longest)
+        tg.mid[s, touched, :w] = np.sort(tg.mid[s, touched, :w], axis=1)
 
 
 def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any, Any]:
