@@ -276,7 +276,9 @@ class HostGaps(SortedFloats):
     gives, or where a NaN sits, depends on the bucket layout, for a SortedFloats too (on when
     its extends came): there the two can differ in those bits, nowhere else.
     Every other use (sums, removal, saving) merges first. Bucket sums are numpy's sums here
-    (they only feed `total` and `above`, never a statistic of the host)."""
+    (they only feed `total` and `above`, never a statistic of the host). `append` (hosts
+    updated together, _hoststats.update_all) adds to the side list without ordering it: the
+    next statistic or merge puts it in order first. `stamp` changes whenever the buckets do."""
 
     __slots__ = ("_added", "_cap", "_clean", "_hints", "_loose", "_memo", "_side", "stamp")
 
