@@ -323,6 +323,7 @@ def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int
         for evs in rounds:
             e.timeline.ingest(Columns.from_events(evs))
             got.append([(s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in e.host_stats(math.inf)])
+        assert e._together.used <= len(e._hosts)  # one row per host at most, whatever happened
         for hs in e._hosts.values():  # what the structures answer themselves agrees too
             d = hs.diffs
             if len(d) and hs.stats is not None:

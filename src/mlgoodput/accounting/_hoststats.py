@@ -320,7 +320,7 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
             near = hs._near
             assert near is not None
             if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
-                hs._near = None
+                hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
         else:
             g._memo = {-1: md, kp: p9}
         hs.stats = out[i] = HostStepStats(host, ni + 1, md, p9, top)
