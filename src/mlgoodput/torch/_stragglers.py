@@ -127,6 +127,10 @@ class StragglerAnalysis:
         self._share = True  # off for good once a shared structure was found out of step
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
+        self._fed: list[Columns] = []  # parts fed since the last `_finish`, not taken yet
+        # the new steps of fed parts taken as one block (`_take_block`), not yet in `_times` and
+        # `_nums` (`_columns` puts them there): (ranks, their step counts, times, step numbers)
+        self._blocks: list[tuple[list[int], list[int], Any, Any]] = []
 
     def _refresh(self, upto: int | None = None) -> None:
         from mlgoodput._journal import recover_changed_journals
@@ -158,7 +162,8 @@ class StragglerAnalysis:
         """Events another reader of the same stream decoded (the calculator's pages): taken
         when they start at this analysis's cursor, else left for its own read."""
         if begin == self._cursor and end >= begin:
-            self._take(end, c)
+            self._cursor = end  # taken at the next `_finish`: all fed parts at once where they can be
+            self._fed.append(c)
 
     @property
     def cursor(self) -> int:
@@ -172,10 +177,32 @@ class StragglerAnalysis:
         again, built anew, so the report is always what it would be without sharing."""
         self._gaps_of = gaps_of
 
+    def _columns(self) -> tuple[dict[int, array[float]], dict[int, array[int]]]:
+        """Every rank's step starts and numbers, in stored order (the blocks put in place)."""
+        blocks = self._blocks
+        if blocks:
+            self._blocks = []
+            all_t, all_n = self._times, self._nums
+            for ranks, lens, tv, nv in blocks:
+                tb, nb = tv.tobytes(), nv.tobytes()
+                at = 0
+                for h, k in zip(ranks, lens, strict=True):
+                    all_t[h].frombytes(tb[8 * at : 8 * (at + k)])
+                    all_n[h].frombytes(nb[8 * at : 8 * (at + k)])
+                    at += k
+        return self._times, self._nums
+
     def _take(self, cursor: int, c: Columns) -> None:
-        if self._pending is None:
-            self._pending = ({h: len(v) for h, v in self._times.items()}, [False], [])
+        if self._fed:  # (fed parts come first: they start at the older cursor)
+            fed, self._fed = self._fed, []
+            for f in fed:
+                self._take_part(f)
         self._cursor = cursor
+        self._take_part(c)
+
+    def _take_part(self, c: Columns) -> None:
+        if self._pending is None:
+            self._pending = ({h: len(v) for h, v in self._columns()[0].items()}, [False], [])
         kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
         n = len(kinds)
         all_t, all_n = self._times, self._nums
@@ -206,6 +233,13 @@ class StragglerAnalysis:
 
     def _finish(self) -> None:
         """What the parts taken since the last call change in the live analysis."""
+        if self._fed:
+            if self._pending is None and self._take_block(self._fed):
+                self._fed = []
+                return
+            fed, self._fed = self._fed, []
+            for f in fed:
+                self._take_part(f)
         if self._pending is None:
             return
         before, new_rank, new_js = self._pending
@@ -225,8 +259,80 @@ class StragglerAnalysis:
             live = None
         self._live = live
 
+    def _take_block(self, parts: list[Columns]) -> bool:
+        """The fed parts as one block, each one rank's step starts (the calculator's pages of a
+        job that only steps), given to the live analysis in one numpy pass (`_Live._lockstep`)
+        without a per-rank copy (kept as the block until `_columns`); False, nothing changed,
+        where that does not apply (no numpy, no live analysis, a new rank, another event...)."""
+        live = self._live
+        np = fast_numpy()
+        if np is None or live is None or live.moved:
+            return False
+        kinds = [c.kinds for c in parts]
+        lens = list(map(len, kinds))
+        if 0 in lens:
+            parts = [c for c in parts if len(c.kinds)]
+            kinds = [c.kinds for c in parts]
+            lens = list(map(len, kinds))
+        total = sum(lens)
+        if total < _LOCKSTEP_MIN:
+            return False
+        if b"".join(kinds).count(_STEP) != total:
+            return False
+        hcols = [c.hosts for c in parts]
+        code = hcols[0].typecode
+        if code not in "ilq" or any(h.typecode != code for h in hcols):
+            return False
+        tb = b"".join([c.times for c in parts])
+        nb = b"".join([c.steps for c in parts])
+        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
+            return False
+        hv = np.frombuffer(b"".join(hcols), dtype=np.dtype(code))
+        lv = np.array(lens, dtype=np.intp)
+        firsts = np.cumsum(lv) - lv
+        ph = hv[firsts]
+        if not np.array_equal(np.repeat(ph, lv), hv):  # a part of several hosts
+            return False
+        index = live.index
+        at = [index.get(h) for h in ph.tolist()]
+        if None in at:
+            return False  # a rank new to the analysis (ordered last: it starts over)
+        tv = np.frombuffer(tb, dtype=np.float64)
+        nv = np.frombuffer(nb, dtype=np.int64)
+        pos = cast(list[int], at)
+        if any(map(operator.ge, pos, itertools.islice(pos, 1, None))):  # not one part per rank in rank order
+            po = sorted(range(len(pos)), key=pos.__getitem__)  # (stable: a rank's parts in fed order)
+            fl = firsts.tolist()
+            perm = np.concatenate([np.arange(fl[j], fl[j] + lens[j]) for j in po])
+            tv, nv = tv[perm], nv[perm]
+            idx: list[int] = []
+            per: list[int] = []
+            for j in po:
+                if idx and idx[-1] == pos[j]:
+                    per[-1] += lens[j]
+                else:
+                    idx.append(pos[j])
+                    per.append(lens[j])
+            pos, lens = idx, per
+        if not live.add_block(np, pos, lens, tv, nv):
+            return False
+        ranks = live.ranks
+        order = [ranks[i] for i in pos]
+        self._blocks.append((order, lens, tv, nv))
+        if len(self._blocks) >= _BLOCKS_KEPT:
+            self._columns()
+        mn, mx = float(tv.min()), float(tv.max())  # (no NaN: the block pass took none)
+        if mn != 0.0 and mx != 0.0:
+            lo, hi = self._span
+            self._span = min(lo, mn), max(hi, mx)
+        else:  # as `_span` takes them: rank by rank
+            t = self._columns()[0]
+            self._span = _span(*self._span, [t[h][len(t[h]) - k :] for h, k in zip(order, lens, strict=True)])
+        return True
+
     def _steps(self) -> dict[int, list[tuple[float, int]]]:
-        return {h: list(zip(self._times[h], self._nums[h], strict=True)) for h in self._times}
+        times, nums = self._columns()
+        return {h: list(zip(times[h], nums[h], strict=True)) for h in times}
 
     def report(self, start: float | None = None, end: float | None = None, *, read: bool = True) -> StragglerReport:
         """The analysis of the steps that started in [start, end] (default: all); `read=False`:
@@ -243,11 +349,15 @@ class StragglerAnalysis:
             if live is None or got is None:  # none yet, or one whose shared gaps moved on without it
                 if live is not None:
                     self._share = False
-                live = _Live(self._job_starts, list(self._times))
+                times, nums = self._columns()
+                live = _Live(self._job_starts, list(times))
+                # the other reader's gaps compared now, while building: a fresh analysis of a
+                # long job (a monitor's first upload) does not leave that to the next report
+                live.gaps_of = self._gaps_of if self._share else None
                 # all ranks in one add (what rank-by-rank adds give): ranks stepping together
                 # take the numpy passes, so a first report of a many-host job is not a Python
                 # loop over every step of every rank
-                ok = live.add_columns({h: (ts, self._nums[h]) for h, ts in self._times.items()})
+                ok = live.add_columns({h: (ts, nums[h]) for h, ts in times.items()})
                 assert ok, "a fresh live analysis takes any steps"
                 self._live = live
                 got = live.report()
@@ -458,31 +568,39 @@ class _Live:
         bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
         self.cached = None
         np = fast_numpy()
-        if np is not None and self._lockstep(np, new):
-            return True
+        if np is not None and self.moved == 0:
+            index = self.index
+            order = [r for r in self.ranks if r in new and len(new[r][0])]
+            tcols = [new[r][0] for r in order]
+            lens = list(map(len, tcols))
+            total = sum(lens)
+            tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
+            if total >= _LOCKSTEP_MIN and len(tb) == 8 * total and len(nb) == 8 * total:  # packed doubles, 64-bit steps
+                tv = np.frombuffer(tb, dtype=np.float64)
+                nv = np.frombuffer(nb, dtype=np.int64)
+                if self._lockstep(np, [index[r] for r in order], lens, tv, nv):
+                    return True
         if self.share_failed:
             return False
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
 
-    def _lockstep(self, np: Any, new: dict[int, tuple[array[float], array[int]]]) -> bool:
+    def add_block(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
+        """`add_columns` of new step starts given as one block: `lens[j]` steps of rank index
+        `pos[j]` (increasing) after another, times `tv` and step numbers `nv` (numpy); False,
+        nothing changed, unless the numpy pass (`_lockstep`) applies."""
+        self.cached = None
+        return self.moved == 0 and sum(lens) >= _LOCKSTEP_MIN and self._lockstep(np, pos, lens, tv, nv)
+
+    def _lockstep(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
         """`add(...)` then `freeze()` for the lockstep case, in numpy: the new steps of all ranks
-        as one block (rank by rank in rank order), checked, gapped and summed a pass each, and
-        Python only once per rank for what stays per rank; False (nothing changed) when the
-        case does not apply."""
+        as one block (rank by rank in rank order: `lens[j]` steps of rank index `pos[j]`, none
+        empty), checked, gapped and summed a pass each, and Python only once per rank for what
+        stays per rank; False (nothing changed) when the case does not apply."""
         if self.moved:
             return False
         ranks, index = self.ranks, self.index
-        order = [r for r in ranks if r in new and len(new[r][0])]
-        tcols = [new[r][0] for r in order]
-        lens = list(map(len, tcols))
-        total = sum(lens)
-        if total < _LOCKSTEP_MIN:
-            return False
-        tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
-        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
-            return False
-        tv = np.frombuffer(tb, dtype=np.float64)
-        nv = np.frombuffer(nb, dtype=np.int64)
+        order = [ranks[i] for i in pos]
+        total = len(tv)
         if np.isnan(tv).any():  # (a NaN start: `add` says what it means)
             return False
         if len(order) == len(ranks):  # every rank (the usual case): in index order
@@ -490,7 +608,7 @@ class _Live:
                 self.every = np.arange(len(ranks), dtype=np.intp)
             idx = self.every
         else:
-            idx = np.array([index[r] for r in order], dtype=np.intp)
+            idx = np.array(pos, dtype=np.intp)
         lv = np.array(lens, dtype=np.intp)
         ends = np.cumsum(lv)
         starts = ends - lv
@@ -515,8 +633,7 @@ class _Live:
         if any(k[0] != att for k in pend):
             return False
         intro, starts_of = self.intro, self.starts
-        r0 = ranks[0]
-        k0 = new[r0][1].tolist() if r0 in new else []
+        k0 = nv[: lens[0]].tolist() if pos and pos[0] == 0 else []
         if any((att, n) in intro for n in k0):
             return False
         cols = np.array([k[1] for k in pend] + k0, dtype=np.int64)
@@ -835,6 +952,7 @@ _DIFFS = operator.attrgetter("diffs")
 _LAST_NEW = operator.attrgetter("last_new")
 _STATS = operator.attrgetter("stats")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
+_BLOCKS_KEPT = 64  # fed blocks kept as blocks before they go to each rank's columns
 
 
 def analyze(
@@ -953,7 +1071,7 @@ def saved_stragglers(
             log.info("mlgoodput: not using the saved straggler analysis of %s/%s (%s)", logger_name, job_name, e)
     a = StragglerAnalysis(job_name, logger_name, store=st)
     rep = a.report(start, end)
-    steps = sum(len(v) for v in a._times.values())
+    steps = sum(len(v) for v in a._columns()[0].values())
     if isinstance(st, StateStore) and steps and steps >= min(every, _SAVE_FROM):  # small jobs: cheap again
         try:
             head, upto = st.stream_position(logger_name, job_name, a._cursor)
