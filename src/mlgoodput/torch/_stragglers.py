@@ -21,7 +21,7 @@ import operator
 import struct
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
@@ -425,8 +425,8 @@ class _Live:
         self.js = {r: list(v) for r, v in job_starts.items()}
         self.ranks = list(ranks)
         self.index = {r: i for i, r in enumerate(self.ranks)}
-        self.last: dict[int, tuple[float, int]] = {}  # rank -> its latest (time, step)
-        self.count = dict.fromkeys(self.ranks, 0)  # rank -> step starts stored (duplicates too)
+        n = len(self.ranks)
+        self.count = array("q", bytes(8 * n))  # by rank index: step starts stored (duplicates too)
         self.gaps = {r: SortedFloats() for r in self.ranks}
         # rank -> (another reader's gaps read as this rank's, their count when last checked)
         self.shared: dict[int, tuple[SortedFloats, int]] = {}
@@ -440,19 +440,21 @@ class _Live:
         self.moved = 0  # keys in segs[1:]
         self.compared = 0
         self.max_spread = 0.0
-        self.lag = {r: 0.0 for r in self.ranks}
-        self.lag_n = dict.fromkeys(self.ranks, 0)
-        self.last_steps = dict.fromkeys(self.ranks, 0)
-        self.held = {r: 0.0 for r in self.ranks}
-        # the same by rank index, as packed columns for the numpy pass (`_lockstep`): each rank's
-        # attempts so far and latest job start, and whether it has a latest step, its time, number
-        n = len(self.ranks)
+        # by rank index, packed (numpy adds into them in place: `_sum_block`): the sum of each
+        # rank's lags and their count, the steps it started last, the seconds it held back
+        self.lag = array("d", bytes(8 * n))
+        self.lag_n = array("q", bytes(8 * n))
+        self.last_steps = array("q", bytes(8 * n))
+        self.held = array("d", bytes(8 * n))
+        # each rank's attempts so far and latest job start, and whether it has a latest step,
+        # its time and number (by rank index, for the numpy pass: `_lockstep`)
         self.att = array("q", [len(self.js.get(r, ())) for r in self.ranks])
         self.js_last = array("d", [v[-1] if (v := self.js.get(r)) else -math.inf for r in self.ranks])
         self.has_last = bytearray(n)
         self.last_t = array("d", bytes(8 * n))
         self.last_n = array("q", bytes(8 * n))
         self.order = sorted(self.ranks)  # the report's order
+        self.order_at = [self.index[r] for r in self.order]
         self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
         self.every: Any = None  # every rank index, in numpy (`_lockstep`)
         self.cached: StragglerReport | None = None  # the last report, while nothing changed since
@@ -461,13 +463,29 @@ class _Live:
 
     def _set_last(self, r: int, prev: tuple[float, int]) -> None:
         i = self.index[r]
-        self.last[r] = prev
         self.has_last[i] = 1
         self.last_t[i], self.last_n[i] = prev
 
+    def _last(self, r: int) -> tuple[float, int] | None:
+        """The rank's latest (time, step), if any."""
+        i = self.index.get(r)
+        if i is None or not self.has_last[i]:
+            return None
+        return self.last_t[i], self.last_n[i]
+
+    def _totals(self) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, float]]:
+        """The per-rank totals as dicts by rank (lag, lag count, last steps, held back)."""
+        r = self.ranks
+        return (
+            dict(zip(r, self.lag, strict=True)),
+            dict(zip(r, self.lag_n, strict=True)),
+            dict(zip(r, self.last_steps, strict=True)),
+            dict(zip(r, self.held, strict=True)),
+        )
+
     def job_start(self, rank: int, t: float) -> bool:
         """A new job start: fine while it changes no stored step's attempt."""
-        last = self.last.get(rank)
+        last = self._last(rank)
         if last is not None and t <= last[0]:
             return False
         self.cached = None
@@ -487,15 +505,15 @@ class _Live:
             i = self.index[r]
             if not all(map(operator.lt, seq, itertools.islice(seq, 1, None))):  # else already sorted(set(seq))
                 seq = sorted(set(seq))
-            prev = self.last.get(r)
+            prev = self._last(r)
             if prev is not None:
                 if seq[0] < prev:
                     return False
-                self.count[r] += len(new[r])
+                self.count[i] += len(new[r])
                 if seq[0] == prev:
                     seq = seq[1:]
             else:
-                self.count[r] += len(new[r])
+                self.count[i] += len(new[r])
             if not seq:
                 continue
             js = self.js.get(r, [])
@@ -676,10 +694,9 @@ class _Live:
             return False
         # -- from here on the case applies: the same changes as `add` then `freeze` (a shared
         # rank's structure holds its new gaps already: checked, its new count kept)
-        shared, count, gaps = self.shared, self.count, self.gaps
-        count.update(zip(order, map(operator.add, map(count.__getitem__, order), lens), strict=True))
+        shared, gaps = self.shared, self.gaps
+        np.frombuffer(self.count, dtype=np.int64)[idx] += lv
         ends_t, ends_n = tv[ends], nv[ends]
-        self.last.update(zip(order, zip(ends_t.tolist(), ends_n.tolist(), strict=True), strict=True))
         mine = [j for j, r in enumerate(order) if r not in shared and per[j]]
         if mine:
             gv = array("d")
@@ -827,15 +844,17 @@ class _Live:
         ranks = self.ranks
         if self.ids is None:
             self.ids = np.array(ranks, dtype=np.int64)[:, None]
-        lag = np.array([self.lag[r] for r in ranks])
-        last_steps, held = self.last_steps, self.held
+        lag = np.frombuffer(self.lag, dtype=np.float64)  # (views: added into in place)
+        last_steps = np.frombuffer(self.last_steps, dtype=np.int64)
+        held = np.frombuffer(self.held, dtype=np.float64)
+        low = np.iinfo(np.int64).min
         for c0 in range(0, blk.shape[1], self._BLOCK):
             b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
             if p.all():  # every rank reported every step (the usual case)
                 mn, mx = b.min(axis=0), b.max(axis=0)
                 dd = b - mn
                 top = b == mx
-                late = np.where(top, self.ids, np.iinfo(np.int64).min).max(axis=0)
+                late = np.where(top, self.ids, low).argmax(axis=0)  # (the rank index of the highest rank)
                 # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
                 second = np.where(top, -np.inf, b).max(axis=0)
                 tie = top.sum(axis=0) > 1
@@ -844,18 +863,15 @@ class _Live:
                 mn = np.where(p, b, np.inf).min(axis=0)
                 mx = np.where(p, b, -np.inf).max(axis=0)
                 dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
-                late = np.where(p & (b == mx), self.ids, np.iinfo(np.int64).min).max(axis=0)
+                late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
                 second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
             for col in dd.T.copy():  # column by column: each rank's sum in step order
                 lag += col
-            for r, d in zip(late.tolist(), (mx - second).tolist(), strict=True):
-                last_steps[r] += 1
-                held[r] += d
+            # each step's lead added to its late rank's, one step after the other (`at`: in order)
+            np.add.at(held, late, mx - second)
+            last_steps += np.bincount(late, minlength=len(ranks))
             self.max_spread = max(self.max_spread, float((mx - mn).max()))
-        self.lag.update(zip(ranks, lag.tolist(), strict=True))
-        lag_n = self.lag_n
-        for r, k in zip(ranks, present.sum(axis=1).tolist(), strict=True):
-            lag_n[r] += k
+        np.frombuffer(self.lag_n, dtype=np.int64)[:] += present.sum(axis=1)
         self.compared += int(blk.shape[1])
 
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
@@ -876,9 +892,12 @@ class _Live:
             return
         self.cached = None
         keys = seg[self.frozen : stop]
-        self.compared, self.max_spread = _sum_steps(
-            keys, starts, self.compared, self.max_spread, self.lag, self.lag_n, self.last_steps, self.held
-        )
+        lag, lag_n, last, held = self._totals()
+        self.compared, self.max_spread = _sum_steps(keys, starts, self.compared, self.max_spread, lag, lag_n, last, held)
+        self.lag[:] = array("d", lag.values())
+        self.lag_n[:] = array("q", lag_n.values())
+        self.last_steps[:] = array("q", last.values())
+        self.held[:] = array("d", held.values())
         for key in keys:
             del starts[key]
         self.frozen = stop
@@ -891,17 +910,28 @@ class _Live:
                 return None
         if self.cached is not None:
             return self.cached
-        lag, lag_n, last, held = self.lag, self.lag_n, self.last_steps, self.held
         compared, max_spread = self.compared, self.max_spread
+        at = self.order_at
+        lag: Sequence[float]
+        lag_n: Sequence[int]
+        last: Sequence[int]
+        held: Sequence[float]
         if self.moved or len(self.segs[0]) > self.frozen:  # steps not summed for good: on copies
-            lag, lag_n, last, held = dict(lag), dict(lag_n), dict(last), dict(held)
+            lag_d, lag_n_d, last_d, held_d = self._totals()
             for j, seg in enumerate(self.segs):
                 keys = seg[self.frozen :] if j == 0 else seg
                 if keys:
-                    compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+                    compared, max_spread = _sum_steps(
+                        keys, self.starts, compared, max_spread, lag_d, lag_n_d, last_d, held_d
+                    )
+            lag, lag_n = [lag_d[r] for r in self.order], [lag_n_d[r] for r in self.order]
+            last, held = [last_d[r] for r in self.order], [held_d[r] for r in self.order]
+        else:  # the totals by rank index, in the report's order
+            g = operator.itemgetter(*at) if len(at) > 1 else (lambda v: (v[at[0]],))
+            lag, lag_n, last, held = g(self.lag), g(self.lag_n), g(self.last_steps), g(self.held)
         ranks = []
         gaps, count, known = self.gaps, self.count, self.rank_stats
-        for r in self.order:
+        for j, r in enumerate(self.order):
             d = gaps[r]
             k = len(d)
             if k:
@@ -910,9 +940,9 @@ class _Live:
                     got = known[r] = (d, k, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1))
                 steps, med, p90, top = k + 1, got[2], got[3], got[4]
             else:
-                steps, med, p90, top = count[r], 0.0, 0.0, 0.0
-            n = lag_n[r]
-            ranks.append(RankStepStats(r, steps, med, p90, top, lag[r] / n if n else 0.0, last[r], held[r]))
+                steps, med, p90, top = count[at[j]], 0.0, 0.0, 0.0
+            n = lag_n[j]
+            ranks.append(RankStepStats(r, steps, med, p90, top, lag[j] / n if n else 0.0, last[j], held[j]))
         self.cached = _verdict(ranks, compared, max_spread)
         return self.cached
 
