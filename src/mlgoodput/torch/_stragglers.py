@@ -746,20 +746,25 @@ class _Live:
         stats: list[tuple[int, SortedFloats, int, Any]] = []
         # the usual case, a pass per attribute: every shared rank with new gaps, each still the
         # other reader's structure, grown by exactly them (else the rank by rank pass below)
-        pos = [j for j, r in enumerate(order) if r in shared]
-        ranks = [order[j] for j in pos]
-        want = [per[j] for j in pos]
+        every = len(shared) == len(order) == len(self.ranks)  # (then order holds every rank: all shared)
+        if every:
+            ranks, want = order, per
+        else:
+            pos = [j for j, r in enumerate(order) if r in shared]
+            ranks = [order[j] for j in pos]
+            want = [per[j] for j in pos]
         if ranks and all(want):
-            sfs = [shared[r][0] for r in ranks]
+            held = list(map(shared.__getitem__, ranks))
+            sfs = [v[0] for v in held]
             hss = list(map(gaps_of, ranks))
             if None not in hss and all(map(operator.is_, map(_DIFFS, hss), sfs)):
                 now = list(map(len, sfs))
-                if now != list(map(operator.add, [shared[r][1] for r in ranks], want)):
+                if now != list(map(operator.add, [v[1] for v in held], want)):
                     return False
                 theirs = list(map(_LAST_NEW, hss))
                 if None in theirs or list(map(len, theirs)) != want:
                     return False
-                at = [index[r] for r in ranks]
+                at = [] if every else [index[r] for r in ranks]
                 grown = list(zip(ranks, zip(sfs, now, strict=True), strict=True))
                 try:  # the other reader's statistics of these very gaps, for the report
                     stats = list(zip(ranks, sfs, now, map(_STATS, hss), strict=True))
@@ -789,10 +794,18 @@ class _Live:
                 at.append(index[r])
                 grown.append((r, (sf, n + g)))
         if theirs:
-            mask = np.zeros(len(self.ranks), dtype=bool)
-            mask[at] = True
-            mine = gall[own & mask[rows]]
-            joined = _packed(theirs)
+            if at:
+                mask = np.zeros(len(self.ranks), dtype=bool)
+                mask[at] = True
+                mine = gall[own & mask[rows]]
+            else:  # every rank's gaps
+                mine = gall[own]
+            try:  # packed doubles already (the calculator's arrays): joined as they are
+                joined = b"".join(theirs) if set(map(_TYPECODE, theirs)) == {"d"} else None
+            except (AttributeError, TypeError):
+                joined = None
+            if joined is None:
+                joined = _packed(theirs)
             if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
                 return False
         shared.update(grown)
@@ -929,9 +942,9 @@ class _Live:
         else:  # the totals by rank index, in the report's order
             g = operator.itemgetter(*at) if len(at) > 1 else (lambda v: (v[at[0]],))
             lag, lag_n, last, held = g(self.lag), g(self.lag_n), g(self.last_steps), g(self.held)
+        gaps, count, known, order = self.gaps, self.count, self.rank_stats, self.order
         ranks = []
-        gaps, count, known = self.gaps, self.count, self.rank_stats
-        for j, r in enumerate(self.order):
+        for j, r in enumerate(order):
             d = gaps[r]
             k = len(d)
             if k:
@@ -981,6 +994,7 @@ _BY_TIME_RANK = operator.itemgetter(1, 0)
 _DIFFS = operator.attrgetter("diffs")
 _LAST_NEW = operator.attrgetter("last_new")
 _STATS = operator.attrgetter("stats")
+_TYPECODE = operator.attrgetter("typecode")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 _BLOCKS_KEPT = 64  # fed blocks kept as blocks before they go to each rank's columns
 
