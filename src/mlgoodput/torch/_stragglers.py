@@ -183,13 +183,31 @@ class StragglerAnalysis:
         if blocks:
             self._blocks = []
             all_t, all_n = self._times, self._nums
-            for ranks, lens, tv, nv in blocks:
-                tb, nb = tv.tobytes(), nv.tobytes()
-                at = 0
-                for h, k in zip(ranks, lens, strict=True):
-                    all_t[h].frombytes(tb[8 * at : 8 * (at + k)])
-                    all_n[h].frombytes(nb[8 * at : 8 * (at + k)])
-                    at += k
+            np = fast_numpy()
+            if np is not None and len(blocks) > 1:  # each rank's pieces gathered in one pass
+                tv = np.concatenate([b[2] for b in blocks])
+                nv = np.concatenate([b[3] for b in blocks])
+                seg_rank = np.array([h for b in blocks for h in b[0]], dtype=np.int64)
+                seg_len = np.array([k for b in blocks for k in b[1]], dtype=np.intp)
+                seg_at = np.cumsum(seg_len) - seg_len
+                o = np.argsort(seg_rank, kind="stable")  # by rank, each rank's pieces in stored order
+                lens = seg_len[o]
+                ends = np.cumsum(lens)
+                gather = np.repeat(seg_at[o] - (ends - lens), lens) + np.arange(len(tv))
+                tv, nv = tv[gather], nv[gather]
+                ranks = seg_rank[o]
+                last = [*np.flatnonzero(ranks[1:] != ranks[:-1]).tolist(), len(ranks) - 1]
+                bounds = [0, *ends[last].tolist()]
+                for j, h in enumerate(ranks[last].tolist()):
+                    all_t[h].frombytes(tv[bounds[j] : bounds[j + 1]].tobytes())
+                    all_n[h].frombytes(nv[bounds[j] : bounds[j + 1]].tobytes())
+            else:
+                for order, lens_, tb, nb in blocks:
+                    at = 0
+                    for h, k in zip(order, lens_, strict=True):
+                        all_t[h].frombytes(tb[at : at + k].tobytes())
+                        all_n[h].frombytes(nb[at : at + k].tobytes())
+                        at += k
         return self._times, self._nums
 
     def _take(self, cursor: int, c: Columns) -> None:
@@ -996,7 +1014,10 @@ _LAST_NEW = operator.attrgetter("last_new")
 _STATS = operator.attrgetter("stats")
 _TYPECODE = operator.attrgetter("typecode")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
-_BLOCKS_KEPT = 64  # fed blocks kept as blocks before they go to each rank's columns
+# fed blocks kept as blocks before they go to each rank's columns (else only when needed: a
+# part the block pass does not take, a window, a fresh analysis); each rank's columns grown a
+# block at a time would copy them again and again
+_BLOCKS_KEPT = 4096
 
 
 def analyze(
