@@ -610,12 +610,13 @@ class _Live:
             tcols = [new[r][0] for r in order]
             lens = list(map(len, tcols))
             total = sum(lens)
-            tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
-            if total >= _LOCKSTEP_MIN and len(tb) == 8 * total and len(nb) == 8 * total:  # packed doubles, 64-bit steps
-                tv = np.frombuffer(tb, dtype=np.float64)
-                nv = np.frombuffer(nb, dtype=np.int64)
-                if self._lockstep(np, [index[r] for r in order], lens, tv, nv):
-                    return True
+            if total >= _LOCKSTEP_MIN:
+                tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
+                if len(tb) == 8 * total and len(nb) == 8 * total:  # packed doubles and 64-bit steps
+                    tv = np.frombuffer(tb, dtype=np.float64)
+                    nv = np.frombuffer(nb, dtype=np.int64)
+                    if self._lockstep(np, [index[r] for r in order], lens, tv, nv):
+                        return True
         if self.share_failed:
             return False
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
