@@ -829,6 +829,12 @@ class _Live:
                 return False
         shared.update(grown)
         # (HostSteps.update: the same median and kth of the same structure, at that count)
+        if stats:
+            r_, sf_, k_, st_ = zip(*stats, strict=True)
+            if None not in st_ and list(map(_STEPS, st_)) == [k + 1 for k in k_]:  # every one (a pass each)
+                known = zip(sf_, k_, map(_MEDIAN, st_), map(_P90, st_), map(_MAX, st_), strict=True)
+                self.rank_stats.update(zip(r_, known, strict=True))
+                return True
         self.rank_stats.update(
             (r, (sf, k, st.median_s, st.p90_s, st.max_s))
             for r, sf, k, st in stats
@@ -1014,6 +1020,8 @@ _DIFFS = operator.attrgetter("diffs")
 _LAST_NEW = operator.attrgetter("last_new")
 _STATS = operator.attrgetter("stats")
 _TYPECODE = operator.attrgetter("typecode")
+_STEPS, _MEDIAN = operator.attrgetter("steps"), operator.attrgetter("median_s")
+_P90, _MAX = operator.attrgetter("p90_s"), operator.attrgetter("max_s")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
 # fed blocks kept as blocks before they go to each rank's columns (else only when needed: a
 # part the block pass does not take, a window, a fresh analysis); each rank's columns grown a
