@@ -160,7 +160,9 @@ class StragglerAnalysis:
 
     def feed(self, begin: int, end: int, c: Columns) -> None:
         """Events another reader of the same stream decoded (the calculator's pages): taken
-        when they start at this analysis's cursor, else left for its own read."""
+        when they start at this analysis's cursor, else left for its own read. Taken at the
+        next report, all fed parts as one block where they can be: `c` is kept as it is until
+        then (the caller changes no part it handed over)."""
         if begin == self._cursor and end >= begin:
             self._cursor = end  # taken at the next `_finish`: all fed parts at once where they can be
             self._fed.append(c)
