@@ -517,3 +517,63 @@ def test_sharing_starts_at_the_first_report(tmp_path: Path, monkeypatch: pytest.
         assert _bits(a.report(read=False)) == _bits(want)
         assert a._live is live and len(live.shared) == ranks
     st.close()
+
+
+def test_fed_parts_then_a_read_of_the_store_keep_the_stored_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts fed and not yet taken come before what the analysis then reads itself (a report
+    that reads the store): the full pass of everything stored, bit for bit."""
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    ranks, per = 4, 6
+    st, calc, a = _calc_and_analysis(tmp_path, ranks)
+    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    seq, step, t = 1, 0, 1000.0
+    for k in range(5):
+        for r in range(ranks):
+            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
+            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
+            seq += per
+            events.extend(evs)
+        step += per
+        t += per * 0.1 + 0.05
+        if k % 2 == 0:
+            calc.report()  # fed to the analysis (taken at its next report)
+        if k >= 1:
+            got = a.report()  # reads what was not fed, after what was
+            want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
+            assert _bits(got) == _bits(want), k
+            assert a.cursor >= calc._cursor
+    st.close()
+
+
+def test_blocks_read_back_without_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks taken with numpy, read back (a window) once numpy is off: the same columns and
+    the same full pass."""
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    rng = random.Random(3)
+    job = _Job(rng, 5)
+    a = StragglerAnalysis("j", "goodput", store=f"sqlite://{tmp_path}/s.db")
+    fed = job.start() + job.round(4, "lockstep")
+    at = _feed_all(a, fed, 0)
+    a.report(read=False)
+    for _ in range(3):
+        parts = job.round(4, "lockstep")
+        at = _feed_all(a, parts, at)
+        fed += parts
+        a.report(read=False)
+    assert len(a._blocks) == 3
+    monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    _fast.reset()
+    try:
+        lo = min(min(c.times) for c in fed if c.kinds[0] == _STEP) + 0.25
+        want = analyze(_job_starts(fed), _per_rank_parts(fed), lo, None)
+        assert _bits(a.report(lo, None, read=False)) == _bits(want)
+        times, nums = a._columns()
+        assert {h: list(zip(times[h], nums[h], strict=True)) for h in times} == _per_rank_parts(fed)
+    finally:
+        _fast.reset()
