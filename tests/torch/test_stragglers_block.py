@@ -567,6 +567,7 @@ def test_blocks_read_back_without_numpy(tmp_path: Path, monkeypatch: pytest.Monk
         fed += parts
         a.report(read=False)
     assert len(a._blocks) == 3
+    assert a._blocks[2][0] is a._blocks[1][0] is a._blocks[0][0]  # one layout, kept once
     monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
     _fast.reset()
     try:

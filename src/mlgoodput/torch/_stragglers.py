@@ -338,6 +338,8 @@ class StragglerAnalysis:
             return False
         ranks = live.ranks
         order = [ranks[i] for i in pos]
+        if self._blocks and (b := self._blocks[-1])[0] == order and b[1] == lens:
+            order, lens = b[0], b[1]  # the layout of the block before (ranks in lockstep): kept once
         self._blocks.append((order, lens, tv, nv))
         if len(self._blocks) >= _BLOCKS_KEPT:
             self._columns()
