@@ -96,10 +96,7 @@ def main() -> None:
     )
     print("| feed (all pages) | report | feed + report | ranks sharing the calculator's gaps |")
     print("|------------------|--------|---------------|-------------------------------------|")
-    print(
-        f"| {r['feed_ms']:>13.2f} ms | {r['report_ms']:>3.2f} ms | {r['total_ms']:>10.2f} ms | "
-        f"{r['shared']:>35} |"
-    )
+    print(f"| {r['feed_ms']:>13.2f} ms | {r['report_ms']:>3.2f} ms | {r['total_ms']:>10.2f} ms | {r['shared']:>35} |")
 
 
 if __name__ == "__main__":

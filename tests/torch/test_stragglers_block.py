@@ -422,9 +422,7 @@ def test_fed_blocks_in_any_part_order_give_the_full_pass(
         assert _bits(got) == _bits(job.want(fed)), (k, what)
         if k % 4 == 3:  # a window: the full pass over every rank's columns, blocks included
             lo = min(min(c.times) for c in parts)
-            want = analyze(
-                {h: sorted(v) for h, v in _job_starts(fed).items()}, _per_rank_parts(fed), lo, math.inf
-            )
+            want = analyze({h: sorted(v) for h, v in _job_starts(fed).items()}, _per_rank_parts(fed), lo, math.inf)
             assert _bits(a.report(lo, None, read=False)) == _bits(want)
     assert any(blocks) == (numpy_mode == "on")
     times, nums = a._columns()  # every fed step in its rank's columns, in stored order
@@ -463,7 +461,9 @@ def test_a_block_through_time_zero_spans_as_the_plain_path(tmp_path: Path, monke
     at = _feed_all(a, fed, 0)
     a.report(read=False)
     # the latest start: -0.0 for rank 0, 0.0 for the others (the plain path keeps the first)
-    more = [_steps_part(r, [(-0.5 + r * 1e-3, 3), (-0.25 + r * 1e-3, 4), (-0.0 if r == 0 else 0.0, 5)]) for r in range(3)]
+    more = [
+        _steps_part(r, [(-0.5 + r * 1e-3, 3), (-0.25 + r * 1e-3, 4), (-0.0 if r == 0 else 0.0, 5)]) for r in range(3)
+    ]
     _feed_all(a, more, at)
     got = a.report(read=False)
     want_span = (math.inf, -math.inf)

@@ -935,7 +935,9 @@ class _Live:
         self.cached = None
         keys = seg[self.frozen : stop]
         lag, lag_n, last, held = self._totals()
-        self.compared, self.max_spread = _sum_steps(keys, starts, self.compared, self.max_spread, lag, lag_n, last, held)
+        self.compared, self.max_spread = _sum_steps(
+            keys, starts, self.compared, self.max_spread, lag, lag_n, last, held
+        )
         self.lag[:] = array("d", lag.values())
         self.lag_n[:] = array("q", lag_n.values())
         self.last_steps[:] = array("q", last.values())
