@@ -331,3 +331,26 @@ def test_journal_folders_follow_the_environment(tmp_path: Path, monkeypatch: pyt
     monkeypatch.delenv("MLGOODPUT_JOURNAL_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))
     assert _journal._dirs_of(url) == _journal.journal_dirs(url)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_by_one_each_equals_the_python_check(numpy_mode: str, seed: int) -> None:
+    rng = random.Random(seed)
+    chunks = []
+    want = []
+    for _ in range(rng.randrange(1, 300)):
+        first = rng.choice((0, 7, 2**63 - 40, -5))
+        s = [(first + j + 2**63) % 2**64 - 2**63 for j in range(rng.randrange(1, 80))]  # int64, wrapping
+        k = rng.random()
+        if k < 0.1 and len(s) > 1:
+            s[rng.randrange(len(s))] += rng.choice((-1, 1, 2))  # one number off
+        elif k < 0.15 and len(s) > 1:
+            s[-1] = s[-2]  # a repeat
+        s = [min(max(x, -(2**63)), 2**63 - 1) for x in s]
+        chunks.append(array("q", s).tobytes())
+        want.append(all((s[j + 1] - s[j]) % 2**64 == 1 for j in range(len(s) - 1)))
+    got = _fast.by_one_each(chunks)
+    if got is not None:
+        assert got == want
+    elif numpy_mode == "1":
+        assert sum(len(c) for c in chunks) < 8 * _fast.EACH_MIN

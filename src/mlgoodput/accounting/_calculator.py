@@ -288,9 +288,9 @@ class GoodputCalculator:
         begin, end = self._cursor, run.end
         timeline = self._engine.timeline
         hooks = self._part_hooks
-        for part, steps in run.parts():
+        for part, steps, by_one in run.parts():
             if steps:  # one host's step starts at strictly increasing times (checked)
-                timeline.ingest_steps(part)
+                timeline.ingest_steps(part, by_one)
             else:
                 timeline.ingest(part)
             for hook in hooks:  # as for the parts of one read: the first starts at the cursor
@@ -721,9 +721,10 @@ class _StepRun:
                 got.append(row)
         self.events += events
 
-    def parts(self) -> Iterator[tuple[Columns, bool]]:
-        """Each part to ingest, and whether it is one host's step starts at strictly
-        increasing times (Timeline.ingest_steps)."""
+    def parts(self) -> Iterator[tuple[Columns, bool, bool | None]]:
+        """Each part to ingest, whether it is one host's step starts at strictly increasing
+        times (Timeline.ingest_steps), and whether its step numbers count up by one in int64
+        (None: not checked here)."""
         groups = list(self.pages.values())
         if groups and not isinstance(groups[0][0], Columns):  # stored rows (a run holds one sort)
             yield from _joined(cast("list[list[StoredRow]]", groups))
@@ -731,7 +732,7 @@ class _StepRun:
         for pages in cast("list[list[Columns]]", groups):
             first = pages[0]
             if len(pages) == 1:
-                yield first, False
+                yield first, False, None
                 continue
             t, s, v = array("d"), array("q"), array("d")
             for p in pages:
@@ -740,10 +741,10 @@ class _StepRun:
                 v.extend(p.values)
             if _increasing(t):
                 n = len(t)
-                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None), True
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None), True, None
             else:
                 for p in pages:
-                    yield p, False
+                    yield p, False, None
 
     def clear(self) -> None:
         self.pages = {}
@@ -781,29 +782,32 @@ def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[bytes], list[int]] | Non
     return firsts, ns
 
 
-def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool]]:
+def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool, bool | None]]:
     """Each host's stored step rows (a group) as one part, their bytes joined and decoded
     once, when its step starts increase strictly across them (checked for all hosts in one
-    pass where numpy helps); else each of its rows decoded on its own."""
+    pass where numpy helps); else each of its rows decoded on its own. Where numpy helps, also
+    whether each part's step numbers count up by one (one pass for all hosts, for the timeline:
+    else it checks each part on its own)."""
     times = [rows[0][2] if len(rows) == 1 else b"".join([r[2] for r in rows]) for rows in groups]
+    steps = [rows[0][4] if len(rows) == 1 else b"".join([r[4] for r in rows]) for rows in groups]
     strict = _fast.increasing_each(times)
+    by_one = _fast.by_one_each(steps)
     for i, rows in enumerate(groups):
         t = array("d")
         t.frombytes(times[i])
         if not (_increasing(t) if strict is None else strict[i]):
             for r in rows:
-                yield decode(*r[1:]), False
+                yield decode(*r[1:]), False, None
             continue
         s, v, h = array("q"), array("d"), array("i")
+        s.frombytes(steps[i])
         if len(rows) == 1:
-            s.frombytes(rows[0][4])
             v.frombytes(rows[0][5])
         else:
-            s.frombytes(b"".join([r[4] for r in rows]))
             v.frombytes(b"".join([r[5] for r in rows]))
         h.frombytes(rows[0][3][:_HOST_BYTES])
         n = len(t)
-        yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None), True
+        yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None), True, None if by_one is None else by_one[i]
 
 
 @dataclasses.dataclass(slots=True)

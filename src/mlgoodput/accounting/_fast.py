@@ -216,3 +216,25 @@ def sort_in_place(values: array[float]) -> bool:
         return False
     np.frombuffer(values, dtype=np.float64).sort(kind="stable")
     return True
+
+
+def by_one_each(chunks: list[bytes]) -> list[bool] | None:
+    """For each chunk of packed int64 (a multiple of 8 bytes, not empty), whether each value is
+    one more than the one before it in int64 (as `steps_by_one` says of it alone; a difference
+    that wraps around passes here too: the caller checks its first and last values): one pass
+    over them all."""
+    sizes = [len(c) >> 3 for c in chunks]
+    if sum(sizes) < EACH_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(b"".join(chunks), dtype=np.int64)
+    bad = np.flatnonzero(a[1:] - a[:-1] != 1)  # j: a[j + 1] is not a[j] + 1 (arrays wrap silently)
+    out = [True] * len(chunks)
+    if len(bad):
+        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
+        for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
+            out[i] = False
+    return out
