@@ -11,6 +11,7 @@ import math
 import operator
 import os
 import statistics
+import sys
 import threading
 import time
 from array import array
@@ -670,7 +671,7 @@ class _StepRun:
     __slots__ = ("end", "events", "pages")
 
     def __init__(self) -> None:
-        self.pages: dict[int | bytes, list[Columns] | list[StoredRow]] = {}
+        self.pages: dict[int, list[Columns] | list[StoredRow]] = {}
         self.events = 0
         self.end = 0
 
@@ -699,9 +700,10 @@ class _StepRun:
             return False
         if len(times) != 8 * n or len(steps) != 8 * n or len(values) != 8 * n or len(hosts) != _HOST_BYTES * n:
             return False  # not what it should be: decoded and ingested on its own
-        h = hosts[:_HOST_BYTES]
-        if kinds.count(_STEP) != n or hosts != h * n:
+        first = hosts[:_HOST_BYTES]
+        if kinds.count(_STEP) != n or hosts != first * n:
             return False
+        h = int.from_bytes(first, sys.byteorder, signed=True)  # as array("i") reads it
         got = self.pages.get(h)
         if got is None:
             self.pages[h] = [row]
@@ -710,9 +712,9 @@ class _StepRun:
         self.events += n
         return True
 
-    def add_rows(self, hosts: Iterable[bytes], rows: Iterable[StoredRow], events: int) -> None:
-        """Gather stored rows already checked (`_step_rows`): each with its host's bytes."""
-        pages = cast("dict[int | bytes, list[StoredRow]]", self.pages)
+    def add_rows(self, hosts: Iterable[int], rows: Iterable[StoredRow], events: int) -> None:
+        """Gather stored rows already checked (`_step_rows`): each with its host."""
+        pages = cast("dict[int, list[StoredRow]]", self.pages)
         for h, row in zip(hosts, rows, strict=True):
             got = pages.get(h)
             if got is None:
@@ -761,8 +763,8 @@ def _increasing(t: array[float]) -> bool:
     return fast if fast is not None else all(map(operator.lt, t[:-1], t[1:]))
 
 
-def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[bytes], list[int]] | None:
-    """(each row's host, as its 4 bytes; each row's events) when every stored row of a page
+def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[int], list[int]] | None:
+    """(each row's host; each row's events) when every stored row of a page
     passes `_StepRun.take_row`'s checks, else None: the same checks a column at a time."""
     _, kinds, times, hosts, steps, values, names, attrs = zip(*rows, strict=True)
     m = len(kinds)
@@ -776,10 +778,13 @@ def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[bytes], list[int]] | Non
         return None
     if list(map(len, hosts)) != list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES))):
         return None
-    firsts: list[bytes] = list(map(operator.getitem, hosts, itertools.repeat(_FIRST_HOST)))
-    if hosts != tuple(map(operator.mul, firsts, ns)):
+    got = _fast.firsts_of_rows(b"".join(hosts), ns)  # numpy: one pass over the hosts of all rows
+    if got is not None:
+        return (got[1], ns) if got[0] else None
+    heads: list[bytes] = list(map(operator.getitem, hosts, itertools.repeat(_FIRST_HOST)))
+    if hosts != tuple(map(operator.mul, heads, ns)):
         return None
-    return firsts, ns
+    return array("i", b"".join(heads)).tolist(), ns
 
 
 def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool, bool | None]]:

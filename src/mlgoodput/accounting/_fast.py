@@ -238,3 +238,21 @@ def by_one_each(chunks: list[bytes]) -> list[bool] | None:
         for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
             out[i] = False
     return out
+
+
+ROWS_MIN = 64  # rows below which `firsts_of_rows` leaves it to Python
+
+
+def firsts_of_rows(values: bytes, counts: list[int]) -> tuple[bool, list[int]] | None:
+    """Packed C ints (array "i") cut into rows of `counts` values each (none empty, the lengths
+    checked by the caller): (whether every value of each row equals the row's first, each row's
+    first value), in one pass over them all."""
+    if len(counts) < ROWS_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.intc)
+    n = np.asarray(counts, dtype=np.int64)
+    firsts = a[np.cumsum(n) - n]
+    return bool(np.array_equal(a, np.repeat(firsts, n))), firsts.tolist()
