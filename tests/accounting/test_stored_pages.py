@@ -6,6 +6,7 @@ that ingesting page by page gives: with numpy on and off, and runs cut anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -40,6 +41,7 @@ def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[Event]]:
     """A job's batches as shippers store them, with what breaks a plain run of step pages."""
     out: list[list[Event]] = [[Event(Kind.JOB_START, 10.0, h)] for h in range(hosts)]
+    odd = random.Random(hosts * 1000 + rounds)  # its own draws: `rng`'s jobs stay as they were
     t, step = 20.0, 0
     for _ in range(rounds):
         r = rng.random()
@@ -55,6 +57,11 @@ def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[
         rng.shuffle(order)  # shippers store in any order
         for h in order:
             evs = [Event(Kind.STEP_START, t + j * 0.5 + h * 1e-3, h, step=step + j) for j in range(per)]
+            k = odd.random()
+            if k < 0.05:  # step numbers that skip, or start again, at increasing times
+                evs = [dataclasses.replace(e, step=step + 2 * j) for j, e in enumerate(evs)]
+            elif k < 0.08:
+                evs = [dataclasses.replace(e, step=j) for j, e in enumerate(evs)]
             if rng.random() < 0.05:
                 rng.shuffle(evs)  # out of order inside a page
             if rng.random() < 0.03:
