@@ -180,8 +180,8 @@ def _row(
     ]
 
 
-def _good_row(rng: random.Random, seq: int) -> list[Any]:
-    n = rng.choice((1, 2, 5, 10))
+def _good_row(rng: random.Random, seq: int, size: int = 0) -> list[Any]:
+    n = size or rng.choice((1, 2, 5, 10))
     h = rng.choice((0, 1, 7, 2**31 - 1, 256))
     return _row(seq, bytes([9]) * n, [rng.random() for _ in range(n)], [h] * n, list(range(n)), [math.nan] * n)
 
@@ -222,7 +222,8 @@ def _flawed(rng: random.Random, r: list[Any]) -> list[Any]:
 def test_page_check_equals_the_row_checks(numpy_mode: str, seed: int) -> None:
     rng = random.Random(seed)
     # pages of _fast.ROWS_MIN rows or more: the hosts checked in numpy (with numpy on)
-    rows = [_good_row(rng, k) for k in range(rng.randrange(1, 30) if seed % 2 else rng.randrange(64, 200))]
+    size = rng.choice((1, 10)) if seed % 3 == 0 else 0  # every row of one size, or sizes mixed
+    rows = [_good_row(rng, k, size) for k in range(rng.randrange(1, 30) if seed % 2 else rng.randrange(64, 200))]
     if seed % 4:  # one row with one flaw
         k = rng.randrange(len(rows))
         rows[k] = _flawed(rng, rows[k])

@@ -771,12 +771,17 @@ def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[int], list[int]] | None:
     if names.count(None) != m or attrs.count(None) != m:
         return None
     ns = list(map(len, kinds))
-    if min(ns) == 0 or max(ns) >= _RUN_PAGE or b"".join(kinds).count(_STEP) != sum(ns):
+    lo, hi = min(ns), max(ns)
+    if lo == 0 or hi >= _RUN_PAGE or b"".join(kinds).count(_STEP) != sum(ns):
         return None
-    n8 = list(map(operator.mul, ns, itertools.repeat(8)))
+    if lo == hi:  # rows of one size (shippers at a steady rate): the lengths they must have, as is
+        n8, n4 = [8 * lo] * m, [_HOST_BYTES * lo] * m
+    else:
+        n8 = list(map(operator.mul, ns, itertools.repeat(8)))
+        n4 = list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES)))
     if list(map(len, times)) != n8 or list(map(len, steps)) != n8 or list(map(len, values)) != n8:
         return None
-    if list(map(len, hosts)) != list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES))):
+    if list(map(len, hosts)) != n4:
         return None
     got = _fast.firsts_of_rows(b"".join(hosts), ns)  # numpy: one pass over the hosts of all rows
     if got is not None:
