@@ -794,8 +794,8 @@ def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool, bool
     pass where numpy helps); else each of its rows decoded on its own. Where numpy helps, also
     whether each part's step numbers count up by one (one pass for all hosts, for the timeline:
     else it checks each part on its own)."""
-    times = [rows[0][2] if len(rows) == 1 else b"".join([r[2] for r in rows]) for rows in groups]
-    steps = [rows[0][4] if len(rows) == 1 else b"".join([r[4] for r in rows]) for rows in groups]
+    times = [rows[0][2] if len(rows) == 1 else b"".join(map(_TIMES, rows)) for rows in groups]
+    steps = [rows[0][4] if len(rows) == 1 else b"".join(map(_STEPS, rows)) for rows in groups]
     strict = _fast.increasing_each(times)
     by_one = _fast.by_one_each(steps)
     for i, rows in enumerate(groups):
@@ -807,13 +807,15 @@ def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool, bool
             continue
         s, v, h = array("q"), array("d"), array("i")
         s.frombytes(steps[i])
-        if len(rows) == 1:
-            v.frombytes(rows[0][5])
-        else:
-            v.frombytes(b"".join([r[5] for r in rows]))
+        v.frombytes(rows[0][5] if len(rows) == 1 else b"".join(map(_VALUES, rows)))
         h.frombytes(rows[0][3][:_HOST_BYTES])
         n = len(t)
-        yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None), True, None if by_one is None else by_one[i]
+        kinds = _STEP_KINDS[:n] if n <= len(_STEP_KINDS) else bytearray((_STEP,)) * n
+        yield Columns(kinds, t, h * n, s, v, None, None), True, None if by_one is None else by_one[i]
+
+
+_TIMES, _STEPS, _VALUES = (operator.itemgetter(k) for k in (2, 4, 5))  # a stored row's columns
+_STEP_KINDS = bytearray((_STEP,)) * (_RUN_EVENTS + _RUN_PAGE)  # a part's kinds: a slice of it (a copy)
 
 
 @dataclasses.dataclass(slots=True)
