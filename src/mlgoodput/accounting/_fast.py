@@ -190,7 +190,7 @@ def increasing_each(chunks: list[bytes]) -> list[bool] | None:
     if len(bad):
         ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
         k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
-        for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
+        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
             out[i] = False
     return out
 
@@ -235,7 +235,7 @@ def by_one_each(chunks: list[bytes]) -> list[bool] | None:
     if len(bad):
         ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
         k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
-        for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
+        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
             out[i] = False
     return out
 
