@@ -21,7 +21,7 @@ import operator
 import struct
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
@@ -127,6 +127,10 @@ class StragglerAnalysis:
         self._share = True  # off for good once a shared structure was found out of step
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
+        self._fed: list[Columns] = []  # parts fed since the last `_finish`, not taken yet
+        # the new steps of fed parts taken as one block (`_take_block`), not yet in `_times` and
+        # `_nums` (`_columns` puts them there): (ranks, their step counts, times, step numbers)
+        self._blocks: list[tuple[list[int], list[int], Any, Any]] = []
 
     def _refresh(self, upto: int | None = None) -> None:
         from mlgoodput._journal import recover_changed_journals
@@ -156,9 +160,12 @@ class StragglerAnalysis:
 
     def feed(self, begin: int, end: int, c: Columns) -> None:
         """Events another reader of the same stream decoded (the calculator's pages): taken
-        when they start at this analysis's cursor, else left for its own read."""
+        when they start at this analysis's cursor, else left for its own read. Taken at the
+        next report, all fed parts as one block where they can be: `c` is kept as it is until
+        then (the caller changes no part it handed over)."""
         if begin == self._cursor and end >= begin:
-            self._take(end, c)
+            self._cursor = end  # taken at the next `_finish`: all fed parts at once where they can be
+            self._fed.append(c)
 
     @property
     def cursor(self) -> int:
@@ -172,10 +179,50 @@ class StragglerAnalysis:
         again, built anew, so the report is always what it would be without sharing."""
         self._gaps_of = gaps_of
 
+    def _columns(self) -> tuple[dict[int, array[float]], dict[int, array[int]]]:
+        """Every rank's step starts and numbers, in stored order (the blocks put in place)."""
+        blocks = self._blocks
+        if blocks:
+            self._blocks = []
+            all_t, all_n = self._times, self._nums
+            np = fast_numpy()
+            if np is not None and len(blocks) > 1:  # each rank's pieces gathered in one pass
+                tv = np.concatenate([b[2] for b in blocks])
+                nv = np.concatenate([b[3] for b in blocks])
+                seg_rank = np.array([h for b in blocks for h in b[0]], dtype=np.int64)
+                seg_len = np.array([k for b in blocks for k in b[1]], dtype=np.intp)
+                seg_at = np.cumsum(seg_len) - seg_len
+                o = np.argsort(seg_rank, kind="stable")  # by rank, each rank's pieces in stored order
+                lens = seg_len[o]
+                ends = np.cumsum(lens)
+                gather = np.repeat(seg_at[o] - (ends - lens), lens) + np.arange(len(tv))
+                tv, nv = tv[gather], nv[gather]
+                ranks = seg_rank[o]
+                last = [*np.flatnonzero(ranks[1:] != ranks[:-1]).tolist(), len(ranks) - 1]
+                bounds = [0, *ends[last].tolist()]
+                for j, h in enumerate(ranks[last].tolist()):
+                    all_t[h].frombytes(tv[bounds[j] : bounds[j + 1]].tobytes())
+                    all_n[h].frombytes(nv[bounds[j] : bounds[j + 1]].tobytes())
+            else:
+                for order, lens_, tb, nb in blocks:
+                    at = 0
+                    for h, k in zip(order, lens_, strict=True):
+                        all_t[h].frombytes(tb[at : at + k].tobytes())
+                        all_n[h].frombytes(nb[at : at + k].tobytes())
+                        at += k
+        return self._times, self._nums
+
     def _take(self, cursor: int, c: Columns) -> None:
-        if self._pending is None:
-            self._pending = ({h: len(v) for h, v in self._times.items()}, [False], [])
+        if self._fed:  # (fed parts come first: they start at the older cursor)
+            fed, self._fed = self._fed, []
+            for f in fed:
+                self._take_part(f)
         self._cursor = cursor
+        self._take_part(c)
+
+    def _take_part(self, c: Columns) -> None:
+        if self._pending is None:
+            self._pending = ({h: len(v) for h, v in self._columns()[0].items()}, [False], [])
         kinds, times, hosts, steps = c.kinds, c.times, c.hosts, c.steps
         n = len(kinds)
         all_t, all_n = self._times, self._nums
@@ -206,6 +253,13 @@ class StragglerAnalysis:
 
     def _finish(self) -> None:
         """What the parts taken since the last call change in the live analysis."""
+        if self._fed:
+            if self._pending is None and self._take_block(self._fed):
+                self._fed = []
+                return
+            fed, self._fed = self._fed, []
+            for f in fed:
+                self._take_part(f)
         if self._pending is None:
             return
         before, new_rank, new_js = self._pending
@@ -225,8 +279,82 @@ class StragglerAnalysis:
             live = None
         self._live = live
 
+    def _take_block(self, parts: list[Columns]) -> bool:
+        """The fed parts as one block, each one rank's step starts (the calculator's pages of a
+        job that only steps), given to the live analysis in one numpy pass (`_Live._lockstep`)
+        without a per-rank copy (kept as the block until `_columns`); False, nothing changed,
+        where that does not apply (no numpy, no live analysis, a new rank, another event...)."""
+        live = self._live
+        np = fast_numpy()
+        if np is None or live is None or live.moved:
+            return False
+        kinds = [c.kinds for c in parts]
+        lens = list(map(len, kinds))
+        if 0 in lens:
+            parts = [c for c in parts if len(c.kinds)]
+            kinds = [c.kinds for c in parts]
+            lens = list(map(len, kinds))
+        total = sum(lens)
+        if total < _LOCKSTEP_MIN:
+            return False
+        if b"".join(kinds).count(_STEP) != total:
+            return False
+        hcols = [c.hosts for c in parts]
+        code = hcols[0].typecode
+        if code not in "ilq" or any(h.typecode != code for h in hcols):
+            return False
+        tb = b"".join([c.times for c in parts])
+        nb = b"".join([c.steps for c in parts])
+        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
+            return False
+        hv = np.frombuffer(b"".join(hcols), dtype=np.dtype(code))
+        lv = np.array(lens, dtype=np.intp)
+        firsts = np.cumsum(lv) - lv
+        ph = hv[firsts]
+        if not np.array_equal(np.repeat(ph, lv), hv):  # a part of several hosts
+            return False
+        index = live.index
+        at = [index.get(h) for h in ph.tolist()]
+        if None in at:
+            return False  # a rank new to the analysis (ordered last: it starts over)
+        tv = np.frombuffer(tb, dtype=np.float64)
+        nv = np.frombuffer(nb, dtype=np.int64)
+        pos = cast(list[int], at)
+        if any(map(operator.ge, pos, itertools.islice(pos, 1, None))):  # not one part per rank in rank order
+            po = sorted(range(len(pos)), key=pos.__getitem__)  # (stable: a rank's parts in fed order)
+            fl = firsts.tolist()
+            perm = np.concatenate([np.arange(fl[j], fl[j] + lens[j]) for j in po])
+            tv, nv = tv[perm], nv[perm]
+            idx: list[int] = []
+            per: list[int] = []
+            for j in po:
+                if idx and idx[-1] == pos[j]:
+                    per[-1] += lens[j]
+                else:
+                    idx.append(pos[j])
+                    per.append(lens[j])
+            pos, lens = idx, per
+        if not live.add_block(np, pos, lens, tv, nv):
+            return False
+        ranks = live.ranks
+        order = [ranks[i] for i in pos]
+        if self._blocks and (b := self._blocks[-1])[0] == order and b[1] == lens:
+            order, lens = b[0], b[1]  # the layout of the block before (ranks in lockstep): kept once
+        self._blocks.append((order, lens, tv, nv))
+        if len(self._blocks) >= _BLOCKS_KEPT:
+            self._columns()
+        mn, mx = float(tv.min()), float(tv.max())  # (no NaN: the block pass took none)
+        if mn != 0.0 and mx != 0.0:
+            lo, hi = self._span
+            self._span = min(lo, mn), max(hi, mx)
+        else:  # as `_span` takes them: rank by rank
+            t = self._columns()[0]
+            self._span = _span(*self._span, [t[h][len(t[h]) - k :] for h, k in zip(order, lens, strict=True)])
+        return True
+
     def _steps(self) -> dict[int, list[tuple[float, int]]]:
-        return {h: list(zip(self._times[h], self._nums[h], strict=True)) for h in self._times}
+        times, nums = self._columns()
+        return {h: list(zip(times[h], nums[h], strict=True)) for h in times}
 
     def report(self, start: float | None = None, end: float | None = None, *, read: bool = True) -> StragglerReport:
         """The analysis of the steps that started in [start, end] (default: all); `read=False`:
@@ -243,11 +371,15 @@ class StragglerAnalysis:
             if live is None or got is None:  # none yet, or one whose shared gaps moved on without it
                 if live is not None:
                     self._share = False
-                live = _Live(self._job_starts, list(self._times))
+                times, nums = self._columns()
+                live = _Live(self._job_starts, list(times))
+                # the other reader's gaps compared now, while building: a fresh analysis of a
+                # long job (a monitor's first upload) does not leave that to the next report
+                live.gaps_of = self._gaps_of if self._share else None
                 # all ranks in one add (what rank-by-rank adds give): ranks stepping together
                 # take the numpy passes, so a first report of a many-host job is not a Python
                 # loop over every step of every rank
-                ok = live.add_columns({h: (ts, self._nums[h]) for h, ts in self._times.items()})
+                ok = live.add_columns({h: (ts, nums[h]) for h, ts in times.items()})
                 assert ok, "a fresh live analysis takes any steps"
                 self._live = live
                 got = live.report()
@@ -315,8 +447,8 @@ class _Live:
         self.js = {r: list(v) for r, v in job_starts.items()}
         self.ranks = list(ranks)
         self.index = {r: i for i, r in enumerate(self.ranks)}
-        self.last: dict[int, tuple[float, int]] = {}  # rank -> its latest (time, step)
-        self.count = dict.fromkeys(self.ranks, 0)  # rank -> step starts stored (duplicates too)
+        n = len(self.ranks)
+        self.count = array("q", bytes(8 * n))  # by rank index: step starts stored (duplicates too)
         self.gaps = {r: SortedFloats() for r in self.ranks}
         # rank -> (another reader's gaps read as this rank's, their count when last checked)
         self.shared: dict[int, tuple[SortedFloats, int]] = {}
@@ -330,19 +462,21 @@ class _Live:
         self.moved = 0  # keys in segs[1:]
         self.compared = 0
         self.max_spread = 0.0
-        self.lag = {r: 0.0 for r in self.ranks}
-        self.lag_n = dict.fromkeys(self.ranks, 0)
-        self.last_steps = dict.fromkeys(self.ranks, 0)
-        self.held = {r: 0.0 for r in self.ranks}
-        # the same by rank index, as packed columns for the numpy pass (`_lockstep`): each rank's
-        # attempts so far and latest job start, and whether it has a latest step, its time, number
-        n = len(self.ranks)
+        # by rank index, packed (numpy adds into them in place: `_sum_block`): the sum of each
+        # rank's lags and their count, the steps it started last, the seconds it held back
+        self.lag = array("d", bytes(8 * n))
+        self.lag_n = array("q", bytes(8 * n))
+        self.last_steps = array("q", bytes(8 * n))
+        self.held = array("d", bytes(8 * n))
+        # each rank's attempts so far and latest job start, and whether it has a latest step,
+        # its time and number (by rank index, for the numpy pass: `_lockstep`)
         self.att = array("q", [len(self.js.get(r, ())) for r in self.ranks])
         self.js_last = array("d", [v[-1] if (v := self.js.get(r)) else -math.inf for r in self.ranks])
         self.has_last = bytearray(n)
         self.last_t = array("d", bytes(8 * n))
         self.last_n = array("q", bytes(8 * n))
         self.order = sorted(self.ranks)  # the report's order
+        self.order_at = [self.index[r] for r in self.order]
         self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
         self.every: Any = None  # every rank index, in numpy (`_lockstep`)
         self.cached: StragglerReport | None = None  # the last report, while nothing changed since
@@ -351,13 +485,29 @@ class _Live:
 
     def _set_last(self, r: int, prev: tuple[float, int]) -> None:
         i = self.index[r]
-        self.last[r] = prev
         self.has_last[i] = 1
         self.last_t[i], self.last_n[i] = prev
 
+    def _last(self, r: int) -> tuple[float, int] | None:
+        """The rank's latest (time, step), if any."""
+        i = self.index.get(r)
+        if i is None or not self.has_last[i]:
+            return None
+        return self.last_t[i], self.last_n[i]
+
+    def _totals(self) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, float]]:
+        """The per-rank totals as dicts by rank (lag, lag count, last steps, held back)."""
+        r = self.ranks
+        return (
+            dict(zip(r, self.lag, strict=True)),
+            dict(zip(r, self.lag_n, strict=True)),
+            dict(zip(r, self.last_steps, strict=True)),
+            dict(zip(r, self.held, strict=True)),
+        )
+
     def job_start(self, rank: int, t: float) -> bool:
         """A new job start: fine while it changes no stored step's attempt."""
-        last = self.last.get(rank)
+        last = self._last(rank)
         if last is not None and t <= last[0]:
             return False
         self.cached = None
@@ -377,15 +527,15 @@ class _Live:
             i = self.index[r]
             if not all(map(operator.lt, seq, itertools.islice(seq, 1, None))):  # else already sorted(set(seq))
                 seq = sorted(set(seq))
-            prev = self.last.get(r)
+            prev = self._last(r)
             if prev is not None:
                 if seq[0] < prev:
                     return False
-                self.count[r] += len(new[r])
+                self.count[i] += len(new[r])
                 if seq[0] == prev:
                     seq = seq[1:]
             else:
-                self.count[r] += len(new[r])
+                self.count[i] += len(new[r])
             if not seq:
                 continue
             js = self.js.get(r, [])
@@ -458,31 +608,40 @@ class _Live:
         bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
         self.cached = None
         np = fast_numpy()
-        if np is not None and self._lockstep(np, new):
-            return True
+        if np is not None and self.moved == 0:
+            index = self.index
+            order = [r for r in self.ranks if r in new and len(new[r][0])]
+            tcols = [new[r][0] for r in order]
+            lens = list(map(len, tcols))
+            total = sum(lens)
+            if total >= _LOCKSTEP_MIN:
+                tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
+                if len(tb) == 8 * total and len(nb) == 8 * total:  # packed doubles and 64-bit steps
+                    tv = np.frombuffer(tb, dtype=np.float64)
+                    nv = np.frombuffer(nb, dtype=np.int64)
+                    if self._lockstep(np, [index[r] for r in order], lens, tv, nv):
+                        return True
         if self.share_failed:
             return False
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
 
-    def _lockstep(self, np: Any, new: dict[int, tuple[array[float], array[int]]]) -> bool:
+    def add_block(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
+        """`add_columns` of new step starts given as one block: `lens[j]` steps of rank index
+        `pos[j]` (increasing) after another, times `tv` and step numbers `nv` (numpy); False,
+        nothing changed, unless the numpy pass (`_lockstep`) applies."""
+        self.cached = None
+        return self.moved == 0 and sum(lens) >= _LOCKSTEP_MIN and self._lockstep(np, pos, lens, tv, nv)
+
+    def _lockstep(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
         """`add(...)` then `freeze()` for the lockstep case, in numpy: the new steps of all ranks
-        as one block (rank by rank in rank order), checked, gapped and summed a pass each, and
-        Python only once per rank for what stays per rank; False (nothing changed) when the
-        case does not apply."""
+        as one block (rank by rank in rank order: `lens[j]` steps of rank index `pos[j]`, none
+        empty), checked, gapped and summed a pass each, and Python only once per rank for what
+        stays per rank; False (nothing changed) when the case does not apply."""
         if self.moved:
             return False
         ranks, index = self.ranks, self.index
-        order = [r for r in ranks if r in new and len(new[r][0])]
-        tcols = [new[r][0] for r in order]
-        lens = list(map(len, tcols))
-        total = sum(lens)
-        if total < _LOCKSTEP_MIN:
-            return False
-        tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
-        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
-            return False
-        tv = np.frombuffer(tb, dtype=np.float64)
-        nv = np.frombuffer(nb, dtype=np.int64)
+        order = [ranks[i] for i in pos]
+        total = len(tv)
         if np.isnan(tv).any():  # (a NaN start: `add` says what it means)
             return False
         if len(order) == len(ranks):  # every rank (the usual case): in index order
@@ -490,7 +649,7 @@ class _Live:
                 self.every = np.arange(len(ranks), dtype=np.intp)
             idx = self.every
         else:
-            idx = np.array([index[r] for r in order], dtype=np.intp)
+            idx = np.array(pos, dtype=np.intp)
         lv = np.array(lens, dtype=np.intp)
         ends = np.cumsum(lv)
         starts = ends - lv
@@ -515,8 +674,7 @@ class _Live:
         if any(k[0] != att for k in pend):
             return False
         intro, starts_of = self.intro, self.starts
-        r0 = ranks[0]
-        k0 = new[r0][1].tolist() if r0 in new else []
+        k0 = nv[: lens[0]].tolist() if pos and pos[0] == 0 else []
         if any((att, n) in intro for n in k0):
             return False
         cols = np.array([k[1] for k in pend] + k0, dtype=np.int64)
@@ -559,10 +717,9 @@ class _Live:
             return False
         # -- from here on the case applies: the same changes as `add` then `freeze` (a shared
         # rank's structure holds its new gaps already: checked, its new count kept)
-        shared, count, gaps = self.shared, self.count, self.gaps
-        count.update(zip(order, map(operator.add, map(count.__getitem__, order), lens), strict=True))
+        shared, gaps = self.shared, self.gaps
+        np.frombuffer(self.count, dtype=np.int64)[idx] += lv
         ends_t, ends_n = tv[ends], nv[ends]
-        self.last.update(zip(order, zip(ends_t.tolist(), ends_n.tolist(), strict=True), strict=True))
         mine = [j for j, r in enumerate(order) if r not in shared and per[j]]
         if mine:
             gv = array("d")
@@ -612,20 +769,25 @@ class _Live:
         stats: list[tuple[int, SortedFloats, int, Any]] = []
         # the usual case, a pass per attribute: every shared rank with new gaps, each still the
         # other reader's structure, grown by exactly them (else the rank by rank pass below)
-        pos = [j for j, r in enumerate(order) if r in shared]
-        ranks = [order[j] for j in pos]
-        want = [per[j] for j in pos]
+        every = len(shared) == len(order) == len(self.ranks)  # (then order holds every rank: all shared)
+        if every:
+            ranks, want = order, per
+        else:
+            pos = [j for j, r in enumerate(order) if r in shared]
+            ranks = [order[j] for j in pos]
+            want = [per[j] for j in pos]
         if ranks and all(want):
-            sfs = [shared[r][0] for r in ranks]
+            held = list(map(shared.__getitem__, ranks))
+            sfs = [v[0] for v in held]
             hss = list(map(gaps_of, ranks))
             if None not in hss and all(map(operator.is_, map(_DIFFS, hss), sfs)):
                 now = list(map(len, sfs))
-                if now != list(map(operator.add, [shared[r][1] for r in ranks], want)):
+                if now != list(map(operator.add, [v[1] for v in held], want)):
                     return False
                 theirs = list(map(_LAST_NEW, hss))
                 if None in theirs or list(map(len, theirs)) != want:
                     return False
-                at = [index[r] for r in ranks]
+                at = [] if every else [index[r] for r in ranks]
                 grown = list(zip(ranks, zip(sfs, now, strict=True), strict=True))
                 try:  # the other reader's statistics of these very gaps, for the report
                     stats = list(zip(ranks, sfs, now, map(_STATS, hss), strict=True))
@@ -655,14 +817,28 @@ class _Live:
                 at.append(index[r])
                 grown.append((r, (sf, n + g)))
         if theirs:
-            mask = np.zeros(len(self.ranks), dtype=bool)
-            mask[at] = True
-            mine = gall[own & mask[rows]]
-            joined = _packed(theirs)
+            if at:
+                mask = np.zeros(len(self.ranks), dtype=bool)
+                mask[at] = True
+                mine = gall[own & mask[rows]]
+            else:  # every rank's gaps
+                mine = gall[own]
+            try:  # packed doubles already (the calculator's arrays): joined as they are
+                joined = b"".join(theirs) if set(map(_TYPECODE, theirs)) == {"d"} else None
+            except (AttributeError, TypeError):
+                joined = None
+            if joined is None:
+                joined = _packed(theirs)
             if bool(np.isnan(mine).any()) or bool((mine == 0).any()) or mine.tobytes() != joined:
                 return False
         shared.update(grown)
         # (HostSteps.update: the same median and kth of the same structure, at that count)
+        if stats:
+            r_, sf_, k_, st_ = zip(*stats, strict=True)
+            if None not in st_ and list(map(_STEPS, st_)) == [k + 1 for k in k_]:  # every one (a pass each)
+                known = zip(sf_, k_, map(_MEDIAN, st_), map(_P90, st_), map(_MAX, st_), strict=True)
+                self.rank_stats.update(zip(r_, known, strict=True))
+                return True
         self.rank_stats.update(
             (r, (sf, k, st.median_s, st.p90_s, st.max_s))
             for r, sf, k, st in stats
@@ -710,15 +886,17 @@ class _Live:
         ranks = self.ranks
         if self.ids is None:
             self.ids = np.array(ranks, dtype=np.int64)[:, None]
-        lag = np.array([self.lag[r] for r in ranks])
-        last_steps, held = self.last_steps, self.held
+        lag = np.frombuffer(self.lag, dtype=np.float64)  # (views: added into in place)
+        last_steps = np.frombuffer(self.last_steps, dtype=np.int64)
+        held = np.frombuffer(self.held, dtype=np.float64)
+        low = np.iinfo(np.int64).min
         for c0 in range(0, blk.shape[1], self._BLOCK):
             b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
             if p.all():  # every rank reported every step (the usual case)
                 mn, mx = b.min(axis=0), b.max(axis=0)
                 dd = b - mn
                 top = b == mx
-                late = np.where(top, self.ids, np.iinfo(np.int64).min).max(axis=0)
+                late = np.where(top, self.ids, low).argmax(axis=0)  # (the rank index of the highest rank)
                 # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
                 second = np.where(top, -np.inf, b).max(axis=0)
                 tie = top.sum(axis=0) > 1
@@ -727,18 +905,15 @@ class _Live:
                 mn = np.where(p, b, np.inf).min(axis=0)
                 mx = np.where(p, b, -np.inf).max(axis=0)
                 dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
-                late = np.where(p & (b == mx), self.ids, np.iinfo(np.int64).min).max(axis=0)
+                late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
                 second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
             for col in dd.T.copy():  # column by column: each rank's sum in step order
                 lag += col
-            for r, d in zip(late.tolist(), (mx - second).tolist(), strict=True):
-                last_steps[r] += 1
-                held[r] += d
+            # each step's lead added to its late rank's, one step after the other (`at`: in order)
+            np.add.at(held, late, mx - second)
+            last_steps += np.bincount(late, minlength=len(ranks))
             self.max_spread = max(self.max_spread, float((mx - mn).max()))
-        self.lag.update(zip(ranks, lag.tolist(), strict=True))
-        lag_n = self.lag_n
-        for r, k in zip(ranks, present.sum(axis=1).tolist(), strict=True):
-            lag_n[r] += k
+        np.frombuffer(self.lag_n, dtype=np.int64)[:] += present.sum(axis=1)
         self.compared += int(blk.shape[1])
 
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
@@ -759,9 +934,14 @@ class _Live:
             return
         self.cached = None
         keys = seg[self.frozen : stop]
+        lag, lag_n, last, held = self._totals()
         self.compared, self.max_spread = _sum_steps(
-            keys, starts, self.compared, self.max_spread, self.lag, self.lag_n, self.last_steps, self.held
+            keys, starts, self.compared, self.max_spread, lag, lag_n, last, held
         )
+        self.lag[:] = array("d", lag.values())
+        self.lag_n[:] = array("q", lag_n.values())
+        self.last_steps[:] = array("q", last.values())
+        self.held[:] = array("d", held.values())
         for key in keys:
             del starts[key]
         self.frozen = stop
@@ -774,17 +954,28 @@ class _Live:
                 return None
         if self.cached is not None:
             return self.cached
-        lag, lag_n, last, held = self.lag, self.lag_n, self.last_steps, self.held
         compared, max_spread = self.compared, self.max_spread
+        at = self.order_at
+        lag: Sequence[float]
+        lag_n: Sequence[int]
+        last: Sequence[int]
+        held: Sequence[float]
         if self.moved or len(self.segs[0]) > self.frozen:  # steps not summed for good: on copies
-            lag, lag_n, last, held = dict(lag), dict(lag_n), dict(last), dict(held)
+            lag_d, lag_n_d, last_d, held_d = self._totals()
             for j, seg in enumerate(self.segs):
                 keys = seg[self.frozen :] if j == 0 else seg
                 if keys:
-                    compared, max_spread = _sum_steps(keys, self.starts, compared, max_spread, lag, lag_n, last, held)
+                    compared, max_spread = _sum_steps(
+                        keys, self.starts, compared, max_spread, lag_d, lag_n_d, last_d, held_d
+                    )
+            lag, lag_n = [lag_d[r] for r in self.order], [lag_n_d[r] for r in self.order]
+            last, held = [last_d[r] for r in self.order], [held_d[r] for r in self.order]
+        else:  # the totals by rank index, in the report's order
+            g = operator.itemgetter(*at) if len(at) > 1 else (lambda v: (v[at[0]],))
+            lag, lag_n, last, held = g(self.lag), g(self.lag_n), g(self.last_steps), g(self.held)
+        gaps, count, known, order = self.gaps, self.count, self.rank_stats, self.order
         ranks = []
-        gaps, count, known = self.gaps, self.count, self.rank_stats
-        for r in self.order:
+        for j, r in enumerate(order):
             d = gaps[r]
             k = len(d)
             if k:
@@ -793,9 +984,9 @@ class _Live:
                     got = known[r] = (d, k, d.median(), d.kth(min(k - 1, int(0.9 * k))), d.kth(k - 1))
                 steps, med, p90, top = k + 1, got[2], got[3], got[4]
             else:
-                steps, med, p90, top = count[r], 0.0, 0.0, 0.0
-            n = lag_n[r]
-            ranks.append(RankStepStats(r, steps, med, p90, top, lag[r] / n if n else 0.0, last[r], held[r]))
+                steps, med, p90, top = count[at[j]], 0.0, 0.0, 0.0
+            n = lag_n[j]
+            ranks.append(RankStepStats(r, steps, med, p90, top, lag[j] / n if n else 0.0, last[j], held[j]))
         self.cached = _verdict(ranks, compared, max_spread)
         return self.cached
 
@@ -834,7 +1025,14 @@ _BY_TIME_RANK = operator.itemgetter(1, 0)
 _DIFFS = operator.attrgetter("diffs")
 _LAST_NEW = operator.attrgetter("last_new")
 _STATS = operator.attrgetter("stats")
+_TYPECODE = operator.attrgetter("typecode")
+_STEPS, _MEDIAN = operator.attrgetter("steps"), operator.attrgetter("median_s")
+_P90, _MAX = operator.attrgetter("p90_s"), operator.attrgetter("max_s")
 _LOCKSTEP_MIN = 256  # new step starts from which the numpy pass pays  # (rank, time) -> (time, rank)
+# fed blocks kept as blocks before they go to each rank's columns (else only when needed: a
+# part the block pass does not take, a window, a fresh analysis); each rank's columns grown a
+# block at a time would copy them again and again
+_BLOCKS_KEPT = 4096
 
 
 def analyze(
@@ -953,7 +1151,7 @@ def saved_stragglers(
             log.info("mlgoodput: not using the saved straggler analysis of %s/%s (%s)", logger_name, job_name, e)
     a = StragglerAnalysis(job_name, logger_name, store=st)
     rep = a.report(start, end)
-    steps = sum(len(v) for v in a._times.values())
+    steps = sum(len(v) for v in a._columns()[0].values())
     if isinstance(st, StateStore) and steps and steps >= min(every, _SAVE_FROM):  # small jobs: cheap again
         try:
             head, upto = st.stream_position(logger_name, job_name, a._cursor)
