@@ -69,3 +69,25 @@ def test_counts_up() -> None:
     assert not counts_up(array("q", [5, 7, 7])) and not counts_up(array("q", [0, 0, 3, 3][:3]))
     assert not counts_up(array("q", [-1, 0, 1]))
     assert counts_up(array("q", range(2**40, 2**40 + 70000)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_extend_checked_equals_extend(seed: int) -> None:
+    """A caller's int64 check (`by_one`, as `_fast.by_one_each` gives it: wrapped differences
+    pass) plus the first and last checked inside give what `extend` gives; `last` is [-1]."""
+    rnd = random.Random(seed)
+    plain, checked = StepNums(), StepNums()
+    assert plain.last() is None
+    for _ in range(rnd.randint(1, 15)):
+        k = rnd.random()
+        if k < 0.1:  # counts up by one through the int64 wrap: each difference is 1 in int64
+            batch = array("q", [2**63 - 2, 2**63 - 1, -(2**63), -(2**63) + 1])
+        elif k < 0.2:
+            batch = array("q", range(-3, rnd.randint(-2, 5)))  # negative numbers do not count up
+        else:
+            batch = array("q", _numbers(rnd, rnd.choice((1, 5, 64, 65, 300))))
+        diffs = [(batch[i + 1] - batch[i] + 2**63) % 2**64 - 2**63 for i in range(len(batch) - 1)]
+        by_one = all(d == 1 for d in diffs)
+        assert plain.extend(batch) == checked.extend_checked(batch, by_one)
+        assert list(plain) == list(checked) and plain.state() == checked.state()
+        assert checked.last() == checked[-1]

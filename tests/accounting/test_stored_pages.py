@@ -6,6 +6,7 @@ that ingesting page by page gives: with numpy on and off, and runs cut anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -40,6 +41,7 @@ def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[Event]]:
     """A job's batches as shippers store them, with what breaks a plain run of step pages."""
     out: list[list[Event]] = [[Event(Kind.JOB_START, 10.0, h)] for h in range(hosts)]
+    odd = random.Random(hosts * 1000 + rounds)  # its own draws: `rng`'s jobs stay as they were
     t, step = 20.0, 0
     for _ in range(rounds):
         r = rng.random()
@@ -55,6 +57,11 @@ def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[
         rng.shuffle(order)  # shippers store in any order
         for h in order:
             evs = [Event(Kind.STEP_START, t + j * 0.5 + h * 1e-3, h, step=step + j) for j in range(per)]
+            k = odd.random()
+            if k < 0.05:  # step numbers that skip, or start again, at increasing times
+                evs = [dataclasses.replace(e, step=step + 2 * j) for j, e in enumerate(evs)]
+            elif k < 0.08:
+                evs = [dataclasses.replace(e, step=j) for j, e in enumerate(evs)]
             if rng.random() < 0.05:
                 rng.shuffle(evs)  # out of order inside a page
             if rng.random() < 0.03:
@@ -173,8 +180,8 @@ def _row(
     ]
 
 
-def _good_row(rng: random.Random, seq: int) -> list[Any]:
-    n = rng.choice((1, 2, 5, 10))
+def _good_row(rng: random.Random, seq: int, size: int = 0) -> list[Any]:
+    n = size or rng.choice((1, 2, 5, 10))
     h = rng.choice((0, 1, 7, 2**31 - 1, 256))
     return _row(seq, bytes([9]) * n, [rng.random() for _ in range(n)], [h] * n, list(range(n)), [math.nan] * n)
 
@@ -214,7 +221,9 @@ def _flawed(rng: random.Random, r: list[Any]) -> list[Any]:
 @pytest.mark.parametrize("seed", range(60))
 def test_page_check_equals_the_row_checks(numpy_mode: str, seed: int) -> None:
     rng = random.Random(seed)
-    rows = [_good_row(rng, k) for k in range(rng.randrange(1, 30))]
+    # pages of _fast.ROWS_MIN rows or more: the hosts checked in numpy (with numpy on)
+    size = rng.choice((1, 10)) if seed % 3 == 0 else 0  # every row of one size, or sizes mixed
+    rows = [_good_row(rng, k, size) for k in range(rng.randrange(1, 30) if seed % 2 else rng.randrange(64, 200))]
     if seed % 4:  # one row with one flaw
         k = rng.randrange(len(rows))
         rows[k] = _flawed(rng, rows[k])
@@ -225,7 +234,7 @@ def test_page_check_equals_the_row_checks(numpy_mode: str, seed: int) -> None:
     assert (got is not None) == all(each)
     if got is not None:
         firsts, ns = got
-        assert firsts == [r[3][:4] for r in page]
+        assert firsts == [array("i", r[3][:4])[0] for r in page]
         assert ns == [len(r[1]) for r in page]
 
 
@@ -331,3 +340,26 @@ def test_journal_folders_follow_the_environment(tmp_path: Path, monkeypatch: pyt
     monkeypatch.delenv("MLGOODPUT_JOURNAL_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))
     assert _journal._dirs_of(url) == _journal.journal_dirs(url)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_by_one_each_equals_the_python_check(numpy_mode: str, seed: int) -> None:
+    rng = random.Random(seed)
+    chunks = []
+    want = []
+    for _ in range(rng.randrange(1, 300)):
+        first = rng.choice((0, 7, 2**63 - 40, -5))
+        s = [(first + j + 2**63) % 2**64 - 2**63 for j in range(rng.randrange(1, 80))]  # int64, wrapping
+        k = rng.random()
+        if k < 0.1 and len(s) > 1:
+            s[rng.randrange(len(s))] += rng.choice((-1, 1, 2))  # one number off
+        elif k < 0.15 and len(s) > 1:
+            s[-1] = s[-2]  # a repeat
+        s = [min(max(x, -(2**63)), 2**63 - 1) for x in s]
+        chunks.append(array("q", s).tobytes())
+        want.append(all((s[j + 1] - s[j]) % 2**64 == 1 for j in range(len(s) - 1)))
+    got = _fast.by_one_each(chunks)
+    if got is not None:
+        assert got == want
+    elif numpy_mode == "1":
+        assert sum(len(c) for c in chunks) < 8 * _fast.EACH_MIN

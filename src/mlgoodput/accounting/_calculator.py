@@ -11,9 +11,11 @@ import math
 import operator
 import os
 import statistics
+import sys
 import threading
 import time
 from array import array
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -288,9 +290,9 @@ class GoodputCalculator:
         begin, end = self._cursor, run.end
         timeline = self._engine.timeline
         hooks = self._part_hooks
-        for part, steps in run.parts():
+        for part, steps, by_one in run.parts():
             if steps:  # one host's step starts at strictly increasing times (checked)
-                timeline.ingest_steps(part)
+                timeline.ingest_steps(part, by_one)
             else:
                 timeline.ingest(part)
             for hook in hooks:  # as for the parts of one read: the first starts at the cursor
@@ -670,7 +672,7 @@ class _StepRun:
     __slots__ = ("end", "events", "pages")
 
     def __init__(self) -> None:
-        self.pages: dict[int | bytes, list[Columns] | list[StoredRow]] = {}
+        self.pages: defaultdict[int, list[Columns] | list[StoredRow]] = defaultdict(list)
         self.events = 0
         self.end = 0
 
@@ -699,9 +701,10 @@ class _StepRun:
             return False
         if len(times) != 8 * n or len(steps) != 8 * n or len(values) != 8 * n or len(hosts) != _HOST_BYTES * n:
             return False  # not what it should be: decoded and ingested on its own
-        h = hosts[:_HOST_BYTES]
-        if kinds.count(_STEP) != n or hosts != h * n:
+        first = hosts[:_HOST_BYTES]
+        if kinds.count(_STEP) != n or hosts != first * n:
             return False
+        h = int.from_bytes(first, sys.byteorder, signed=True)  # as array("i") reads it
         got = self.pages.get(h)
         if got is None:
             self.pages[h] = [row]
@@ -710,20 +713,16 @@ class _StepRun:
         self.events += n
         return True
 
-    def add_rows(self, hosts: Iterable[bytes], rows: Iterable[StoredRow], events: int) -> None:
-        """Gather stored rows already checked (`_step_rows`): each with its host's bytes."""
-        pages = cast("dict[int | bytes, list[StoredRow]]", self.pages)
-        for h, row in zip(hosts, rows, strict=True):
-            got = pages.get(h)
-            if got is None:
-                pages[h] = [row]
-            else:
-                got.append(row)
+    def add_rows(self, hosts: Iterable[int], rows: Iterable[StoredRow], events: int) -> None:
+        """Gather stored rows already checked (`_step_rows`): each with its host."""
+        pages = cast("defaultdict[int, list[StoredRow]]", self.pages)
+        deque(map(list.append, map(pages.__getitem__, hosts), rows), maxlen=0)  # no Python step a row
         self.events += events
 
-    def parts(self) -> Iterator[tuple[Columns, bool]]:
-        """Each part to ingest, and whether it is one host's step starts at strictly
-        increasing times (Timeline.ingest_steps)."""
+    def parts(self) -> Iterator[tuple[Columns, bool, bool | None]]:
+        """Each part to ingest, whether it is one host's step starts at strictly increasing
+        times (Timeline.ingest_steps), and whether its step numbers count up by one in int64
+        (None: not checked here)."""
         groups = list(self.pages.values())
         if groups and not isinstance(groups[0][0], Columns):  # stored rows (a run holds one sort)
             yield from _joined(cast("list[list[StoredRow]]", groups))
@@ -731,7 +730,7 @@ class _StepRun:
         for pages in cast("list[list[Columns]]", groups):
             first = pages[0]
             if len(pages) == 1:
-                yield first, False
+                yield first, False, None
                 continue
             t, s, v = array("d"), array("q"), array("d")
             for p in pages:
@@ -740,13 +739,13 @@ class _StepRun:
                 v.extend(p.values)
             if _increasing(t):
                 n = len(t)
-                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None), True
+                yield Columns(bytearray((_STEP,)) * n, t, array("i", first.hosts[:1]) * n, s, v, None, None), True, None
             else:
                 for p in pages:
-                    yield p, False
+                    yield p, False, None
 
     def clear(self) -> None:
-        self.pages = {}
+        self.pages = defaultdict(list)
         self.events = 0
 
 
@@ -760,50 +759,63 @@ def _increasing(t: array[float]) -> bool:
     return fast if fast is not None else all(map(operator.lt, t[:-1], t[1:]))
 
 
-def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[bytes], list[int]] | None:
-    """(each row's host, as its 4 bytes; each row's events) when every stored row of a page
+def _step_rows(rows: Sequence[StoredRow]) -> tuple[list[int], list[int]] | None:
+    """(each row's host; each row's events) when every stored row of a page
     passes `_StepRun.take_row`'s checks, else None: the same checks a column at a time."""
     _, kinds, times, hosts, steps, values, names, attrs = zip(*rows, strict=True)
     m = len(kinds)
     if names.count(None) != m or attrs.count(None) != m:
         return None
     ns = list(map(len, kinds))
-    if min(ns) == 0 or max(ns) >= _RUN_PAGE or b"".join(kinds).count(_STEP) != sum(ns):
+    lo, hi = min(ns), max(ns)
+    if lo == 0 or hi >= _RUN_PAGE or b"".join(kinds).count(_STEP) != sum(ns):
         return None
-    n8 = list(map(operator.mul, ns, itertools.repeat(8)))
+    if lo == hi:  # rows of one size (shippers at a steady rate): the lengths they must have, as is
+        n8, n4 = [8 * lo] * m, [_HOST_BYTES * lo] * m
+    else:
+        n8 = list(map(operator.mul, ns, itertools.repeat(8)))
+        n4 = list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES)))
     if list(map(len, times)) != n8 or list(map(len, steps)) != n8 or list(map(len, values)) != n8:
         return None
-    if list(map(len, hosts)) != list(map(operator.mul, ns, itertools.repeat(_HOST_BYTES))):
+    if list(map(len, hosts)) != n4:
         return None
-    firsts: list[bytes] = list(map(operator.getitem, hosts, itertools.repeat(_FIRST_HOST)))
-    if hosts != tuple(map(operator.mul, firsts, ns)):
+    got = _fast.firsts_of_rows(b"".join(hosts), ns)  # numpy: one pass over the hosts of all rows
+    if got is not None:
+        return (got[1], ns) if got[0] else None
+    heads: list[bytes] = list(map(operator.getitem, hosts, itertools.repeat(_FIRST_HOST)))
+    if hosts != tuple(map(operator.mul, heads, ns)):
         return None
-    return firsts, ns
+    return array("i", b"".join(heads)).tolist(), ns
 
 
-def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool]]:
+def _joined(groups: list[list[StoredRow]]) -> Iterator[tuple[Columns, bool, bool | None]]:
     """Each host's stored step rows (a group) as one part, their bytes joined and decoded
     once, when its step starts increase strictly across them (checked for all hosts in one
-    pass where numpy helps); else each of its rows decoded on its own."""
-    times = [rows[0][2] if len(rows) == 1 else b"".join([r[2] for r in rows]) for rows in groups]
+    pass where numpy helps); else each of its rows decoded on its own. Where numpy helps, also
+    whether each part's step numbers count up by one (one pass for all hosts, for the timeline:
+    else it checks each part on its own)."""
+    times = [rows[0][2] if len(rows) == 1 else b"".join(map(_TIMES, rows)) for rows in groups]
+    steps = [rows[0][4] if len(rows) == 1 else b"".join(map(_STEPS, rows)) for rows in groups]
     strict = _fast.increasing_each(times)
+    by_one = _fast.by_one_each(steps)
     for i, rows in enumerate(groups):
         t = array("d")
         t.frombytes(times[i])
         if not (_increasing(t) if strict is None else strict[i]):
             for r in rows:
-                yield decode(*r[1:]), False
+                yield decode(*r[1:]), False, None
             continue
         s, v, h = array("q"), array("d"), array("i")
-        if len(rows) == 1:
-            s.frombytes(rows[0][4])
-            v.frombytes(rows[0][5])
-        else:
-            s.frombytes(b"".join([r[4] for r in rows]))
-            v.frombytes(b"".join([r[5] for r in rows]))
+        s.frombytes(steps[i])
+        v.frombytes(rows[0][5] if len(rows) == 1 else b"".join(map(_VALUES, rows)))
         h.frombytes(rows[0][3][:_HOST_BYTES])
         n = len(t)
-        yield Columns(bytearray((_STEP,)) * n, t, h * n, s, v, None, None), True
+        kinds = _STEP_KINDS[:n] if n <= len(_STEP_KINDS) else bytearray((_STEP,)) * n
+        yield Columns(kinds, t, h * n, s, v, None, None), True, None if by_one is None else by_one[i]
+
+
+_TIMES, _STEPS, _VALUES = (operator.itemgetter(k) for k in (2, 4, 5))  # a stored row's columns
+_STEP_KINDS = bytearray((_STEP,)) * (_RUN_EVENTS + _RUN_PAGE)  # a part's kinds: a slice of it (a copy)
 
 
 @dataclasses.dataclass(slots=True)

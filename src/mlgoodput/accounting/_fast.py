@@ -190,7 +190,7 @@ def increasing_each(chunks: list[bytes]) -> list[bool] | None:
     if len(bad):
         ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
         k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
-        for i in np.unique(k[bad + 1 < ends[k]]).tolist():  # a[j + 1] in it too: a pair inside it
+        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
             out[i] = False
     return out
 
@@ -216,3 +216,43 @@ def sort_in_place(values: array[float]) -> bool:
         return False
     np.frombuffer(values, dtype=np.float64).sort(kind="stable")
     return True
+
+
+def by_one_each(chunks: list[bytes]) -> list[bool] | None:
+    """For each chunk of packed int64 (a multiple of 8 bytes, not empty), whether each value is
+    one more than the one before it in int64 (as `steps_by_one` says of it alone; a difference
+    that wraps around passes here too: the caller checks its first and last values): one pass
+    over them all."""
+    sizes = [len(c) >> 3 for c in chunks]
+    if sum(sizes) < EACH_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(b"".join(chunks), dtype=np.int64)
+    bad = np.flatnonzero(a[1:] - a[:-1] != 1)  # j: a[j + 1] is not a[j] + 1 (arrays wrap silently)
+    out = [True] * len(chunks)
+    if len(bad):
+        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
+        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
+            out[i] = False
+    return out
+
+
+ROWS_MIN = 64  # rows below which `firsts_of_rows` leaves it to Python
+
+
+def firsts_of_rows(values: bytes, counts: list[int]) -> tuple[bool, list[int]] | None:
+    """Packed C ints (array "i") cut into rows of `counts` values each (none empty, the lengths
+    checked by the caller): (whether every value of each row equals the row's first, each row's
+    first value), in one pass over them all."""
+    if len(counts) < ROWS_MIN:
+        return None
+    np = numpy()
+    if np is None:
+        return None
+    a = np.frombuffer(values, dtype=np.intc)
+    n = np.asarray(counts, dtype=np.int64)
+    firsts = a[np.cumsum(n) - n]
+    return bool(np.array_equal(a, np.repeat(firsts, n))), firsts.tolist()

@@ -120,11 +120,24 @@ class StepNums(Sequence[int]):
         a = values if isinstance(values, array) and values.typecode == "q" else array("q", values)
         return self._add(a)
 
-    def _add(self, a: array[int]) -> bool:
+    def extend_checked(self, a: array[int], by_one: bool) -> bool:
+        """`extend` for packed numbers whose differences the caller checked in int64 (`by_one`:
+        each is one more than the one before); its first and last are checked here."""
+        return self._add(a, by_one and len(a) > 0 and a[0] >= 0 and a[-1] - a[0] == len(a) - 1)
+
+    def last(self) -> int | None:
+        """The last number (None when there is none): self[-1] without a search."""
+        k = len(self._starts) - 1
+        if k < 0:
+            return None
+        p = self._packed.get(k)
+        return p[-1] if p is not None else self._base[k] + self._n - 1 - self._starts[k]
+
+    def _add(self, a: array[int], counted: bool = False) -> bool:
         m = len(a)
         if m == 0:
             return True
-        if counts_up(a):
+        if counted or counts_up(a):
             k = len(self._starts) - 1
             if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == a[0]:
                 self._n += m  # it continues the last run

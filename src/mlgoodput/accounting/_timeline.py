@@ -52,10 +52,16 @@ class HostLog:
     version: int = 0  # bumped when a change reaches back before the last step (not an append)
 
     def add_steps(
-        self, times: list[float] | array[float], nums: list[int] | array[int], strict: bool | None = None
+        self,
+        times: list[float] | array[float],
+        nums: list[int] | array[int],
+        strict: bool | None = None,
+        by_one: bool | None = None,
     ) -> float:
         """Append step starts; returns the earliest time that changed (inf if none). `strict`:
-        whether the times increase strictly, when the caller checked (else checked here)."""
+        whether the times increase strictly, when the caller checked (else checked here);
+        `by_one`: whether each number (packed, int64) is one more than the one before, when
+        the caller checked (else checked here)."""
         if not times:
             return math.inf
         # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
@@ -65,14 +71,19 @@ class HostLog:
             strict = all(map(operator.lt, times[:-1], times[1:]))
         ordered = strict or list(times) == sorted(times)
         if ordered and (not self.times or times[0] > self.times[-1]):
-            last = self.nums[-1] if self.nums else None
+            last = self.nums.last()
             # exact duplicates inside one batch are possible only at equal times
             if not strict and len(set(times)) != len(times):  # rare: equal times inside one batch
                 pairs = sorted(set(zip(times, nums, strict=True)))
                 times = [p[0] for p in pairs]
                 nums = [p[1] for p in pairs]
+                by_one = None
             self.times.extend(times)
-            counted = self.nums.extend(nums)  # True when the batch counts up by one
+            # True when the batch counts up by one
+            if by_one is None or not isinstance(nums, array):
+                counted = self.nums.extend(nums)
+            else:
+                counted = self.nums.extend_checked(nums, by_one)
             if self.monotonic and (
                 (last is not None and nums[0] < last) or not (counted or all(map(operator.le, nums[:-1], nums[1:])))
             ):
@@ -175,17 +186,18 @@ class Timeline:
             earliest = min(earliest, self.host(hosts[i]).add_other(rec))
         self.earliest_change = min(self.earliest_change, earliest)
 
-    def ingest_steps(self, cols: Columns) -> None:
+    def ingest_steps(self, cols: Columns, by_one: bool | None = None) -> None:
         """`ingest` for a part known to hold only step starts of one host, no names or
         attributes, at strictly increasing times (the caller checked): what `ingest` does with
-        it, without checking it again (the calculator's runs of a host's small pages)."""
+        it, without checking it again (the calculator's runs of a host's small pages).
+        `by_one`: whether its step numbers count up by one, when the caller checked."""
         n = len(cols)
         if n == 0:
             return
         self.events += n
         times = cols.times
         self.max_time = max(self.max_time, times[-1])  # increasing: the last is the largest
-        earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True))
+        earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True, by_one))
         self.earliest_change = min(self.earliest_change, earliest)
 
     def lead_host(self, q: float) -> int | None:
