@@ -322,7 +322,9 @@ def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int
         got = []
         for evs in rounds:
             e.timeline.ingest(Columns.from_events(evs))
-            got.append([(s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in e.host_stats(math.inf)])
+            got.append(
+                [(s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in e.host_stats(math.inf)]
+            )
         assert e._together.used <= len(e._hosts)  # one row per host at most, whatever happened
         for hs in e._hosts.values():  # what the structures answer themselves agrees too
             d = hs.diffs
@@ -383,7 +385,11 @@ def test_a_nan_among_the_new_gaps_of_hosts_updated_together(numpy_mode: str) -> 
                 # where a NaN sits depends on when the values were merged, for the plain
                 # structure too (HostGaps' docstring): only the count is the same
                 continue
-            assert (_bits(a.median_s), _bits(a.p90_s), _bits(a.max_s)) == (_bits(b.median_s), _bits(b.p90_s), _bits(b.max_s))
+            assert (_bits(a.median_s), _bits(a.p90_s), _bits(a.max_s)) == (
+                _bits(b.median_s),
+                _bits(b.p90_s),
+                _bits(b.max_s),
+            )
         for a, b in zip(mine, plain, strict=True):
             assert _bits_all(a.last_new) == _bits_all(b.last_new)
 
@@ -391,7 +397,10 @@ def test_a_nan_among_the_new_gaps_of_hosts_updated_together(numpy_mode: str) -> 
     for r in range(6):
         for log in logs:
             t = log.times[-1]
-            log.add_steps([t + 0.5 + rnd.random() * 0.01 + k * 0.5 for k in range(100)], list(range(3000 + r * 100, 3100 + r * 100)))
+            log.add_steps(
+                [t + 0.5 + rnd.random() * 0.01 + k * 0.5 for k in range(100)],
+                list(range(3000 + r * 100, 3100 + r * 100)),
+            )
         if r == 3:  # inf - inf: a NaN gap on one host
             logs[5].add_steps([math.inf, math.inf], [10**6, 10**6 + 1])
         both()

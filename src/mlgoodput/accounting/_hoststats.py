@@ -135,7 +135,6 @@ class HostSteps:
         return self.stats
 
 
-
 _TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
 _HALF = 96  # half the width of a part of a host's buckets kept around a statistic
 _MID = 128  # side values strictly inside a kept part's range, kept per host and statistic
@@ -305,7 +304,12 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     half = n_all // 2
     k90 = np.minimum(n_all - 1, (0.9 * n_all).astype(np.int64))  # as int(0.9 * n): a double, truncated
     val, bad = _search(
-        np, tg, np.concatenate((R, R, R)), np.concatenate((half - 1 + (n_all & 1), half, k90)), h, np.concatenate((m, m, m))
+        np,
+        tg,
+        np.concatenate((R, R, R)),
+        np.concatenate((half - 1 + (n_all & 1), half, k90)),
+        h,
+        np.concatenate((m, m, m)),
     )
     lo_v, hi_v, p90 = val[:h], val[h : 2 * h], val[2 * h :]
     med = np.where(n_all & 1, hi_v, (lo_v + hi_v) / 2.0)
