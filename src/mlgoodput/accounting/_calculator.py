@@ -557,15 +557,29 @@ class GoodputCalculator:
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
 
-        def deviation() -> dict[int, float]:
-            self._refresh()
-            engine = self._engine
-            q = max(self._clock(), engine.timeline.max_time)
-            out = engine.step_deviation(q, ideal, last_n)
-            self._keep()
-            return out
+        return self._guarded(lambda: self._signed_deviation(ideal, last_n, True))
 
-        return self._guarded(deviation)
+    def _signed_deviation(self, ideal: float | None, last_n: int | None, refresh: bool) -> dict[int, float]:
+        """`get_signed_step_deviation`'s answer (under the lock); without `refresh`, of the events
+        read so far (the monitor: the deviation of the same read as the report just made)."""
+        if refresh:
+            self._refresh()
+        engine = self._engine
+        q = max(self._clock(), engine.timeline.max_time)
+        out = engine.step_deviation(q, ideal, last_n)
+        self._keep()
+        return out
+
+    def _deviation_as_read(
+        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
+    ) -> dict[int, float]:
+        """`get_signed_step_deviation` of the events read so far (the last query's), without
+        reading the store again: the monitor, having just made a report, gets the deviation of
+        the same events and pays no second read. Reads when nothing was read yet."""
+        ideal = _check_ideal(configured_ideal_step_time)
+        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+            raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
+        return self._guarded(lambda: self._signed_deviation(ideal, last_n, self._cursor == 0))
 
     def get_job_goodput_details(self) -> dict[str, Any]:
         """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,
