@@ -91,14 +91,24 @@ class _Child:
             # 170,000 objects), which the collections this round triggers would walk (~100 ms)
             gc.freeze()
         now = time.time()
-        for key in list(self.sources) if keys is None else keys:
-            src = self.sources.get(key)
-            if src is None:
-                continue
-            try:
-                self.distribute(list(src.collect(now, final)))
-            except Exception as e:
-                log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
+        # no collection while the sources run: a round allocates many short-lived objects (at
+        # 256 hosts some 2,500 stored rows and 1,600 samples) but makes no garbage cycles to
+        # speak of, and the collections they triggered cost ~1.5 ms a round; the round's
+        # leftovers are collected as usual once it is over (settle_gc)
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for key in list(self.sources) if keys is None else keys:
+                src = self.sources.get(key)
+                if src is None:
+                    continue
+                try:
+                    self.distribute(list(src.collect(now, final)))
+                except Exception as e:
+                    log.warning("%s: source %r failed: %s (will retry next interval)", self.name, key, e)
+        finally:
+            if was:
+                gc.enable()
         self.rounds += 1
         settle_gc(self.rounds)
 
