@@ -175,6 +175,19 @@ def merge(ordered: array[float], new: list[float]) -> array[float] | None:
 EACH_MIN = 512  # values below which `increasing_each` leaves it to Python (a loop per chunk)
 
 
+def _clean_chunks(np: Any, bad: Any, sizes: list[int]) -> list[bool]:
+    """For chunks of `sizes` values joined into one array, whether each holds no bad pair:
+    `bad` lists the j whose pair (a[j], a[j + 1]) is bad; a pair across two chunks counts
+    for neither."""
+    out = [True] * len(sizes)
+    if len(bad):
+        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
+        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
+            out[i] = False
+    return out
+
+
 def increasing_each(chunks: list[bytes]) -> list[bool] | None:
     """For each chunk of packed doubles (a multiple of 8 bytes, not empty), whether its values
     increase strictly, as `all(map(operator.lt, t[:-1], t[1:]))` says: one pass over them all."""
@@ -186,13 +199,7 @@ def increasing_each(chunks: list[bytes]) -> list[bool] | None:
         return None
     a = np.frombuffer(b"".join(chunks), dtype=np.float64)
     bad = np.flatnonzero(~(a[:-1] < a[1:]))  # j: a[j] and a[j + 1] out of order (NaN too)
-    out = [True] * len(chunks)
-    if len(bad):
-        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
-        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
-        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
-            out[i] = False
-    return out
+    return _clean_chunks(np, bad, sizes)
 
 
 def short_gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
@@ -231,13 +238,7 @@ def by_one_each(chunks: list[bytes]) -> list[bool] | None:
         return None
     a = np.frombuffer(b"".join(chunks), dtype=np.int64)
     bad = np.flatnonzero(a[1:] - a[:-1] != 1)  # j: a[j + 1] is not a[j] + 1 (arrays wrap silently)
-    out = [True] * len(chunks)
-    if len(bad):
-        ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
-        k = np.searchsorted(ends, bad, side="right")  # the chunk that holds a[j]
-        for i in k[bad + 1 < ends[k]].tolist():  # a[j + 1] in it too: a pair inside it (repeats do no harm)
-            out[i] = False
-    return out
+    return _clean_chunks(np, bad, sizes)
 
 
 ROWS_MIN = 64  # rows below which `firsts_of_rows` leaves it to Python
