@@ -146,6 +146,73 @@ def test_child_flushes_and_exits_when_its_parent_dies(tmp_path: Path) -> None:
     assert FileExporter.read(out)[-1].get("shutdown") is True
 
 
+def test_child_exits_when_its_parent_dies_while_a_fork_of_the_parent_holds_the_pipe(tmp_path: Path) -> None:
+    """A data-loader worker forked from the training process keeps the pipe to the exporter
+    open after the training process dies: the exporter still sees its parent go (a pidfd, or
+    its parent pid where there is none), delivers what it has and exits."""
+    out = tmp_path / "out.jsonl"
+    code = textwrap.dedent(f"""
+        import os, time
+        from mlgoodput.export import ExporterProcess, Sample
+        from mlgoodput.testing import FileExporter
+        p = ExporterProcess([FileExporter({str(out)!r})], interval_s=60)
+        p.start()
+        p.submit([Sample("final", 7.0, {{}})])
+        worker = os.fork()
+        if worker == 0:  # holds every fd of the parent, the pipe included (not the output)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            time.sleep(60)
+            os._exit(0)
+        print(p.pid, worker, flush=True)
+        os._exit(0)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    res = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env, timeout=60)
+    child, worker = map(int, res.stdout.split())
+    try:
+        assert wait_for(lambda: not _pid_alive(child), timeout_s=20)
+        assert FileExporter.latest(out) == {"final": 7.0}
+        assert FileExporter.read(out)[-1].get("shutdown") is True
+    finally:
+        os.kill(worker, signal.SIGKILL)
+
+
+def _switches(pid: int) -> int:
+    """Context switches of all of a process's threads so far (each wake-up counts one)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:
+            pass  # a thread that ended meanwhile
+    return total
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "pidfd_open") or not os.path.isdir("/proc/self/task"),
+    reason="without pidfds (Linux 5.3+) the exporter looks at its parent pid every second",
+)
+def test_an_idle_exporter_process_sleeps_until_something_comes(tmp_path: Path) -> None:
+    """Between rounds nothing wakes the exporter process: no loop looking at its parent, no
+    exporter thread checking for samples (each wake-up costs CPU a monitor is measured by)."""
+    out = tmp_path / "out.jsonl"
+    proc = ExporterProcess([FileExporter(out), FileExporter(tmp_path / "two.jsonl")], interval_s=60)
+    proc.start()
+    try:
+        proc.submit([Sample("a", 1.0, JOB)])
+        assert proc.flush(10)
+        assert proc.pid is not None
+        time.sleep(0.2)  # the flush's reply and the threads' last steps
+        before = _switches(proc.pid)
+        time.sleep(2.5)  # before: 3 threads waking every second, 6 or more switches
+        assert _switches(proc.pid) - before <= 1
+        proc.submit([Sample("a", 2.0, JOB)])  # and samples still wake it at once
+        assert wait_for(lambda: FileExporter.latest(out).get("a") == 2.0)
+    finally:
+        assert proc.stop(10)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
