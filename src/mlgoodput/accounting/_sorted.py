@@ -99,10 +99,14 @@ class SortedFloats:
             self._buckets.insert(i + 1, half)
             self._maxes[i] = b[-1]
             self._maxes.insert(i + 1, half[-1])
-            self._sums[i] = sum(b)
-            self._sums.insert(i + 1, sum(half))
+            self._sums[i] = self._bucket_sum(b)
+            self._sums.insert(i + 1, self._bucket_sum(half))
             i += 1
             b = half
+
+    def _bucket_sum(self, b: array[float]) -> float:
+        """The sum of a bucket's values, as `_split` stores it for each half."""
+        return sum(b)
 
     def extend(self, xs: list[float] | array[float]) -> None:
         self._ends = None
@@ -354,24 +358,12 @@ class HostGaps(SortedFloats):
                 self._split(k)
         self._n += len(side)
 
-    def _split(self, i: int) -> None:
-        # as SortedFloats', the halves' sums in numpy (they are only sums here: not statistics)
+    def _bucket_sum(self, b: array[float]) -> float:
+        # numpy's sum here (the halves' sums in `_split` are only sums: not statistics)
         np: Any = _fast.numpy()
         if np is None:
-            super()._split(i)
-            return
-        self._ends = None
-        b = self._get(i)
-        while len(b) > 2 * _LOAD:
-            half = b[_LOAD:]
-            del b[_LOAD:]
-            self._buckets.insert(i + 1, half)
-            self._maxes[i] = b[-1]
-            self._maxes.insert(i + 1, half[-1])
-            self._sums[i] = float(np.frombuffer(b, dtype=np.float64).sum())
-            self._sums.insert(i + 1, float(np.frombuffer(half, dtype=np.float64).sum()))
-            i += 1
-            b = half
+            return super()._bucket_sum(b)
+        return float(np.frombuffer(b, dtype=np.float64).sum())
 
     def extend(self, xs: list[float] | array[float]) -> None:
         k = len(xs)
