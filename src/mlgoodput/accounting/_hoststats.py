@@ -73,27 +73,18 @@ class HostSteps:
         """The usual update's growth (steps appended since the last one: what `_update` does in
         that case, without its other cases), the statistics left to the caller; False (nothing
         done) in any other case."""
-        times = log.times
-        n = len(times)
+        n = len(log.times)
         lo = self.n
         if not (n > lo > 1 and log.version == self.version and self._raw is None):
             return False
-        new = (
-            _fast.gaps(times, lo - 1, n - 1)
-            or _fast.short_gaps(times, lo - 1, n - 1)
-            or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
-        )
-        js = log.job_starts
-        if js and js[-1] > times[lo - 1]:
-            _cut(new, times, js, lo, n)
+        new = _new_gaps(log, lo, n)
         self._diffs.extend(new)
         self.last_new = new
         self.n = n
         return True
 
     def _update(self, log: HostLog) -> HostStepStats | None:
-        times = log.times
-        n = len(times)
+        n = len(log.times)
         quick = None
         if log.version != self.version or n < self.n:
             self.n, self.version, self.diffs, self.stats = 0, log.version, HostGaps(), None
@@ -101,14 +92,7 @@ class HostSteps:
         if n > self.n:
             lo = max(1, self.n)
             if n > lo:
-                new = (
-                    _fast.gaps(times, lo - 1, n - 1)
-                    or _fast.short_gaps(times, lo - 1, n - 1)
-                    or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
-                )
-                js = log.job_starts
-                if js and js[-1] > times[lo - 1]:
-                    _cut(new, times, js, lo, n)
+                new = _new_gaps(log, lo, n)
                 if not len(self._diffs) and self._raw is None and isinstance(new, array):
                     quick = _order_stats(new)
                 if quick is not None and isinstance(new, array):
@@ -421,6 +405,20 @@ def _search(np: Any, tg: Together, R: Any, k: Any, h: int, m: Any) -> tuple[Any,
     x_side = np.where(j >= 1, side_at(j - 1), -np.inf)
     got = np.where(at_first, first, np.where(at_last, last, np.maximum(x_main, x_side)))
     return got, bad
+
+
+def _new_gaps(log: HostLog, lo: int, n: int) -> list[float] | array[float]:
+    """The gaps before steps lo..n-1 of the host (1 <= lo < n), those a restart falls in taken out."""
+    times = log.times
+    new = (
+        _fast.gaps(times, lo - 1, n - 1)
+        or _fast.short_gaps(times, lo - 1, n - 1)
+        or list(map(operator.sub, times[lo:], times[lo - 1 : n - 1]))
+    )
+    js = log.job_starts
+    if js and js[-1] > times[lo - 1]:
+        _cut(new, times, js, lo, n)
+    return new
 
 
 def _cut(new: list[float] | array[float], times: array[float], js: list[float], lo: int, n: int) -> None:
