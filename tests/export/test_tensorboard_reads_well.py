@@ -3,6 +3,8 @@ writers, one writer per folder for monitors, and the profile plugin installed.""
 
 from __future__ import annotations
 
+import math
+import struct
 from importlib import metadata
 from pathlib import Path
 
@@ -117,7 +119,7 @@ def test_scalar_events_are_encoded_byte_for_byte_as_protobuf_does(tmp_path: Path
     from tensorboardX.proto import event_pb2, summary_pb2
     from tensorboardX.record_writer import RecordWriter
 
-    from mlgoodput.export._tensorboard import _scalar_event, _write_records
+    from mlgoodput.export._tensorboard import _event, _head, _prefix, _scalar_event, _write_records
 
     rng = random.Random(7)
     tags = ["goodput/goodput_pct", "hosts/3/step_time_p90_seconds", "é/" + "x" * 200, "a" * 5000]
@@ -139,6 +141,15 @@ def test_scalar_events_are_encoded_byte_for_byte_as_protobuf_does(tmp_path: Path
                     ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[value]))
                     assert got == ev.SerializeToString(), (tag, v, step, wall)
     assert encoded > 500 and fallback > 100
+    # several values to an event, as the exporter writes them
+    pre = _prefix(1.7e9 + 0.5, 300)
+    assert pre is not None
+    got = _event(pre, [_head(t) + struct.pack("<f", v) for t, v in zip(tags, values[:4], strict=True)])
+    pbs = [summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in zip(tags, values[:4], strict=True)]
+    assert (
+        got
+        == event_pb2.Event(wall_time=1.7e9 + 0.5, step=300, summary=summary_pb2.Summary(value=pbs)).SerializeToString()
+    )
     # the framing: what RecordWriter.write gives, record by record
     records = [_scalar_event(heads, t, 1.7e9, 5, 0.25) or b"" for t in tags]
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
@@ -150,3 +161,37 @@ def test_scalar_events_are_encoded_byte_for_byte_as_protobuf_does(tmp_path: Path
         w.write(r)
     w.close()
     assert mine.read_bytes() == theirs.read_bytes()
+
+
+def test_an_upload_is_a_few_events_of_many_values_and_reads_the_same(tmp_path: Path) -> None:
+    """Samples in a row with one wall time and step share an event (at most _EVENT_VALUES
+    values each, one framing and checksum for all of them); a value protobuf writes apart (a
+    NaN) gets an event of its own; TensorBoard reads every point."""
+    from mlgoodput.export._tb_layout import _records
+    from mlgoodput.export._tensorboard import _EVENT_VALUES
+
+    exp = TensorBoardExporter(tmp_path / "tb")
+    n = _EVENT_VALUES + 100
+    samples = [Sample("hosts/step_time_seconds", float(i), {"job_name": "j", "host": str(i)}) for i in range(n)]
+    samples = [Sample(s.name, s.value, s.labels, step=7, time=1.7e9 + 1) for s in samples]
+    samples.insert(3, Sample("goodput/goodput_pct", float("nan"), {"job_name": "j"}, step=7, time=1.7e9 + 1))
+    samples.append(Sample("goodput/goodput_pct", 50.0, {"job_name": "j"}, step=8, time=1.7e9 + 2))
+    exp.export(samples)
+    exp.shutdown()
+    (f,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    from tensorboardX.proto import event_pb2
+
+    sizes = []
+    for data in _records(str(f)):
+        ev = event_pb2.Event()
+        ev.ParseFromString(data)
+        if ev.HasField("summary") and ev.step:
+            sizes.append((ev.step, len(ev.summary.value)))
+    # 3 values, the NaN alone, the rest of step 7 in events of at most _EVENT_VALUES, step 8
+    assert sizes == [(7, 3), (7, 1), (7, _EVENT_VALUES), (7, n - 3 - _EVENT_VALUES), (8, 1)]
+    acc = _acc(tmp_path / "tb")
+    for i in (0, 3, 511, n - 1):
+        (point,) = acc.Scalars(f"hosts/step_time_seconds/host={i}")
+        assert (point.step, point.value, point.wall_time) == (7, float(i), 1.7e9 + 1)
+    points = acc.Scalars("goodput/goodput_pct")
+    assert [p.step for p in points] == [7, 8] and math.isnan(points[0].value) and points[1].value == 50.0

@@ -63,7 +63,7 @@ class TensorBoardExporter:
         self._layout_written: set[str] = set()
         self._lock_fd: int | None = None
         self._tags: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}  # checked (name, labels) -> tag
-        self._heads: dict[str, bytes] = {}  # tag -> the encoded event's bytes after its step (_scalar_event)
+        self._heads: dict[str, bytes] = {}  # tag -> its summary value's bytes before the scalar (_head)
 
     def __repr__(self) -> str:
         return f"TensorBoardExporter({self.logdir!r})"
@@ -148,6 +148,9 @@ class TensorBoardExporter:
             pre_wall: float | None = None
             pre_step = 0
             pre: bytes | None = None  # the wall-time and step fields the last sample had
+            # samples in a row with one wall time and step go in one event, a value each
+            group: list[bytes] = []  # the values of the event being made
+            group_pre = b""  # its wall-time and step fields
             jax: list[Sample] = []
             for batch, condensed in _jax_last(samples, jax):  # as condense_jax orders them
                 for s in batch:
@@ -188,17 +191,29 @@ class TensorBoardExporter:
                     value = float(s.value)
                     if wall != pre_wall or step != pre_step:
                         pre_wall, pre_step, pre = wall, step, _prefix(wall, step)
-                    data = None
+                    entry = None
                     if pre is not None and math.isfinite(value):  # as _scalar_event
                         try:
-                            data = pre + head + _FLOAT.pack(value)
+                            entry = head + _FLOAT.pack(value)
                         except OverflowError:  # beyond float32: protobuf makes it inf
                             pass
-                    if data is None:  # a value our encoder leaves to protobuf (see _scalar_event)
-                        pb = summary_pb2.Summary.Value(tag=tag, simple_value=value)
-                        ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[pb]))
-                        data = ev.SerializeToString()
-                    records.append(data)
+                    if entry is not None:
+                        if pre is not group_pre or len(group) >= _EVENT_VALUES:
+                            if group:
+                                records.append(_event(group_pre, group))
+                                group = []
+                            group_pre = pre  # type: ignore[assignment]
+                        group.append(entry)
+                        continue
+                    # a value our encoder leaves to protobuf (see _scalar_event): an event of its own
+                    if group:
+                        records.append(_event(group_pre, group))
+                        group = []
+                    pb = summary_pb2.Summary.Value(tag=tag, simple_value=value)
+                    ev = event_pb2.Event(wall_time=wall, step=step, summary=summary_pb2.Summary(value=[pb]))
+                    records.append(ev.SerializeToString())
+            if group:
+                records.append(_event(group_pre, group))
             if families:
                 self._write_layout(seen, families, now)
             _write_records(self._writer, records)
@@ -277,12 +292,22 @@ def _varint(n: int) -> bytes:
 
 
 def _head(tag: str) -> bytes:
-    """An Event's bytes from its summary field to the scalar's four bytes, for one tag:
-    summary (5) { value (1) { tag (1), simple_value (2, a float) } }."""
+    """A summary value's bytes up to its scalar's four, for one tag:
+    value (1) { tag (1), simple_value (2, a float) }."""
     t = tag.encode()
     value = b"\x0a" + _varint(len(t)) + t + b"\x15"  # + 4 bytes of float
-    summary = b"\x0a" + _varint(len(value) + 4) + value
-    return b"\x2a" + _varint(len(summary) + 4) + summary
+    return b"\x0a" + _varint(len(value) + 4) + value
+
+
+#: At most this many values in one event (an upload at 256 hosts has some 1,600 scalars).
+_EVENT_VALUES = 512
+
+
+def _event(pre: bytes, values: list[bytes]) -> bytes:
+    """An Event from its wall-time and step fields and its summary's values (each `_head` and
+    its four bytes): `Event(wall_time, step, summary=Summary(value=[...]))` as protobuf writes it."""
+    summary = b"".join(values)
+    return pre + b"\x2a" + _varint(len(summary)) + summary
 
 
 def _scalar_event(heads: dict[str, bytes], tag: str, wall: float, step: int, value: float) -> bytes | None:
@@ -290,7 +315,7 @@ def _scalar_event(heads: dict[str, bytes], tag: str, wall: float, step: int, val
     byte for byte what protobuf writes (fields in number order; tests compare), from a cached
     prefix per tag; None for what protobuf treats apart (a zero wall time or step, which it
     leaves out; a value that is not a finite float32), then the caller asks protobuf.
-    (TensorBoardExporter.export does the same inline.)"""
+    (TensorBoardExporter.export does the same inline, several values to an event.)"""
     pre = _prefix(wall, step)
     if pre is None or not math.isfinite(value):
         return None
@@ -301,7 +326,7 @@ def _scalar_event(heads: dict[str, bytes], tag: str, wall: float, step: int, val
     head = heads.get(tag)
     if head is None:
         head = heads[tag] = _head(tag)
-    return pre + head + v
+    return _event(pre, [head + v])
 
 
 def _prefix(wall: float, step: int) -> bytes | None:
