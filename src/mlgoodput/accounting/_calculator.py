@@ -290,6 +290,10 @@ class GoodputCalculator:
         begin, end = self._cursor, run.end
         timeline = self._engine.timeline
         hooks = self._part_hooks
+        if self._ingest_block(run, timeline, begin, end):
+            self._cursor = end
+            run.clear()
+            return
         for part, steps, by_one in run.parts():
             if steps:  # one host's step starts at strictly increasing times (checked)
                 timeline.ingest_steps(part, by_one)
@@ -300,6 +304,51 @@ class GoodputCalculator:
             begin = end
         self._cursor = end
         run.clear()
+
+    def _ingest_block(self, run: _StepRun, timeline: Timeline, begin: int, end: int) -> bool:
+        """What `run.parts()` ingests, when the run holds stored rows of enough hosts, numpy
+        helps and every host's step starts increase strictly across its rows: all hosts'
+        columns joined once, in the parts' order (each host's rows in stored order), ingested
+        with a few C-level calls per host (`Timeline.ingest_step_block`), and every part hook
+        that takes blocks (`feed_block`, beside its `feed`: the straggler analysis) fed one
+        block for all hosts. False, nothing done, where that does not apply (then part by part)."""
+        groups = list(run.pages.values())
+        if len(groups) < _BLOCK_HOSTS or isinstance(groups[0][0], Columns) or _fast.numpy() is None:
+            return False
+        feeds: list[Callable[[int, int, list[int], list[int], bytes, bytes], bool]] = []
+        for hook in self._part_hooks:  # only hooks that also take a block (else each part is needed)
+            owner = getattr(hook, "__self__", None)  # (a bound `feed` of an object that has `feed_block`)
+            fb = getattr(owner, "feed_block", None)
+            if not callable(fb) or hook != getattr(owner, "feed", None):
+                return False
+            feeds.append(fb)
+        rows = list(itertools.chain.from_iterable(cast("list[list[StoredRow]]", groups)))
+        times = b"".join(map(_TIMES, rows))
+        steps = b"".join(map(_STEPS, rows))
+        # each host's events: its rows' lengths summed (the lengths were checked on the way in)
+        per_row = list(map(len, map(_TIMES, rows)))
+        if len(rows) == len(groups):
+            sizes = [k >> 3 for k in per_row]
+        else:
+            sizes = [sum(per_row[a:b]) >> 3 for a, b in itertools.pairwise(itertools.accumulate(map(len, groups), initial=0))]
+        got = _fast.step_blocks(times, steps, sizes)
+        if got is None or not got[0]:
+            return False  # a host's step starts out of order: its rows one by one (run.parts)
+        hosts = list(run.pages)
+        timeline.ingest_step_block(hosts, sizes, times, steps, got[1:])
+        for hook, fb in zip(self._part_hooks, feeds, strict=True):
+            if not fb(begin, end, hosts, sizes, times, steps):  # not taken whole: each part, as run.parts gives it
+                values = b"".join(map(_VALUES, rows))
+                at, b = 0, begin
+                for h, n in zip(hosts, sizes, strict=True):
+                    t, st, v = array("d"), array("q"), array("d")
+                    t.frombytes(times[8 * at : 8 * (at + n)])
+                    st.frombytes(steps[8 * at : 8 * (at + n)])
+                    v.frombytes(values[8 * at : 8 * (at + n)])
+                    hook(b, end, Columns(bytearray((_STEP,)) * n, t, array("i", [h]) * n, st, v, None, None))
+                    at += n
+                    b = end
+        return True
 
     def _keep(self, answer: tuple[float, GoodputReport] | None = None) -> None:
         """After a query: save the engine's state now, or mark it due for `save_state`."""
@@ -668,6 +717,7 @@ class GoodputCalculator:
 
 _STEP = int(Kind.STEP_START)
 _RUN_EVENTS = 1 << 16  # events gathered at most before a run is ingested
+_BLOCK_HOSTS = 8  # hosts in a run from which its stored rows are ingested as one block
 _RUN_PAGE = 4096  # a page of this many events or more is ingested on its own (nothing to gain)
 
 

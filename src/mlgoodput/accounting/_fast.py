@@ -257,3 +257,30 @@ def firsts_of_rows(values: bytes, counts: list[int]) -> tuple[bool, list[int]] |
     n = np.asarray(counts, dtype=np.int64)
     firsts = a[np.cumsum(n) - n]
     return bool(np.array_equal(a, np.repeat(firsts, n))), firsts.tolist()
+
+
+def step_blocks(
+    times: bytes, steps: bytes, sizes: list[int]
+) -> tuple[bool, list[float], list[float], list[int], list[bool]] | None:
+    """Hosts' step starts joined one host after another (packed doubles and int64, `sizes`
+    values each, none empty): (whether every host's times increase strictly, as
+    `increasing_each` says of each; each host's first time, last time and first number;
+    whether each host's numbers count up by one from a first of 0 or more, as `counts_up`
+    says), in one pass over them all; None without numpy."""
+    np = numpy()
+    if np is None:
+        return None
+    t = np.frombuffer(times, dtype=np.float64)
+    s = np.frombuffer(steps, dtype=np.int64)
+    n = np.asarray(sizes, dtype=np.int64)
+    ends = np.cumsum(n)
+    starts = ends - n
+    strict = _clean_chunks(np, np.flatnonzero(~(t[:-1] < t[1:])), sizes)
+    if not all(strict):
+        return False, [], [], [], []
+    one = _clean_chunks(np, np.flatnonzero(s[1:] - s[:-1] != 1), sizes)  # (int64 wraps: checked below)
+    first, last = s[starts], s[ends - 1]
+    # first >= 0 and last >= first: last - first cannot wrap around
+    span = (first >= 0) & (last >= first) & (last - first == n - 1)
+    counted = list(map(bool.__and__, one, span.tolist()))
+    return True, t[starts].tolist(), t[ends - 1].tolist(), first.tolist(), counted

@@ -133,18 +133,23 @@ class StepNums(Sequence[int]):
         p = self._packed.get(k)
         return p[-1] if p is not None else self._base[k] + self._n - 1 - self._starts[k]
 
+    def extend_run(self, first: int, m: int) -> None:
+        """Append the m > 0 numbers first, first + 1, ... (the caller checked that they count
+        up by one from a first of 0 or more): what `extend` does with them, without them."""
+        k = len(self._starts) - 1
+        if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == first:
+            self._n += m  # it continues the last run
+            return
+        self._starts.append(self._n)
+        self._base.append(first)
+        self._n += m
+
     def _add(self, a: array[int], counted: bool = False) -> bool:
         m = len(a)
         if m == 0:
             return True
         if counted or counts_up(a):
-            k = len(self._starts) - 1
-            if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == a[0]:
-                self._n += m  # it continues the last run
-                return True
-            self._starts.append(self._n)
-            self._base.append(a[0])
-            self._n += m
+            self.extend_run(a[0], m)
             return True
         if m >= _MIN_SPLIT:  # a restart or a skip inside: the runs on either side stay runs
             h = m // 2

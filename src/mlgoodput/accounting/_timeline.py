@@ -200,6 +200,50 @@ class Timeline:
         earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True, by_one))
         self.earliest_change = min(self.earliest_change, earliest)
 
+    def ingest_step_block(
+        self,
+        hosts: list[int],
+        sizes: list[int],
+        times: bytes,
+        steps: bytes,
+        heads: tuple[list[float], list[float], list[int], list[bool]],
+    ) -> None:
+        """`ingest_steps` for several hosts' parts at once, one after the other in `times` and
+        `steps` (packed doubles and int64; `sizes` events each, none empty; each host's times
+        increasing strictly, the caller checked): `heads` holds each part's first time, last
+        time and first number, and whether its numbers count up by one from a first of 0 or
+        more. A part that counts up by one after its host's last step (the usual) is appended
+        without a Python object per event; any other as `ingest_steps` does it."""
+        first_t, last_t, first_s, counted = heads
+        tv, sv = memoryview(times), memoryview(steps)
+        logs = self.hosts
+        at = 0
+        for i, h in enumerate(hosts):
+            n = sizes[i]
+            b = at + 8 * n
+            log = logs.get(h)
+            if log is None:
+                log = logs[h] = HostLog(h)
+            t0 = first_t[i]
+            self.events += n
+            self.max_time = max(self.max_time, last_t[i])
+            lt = log.times
+            if counted[i] and (not lt or t0 > lt[-1]):  # what add_steps does with it, in short
+                nums = log.nums
+                last = nums.last()
+                lt.frombytes(tv[at:b])
+                nums.extend_run(first_s[i], n)
+                if log.monotonic and last is not None and first_s[i] < last:
+                    log.monotonic = False
+                earliest = t0
+            else:
+                t, s = array("d"), array("q")
+                t.frombytes(tv[at:b])
+                s.frombytes(sv[at:b])
+                earliest = log.add_steps(t, s, True, counted[i])
+            self.earliest_change = min(self.earliest_change, min(math.inf, earliest))
+            at = b
+
     def lead_host(self, q: float) -> int | None:
         """The lowest process index that recorded a job_start at or before q (kept while no event
         comes in and q is past every host's first job_start: a query that finds nothing new)."""

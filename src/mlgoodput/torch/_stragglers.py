@@ -127,7 +127,7 @@ class StragglerAnalysis:
         self._share = True  # off for good once a shared structure was found out of step
         # parts taken since the last `_finish`: (steps per rank before them, [a new rank], job starts)
         self._pending: tuple[dict[int, int], list[bool], list[tuple[int, float]]] | None = None
-        self._fed: list[Columns] = []  # parts fed since the last `_finish`, not taken yet
+        self._fed: list[Columns | _Block] = []  # parts (and blocks) fed since the last `_finish`, not taken yet
         # the new steps of fed parts taken as one block (`_take_block`), not yet in `_times` and
         # `_nums` (`_columns` puts them there): (ranks, their step counts, times, step numbers)
         self._blocks: list[tuple[list[int], list[int], Any, Any]] = []
@@ -166,6 +166,18 @@ class StragglerAnalysis:
         if begin == self._cursor and end >= begin:
             self._cursor = end  # taken at the next `_finish`: all fed parts at once where they can be
             self._fed.append(c)
+
+    def feed_block(self, begin: int, end: int, hosts: list[int], sizes: list[int], times: bytes, steps: bytes) -> bool:
+        """`feed` for several ranks' step starts at once (the calculator's run of small pages):
+        rank hosts[i]'s `sizes[i]` steps (none empty), one rank after another in `times` and
+        `steps` (packed doubles and int64), as if each were fed as a part of its own in that
+        order, the first from `begin`, the others from `end`. Taken whole when `begin` is this
+        analysis's cursor (True); else nothing is taken (False: the caller feeds the parts)."""
+        if begin != self._cursor or end < begin:
+            return False
+        self._cursor = end
+        self._fed.append(_Block(hosts, sizes, times, steps))
+        return True
 
     @property
     def cursor(self) -> int:
@@ -216,9 +228,29 @@ class StragglerAnalysis:
         if self._fed:  # (fed parts come first: they start at the older cursor)
             fed, self._fed = self._fed, []
             for f in fed:
-                self._take_part(f)
+                self._take_fed(f)
         self._cursor = cursor
         self._take_part(c)
+
+    def _take_fed(self, f: Columns | _Block) -> None:
+        """A fed part, or each rank's part of a fed block, as `_take_part` takes it."""
+        if isinstance(f, Columns):
+            self._take_part(f)
+            return
+        if self._pending is None:
+            self._pending = ({h: len(v) for h, v in self._columns()[0].items()}, [False], [])
+        all_t, all_n = self._times, self._nums
+        tv, sv = memoryview(f.times), memoryview(f.steps)
+        at = 0
+        for h, n in zip(f.hosts, f.sizes, strict=True):
+            got = all_t.get(h)
+            if got is None:
+                got = all_t[h] = array("d")
+                all_n[h] = array("q")
+                self._pending[1][0] = True
+            got.frombytes(tv[at : at + 8 * n])
+            all_n[h].frombytes(sv[at : at + 8 * n])
+            at += 8 * n
 
     def _take_part(self, c: Columns) -> None:
         if self._pending is None:
@@ -259,7 +291,7 @@ class StragglerAnalysis:
                 return
             fed, self._fed = self._fed, []
             for f in fed:
-                self._take_part(f)
+                self._take_fed(f)
         if self._pending is None:
             return
         before, new_rank, new_js = self._pending
@@ -279,7 +311,7 @@ class StragglerAnalysis:
             live = None
         self._live = live
 
-    def _take_block(self, parts: list[Columns]) -> bool:
+    def _take_block(self, fed: list[Columns | _Block]) -> bool:
         """The fed parts as one block, each one rank's step starts (the calculator's pages of a
         job that only steps), given to the live analysis in one numpy pass (`_Live._lockstep`)
         without a per-rank copy (kept as the block until `_columns`); False, nothing changed,
@@ -288,33 +320,18 @@ class StragglerAnalysis:
         np = fast_numpy()
         if np is None or live is None or live.moved:
             return False
-        kinds = [c.kinds for c in parts]
-        lens = list(map(len, kinds))
-        if 0 in lens:
-            parts = [c for c in parts if len(c.kinds)]
-            kinds = [c.kinds for c in parts]
-            lens = list(map(len, kinds))
-        total = sum(lens)
-        if total < _LOCKSTEP_MIN:
-            return False
-        if b"".join(kinds).count(_STEP) != total:
-            return False
-        hcols = [c.hosts for c in parts]
-        code = hcols[0].typecode
-        if code not in "ilq" or any(h.typecode != code for h in hcols):
-            return False
-        tb = b"".join([c.times for c in parts])
-        nb = b"".join([c.steps for c in parts])
-        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
-            return False
-        hv = np.frombuffer(b"".join(hcols), dtype=np.dtype(code))
-        lv = np.array(lens, dtype=np.intp)
-        firsts = np.cumsum(lv) - lv
-        ph = hv[firsts]
-        if not np.array_equal(np.repeat(ph, lv), hv):  # a part of several hosts
-            return False
+        if len(fed) == 1 and isinstance(fed[0], _Block):  # the calculator's usual: one block
+            b0 = fed[0]
+            hl, lens, tb, nb = b0.hosts, b0.sizes, b0.times, b0.steps
+            if len(tb) >> 3 < _LOCKSTEP_MIN:
+                return False
+        else:
+            got = _fed_columns(np, fed)
+            if got is None:
+                return False
+            hl, lens, tb, nb = got
         index = live.index
-        at = [index.get(h) for h in ph.tolist()]
+        at = [index.get(h) for h in hl]
         if None in at:
             return False  # a rank new to the analysis (ordered last: it starts over)
         tv = np.frombuffer(tb, dtype=np.float64)
@@ -322,7 +339,7 @@ class StragglerAnalysis:
         pos = cast(list[int], at)
         if any(map(operator.ge, pos, itertools.islice(pos, 1, None))):  # not one part per rank in rank order
             po = sorted(range(len(pos)), key=pos.__getitem__)  # (stable: a rank's parts in fed order)
-            fl = firsts.tolist()
+            fl = list(itertools.accumulate(lens, initial=0))
             perm = np.concatenate([np.arange(fl[j], fl[j] + lens[j]) for j in po])
             tv, nv = tv[perm], nv[perm]
             idx: list[int] = []
@@ -387,6 +404,76 @@ class StragglerAnalysis:
             live.gaps_of = self._gaps_of if self._share else None
             return got
         return analyze(self._job_starts, self._steps(), start, end)
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """Fed step starts of several ranks (`StragglerAnalysis.feed_block`): rank hosts[i]'s
+    sizes[i] steps, one rank after another in `times` and `steps` (packed doubles, int64)."""
+
+    hosts: list[int]
+    sizes: list[int]
+    times: bytes
+    steps: bytes
+
+
+def _fed_columns(np: Any, fed: list[Columns | _Block]) -> tuple[list[int], list[int], bytes, bytes] | None:
+    """The fed parts and blocks as one block: (each piece's rank, its steps, all times, all
+    step numbers, in fed order), when every part holds only step starts of one rank in packed
+    doubles and 64-bit numbers (empty parts left out) and there are `_LOCKSTEP_MIN` steps or
+    more; else None."""
+    parts = [c for c in fed if isinstance(c, Columns)]
+    kinds = [c.kinds for c in parts]
+    lens = list(map(len, kinds))
+    if 0 in lens:
+        parts = [c for c in parts if len(c.kinds)]
+        kinds = [c.kinds for c in parts]
+        lens = list(map(len, kinds))
+    total = sum(lens)
+    ph: list[int] = []
+    if parts:
+        if b"".join(kinds).count(_STEP) != total:
+            return None
+        hcols = [c.hosts for c in parts]
+        code = hcols[0].typecode
+        if code not in "ilq" or any(h.typecode != code for h in hcols):
+            return None
+        tb = b"".join([c.times for c in parts])
+        nb = b"".join([c.steps for c in parts])
+        if len(tb) != 8 * total or len(nb) != 8 * total:  # not packed doubles and 64-bit steps
+            return None
+        hv = np.frombuffer(b"".join(hcols), dtype=np.dtype(code))
+        lv = np.array(lens, dtype=np.intp)
+        firsts = np.cumsum(lv) - lv
+        pv = hv[firsts]
+        if not np.array_equal(np.repeat(pv, lv), hv):  # a part of several hosts
+            return None
+        ph = pv.tolist()
+    if len(parts) == len(fed):
+        if total < _LOCKSTEP_MIN:
+            return None
+        return ph, lens, tb, nb
+    hl: list[int] = []
+    sizes: list[int] = []
+    tl: list[Any] = []
+    nl: list[Any] = []
+    j = 0
+    for f in fed:
+        if isinstance(f, _Block):
+            hl += f.hosts
+            sizes += f.sizes
+            tl.append(f.times)
+            nl.append(f.steps)
+        elif len(f.kinds):
+            hl.append(ph[j])
+            sizes.append(lens[j])
+            tl.append(f.times)
+            nl.append(f.steps)
+            j += 1
+    tb, nb = b"".join(tl), b"".join(nl)
+    if len(tb) >> 3 < _LOCKSTEP_MIN:
+        return None
+    return hl, sizes, tb, nb
 
 
 def _packed(parts: list[Any]) -> bytes:
