@@ -79,11 +79,11 @@ def _job(rng: random.Random, hosts: int, rounds: int, mix: str) -> list[list[lis
 def _state(calc: GoodputCalculator) -> Any:
     tl = calc.timeline
     hosts = [
-        (h, log.times.tobytes(), [a.tobytes() for a in log.nums.state()], len(log.nums))
-        + (log.others, log.job_starts, log.monotonic, log.version)
+        (h, log.times.tobytes(), [a.tobytes() for a in log.nums.state()], len(log.nums), log.others, log.version)
         for h, log in tl.hosts.items()
     ]
-    return hosts, tl.events, repr(tl.max_time), repr(tl.earliest_change), calc._cursor
+    flags = [(log.job_starts, log.monotonic) for log in tl.hosts.values()]
+    return hosts, flags, tl.events, repr(tl.max_time), repr(tl.earliest_change), calc._cursor
 
 
 def _dumped(calc: GoodputCalculator) -> list[bytes]:
@@ -215,3 +215,115 @@ def test_the_straggler_analysis_takes_a_block_as_its_parts(
         assert a._columns() == b._columns()
         assert a._span == b._span
     st.close()
+
+
+def test_an_analysis_behind_the_calculator_is_fed_the_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, numpy_mode: str
+) -> None:
+    """An analysis hooked on while behind the calculator takes no block (nor any of the parts
+    that the calculator then hands it one by one, as without blocks) and reads the store
+    itself: its report is the one of an analysis that only reads."""
+    rng = random.Random(5)
+    reads = _job(rng, 12, 4, "steady")
+    kinds = ("block", "plain")
+    urls = {k: f"sqlite://{tmp_path}/{k}.db" for k in kinds}
+    stores = {k: open_store(u) for k, u in urls.items()}
+    calcs = {k: GoodputCalculator("j", "goodput", store=urls[k], snapshot=False, clock=lambda: 1e5) for k in kinds}
+    lags = {k: StragglerAnalysis("j", "goodput", store=urls[k]) for k in kinds}
+    seen: dict[str, list[tuple[int, int, int]]] = {k: [] for k in kinds}
+    real = lag_mod.StragglerAnalysis.feed
+    blocks: list[bool] = []
+    real_block = lag_mod.StragglerAnalysis.feed_block
+
+    def feed(self: StragglerAnalysis, b: int, e: int, c: Columns) -> None:
+        seen["block" if self is lags["block"] else "plain"].append((b, e, len(c)))
+        real(self, b, e, c)
+
+    def feed_block(self: StragglerAnalysis, *a: Any) -> bool:
+        blocks.append(real_block(self, *a))
+        return blocks[-1]
+
+    monkeypatch.setattr(lag_mod.StragglerAnalysis, "feed", feed)
+    monkeypatch.setattr(lag_mod.StragglerAnalysis, "feed_block", feed_block)
+    seq = 0
+    for i, batches in enumerate(reads):
+        for evs in batches:
+            for st in stores.values():
+                st.append("goodput", "j", EventBatch(1 + evs[0].host, seq, evs))
+            seq += len(evs)
+        for k in kinds:
+            lag = lags[k]
+            if i == 2:  # hooked on now, its cursor 0: behind
+                calcs[k]._part_hooks.append(lag.feed)
+            with monkeypatch.context() as m:
+                if k == "plain":
+                    m.setattr(calc_mod, "_BLOCK_HOSTS", 1 << 30)
+                calcs[k].report()
+        assert _state(calcs["block"]) == _state(calcs["plain"])
+        assert seen["block"] == seen["plain"]
+        if i >= 2:
+            assert lags["block"].cursor == lags["plain"].cursor == 0  # nothing taken
+    assert seen["block"]
+    assert (blocks and not any(blocks)) if numpy_mode == "1" else not blocks  # offered, never taken
+    monkeypatch.setattr(lag_mod.StragglerAnalysis, "feed_block", lambda *a: pytest.fail("fed a block"))
+    assert lags["block"].report() == lags["plain"].report()
+    for st in stores.values():
+        st.close()
+
+
+def test_step_blocks_says_what_the_checks_of_each_part_say() -> None:
+    """`_fast.step_blocks` over parts joined: what `_increasing` and `counts_up` say of each."""
+    pytest.importorskip("numpy")
+    from mlgoodput.accounting._calculator import _increasing
+    from mlgoodput.accounting._stepnums import counts_up
+
+    big = 2**63 - 1
+    parts = [
+        ([1.0, 2.0, 3.0], [0, 1, 2]),
+        ([4.0], [-1]),  # a negative first number
+        ([5.0, 6.0], [big, -(2**63)]),  # wraps around in int64
+        ([7.0, 8.0], [5, 7]),  # skips
+        ([9.0], [3]),
+        ([-0.0, 0.5], [2**62, 2**62 + 1]),
+        ([10.0, 11.0, 12.0], [9, 8, 9]),
+        ([float("nan")], [0]),  # alone: increasing, as `_increasing` says
+        ([20.0, 21.0], [big - 1, big]),
+    ]
+    times = b"".join(array("d", t).tobytes() for t, _ in parts)
+    steps = b"".join(array("q", s).tobytes() for _, s in parts)
+    got = _fast.step_blocks(times, steps, [len(t) for t, _ in parts])
+    assert got is not None
+    ok, first_t, last_t, first_s, counted = got
+    assert ok
+    assert [repr(x) for x in first_t] == [repr(t[0]) for t, _ in parts]
+    assert [repr(x) for x in last_t] == [repr(t[-1]) for t, _ in parts]
+    assert first_s == [s[0] for _, s in parts]
+    assert counted == [counts_up(array("q", s)) for _, s in parts]
+    assert all(_increasing(array("d", t)) for t, _ in parts)
+    for bad in ([1.0, 1.0], [2.0, 1.0], [1.0, float("nan")]):
+        t2 = times + array("d", bad).tobytes()
+        s2 = steps + array("q", [0, 1]).tobytes()
+        got = _fast.step_blocks(t2, s2, [len(t) for t, _ in parts] + [2])
+        assert got is not None and not got[0]
+
+
+def test_extend_run_is_extend_of_a_run() -> None:
+    """`StepNums.extend_run` leaves what `extend` of the same numbers leaves, and returns the
+    last number before them."""
+    from mlgoodput.accounting._stepnums import StepNums
+
+    rng = random.Random(3)
+    a, b = StepNums(), StepNums()
+    for _ in range(300):
+        m = rng.randrange(1, 80)
+        last = a.last()
+        if rng.random() < 0.3:  # numbers that do not count up: packed segments between runs
+            xs = [rng.randrange(0, 50) for _ in range(m)]
+            a.extend(xs)
+            b.extend(xs)
+            continue
+        first = last + 1 if last is not None and last >= 0 and rng.random() < 0.6 else rng.randrange(0, 1000)
+        assert b.extend_run(first, m) == last
+        a.extend(range(first, first + m))
+        assert [x.tobytes() for x in a.state()] == [x.tobytes() for x in b.state()]
+        assert len(a) == len(b) and a.last() == b.last()

@@ -133,16 +133,26 @@ class StepNums(Sequence[int]):
         p = self._packed.get(k)
         return p[-1] if p is not None else self._base[k] + self._n - 1 - self._starts[k]
 
-    def extend_run(self, first: int, m: int) -> None:
+    def extend_run(self, first: int, m: int) -> int | None:
         """Append the m > 0 numbers first, first + 1, ... (the caller checked that they count
-        up by one from a first of 0 or more): what `extend` does with them, without them."""
+        up by one from a first of 0 or more): what `extend` does with them, without them.
+        Returns the last number before them (`last()` before the call)."""
         k = len(self._starts) - 1
-        if k >= 0 and k not in self._packed and self._base[k] + self._n - self._starts[k] == first:
-            self._n += m  # it continues the last run
-            return
+        if k < 0:
+            last = None
+        else:
+            p = self._packed.get(k)
+            if p is None:
+                last = self._base[k] + self._n - 1 - self._starts[k]
+                if last + 1 == first:
+                    self._n += m  # it continues the last run
+                    return last
+            else:
+                last = p[-1]
         self._starts.append(self._n)
         self._base.append(first)
         self._n += m
+        return last
 
     def _add(self, a: array[int], counted: bool = False) -> bool:
         m = len(a)

@@ -217,32 +217,29 @@ class Timeline:
         first_t, last_t, first_s, counted = heads
         tv, sv = memoryview(times), memoryview(steps)
         logs = self.hosts
+        earliest = list(first_t)  # each part's earliest change: its first time, when appended
         at = 0
-        for i, h in enumerate(hosts):
-            n = sizes[i]
+        for i, (h, n, t0, s0, by_one) in enumerate(zip(hosts, sizes, first_t, first_s, counted, strict=True)):
             b = at + 8 * n
             log = logs.get(h)
             if log is None:
                 log = logs[h] = HostLog(h)
-            t0 = first_t[i]
-            self.events += n
-            self.max_time = max(self.max_time, last_t[i])
             lt = log.times
-            if counted[i] and (not lt or t0 > lt[-1]):  # what add_steps does with it, in short
-                nums = log.nums
-                last = nums.last()
+            if by_one and (not lt or t0 > lt[-1]):  # what add_steps does with it, in short
                 lt.frombytes(tv[at:b])
-                nums.extend_run(first_s[i], n)
-                if log.monotonic and last is not None and first_s[i] < last:
+                last = log.nums.extend_run(s0, n)
+                if last is not None and s0 < last and log.monotonic:
                     log.monotonic = False
-                earliest = t0
             else:
                 t, s = array("d"), array("q")
                 t.frombytes(tv[at:b])
                 s.frombytes(sv[at:b])
-                earliest = log.add_steps(t, s, True, counted[i])
-            self.earliest_change = min(self.earliest_change, min(math.inf, earliest))
+                earliest[i] = log.add_steps(t, s, True, by_one)
             at = b
+        # what ingest_steps does part after part with these (max and min pick as a fold does)
+        self.events += at >> 3
+        self.max_time = max(self.max_time, *last_t)
+        self.earliest_change = min(self.earliest_change, *[min(math.inf, e) for e in earliest])
 
     def lead_host(self, q: float) -> int | None:
         """The lowest process index that recorded a job_start at or before q (kept while no event
