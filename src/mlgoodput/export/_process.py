@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
 from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput._spawn import start_python
@@ -215,6 +216,7 @@ class ExporterProcess:
         ok = self._request(("stop", final_flush), left(0.3)) if self.alive else False
         sup = self._supervisor
         if sup is not None:
+            sup.interrupt()
             sup.close(min(0.5, left() or 0.5))
         p = self._popen
         if p is not None:
@@ -335,12 +337,17 @@ class ExporterProcess:
             with self._lock:
                 self._replies.pop(seq, None)
 
-    def _poll_child(self) -> None:
-        """Supervisor round: read replies; restart a dead child."""
+    def _poll_child(self, wake: int | None = None) -> None:
+        """Supervisor round: wait for the child's replies and deliver them; restart a dead
+        child. The wait ends with a reply, the child's exit (its end of the socket closes),
+        `wake` becoming readable (stop) or after SUPERVISE_S: an idle training process is
+        not woken to look."""
         conn = self._conn
         if conn is not None:
+            waiting: list[Any] = [conn] if wake is None else [conn, wake]
             try:
-                while conn.poll(0.25):
+                timeout: float = SUPERVISE_S
+                while conn in connection_wait(waiting, timeout):
                     msg = conn.recv()
                     if msg[0] == "done":
                         with self._lock:
@@ -348,8 +355,11 @@ class ExporterProcess:
                         if waiter is not None:
                             waiter[1].append(msg[2])
                             waiter[0].set()
+                    timeout = 0.0  # what else is there now, then the round is over
             except (EOFError, OSError):
-                pass
+                self._child_closed(conn)
+        elif wake is not None:
+            connection_wait([wake], SUPERVISE_S)
         else:
             time.sleep(0.25)
         with self._lock:
@@ -369,6 +379,26 @@ class ExporterProcess:
             except Exception as e:
                 raise ExporterError(f"{self.name}: could not restart the exporter process: {e}") from e
 
+    def _child_closed(self, conn: Connection) -> None:
+        """The child's end of the socket closed: it is ending. Its socket is dropped (no more
+        waits on it: they would return at once) and its exit awaited a little, so the
+        supervisor sees it dead and restarts it now."""
+        with self._lock:
+            if self._conn is conn:
+                self._conn = None
+                conn.close()
+        p = self._popen
+        if p is not None:
+            try:
+                p.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+#: The supervisor's longest wait: the child's replies and its exit wake it at once, so this
+#: only bounds how long it goes without looking (a training process is woken that rarely).
+SUPERVISE_S = 5.0
+
 
 class _Supervisor(BackgroundWorker):
     """Parent-side thread: delivers the child's replies and restarts it if it dies."""
@@ -378,12 +408,33 @@ class _Supervisor(BackgroundWorker):
     def __init__(self, proc: ExporterProcess) -> None:
         super().__init__(proc.name + "-supervisor", interval_s=0.01, max_backoff_s=5.0)
         self._proc = proc
+        # readable once `interrupt` wrote to it: the waits of every round after return at once
+        self._wake_r, self._wake_w = os.pipe()
+
+    def interrupt(self) -> None:
+        """End the round's wait and let no later round wait (before close)."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
 
     def _work(self) -> bool:
-        self._proc._poll_child()
+        self._proc._poll_child(self._wake_r)
         return True
+
+    def _on_close(self, timeout_s: float) -> None:
+        if not self.abandoned:  # (a round left running still waits on them: left open)
+            self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _on_fork_in_child(self) -> None:
         """A process forked from the training process (a data-loader worker) must not
         supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
+        self._close_pipe()  # the fork's copies
         self._proc._forget_after_fork()
