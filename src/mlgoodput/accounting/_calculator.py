@@ -332,7 +332,9 @@ class GoodputCalculator:
         elif (k := min(per_row) >> 3) == max(per_row) >> 3:  # rows of one size (shippers at a steady rate)
             sizes = [k * len(g) for g in groups]
         else:
-            sizes = [sum(per_row[a:b]) >> 3 for a, b in itertools.pairwise(itertools.accumulate(map(len, groups), initial=0))]
+            sizes = [
+                sum(per_row[a:b]) >> 3 for a, b in itertools.pairwise(itertools.accumulate(map(len, groups), initial=0))
+            ]
         got = _fast.step_blocks(times, steps, sizes)
         if got is None or not got[0]:
             return False  # a host's step starts out of order: its rows one by one (run.parts)
