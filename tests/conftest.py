@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,19 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             monkeypatch.delenv(var)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     return tmp_path
+
+
+@pytest.fixture(params=["on", "off"], ids=["numpy", "no-numpy"])
+def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Runs a test with the numpy fast paths ("on") and without them ("off",
+    MLGOODPUT_NUMPY=0): the results must be the same either way."""
+    from mlgoodput.accounting import _fast
+
+    if request.param == "off":
+        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
+    else:
+        pytest.importorskip("numpy")
+        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    yield str(request.param)
+    _fast.reset()

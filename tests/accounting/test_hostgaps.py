@@ -8,7 +8,6 @@ import math
 import random
 import struct
 from array import array
-from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -24,17 +23,6 @@ from mlgoodput.events import Event, Kind
 from mlgoodput.store._columns import Columns
 
 T0 = 1_700_000_000.0
-
-
-@pytest.fixture(params=["on", "off"])
-def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "off":
-        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
-    else:
-        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    yield request.param
-    _fast.reset()
 
 
 def _bits(x: float) -> bytes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,6 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import Columns, open_store
 from mlgoodput.torch import StragglerAnalysis
 from mlgoodput.torch import _stragglers as lag_mod
-
-
-@pytest.fixture(params=["1", "0"], ids=["numpy", "no-numpy"])
-def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "1":
-        pytest.importorskip("numpy")
-    monkeypatch.setenv("MLGOODPUT_NUMPY", request.param)
-    _fast.reset()
-    yield request.param
-    _fast.reset()
 
 
 def _job(rng: random.Random, hosts: int, rounds: int, mix: str) -> list[list[list[Event]]]:
@@ -148,7 +137,7 @@ def test_a_block_ingests_what_parts_ingest(
         assert _state(calcs["block"]) == _state(calcs["plain"])
         assert _dumped(calcs["block"]) == _dumped(calcs["plain"])
         assert got["plain"][2] == own.report()
-    if numpy_mode == "1":
+    if numpy_mode == "on":
         assert blocks, "the block path ran"
         if mix == "steady":
             assert max(blocks) == hosts
@@ -264,7 +253,7 @@ def test_an_analysis_behind_the_calculator_is_fed_the_parts(
         if i >= 2:
             assert lags["block"].cursor == lags["plain"].cursor == 0  # nothing taken
     assert seen["block"]
-    assert (blocks and not any(blocks)) if numpy_mode == "1" else not blocks  # offered, never taken
+    assert (blocks and not any(blocks)) if numpy_mode == "on" else not blocks  # offered, never taken
     monkeypatch.setattr(lag_mod.StragglerAnalysis, "feed_block", lambda *a: pytest.fail("fed a block"))
     assert lags["block"].report() == lags["plain"].report()
     for st in stores.values():

@@ -28,16 +28,6 @@ from mlgoodput.store._columns import decode
 Part = tuple[int, int, tuple[Any, ...]]
 
 
-@pytest.fixture(params=["1", "0"], ids=["numpy", "no-numpy"])
-def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "1":
-        pytest.importorskip("numpy")
-    monkeypatch.setenv("MLGOODPUT_NUMPY", request.param)
-    _fast.reset()
-    yield request.param
-    _fast.reset()
-
-
 def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[Event]]:
     """A job's batches as shippers store them, with what breaks a plain run of step pages."""
     out: list[list[Event]] = [[Event(Kind.JOB_START, 10.0, h)] for h in range(hosts)]
@@ -307,7 +297,7 @@ def test_increasing_each_equals_the_python_check(numpy_mode: str, seed: int) -> 
     got = _fast.increasing_each(chunks)
     if got is not None:
         assert got == want
-    elif numpy_mode == "1":
+    elif numpy_mode == "on":
         assert sum(len(c) for c in chunks) < 8 * _fast.EACH_MIN
 
 
@@ -361,5 +351,5 @@ def test_by_one_each_equals_the_python_check(numpy_mode: str, seed: int) -> None
     got = _fast.by_one_each(chunks)
     if got is not None:
         assert got == want
-    elif numpy_mode == "1":
+    elif numpy_mode == "on":
         assert sum(len(c) for c in chunks) < 8 * _fast.EACH_MIN

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import random
 from array import array
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +24,6 @@ from mlgoodput.torch._stragglers import StragglerAnalysis, StragglerReport, _Liv
 pytest.importorskip("numpy")
 
 _STEP, _JOB = int(Kind.STEP_START), int(Kind.JOB_START)
-
-
-@pytest.fixture(params=["on", "off"])
-def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "off":
-        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
-    else:
-        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    yield str(request.param)
-    _fast.reset()
 
 
 def _bits(rep: StragglerReport) -> str:

@@ -12,23 +12,12 @@ from typing import Any
 
 import pytest
 
-from mlgoodput.accounting import GoodputCalculator, _fast
+from mlgoodput.accounting import GoodputCalculator
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store
 from mlgoodput.torch._stragglers import StragglerAnalysis, StragglerReport, _Live, analyze
 
 pytest.importorskip("numpy")
-
-
-@pytest.fixture(params=["on", "off"])
-def numpy_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param == "off":
-        monkeypatch.setenv("MLGOODPUT_NUMPY", "0")
-    else:
-        monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    yield str(request.param)
-    _fast.reset()
 
 
 def _rounds(rng: random.Random, ranks: int, rounds: int, per: int) -> Iterator[list[tuple[int, list[Event]]]]:
