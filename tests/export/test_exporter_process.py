@@ -318,6 +318,35 @@ def test_a_forked_child_of_the_parent_leaves_the_exporter_alone(tmp_path: Path) 
     assert FileExporter.latest(out) == {"from_parent": 2.0}
 
 
+@pytest.mark.forks
+def test_a_fork_after_stop_leaves_files_that_reuse_the_supervisors_numbers_alone(tmp_path: Path) -> None:
+    """The stopped supervisor closed its wake pipe; a file opened later may get the same
+    numbers, and a fork then (a data-loader worker) must not close it in the child."""
+    proc = ExporterProcess([FileExporter(tmp_path / "out.jsonl")], interval_s=60)
+    proc.start()
+    sup = proc._supervisor
+    assert sup is not None
+    old = (sup._wake_r, sup._wake_w)
+    assert proc.stop(10)
+    r, w = os.pipe()
+    os.dup2(w, old[1])  # the parent's new pipe, under the number the supervisor had
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.write(old[1], b"ok")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert os.read(r, 2) == b"ok"
+    finally:
+        for fd in (r, w, old[1]):
+            os.close(fd)
+
+
 def test_export_interval_batches_submits_but_flush_is_immediate(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     proc = ExporterProcess([FileExporter(out)], interval_s=60, export_interval_s=0.5)

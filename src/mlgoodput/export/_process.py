@@ -413,13 +413,15 @@ class _Supervisor(BackgroundWorker):
 
     def interrupt(self) -> None:
         """End the round's wait and let no later round wait (before close)."""
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
+        if self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
 
     def _work(self) -> bool:
-        self._proc._poll_child(self._wake_r)
+        wake = self._wake_r
+        self._proc._poll_child(wake if wake >= 0 else None)
         return True
 
     def _on_close(self, timeout_s: float) -> None:
@@ -427,11 +429,15 @@ class _Supervisor(BackgroundWorker):
             self._close_pipe()
 
     def _close_pipe(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Close the wake pipe once (its numbers may belong to another file afterwards: a
+        fork after the close must not close them again)."""
+        fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def _on_fork_in_child(self) -> None:
         """A process forked from the training process (a data-loader worker) must not
