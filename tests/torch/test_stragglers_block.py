@@ -261,6 +261,13 @@ def test_span_and_packing_match_the_plain_python() -> None:
     assert _packed([array("d", [0.1]), array("d", [0.2])]) == array("d", [0.1, 0.2]).tobytes()
 
 
+def _numpy_lockstep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy on, and the live analysis's one-pass path from the first step on."""
+    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
+    _fast.reset()
+    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+
+
 def _calc_and_analysis(tmp_path: Path, ranks: int) -> tuple[Any, GoodputCalculator, StragglerAnalysis]:
     from mlgoodput._monitoring._source import _host_steps_of
 
@@ -285,24 +292,15 @@ def test_a_shared_copy_out_of_step_is_found_and_left(
     the same. Its last addition one ulp off, or one gap short, and the analysis keeps its own
     again (built anew): the report stays the full pass. Statistics of another count than the
     gaps' are never used. `packed`: the calculator hands its new gaps as an array, else a list."""
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    _numpy_lockstep(monkeypatch)
     if packed:
         monkeypatch.setattr(_fast, "MIN", 2)  # the calculator's gaps from numpy: arrays
     ranks, per = 6, 12
     st, calc, a = _calc_and_analysis(tmp_path, ranks)
-    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
-    seq, step, t = 1, 0, 1000.0
+    job = _Rounds(st, ranks, per)
     shared_seen = 0
     for k in range(8):
-        for r in range(ranks):
-            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
-            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
-            seq += per
-            events.extend(evs)
-        step += per
-        t += per * 0.1 + 0.05
+        job.step()
         calc.report()
         hs: Any = calc._eng._hosts[2]
         if k == 5 and tamper == "value":
@@ -315,8 +313,7 @@ def test_a_shared_copy_out_of_step_is_found_and_left(
             hs.stats = type(s)(s.host, s.steps + 1, s.median_s * 2, s.p90_s * 2, s.max_s * 2)
         live = a._live
         shared_seen = max(shared_seen, len(live.shared) if live is not None else 0)
-        want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
-        assert _bits(a.report(read=False)) == _bits(want)
+        assert _bits(a.report(read=False)) == _bits(job.want())
     assert shared_seen == ranks
     assert a._share == (tamper in ("none", "stats"))
     st.close()
@@ -330,34 +327,47 @@ def _per_rank(events: list[Event]) -> dict[int, list[tuple[float, int]]]:
     return out
 
 
+class _Rounds:
+    """A job whose ranks step together: each `step()` stores one page of `per` steps per rank
+    (a shipper's second); `want()` is the full pass over everything stored so far."""
+
+    def __init__(self, st: Any, ranks: int, per: int) -> None:
+        self.st, self.ranks, self.per = st, ranks, per
+        self.events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+        self.seq, self.step_no, self.t = 1, 0, 1000.0
+
+    def step(self) -> None:
+        per = self.per
+        for r in range(self.ranks):
+            evs = [Event(Kind.STEP_START, self.t + j * 0.1 + r * 1e-3, r, step=self.step_no + j) for j in range(per)]
+            self.st.append("goodput", "j", EventBatch(10 + r, self.seq, evs))
+            self.seq += per
+            self.events.extend(evs)
+        self.step_no += per
+        self.t += per * 0.1 + 0.05
+
+    def want(self) -> Any:
+        return analyze({r: [990.0] for r in range(self.ranks)}, _per_rank(self.events))
+
+
 def test_a_structure_the_calculator_let_go_of_becomes_the_ranks_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The calculator starting a host's statistics over (a new structure) leaves the analysis
     the old one as its own: still the full pass, still sharing the other ranks'."""
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    _numpy_lockstep(monkeypatch)
     ranks, per = 4, 10
     st, calc, a = _calc_and_analysis(tmp_path, ranks)
-    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
-    seq, step, t = 1, 0, 1000.0
+    job = _Rounds(st, ranks, per)
     for k in range(6):
         if k == 4:  # the calculator's structure of rank 1 replaced by an equal copy
             from mlgoodput.accounting import SortedFloats
 
             hs: Any = calc._eng._hosts[1]
             hs.diffs = SortedFloats(hs.diffs.values())
-        for r in range(ranks):
-            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
-            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
-            seq += per
-            events.extend(evs)
-        step += per
-        t += per * 0.1 + 0.05
+        job.step()
         calc.report()
-        want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
-        assert _bits(a.report(read=False)) == _bits(want)
+        assert _bits(a.report(read=False)) == _bits(job.want())
     live = a._live
     assert live is not None and a._share
     assert 1 in live.no_share and 1 not in live.shared and len(live.shared) == ranks - 1
@@ -467,42 +477,27 @@ def test_sharing_starts_at_the_first_report(tmp_path: Path, monkeypatch: pytest.
     builds (a monitor's first upload), not at the next report; the reports stay the full pass."""
     from mlgoodput._monitoring._source import _host_steps_of
 
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    _numpy_lockstep(monkeypatch)
     ranks, per = 5, 20
     store = f"sqlite://{tmp_path}/s.db"
     st = open_store(store)
-    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
-    st.append("goodput", "j", EventBatch(1, 0, list(events)))
-    seq, step, t = 1, 0, 1000.0
-
-    def round_() -> None:
-        nonlocal seq, step, t
-        for r in range(ranks):
-            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
-            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
-            seq += per
-            events.extend(evs)
-        step += per
-        t += per * 0.1 + 0.05
-
+    job = _Rounds(st, ranks, per)
+    st.append("goodput", "j", EventBatch(1, 0, list(job.events)))
+    round_ = job.step
     round_()
     calc = GoodputCalculator("j", "goodput", store=store, snapshot=False, clock=lambda: 1e6)
     calc.report()
     a = StragglerAnalysis("j", "goodput", store=store)
     a.share_gaps(_host_steps_of(calc))
     a.catch_up(calc._cursor)
-    want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
-    assert _bits(a.report(read=False)) == _bits(want)
+    assert _bits(a.report(read=False)) == _bits(job.want())
     live = a._live
     assert live is not None and len(live.shared) == ranks and a._share
     calc._part_hooks.append(a.feed)
     for _ in range(3):
         round_()
         calc.report()
-        want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
-        assert _bits(a.report(read=False)) == _bits(want)
+        assert _bits(a.report(read=False)) == _bits(job.want())
         assert a._live is live and len(live.shared) == ranks
     st.close()
 
@@ -512,27 +507,17 @@ def test_fed_parts_then_a_read_of_the_store_keep_the_stored_order(
 ) -> None:
     """Parts fed and not yet taken come before what the analysis then reads itself (a report
     that reads the store): the full pass of everything stored, bit for bit."""
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    _numpy_lockstep(monkeypatch)
     ranks, per = 4, 6
     st, calc, a = _calc_and_analysis(tmp_path, ranks)
-    events: list[Event] = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
-    seq, step, t = 1, 0, 1000.0
+    job = _Rounds(st, ranks, per)
     for k in range(5):
-        for r in range(ranks):
-            evs = [Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=step + j) for j in range(per)]
-            st.append("goodput", "j", EventBatch(10 + r, seq, evs))
-            seq += per
-            events.extend(evs)
-        step += per
-        t += per * 0.1 + 0.05
+        job.step()
         if k % 2 == 0:
             calc.report()  # fed to the analysis (taken at its next report)
         if k >= 1:
             got = a.report()  # reads what was not fed, after what was
-            want = analyze({r: [990.0] for r in range(ranks)}, _per_rank(events))
-            assert _bits(got) == _bits(want), k
+            assert _bits(got) == _bits(job.want()), k
             assert a.cursor >= calc._cursor
     st.close()
 
@@ -540,9 +525,7 @@ def test_fed_parts_then_a_read_of_the_store_keep_the_stored_order(
 def test_blocks_read_back_without_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks taken with numpy, read back (a window) once numpy is off: the same columns and
     the same full pass."""
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    monkeypatch.setattr(_stragglers, "_LOCKSTEP_MIN", 1)
+    _numpy_lockstep(monkeypatch)
     rng = random.Random(3)
     job = _Job(rng, 5)
     a = StragglerAnalysis("j", "goodput", store=f"sqlite://{tmp_path}/s.db")

@@ -191,15 +191,24 @@ def _clean_chunks(np: Any, bad: Any, sizes: list[int]) -> list[bool]:
 def increasing_each(chunks: list[bytes]) -> list[bool] | None:
     """For each chunk of packed doubles (a multiple of 8 bytes, not empty), whether its values
     increase strictly, as `all(map(operator.lt, t[:-1], t[1:]))` says: one pass over them all."""
+    got = _joined_chunks(chunks, "float64")
+    if got is None:
+        return None
+    np, a, sizes = got
+    bad = np.flatnonzero(~(a[:-1] < a[1:]))  # j: a[j] and a[j + 1] out of order (NaN too)
+    return _clean_chunks(np, bad, sizes)
+
+
+def _joined_chunks(chunks: list[bytes], dtype: str) -> tuple[Any, Any, list[int]] | None:
+    """(numpy, the chunks of 8-byte values joined as one array of `dtype`, each chunk's
+    count), or None without numpy or below EACH_MIN values in all."""
     sizes = [len(c) >> 3 for c in chunks]
     if sum(sizes) < EACH_MIN:
         return None
     np = numpy()
     if np is None:
         return None
-    a = np.frombuffer(b"".join(chunks), dtype=np.float64)
-    bad = np.flatnonzero(~(a[:-1] < a[1:]))  # j: a[j] and a[j + 1] out of order (NaN too)
-    return _clean_chunks(np, bad, sizes)
+    return np, np.frombuffer(b"".join(chunks), dtype=dtype), sizes
 
 
 def short_gaps(times: array[float], lo: int, hi: int) -> array[float] | None:
@@ -230,13 +239,10 @@ def by_one_each(chunks: list[bytes]) -> list[bool] | None:
     one more than the one before it in int64 (as `steps_by_one` says of it alone; a difference
     that wraps around passes here too: the caller checks its first and last values): one pass
     over them all."""
-    sizes = [len(c) >> 3 for c in chunks]
-    if sum(sizes) < EACH_MIN:
+    got = _joined_chunks(chunks, "int64")
+    if got is None:
         return None
-    np = numpy()
-    if np is None:
-        return None
-    a = np.frombuffer(b"".join(chunks), dtype=np.int64)
+    np, a, sizes = got
     bad = np.flatnonzero(a[1:] - a[:-1] != 1)  # j: a[j + 1] is not a[j] + 1 (arrays wrap silently)
     return _clean_chunks(np, bad, sizes)
 
