@@ -20,6 +20,7 @@ from mlgoodput.events import EventBatch
 from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
 from mlgoodput.store._exactly_once import new_part
+from mlgoodput.store._packed import pack, unpack
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._registry import StoreBackend, register
 from mlgoodput.store._state import PAGE_ROWS, SavedPieces
@@ -174,11 +175,12 @@ class PostgresStore:
                         first + total,
                         ch.n,
                         now,
-                        ch.kinds,
-                        ch.times,
-                        ch.hosts,
-                        ch.steps,
-                        ch.values,
+                        # shorter forms (store/_packed.py): the server compresses and logs less
+                        pack(ch.kinds, 1, ch.n),
+                        pack(ch.times, 8, ch.n),
+                        pack(ch.hosts, 4, ch.n),
+                        pack(ch.steps, 8, ch.n),
+                        pack(ch.values, 8, ch.n),
                         ch.names,
                         ch.attrs,
                     )
@@ -231,12 +233,12 @@ class PostgresStore:
         rows = self._in_transaction(
             "read",
             lambda conn: conn.execute(
-                "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+                "SELECT seq, n, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
                 " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq",
                 (namespace, job, cursor),
             ).fetchall(),
         )
-        parts = [decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7]) for r in rows]
+        parts = [_decode_row(r) for r in rows]
         return ReadResult(parts, rows[-1][0] if rows else cursor)
 
     def jobs(self) -> list[JobInfo]:
@@ -262,7 +264,7 @@ class PostgresStore:
             events = 0
             for r in rows:
                 cursor = int(r[0])
-                cols = decode(bytes(r[1]), bytes(r[2]), bytes(r[3]), bytes(r[4]), bytes(r[5]), r[6], r[7])
+                cols = _decode_row(r)
                 events += len(cols)
                 yield cursor, cols
             if len(rows) < limit:
@@ -396,11 +398,26 @@ _MAX_PAGE_ROWS = 4096
 
 def _page(ns: str, job: str, cursor: int, limit: int, conn: Any) -> list[Any]:
     rows: list[Any] = conn.execute(
-        "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
+        "SELECT seq, n, kinds, times, hosts, steps, vals, names, attrs FROM mlgoodput_chunks"
         " WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq LIMIT %s",
         (ns, job, cursor, limit),
     ).fetchall()
     return rows
+
+
+def _decode_row(r: Any) -> Columns:
+    """A row (seq, n, kinds, times, hosts, steps, vals, names, attrs) as columns: each packed
+    column back in its plain bytes, whichever form `pack` stored it in (older rows: plain)."""
+    n = int(r[1])
+    return decode(
+        unpack(bytes(r[2]), 1, n),
+        unpack(bytes(r[3]), 8, n),
+        unpack(bytes(r[4]), 4, n),
+        unpack(bytes(r[5]), 8, n),
+        unpack(bytes(r[6]), 8, n),
+        r[7],
+        r[8],
+    )
 
 
 def _put_piece(ns: str, job: str, gen: int, i: int, data: bytes, conn: Any) -> None:
