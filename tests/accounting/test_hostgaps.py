@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlgoodput import _numpy
 from mlgoodput.accounting import Engine, _fast, _sorted
 from mlgoodput.accounting._hoststats import HostSteps, stats_as_of
 from mlgoodput.accounting._sorted import HostGaps, SortedFloats
@@ -54,7 +55,7 @@ def test_side_list_answers_as_the_plain_structure(first: list[float], batches: l
     rnd = random.Random(seed)
     for mode in ("on", "off"):
         if mode == "off":
-            _fast._np, _fast._state = None, -1  # numpy off (reset by the finally below)
+            _numpy.turn_off()  # numpy off (reset by the finally below)
         try:
             old = _sorted._SIDE
             _sorted._SIDE = rnd.choice((8, 64, 300, old))  # merges of the side list at various sizes
@@ -339,7 +340,7 @@ def test_many_hosts_read_together_equal_one_by_one(seed: int, half: int, side: i
     rounds = _many_hosts_job(rnd, rnd.randint(16, 24), 14)
     for mode in ("on", "off"):
         if mode == "off":
-            _fast._np, _fast._state = None, -1
+            _numpy.turn_off()
         try:
             plain = _rounds_stats(rounds, 10**9, half, side)
             assert _rounds_stats(rounds, 2, half, side, mid) == plain

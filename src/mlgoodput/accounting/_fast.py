@@ -9,38 +9,15 @@ use, so a query that only meets short columns never pays for the import.
 
 from __future__ import annotations
 
-import os
 import sys
 from array import array
 from typing import Any
 
-from mlgoodput import _env
+from mlgoodput._numpy import numpy as numpy
+from mlgoodput._numpy import reset as reset
 
 MIN = 4096  # values below which the pure-Python path is used
 MERGE_MIN = 16  # new values from which `merge` beats inserting them one by one
-_np: Any = None
-_state = 0  # 0: not tried yet, 1: numpy loaded, -1: off or missing
-
-
-def numpy() -> Any:
-    """The numpy module, or None (not installed, or $MLGOODPUT_NUMPY=0)."""
-    global _np, _state
-    if _state == 0:
-        _state = -1
-        if os.environ.get(_env.NUMPY, "").strip().lower() not in ("0", "off", "false", "no"):
-            try:
-                import numpy as np
-            except ImportError:
-                pass
-            else:
-                _np, _state = np, 1
-    return _np
-
-
-def reset() -> None:
-    """Look at $MLGOODPUT_NUMPY again on next use (tests switch it)."""
-    global _np, _state
-    _np, _state = None, 0
 
 
 def _out(a: Any, code: str) -> array[Any]:
