@@ -8,6 +8,7 @@ import math
 import struct
 import uuid
 from array import array
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import StoreError, _postgres, open_store
-from mlgoodput.store._columns import Columns, encode
-from mlgoodput.store._packed import SHUFFLED, pack, unpack
+from mlgoodput.store._columns import NO_STEP, Columns, encode
+from mlgoodput.store._packed import DELTAS, FAST_MIN, SHUFFLED, pack, unpack
 
 
 def _columns(n: int) -> list[tuple[bytes, int]]:
@@ -76,11 +77,51 @@ def test_any_bytes_round_trip(raw: bytes, width: int) -> None:
     assert unpack(pack(plain, width, n), width, n) == plain
 
 
+def _step_columns(n: int) -> dict[str, list[int]]:
+    big = 2**62
+    return {
+        "by one": list(range(10**6, 10**6 + n)),
+        "start and end": [7 + i // 2 for i in range(n)],
+        "down and up": [(i * 37) % 200 - 100 for i in range(n)],
+        "deltas at the edges": [(-128 if i % 2 else 127) * (i % 3 != 0) for i in range(n)],
+        "near the bound": [big - (i % 2) for i in range(n)],
+        "below the bound": [-big + (i % 2) for i in range(n)],
+        "past the bound": [big + 1 - (i % 2) for i in range(n)],
+        "a step missing": [NO_STEP if i == n // 2 else i for i in range(n)],
+        "a jump of 128": [i if i < n // 2 else i + 127 for i in range(n)],
+        "by one, restarted": [i % 1000 for i in range(n)],
+    }
+
+
+@pytest.mark.parametrize("n", [FAST_MIN - 1, FAST_MIN, 3 * FAST_MIN + 5])
+def test_step_columns_read_back_with_numpy_on_and_off(n: int, numpy_mode: str) -> None:
+    """Each step column reads back exactly, packed with numpy or without it and read with
+    or without it; the DELTAS form only where every difference fits a signed byte."""
+    from mlgoodput import _numpy
+
+    for name, values in _step_columns(n).items():
+        plain = array("q", values).tobytes()
+        stored = pack(plain, 8, n, integers=True)
+        assert unpack(stored, 8, n) == plain, name
+        _numpy.turn_off()  # a reader without numpy reads every form too
+        assert unpack(stored, 8, n) == plain, name
+        _numpy.reset()
+        fits = all(-128 <= b - a <= 127 for a, b in pairwise(values)) and max(map(abs, values)) <= 2**62
+        if numpy_mode == "on" and n >= FAST_MIN and fits:
+            assert stored[0] == DELTAS and len(stored) == n + 8, name
+        else:
+            assert len(stored) in (8 * n + 1, 8), name
+    doubles = array("q", range(n)).tobytes()  # the same bytes, not said to be integers (times are doubles)
+    assert pack(doubles, 8, n)[0] == SHUFFLED
+
+
 def test_a_length_no_form_has_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="does not hold 10 items of 8 bytes"):
         unpack(bytes(17), 8, 10)
     with pytest.raises(StoreError):
         unpack(bytes([SHUFFLED + 1]) + bytes(80), 8, 10)  # the right length, an unknown tag
+    with pytest.raises(StoreError):
+        unpack(bytes([DELTAS]) + bytes(17), 4, 10)  # differences only for 8-byte items
 
 
 def _events(first: int, n: int, host: int) -> list[Event]:
@@ -105,7 +146,7 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
     st = open_store(postgres_url)
     first = 0
     with monkeypatch.context() as m:  # the first two batches stored plain, as before
-        m.setattr(_postgres, "pack", lambda data, width, n: data)
+        m.setattr(_postgres, "pack", lambda data, width, n, integers=False: data)
         for evs in batches[:2]:
             st.append("ns", job, EventBatch(w, first, evs))
             first += len(evs)
@@ -134,4 +175,7 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
     assert sizes[0] == (3000, 3000, 24000, 12000, 24000, 24000)  # plain, as older versions wrote
     assert sizes[1][0] == 42 and sizes[1][1:] == (42, 336, 168, 336, 336)
     assert sizes[2] == (1, 1, 8, 4, 8, 8)
-    assert sizes[3] == (5000, 1, 40001, 4, 40001, 8)  # constant: one item; times, steps: shuffled
+    # constant: one item; times shuffled; steps by one: their differences (where numpy is)
+    from mlgoodput import _numpy
+
+    assert sizes[3] == (5000, 1, 40001, 4, 40001 if _numpy.numpy() is None else 5008, 8)

@@ -179,7 +179,7 @@ class PostgresStore:
                         pack(ch.kinds, 1, ch.n),
                         pack(ch.times, 8, ch.n),
                         pack(ch.hosts, 4, ch.n),
-                        pack(ch.steps, 8, ch.n),
+                        pack(ch.steps, 8, ch.n, integers=True),
                         pack(ch.values, 8, ch.n),
                         ch.names,
                         ch.attrs,
