@@ -142,13 +142,15 @@ class PostgresStore:
         chunks: list[Chunk],
         rest: Callable[[int], list[Chunk]],
     ) -> None:
-        conn.execute(
-            "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
-            (writer,),
-        )
-        expected = conn.execute(
-            "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,)
-        ).fetchone()[0]
+        mine = "SELECT next_seq FROM mlgoodput_writers WHERE writer = %s FOR UPDATE"
+        row = conn.execute(mine, (writer,)).fetchone()
+        if row is None:  # this writer's first append: its row first (one statement less after that)
+            conn.execute(
+                "INSERT INTO mlgoodput_writers (writer, next_seq) VALUES (%s, 0) ON CONFLICT DO NOTHING",
+                (writer,),
+            )
+            row = conn.execute(mine, (writer,)).fetchone()
+        expected = row[0]
         part = new_part(writer, first_seq, n, expected)
         if part is None:
             return
