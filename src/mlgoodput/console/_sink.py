@@ -8,13 +8,15 @@ already has, because each client is a store writer and its record numbers are se
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.events import Event, EventBatch
 from mlgoodput.store import Store
+from mlgoodput.store._columns import ColumnEvents
 
 NAMESPACE = "mlgoodput.console"
 
@@ -23,7 +25,7 @@ NAMESPACE = "mlgoodput.console"
 class _Item:
     writer: int
     first_seq: int
-    events: list[Event]
+    events: Sequence[Event]
     on_stored: Callable[[], None] | None
 
 
@@ -42,7 +44,7 @@ class StoreSink(BackgroundWorker):
         self.stored_events = 0
 
     def submit_run(
-        self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
+        self, writer: int, first_seq: int, events: Sequence[Event], on_stored: Callable[[], None] | None = None
     ) -> None:
         with self._lock:
             self._items.append(_Item(writer, first_seq, events, on_stored))
@@ -54,18 +56,19 @@ class StoreSink(BackgroundWorker):
         if not items:
             return True
         # merge contiguous runs of the same writer into one append (one transaction each)
-        groups: list[tuple[int, int, list[Event], list[_Item]]] = []
+        runs: list[tuple[int, int, list[_Item]]] = []  # (writer, first seq, its items)
         open_by_writer: dict[int, int] = {}
+        ends: dict[int, int] = {}
         for it in items:
             gi = open_by_writer.get(it.writer)
-            if gi is not None:
-                _w, first, evs, its = groups[gi]
-                if first + len(evs) == it.first_seq:
-                    evs.extend(it.events)
-                    its.append(it)
-                    continue
-            open_by_writer[it.writer] = len(groups)
-            groups.append((it.writer, it.first_seq, list(it.events), [it]))
+            if gi is not None and ends[gi] == it.first_seq:
+                runs[gi][2].append(it)
+                ends[gi] += len(it.events)
+                continue
+            open_by_writer[it.writer] = len(runs)
+            ends[len(runs)] = it.first_seq + len(it.events)
+            runs.append((it.writer, it.first_seq, [it]))
+        groups = [(w, first, _merged([it.events for it in its]), its) for w, first, its in runs]
         many = getattr(self.store, "append_many", None)
         if many is not None:  # every client's run in one transaction: one commit per round
             many(NAMESPACE, self.job, [EventBatch(w, first, evs) for w, first, evs, _ in groups if evs])
@@ -90,3 +93,12 @@ class StoreSink(BackgroundWorker):
         # the server's process stores what it received; a forked child has no part in it
         self._items.clear()
         self._lock = threading.Lock()
+
+
+def _merged(parts: list[Sequence[Event]]) -> Sequence[Event]:
+    """Consecutive runs of one writer as one: columns stay columns (no event objects made)."""
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, ColumnEvents) for p in parts):
+        return ColumnEvents.join(parts)  # type: ignore[arg-type]
+    return list(itertools.chain.from_iterable(parts))

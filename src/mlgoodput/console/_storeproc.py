@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -39,7 +39,7 @@ _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
 
-def _pack_events(events: list[Event]) -> bytes:
+def _pack_events(events: Sequence[Event]) -> bytes:
     return _enc.encode([(int(e.kind), e.time, e.host, e.step, e.value, e.name, e.attrs) for e in events])
 
 
@@ -113,7 +113,7 @@ class StoreProcess(BackgroundWorker):
         self._add(writer, first_seq + n, data, n, on_stored)
 
     def submit_run(
-        self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
+        self, writer: int, first_seq: int, events: Sequence[Event], on_stored: Callable[[], None] | None = None
     ) -> None:
         payload = _pack_events(events)
         data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
@@ -272,7 +272,9 @@ def child_main(store_url: str, job: str) -> int:
             if typ == RAW:  # checked by the server with the same schema; decoded again here
                 batch = P.decode_client(payload)
                 hostname, cpid = hosts.get(writer, ("?", 0))
-                events = _records.log_events(batch.records, process, hostname, cpid)
+                events: Sequence[Event] | None = _records.log_columns(batch.records, process)
+                if events is None:  # usage or checkpoint records among the logs
+                    events = _records.log_events(batch.records, process, hostname, cpid)
             else:
                 events = _unpack_events(payload)
         except Exception as e:  # never loop on a frame that cannot be stored: report and go on
