@@ -94,3 +94,24 @@ def test_the_sink_merges_column_runs_and_stores_every_record_once() -> None:
     assert len(got) == 310
     mine = [e for e in got if e.host == 1]
     assert mine == _records.log_events(recs, 1, "h", 1)
+
+
+def test_the_sink_stores_a_run_as_soon_as_it_comes_and_a_writer_can_wait_for_it() -> None:
+    """A submitted run wakes the store writer (no waiting out its interval or a back-off after
+    a busy round), and `wait_below` returns once the store caught up."""
+    with tempfile.TemporaryDirectory() as d:
+        store = open_store(f"{d}/s.db")
+        sink = StoreSink(store, "job", interval_s=60.0)
+        sink.start()
+        try:
+            at = 0
+            for k in range(5):
+                cols = _records.log_columns(_logs(200), 1)
+                assert cols is not None
+                sink.submit_run(5, at, cols)
+                at += 200
+                assert sink.wait_below(0, 10.0), f"run {k} not stored within 10 s"
+            assert sink.stored_events == 1000 and sink.pending_events == 0
+        finally:
+            sink.close(5)
+            store.close()

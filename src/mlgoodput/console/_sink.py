@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ class StoreSink(BackgroundWorker):
         self.job = job
         self._items: collections.deque[_Item] = collections.deque()
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when a round stored runs
         self.pending_events = 0
         self.stored_events = 0
 
@@ -49,6 +51,19 @@ class StoreSink(BackgroundWorker):
         with self._lock:
             self._items.append(_Item(writer, first_seq, events, on_stored))
             self.pending_events += len(events)
+        self._wake.set()  # a round as soon as the last one ends: runs that come meanwhile go in together
+
+    def wait_below(self, events: int, timeout_s: float) -> bool:
+        """Wait until at most `events` are pending (a writer ahead of the store slows down to
+        it, while the store keeps writing): False if still more after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self._settled:
+            while self.pending_events > events:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.running:
+                    return False
+                self._settled.wait(min(left, 0.1))
+        return True
 
     def _work(self) -> bool:
         with self._lock:
@@ -80,6 +95,7 @@ class StoreSink(BackgroundWorker):
                     self._items.remove(it)
                     self.pending_events -= len(it.events)
                     self.stored_events += len(it.events)
+                self._settled.notify_all()
             for it in its:
                 if it.on_stored is not None:
                     try:
@@ -93,6 +109,7 @@ class StoreSink(BackgroundWorker):
         # the server's process stores what it received; a forked child has no part in it
         self._items.clear()
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
 
 
 def _merged(parts: list[Sequence[Event]]) -> Sequence[Event]:

@@ -289,8 +289,8 @@ def child_main(store_url: str, job: str) -> int:
             acker(writer, first + len(_records_count(payload, typ)))()
             continue
         sink.submit_run(writer, first, events, acker(writer, first + len(events)))
-        if sink.pending_events > 200_000:
-            sink.flush(30)
+        if sink.pending_events > 200_000:  # far ahead of the store: read on once it caught up some
+            sink.wait_below(100_000, 30)
     sink.close(60)
     sink.store.close()
     return 0
