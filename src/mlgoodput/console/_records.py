@@ -10,7 +10,7 @@ import msgspec
 
 from mlgoodput.console import _protocol as P
 from mlgoodput.events import Event, Kind
-from mlgoodput.store._columns import NO_STEP, ColumnEvents, Columns
+from mlgoodput.store import NO_STEP, ColumnEvents, Columns
 
 _LOG, _USAGE, _MARK = Kind.LOG, Kind.USAGE, Kind.USAGE_CHECKPOINT
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.events import Event, EventBatch
-from mlgoodput.store import Store
-from mlgoodput.store._columns import ColumnEvents
+from mlgoodput.store import ColumnEvents, Store
 
 NAMESPACE = "mlgoodput.console"
 
