@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
 N_PER_ROUND = 2000
 STORE_PROCESS = True  # as `mlgoodput console serve` runs: the store written from a child process
@@ -134,8 +135,10 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     # steady state: the middle of the run
     time.sleep(seconds * 0.25)
     a, ta = count(), time.perf_counter()
+    cpu_a = _cpu(procs)
     time.sleep(seconds * 0.5)
     b, tb = count(), time.perf_counter()
+    cpu_b = _cpu(procs)
     sent, costs, oks = 0, [], []
     for _ in range(2 * clients):
         item = out.get(timeout=300)
@@ -176,6 +179,8 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         rsrv.server_close()
         shutil.rmtree(tmp, ignore_errors=True)
     return {
+        "server_cpu": (cpu_b[0] - cpu_a[0]) / (tb - ta),
+        "clients_cpu": (cpu_b[1] - cpu_a[1]) / (tb - ta),
         "steady_rps": (b - a) / (tb - ta),
         "overall_rps": received / (t_done - t0),
         "sent": sent,
@@ -187,6 +192,26 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         "p99_us": sorted(costs)[int(len(costs) * 0.99)] * 1e6,
         "all_acked": float(all(oks)),
     }
+
+
+def _cpu(procs: list[Any]) -> tuple[float, float]:
+    """CPU seconds used so far by the server's side (this process and its store helper; the
+    client processes are left out) and by the clients."""
+    import psutil
+
+    me = psutil.Process()
+    clients = {p.pid for p in procs}
+    server = clients_cpu = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        if p.pid in clients:
+            clients_cpu += t.user + t.system
+        else:
+            server += t.user + t.system
+    return server, clients_cpu
 
 
 def _raw_sender(path: str, client: int, frames: int, start_evt: mp.synchronize.Event) -> None:
@@ -283,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half"
     )
-    hdr = f"{'receiver':<34} {'offered':>8} {'steady rec/s':>12} {'overall rec/s':>13} {'sent':>9} {'received':>9} {'stored':>9} {'lost':>6} {'call p50 µs':>11} {'call p99 µs':>11} {'steady range':>17}"
+    print(
+        "CPU: CPU-seconds a second in the steady window, of the receiving side (server and its"
+        " store helper) and of all clients together"
+    )
+    hdr = f"{'receiver':<34} {'offered':>8} {'steady rec/s':>12} {'overall rec/s':>13} {'sent':>9} {'received':>9} {'stored':>9} {'lost':>6} {'call p50 µs':>11} {'call p99 µs':>11} {'steady range':>17} {'server CPU':>10} {'client CPU':>10}"
     names = {
         "mlgoodput": "mlgoodput.console (msgpack, acked)" if STORE_PROCESS else "mlgoodput.console (in-process store)",
         "stdlib": "stdlib SocketHandler + pickle rcv",
@@ -301,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         stored = f"{int(r['stored']):>9}" if r["stored"] >= 0 else f"{'n/a':>9}"
         offered = f"{rate:,.0f}" if rate else "max"
         print(
-            f"{names[kind]:<34} {offered:>8} {r['steady_rps']:>12,.0f} {r['overall_rps']:>13,.0f} {int(r['sent']):>9} {int(r['received']):>9} {stored} {int(r['lost']):>6} {r['median_us']:>11.2f} {r['p99_us']:>11.2f} {r['lo'] / 1000:>7.0f}k–{r['hi'] / 1000:.0f}k"
+            f"{names[kind]:<34} {offered:>8} {r['steady_rps']:>12,.0f} {r['overall_rps']:>13,.0f} {int(r['sent']):>9} {int(r['received']):>9} {stored} {int(r['lost']):>6} {r['median_us']:>11.2f} {r['p99_us']:>11.2f} {r['lo'] / 1000:>7.0f}k–{r['hi'] / 1000:.0f}k {r['server_cpu']:>10.2f} {r['clients_cpu']:>10.2f}"
         )
     for kind, rate, r in rows:
         if kind == "mlgoodput":

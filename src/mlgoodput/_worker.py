@@ -378,7 +378,10 @@ class BackgroundWorker:
             except BaseException:
                 self._queue.put_front(items)
                 raise
-        return len(self._queue) == 0
+        left = len(self._queue)
+        if left and items:
+            self._wake.set()  # more than one batch (or more came): the next round now, not after a back-off
+        return left == 0
 
     def _handle(self, items: list[Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} implements neither _work nor _handle")

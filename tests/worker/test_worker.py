@@ -404,3 +404,32 @@ def test_at_fork_in_child_runs_callbacks_and_holds_methods_weakly() -> None:
 
     assert _in_child(child) == 0
     assert not kept.reset  # only in the child
+
+
+class OneAtATime(BackgroundWorker):
+    """A queue worker that takes one item a round, with a long back-off."""
+
+    batch_size = 1
+
+    def __init__(self) -> None:
+        super().__init__("test-one-at-a-time", interval_s=30.0, max_backoff_s=30.0)
+        self.got: list[Any] = []
+
+    def _handle(self, items: list[Any]) -> None:
+        self.got.extend(items)
+
+
+def test_a_backlog_of_many_batches_is_worked_off_at_once_not_a_back_off_apart() -> None:
+    """A round that leaves items (more than one batch) is not a failure: the next round starts
+    at once. Before, each such round waited out a back-off (0.1 s, doubling up to max_backoff_s)."""
+    w = OneAtATime()
+    w.start()
+    try:
+        for i in range(6):
+            assert w.submit(i)
+        deadline = time.monotonic() + 1.5  # the old back-offs alone took 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s
+        while len(w.got) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert w.got == list(range(6))
+    finally:
+        w.close(5)

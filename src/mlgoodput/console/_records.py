@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import operator
+from array import array
 from typing import Any
+
+import msgspec
 
 from mlgoodput.console import _protocol as P
 from mlgoodput.events import Event, Kind
+from mlgoodput.store import NO_STEP, ColumnEvents, Columns
 
 _LOG, _USAGE, _MARK = Kind.LOG, Kind.USAGE, Kind.USAGE_CHECKPOINT
 
@@ -39,7 +44,7 @@ event = _fast_event_factory()
 
 def simple(records: list[Any]) -> bool:
     """True when every record becomes an event without the server's state (no progress)."""
-    return all(type(r) is not P.ProgressRec for r in records)
+    return P.ProgressRec not in set(map(type, records))
 
 
 def to_event(r: Any, process: int, hostname: str, pid: int) -> Event | None:
@@ -82,3 +87,41 @@ def log_events(records: list[Any], process: int, hostname: str, pid: int) -> lis
             if e is not None:
                 add(e)
     return out
+
+
+_json = msgspec.json.Encoder()
+_ONLY_LOGS = {P.LogRec}
+_ANSI, _EXC = operator.attrgetter("ansi"), operator.attrgetter("exc")
+
+
+def _log_attrs(r: Any) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
+    if r.ansi:
+        attrs["ansi"] = r.ansi
+    if r.exc:
+        attrs["exc"] = r.exc
+    return attrs
+
+
+def log_columns(records: list[Any], process: int) -> ColumnEvents | None:
+    """The events of a batch of log records only, built as columns with their text columns'
+    JSON encoded in C: the same stored chunk as `log_events` gives, at a fraction of the cost
+    (the store writer's hot path). None when the batch holds any other record."""
+    n = len(records)
+    if not n or set(map(type, records)) != _ONLY_LOGS:
+        return None
+    plain = not any(map(_ANSI, records)) and not any(map(_EXC, records))
+    attrs: list[dict[str, Any] | None] = (
+        [{"msg": r.msg, "file": r.file, "line": r.line} for r in records] if plain else [_log_attrs(r) for r in records]
+    )
+    names: list[str | None] = [r.logger for r in records]
+    cols = Columns(
+        bytearray((_LOG,)) * n,
+        array("d", [r.time for r in records]),
+        array("i", (process,)) * n,
+        array("q", (NO_STEP,)) * n,
+        array("d", [r.level for r in records]),
+        names,
+        attrs,
+    )
+    return ColumnEvents(cols, _json.encode(names).decode(), _json.encode(attrs).decode())

@@ -450,7 +450,8 @@ class ConsoleServer:
             if isinstance(sink, StoreProcess) and first == batch.first_seq:
                 sink.submit_raw(st.client, first, proc, len(records), body, stored)  # decoded over there
             else:
-                sink.submit_run(st.client, first, _records.log_events(records, proc, st.hostname, st.pid), stored)
+                evs = _records.log_columns(records, proc) or _records.log_events(records, proc, st.hostname, st.pid)
+                sink.submit_run(st.client, first, evs, stored)
         else:
             events: list[Event] = []
             for r in records:

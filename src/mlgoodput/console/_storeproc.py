@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -39,7 +39,7 @@ _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
 
-def _pack_events(events: list[Event]) -> bytes:
+def _pack_events(events: Sequence[Event]) -> bytes:
     return _enc.encode([(int(e.kind), e.time, e.host, e.step, e.value, e.name, e.attrs) for e in events])
 
 
@@ -84,8 +84,11 @@ class StoreProcess(BackgroundWorker):
         self.store_url = store_url
         self.job = job
         self._lock = threading.Lock()
-        # [writer, end_seq, frame bytes, n events, on_stored, sent]
-        self._inflight: collections.deque[list[Any]] = collections.deque()
+        # each writer's runs not yet reported stored, in order: [writer, end_seq, frame bytes,
+        # n events, on_stored, sent to the current child]; kept per writer, so a report costs
+        # the runs it settles, however many clients there are
+        self._waiting: dict[int, collections.deque[list[Any]]] = {}
+        self._unsent: collections.deque[list[Any]] = collections.deque()  # frames for the child, in order
         self._hosts: dict[int, bytes] = {}  # writer -> its HOST frame, resent to a new child
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _AckReader | None = None
@@ -98,7 +101,7 @@ class StoreProcess(BackgroundWorker):
         data = HEADER.pack(HOST, writer, 0, process, pid, len(hostname.encode())) + hostname.encode()
         with self._lock:
             self._hosts[writer] = data
-            self._inflight.append([writer, -1, data, 0, None, False])
+            self._unsent.append([writer, -1, data, 0, None, False])
 
     def submit_raw(
         self,
@@ -113,15 +116,20 @@ class StoreProcess(BackgroundWorker):
         self._add(writer, first_seq + n, data, n, on_stored)
 
     def submit_run(
-        self, writer: int, first_seq: int, events: list[Event], on_stored: Callable[[], None] | None = None
+        self, writer: int, first_seq: int, events: Sequence[Event], on_stored: Callable[[], None] | None = None
     ) -> None:
         payload = _pack_events(events)
         data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
         self._add(writer, first_seq + len(events), data, len(events), on_stored)
 
     def _add(self, writer: int, end: int, data: bytes, n: int, on_stored: Callable[[], None] | None) -> None:
+        it = [writer, end, data, n, on_stored, False]
         with self._lock:
-            self._inflight.append([writer, end, data, n, on_stored, False])
+            dq = self._waiting.get(writer)
+            if dq is None:
+                dq = self._waiting[writer] = collections.deque()
+            dq.append(it)
+            self._unsent.append(it)
             self.pending_events += n
         self._wake.set()
 
@@ -151,12 +159,12 @@ class StoreProcess(BackgroundWorker):
     def _on_ack(self, writer: int, end: int) -> None:
         done: list[list[Any]] = []
         with self._lock:
-            for it in list(self._inflight):
-                if it[0] == writer and 0 <= it[1] <= end and it[5]:
-                    self._inflight.remove(it)
-                    done.append(it)
-                    self.pending_events -= it[3]
-                    self.stored_events += it[3]
+            dq = self._waiting.get(writer)
+            while dq and dq[0][1] <= end and dq[0][5]:  # sent in order: the first unsent ends it
+                it = dq.popleft()
+                done.append(it)
+                self.pending_events -= it[3]
+                self.stored_events += it[3]
         for it in done:
             if it[4] is not None:
                 try:
@@ -173,27 +181,25 @@ class StoreProcess(BackgroundWorker):
                 if self._reader is not None:
                     self._reader.close(1.0)
                 with self._lock:  # a new child gets every client's host, then all not stored
-                    for it in self._inflight:
-                        it[5] = False
-                    self._inflight.extendleft(reversed([[w, -1, d, 0, None, False] for w, d in self._hosts.items()]))
+                    self._unsent = collections.deque([w, -1, d, 0, None, False] for w, d in self._hosts.items())
+                    for dq in self._waiting.values():
+                        for it in dq:
+                            it[5] = False
+                        self._unsent.extend(dq)
             self._spawn()
             proc = self._proc
         assert proc is not None and proc.stdin is not None
         with self._lock:
-            todo = [it for it in self._inflight if not it[5]]
-            # HOST frames are only needed once per child: drop them from the queue once sent
+            todo, self._unsent = self._unsent, collections.deque()
         try:
             for it in todo:
+                it[5] = True  # before the write: its report can come as soon as the bytes leave
                 proc.stdin.write(it[2])
-                it[5] = True
             proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             return False
         with self._lock:
-            for it in todo:
-                if it[1] == -1 and it in self._inflight:
-                    self._inflight.remove(it)
-            return not any(it[1] >= 0 for it in self._inflight)
+            return self.pending_events == 0
 
     def _on_close(self, timeout_s: float) -> None:
         proc = self._proc
@@ -228,7 +234,8 @@ class StoreProcess(BackgroundWorker):
 
     def _on_fork_in_child(self) -> None:
         self._proc = None
-        self._inflight.clear()
+        self._waiting.clear()
+        self._unsent.clear()
 
 
 # -- the child ---------------------------------------------------------------------------------
@@ -272,7 +279,9 @@ def child_main(store_url: str, job: str) -> int:
             if typ == RAW:  # checked by the server with the same schema; decoded again here
                 batch = P.decode_client(payload)
                 hostname, cpid = hosts.get(writer, ("?", 0))
-                events = _records.log_events(batch.records, process, hostname, cpid)
+                events: Sequence[Event] | None = _records.log_columns(batch.records, process)
+                if events is None:  # usage or checkpoint records among the logs
+                    events = _records.log_events(batch.records, process, hostname, cpid)
             else:
                 events = _unpack_events(payload)
         except Exception as e:  # never loop on a frame that cannot be stored: report and go on
@@ -280,8 +289,8 @@ def child_main(store_url: str, job: str) -> int:
             acker(writer, first + len(_records_count(payload, typ)))()
             continue
         sink.submit_run(writer, first, events, acker(writer, first + len(events)))
-        if sink.pending_events > 200_000:
-            sink.flush(30)
+        if sink.pending_events > 200_000:  # far ahead of the store: read on once it caught up some
+            sink.wait_below(100_000, 30)
     sink.close(60)
     sink.store.close()
     return 0

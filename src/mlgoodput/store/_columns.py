@@ -128,7 +128,9 @@ class Chunk:
     t_max: float
 
 
-def encode(cols: Columns) -> Chunk:
+def encode(cols: Columns, names_json: str | None = None, attrs_json: str | None = None) -> Chunk:
+    """The stored form of `cols`; `names_json` / `attrs_json`: those columns' JSON, when the
+    caller already has it (a writer that encodes them faster itself)."""
     return Chunk(
         n=len(cols),
         kinds=bytes(cols.kinds),
@@ -136,10 +138,14 @@ def encode(cols: Columns) -> Chunk:
         hosts=cols.hosts.tobytes(),
         steps=cols.steps.tobytes(),
         values=cols.values.tobytes(),
-        names=None if cols.names is None else json.dumps(cols.names, separators=(",", ":")),
-        attrs=None if cols.attrs is None else json.dumps(cols.attrs, separators=(",", ":")),
+        names=names_json if names_json is not None or cols.names is None else _json(cols.names),
+        attrs=attrs_json if attrs_json is not None or cols.attrs is None else _json(cols.attrs),
         **_time_range(cols.times),
     )
+
+
+def _json(column: list[Any]) -> str:
+    return json.dumps(column, separators=(",", ":"))
 
 
 FAST_MIN = 4096  # values from which numpy (when there) finds a chunk's first and last time
@@ -164,13 +170,26 @@ class ColumnEvents(Sequence[Event]):
 
     A journal ships its records this way (decoded straight into columns), so a store that
     keeps columns (`Columns.from_events`, `encode_batch`) never builds a Python object per
-    event, and any other consumer still sees plain events.
+    event, and any other consumer still sees plain events. `names_json` / `attrs_json`, when
+    given, are the JSON of those whole columns (the console's store writer encodes them in C);
+    a store writes them as they are, and a slice falls back to encoding its own.
     """
 
-    __slots__ = ("columns",)
+    __slots__ = ("attrs_json", "columns", "names_json")
 
-    def __init__(self, columns: Columns) -> None:
+    def __init__(self, columns: Columns, names_json: str | None = None, attrs_json: str | None = None) -> None:
         self.columns = columns
+        self.names_json = names_json if columns.names is not None else None
+        self.attrs_json = attrs_json if columns.attrs is not None else None
+
+    @classmethod
+    def join(cls, parts: Sequence[ColumnEvents]) -> ColumnEvents:
+        """One run of several (a writer's consecutive runs merged into one append); the JSON
+        of a column is kept where every part has it."""
+        if len(parts) == 1:
+            return parts[0]
+        cols = concat([p.columns for p in parts])
+        return cls(cols, _join_json([p.names_json for p in parts]), _join_json([p.attrs_json for p in parts]))
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -202,10 +221,20 @@ class ColumnEvents(Sequence[Event]):
 
 def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
     """Events as stored chunks of at most `max_events` each (done before a store takes its lock)."""
+    if isinstance(events, ColumnEvents) and len(events) <= max_events:  # no copy: encoding only reads it
+        return [encode(events.columns, events.names_json, events.attrs_json)] if len(events) else []
     cols = Columns.from_events(events)
     if len(cols) <= max_events:
         return [encode(cols)] if len(cols) else []
     return [encode(cols.slice(i, i + max_events)) for i in range(0, len(cols), max_events)]
+
+
+def _join_json(texts: list[str | None]) -> str | None:
+    """The JSON arrays `texts` as one array (None if any is None)."""
+    if any(t is None for t in texts):
+        return None
+    inner = [t[1:-1] for t in texts if t is not None and t != "[]"]
+    return "[" + ",".join(inner) + "]"
 
 
 #: A chunk as a store keeps it: kinds, times, hosts, steps, values (packed), names, attrs (JSON)
