@@ -141,12 +141,13 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
         Event(Kind.CUSTOM_START, 1.7e9 + 1, 2, name="eval"),
         Event(Kind.METRIC, 1.7e9 + 2, 3, value=0.25, name="loss", attrs={"unit": "nats"}),
     ]
-    batches = [_events(0, 3000, 2), mixed, _events(3000, 1, 2), _events(3001, 5000, 4)]
+    batches = [_events(0, 20000, 2), mixed, _events(20000, 1, 2), _events(20001, 5000, 4), _events(25001, 40000, 1)]
     w = uuid.uuid4().int >> 65
     st = open_store(postgres_url)
     first = 0
-    with monkeypatch.context() as m:  # the first two batches stored plain, as before
+    with monkeypatch.context() as m:  # the first two batches stored plain, in rows of up to 65,536, as before
         m.setattr(_postgres, "pack", lambda data, width, n, integers=False: data)
+        m.setattr(_postgres, "MAX_CHUNK_EVENTS", 65536)
         for evs in batches[:2]:
             st.append("ns", job, EventBatch(w, first, evs))
             first += len(evs)
@@ -157,7 +158,8 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
     assert list(st.read("ns", job).columns.events()) == want
     scanned = [e for _, cols in st.scan("ns", job) for e in cols.events()]
     assert scanned == want
-    for part, evs in zip(st.read("ns", job).parts, batches, strict=True):  # byte for byte, column by column
+    rows = [*batches[:4], *(batches[4][i : i + 16384] for i in range(0, 40000, 16384))]  # the first: one older row
+    for part, evs in zip(st.read("ns", job).parts, rows, strict=True):  # byte for byte, column by column
         plain = encode(Columns.from_events(evs))
         assert (bytes(part.kinds), part.times.tobytes(), part.hosts.tobytes()) == (
             plain.kinds,
@@ -172,10 +174,11 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
             " FROM mlgoodput_chunks WHERE job = %s ORDER BY seq",
             (job,),
         ).fetchall()
-    assert sizes[0] == (3000, 3000, 24000, 12000, 24000, 24000)  # plain, as older versions wrote
+    assert sizes[0] == (20000, 20000, 160000, 80000, 160000, 160000)  # plain, as older versions wrote
     assert sizes[1][0] == 42 and sizes[1][1:] == (42, 336, 168, 336, 336)
     assert sizes[2] == (1, 1, 8, 4, 8, 8)
     # constant: one item; times shuffled; steps by one: their differences (where numpy is)
     from mlgoodput import _numpy
 
     assert sizes[3] == (5000, 1, 40001, 4, 40001 if _numpy.numpy() is None else 5008, 8)
+    assert [r[0] for r in sizes[4:]] == [16384, 16384, 40000 - 2 * 16384]  # rows of at most 16,384 events

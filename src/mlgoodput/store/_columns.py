@@ -223,7 +223,8 @@ def encode_batch(events: Sequence[Event], max_events: int) -> list[Chunk]:
     """Events as stored chunks of at most `max_events` each (done before a store takes its lock)."""
     if isinstance(events, ColumnEvents) and len(events) <= max_events:  # no copy: encoding only reads it
         return [encode(events.columns, events.names_json, events.attrs_json)] if len(events) else []
-    cols = Columns.from_events(events)
+    # columns already (a journal's batch): sliced where they lie, no whole copy first
+    cols = events.columns if isinstance(events, ColumnEvents) else Columns.from_events(events)
     if len(cols) <= max_events:
         return [encode(cols)] if len(cols) else []
     return [encode(cols.slice(i, i + max_events)) for i in range(0, len(cols), max_events)]

@@ -25,7 +25,10 @@ from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
 from mlgoodput.store._registry import StoreBackend, register
 from mlgoodput.store._state import PAGE_ROWS, SavedPieces
 
-MAX_CHUNK_EVENTS = 65536
+# events per stored row (SQLite's chunk size too); a batch's rows go in one transaction. Rows of
+# 65,536 cost the server twice the CPU per event (fresh memory for each large value it receives,
+# copies and compresses); older rows of any size still read.
+MAX_CHUNK_EVENTS = 16384
 T = TypeVar("T")
 
 _SCHEMA = """
