@@ -7,7 +7,8 @@ skipped when the PostgreSQL server programs or psycopg are missing). The lock wa
 a writer spends to get the lock: SQLite's `BEGIN IMMEDIATE` (all its tries), PostgreSQL's
 row lock on the job's stream; a store that keeps `lock_wait_max_s` / `lock_wait_total_s`
 reports them itself, else the locking statements are timed from outside. Targets: longest wait under 0.5 s; PostgreSQL at
-least SQLite's rate.
+least SQLite's rate. The CPU column is the CPU time the writers spent appending plus the
+PostgreSQL server's, per million events (Linux; a steadier measure than the rate on a busy machine).
 
     PYTHONPATH=src python bench/bench_ingest.py [--writers 8] [--batches 20] [--batch 65536]
 """
@@ -69,15 +70,44 @@ def _writer(url: str, w: int, batches: int, size: int, columns: bool, out: Any, 
         todo = [ColumnEvents(Columns.from_events(ev)) for ev in todo]
     ready.release()
     go.wait()
+    cpu = time.process_time()
     for b, ev in enumerate(todo):
         t = time.perf_counter()
         st.append(LOGGER, JOB, EventBatch(1000 + w, b * size, ev))
         appends.append(time.perf_counter() - t)
     st.close()
+    cpu = time.process_time() - cpu
     if hasattr(st, "lock_wait_max_s"):  # the store times its own lock waits (all its tries)
-        out.put((st.lock_wait_max_s, st.lock_wait_total_s, appends))
+        out.put((st.lock_wait_max_s, st.lock_wait_total_s, appends, cpu))
     else:
-        out.put((max(waits, default=0.0), sum(waits), appends))
+        out.put((max(waits, default=0.0), sum(waits), appends, cpu))
+
+
+_SERVERS: dict[str, int] = {}  # a bench server's URL -> its postmaster's pid
+
+
+def _server_cpu(url: str) -> float:
+    """CPU seconds of a bench server so far: its postmaster, the backends it has reaped and its
+    live processes (Linux /proc; 0.0 elsewhere, or for a store without a server)."""
+    pid = _SERVERS.get(url)
+    if pid is None or not os.path.isdir("/proc"):
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the name: state, ppid, ...; utime, stime, cutime, cstime are fields 14-17 (1-based)
+        if int(entry) == pid:
+            total += sum(int(x) for x in fields[11:15]) / tick
+        elif int(fields[1]) == pid:
+            total += sum(int(x) for x in fields[11:13]) / tick
+    return total
 
 
 def run(url: str, writers: int, batches: int, size: int, columns: bool) -> dict[str, float]:
@@ -89,12 +119,14 @@ def run(url: str, writers: int, batches: int, size: int, columns: bool) -> dict[
         p.start()
     for _ in procs:
         ready.acquire(timeout=900)
+    server0 = _server_cpu(url)
     t = time.perf_counter()
     go.set()
     got = [q.get(timeout=900) for _ in procs]
     wall = time.perf_counter() - t
     for p in procs:
         p.join()
+    server = _server_cpu(url) - server0  # the writers' backends have ended: reaped by now
     appends = [x for g in got for x in g[2]]
     from mlgoodput.store import open_store
 
@@ -107,6 +139,7 @@ def run(url: str, writers: int, batches: int, size: int, columns: bool) -> dict[
         "wait_max": max(g[0] for g in got),
         "wait_total": sum(g[1] for g in got),
         "append_max": max(appends),
+        "cpu_per_m": (sum(g[3] for g in got) + server) / (writers * batches * size / 1e6),
     }
 
 
@@ -155,8 +188,14 @@ def postgres() -> Iterator[str | None]:
         check=True,
         capture_output=True,
     )
+    url = f"postgresql://mlgoodput@127.0.0.1:{port}/postgres"
     try:
-        yield f"postgresql://mlgoodput@127.0.0.1:{port}/postgres"
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            _SERVERS[url] = int(f.readline())
+    except (OSError, ValueError):
+        pass
+    try:
+        yield url
     finally:
         subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
@@ -191,19 +230,22 @@ def main() -> int:
         f" load average {os.getloadavg()[0]:.1f}\n"
     )
     print(
-        "| store      | writers            | events/s  | longest lock wait | total lock wait | longest append | stored == sent |"
+        "| store      | writers            | events/s  | CPU s / M events | longest lock wait | total lock wait |"
+        " longest append | stored == sent |"
     )
     print(
-        "|------------|--------------------|-----------|-------------------|-----------------|----------------|----------------|"
+        "|------------|--------------------|-----------|------------------|-------------------|-----------------|"
+        "----------------|----------------|"
     )
     for name, who, r in rows:
         print(
-            f"| {name:<10} | {who:<18} | {r['rate']:>9,.0f} | {r['wait_max']:>15.3f} s | {r['wait_total']:>13.2f} s |"
-            f" {r['append_max']:>12.3f} s | {r['stored'] == r['events']!s:>14} |"
+            f"| {name:<10} | {who:<18} | {r['rate']:>9,.0f} | {r['cpu_per_m']:>16.3f} | {r['wait_max']:>15.3f} s |"
+            f" {r['wait_total']:>13.2f} s | {r['append_max']:>12.3f} s | {r['stored'] == r['events']!s:>14} |"
         )
     if len(rows) == 2:
         print(
             f"\nPostgreSQL / SQLite rate: {rows[1][2]['rate'] / rows[0][2]['rate']:.2f}x (target >= 1); "
+            f"CPU per event, SQLite / PostgreSQL: {rows[0][2]['cpu_per_m'] / rows[1][2]['cpu_per_m']:.2f}x; "
             "longest lock wait target < 0.5 s"
         )
     else:
