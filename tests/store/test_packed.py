@@ -115,6 +115,28 @@ def test_step_columns_read_back_with_numpy_on_and_off(n: int, numpy_mode: str) -
     assert pack(doubles, 8, n)[0] == SHUFFLED
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_random_walks_of_steps_read_back(seed: int, numpy_mode: str) -> None:
+    """Walks whose steps mostly fit a signed byte (sometimes not), anywhere in int64."""
+    import random
+
+    rnd = random.Random(seed)
+    n = FAST_MIN + rnd.randrange(3000)
+    reach = rnd.choice((1, 127, 128, 129))
+    start = rnd.choice((0, -(2**62), 2**62 - n * reach, rnd.randrange(-(2**63) + n * 200, 2**63 - n * 200)))
+    values = [start]
+    for _ in range(n - 1):
+        values.append(values[-1] + rnd.randint(-reach, reach))
+    plain = array("q", values).tobytes()
+    stored = pack(plain, 8, n, integers=True)
+    assert unpack(stored, 8, n) == plain
+    from mlgoodput import _numpy
+
+    _numpy.turn_off()
+    assert unpack(stored, 8, n) == plain
+    _numpy.reset()
+
+
 def test_a_length_no_form_has_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="does not hold 10 items of 8 bytes"):
         unpack(bytes(17), 8, 10)
