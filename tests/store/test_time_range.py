@@ -14,7 +14,9 @@ from mlgoodput.store._columns import FAST_MIN, Columns, encode
 
 def _chunk_range(times: list[float]) -> tuple[bytes, bytes]:
     n = len(times)
-    cols = Columns(bytearray(n), array("d", times), array("i", [0] * n), array("q", [0] * n), array("d", [0.0] * n), None, None)
+    cols = Columns(
+        bytearray(n), array("d", times), array("i", [0] * n), array("q", [0] * n), array("d", [0.0] * n), None, None
+    )
     ch = encode(cols)
     return struct.pack("<d", ch.t_min), struct.pack("<d", ch.t_max)
 

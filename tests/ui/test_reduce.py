@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlgoodput import _env
+from mlgoodput import _env, _numpy
 from mlgoodput.ui import _reduce
 from mlgoodput.ui._reduce import BLOCK, Blocks, minmax_points
 
@@ -74,8 +74,14 @@ def test_blocks_with_numpy_equal_the_loop(monkeypatch: pytest.MonkeyPatch) -> No
     fast = Blocks()
     fast.extend(xs, ys)
     monkeypatch.setenv(_env.NUMPY, "0")
-    slow = Blocks()
-    slow.extend(xs, ys)
+    _numpy.reset()
+    try:
+        assert _reduce.numpy() is None
+        slow = Blocks()
+        slow.extend(xs, ys)
+    finally:
+        monkeypatch.delenv(_env.NUMPY)
+        _numpy.reset()
     assert len(fast.x) == len(slow.x) > 9 * _reduce.FAST_MIN // BLOCK
     assert (fast.x, fast.n, fast.sum, fast.done, fast.tail) == (slow.x, slow.n, slow.sum, slow.done, slow.tail)
     for a, b in ((fast.lo, slow.lo), (fast.hi, slow.hi)):

@@ -8,28 +8,14 @@ blocks instead of scanning ten million numbers, and a live update touches only n
 from __future__ import annotations
 
 import math
-import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from mlgoodput import _env
+from mlgoodput._numpy import numpy as numpy  # one loader: the `fast` extra, $MLGOODPUT_NUMPY
 
 BLOCK = 256
 FAST_MIN = 4096  # values below which the pure-Python path is used (numpy is not worth it)
-
-
-def numpy() -> Any:
-    """numpy, or None (not installed: the `fast` extra, or turned off by $MLGOODPUT_NUMPY=0,
-    as the accounting's kernels are)."""
-    if os.environ.get(_env.NUMPY, "").strip().lower() in ("0", "off", "false", "no"):
-        return None
-    try:
-        import numpy as np  # lazy: optional (the `fast` extra), loaded by the first long series
-    except ImportError:
-        return None
-    return np
 
 
 @dataclass(slots=True)
