@@ -42,6 +42,16 @@ def _fast_event_factory() -> Any:
 event = _fast_event_factory()
 
 
+def _log_attrs(r: Any) -> dict[str, Any]:
+    """A log record's attrs as stored: ANSI and exception text only when there is some."""
+    attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
+    if r.ansi:
+        attrs["ansi"] = r.ansi
+    if r.exc:
+        attrs["exc"] = r.exc
+    return attrs
+
+
 def simple(records: list[Any]) -> bool:
     """True when every record becomes an event without the server's state (no progress)."""
     return P.ProgressRec not in set(map(type, records))
@@ -50,12 +60,7 @@ def simple(records: list[Any]) -> bool:
 def to_event(r: Any, process: int, hostname: str, pid: int) -> Event | None:
     """The event of one log, usage or checkpoint record (None for others)."""
     if type(r) is P.LogRec:
-        attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
-        if r.ansi:
-            attrs["ansi"] = r.ansi
-        if r.exc:
-            attrs["exc"] = r.exc
-        e: Event = event(_LOG, r.time, process, None, r.level, r.logger, attrs)
+        e: Event = event(_LOG, r.time, process, None, r.level, r.logger, _log_attrs(r))
         return e
     if type(r) is P.UsageRec:
         ua: dict[str, Any] = {"cpu": r.cpu, "rss": r.rss, "hostname": hostname, "pid": pid}
@@ -70,37 +75,14 @@ def to_event(r: Any, process: int, hostname: str, pid: int) -> Event | None:
 
 
 def log_events(records: list[Any], process: int, hostname: str, pid: int) -> list[Event]:
-    """Events of a batch without progress records (the hot path: mostly log lines)."""
-    out: list[Event] = []
-    add = out.append
-    ev = event
-    for r in records:
-        if type(r) is P.LogRec:
-            attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
-            if r.ansi:
-                attrs["ansi"] = r.ansi
-            if r.exc:
-                attrs["exc"] = r.exc
-            add(ev(_LOG, r.time, process, None, r.level, r.logger, attrs))
-        else:
-            e = to_event(r, process, hostname, pid)
-            if e is not None:
-                add(e)
-    return out
+    """Events of a batch without progress records (a batch of log records only takes
+    `log_columns`, the hot path)."""
+    return [e for r in records if (e := to_event(r, process, hostname, pid)) is not None]
 
 
 _json = msgspec.json.Encoder()
 _ONLY_LOGS = {P.LogRec}
 _ANSI, _EXC = operator.attrgetter("ansi"), operator.attrgetter("exc")
-
-
-def _log_attrs(r: Any) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"msg": r.msg, "file": r.file, "line": r.line}
-    if r.ansi:
-        attrs["ansi"] = r.ansi
-    if r.exc:
-        attrs["exc"] = r.exc
-    return attrs
 
 
 def log_columns(records: list[Any], process: int) -> ColumnEvents | None:

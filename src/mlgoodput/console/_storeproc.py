@@ -1,8 +1,8 @@
 """Store writing in a child process, so a busy server spreads over two CPUs.
 
 The server checks each client frame (it must, for the screen and for safety), then hands
-the same bytes to this child, which decodes them again, builds the events and appends them
-through a `StoreSink`; it reports each stored run back, and only then is the client
+the same bytes to this child, which decodes them again, builds the store's columns (events
+where a frame holds more than log records) and appends them through a `StoreSink`; it reports each stored run back, and only then is the client
 acknowledged. Frames carrying progress records (whose events need the server's state) go
 as server-built events. If the child dies, a new one is started and given everything not
 yet reported stored; the store drops what it already has.
