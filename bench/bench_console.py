@@ -27,6 +27,7 @@ from typing import Any
 
 N_PER_ROUND = 2000
 STORE_PROCESS = True  # as `mlgoodput console serve` runs: the store written from a child process
+PIN = False  # --pin: the receiving side on CPU 0, the clients on the others
 
 
 def _log_loop(seconds: float, rate: float, start_evt: mp.synchronize.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -105,6 +106,9 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
     start_evt = ctx.Event()
     out: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
     tmp = tempfile.mkdtemp()
+    cpus = sorted(os.sched_getaffinity(0))
+    if PIN:  # the server's threads and its store helper (started below) keep to the first CPU
+        os.sched_setaffinity(0, cpus[:1])
     if kind == "mlgoodput":
         from mlgoodput.console import ConsoleServer
 
@@ -113,6 +117,8 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         )
         address = srv.start()
         count = lambda: srv.received  # noqa: E731
+        # the steady rate is of records stored (received ones may only be waiting in memory)
+        steady_count = lambda: srv.sink.stored_events  # noqa: E731
         procs = [
             ctx.Process(target=_mlg_client, args=(address, seconds, rate / clients, start_evt, out))
             for _ in range(clients)
@@ -121,23 +127,25 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         rsrv = _Receiver()
         port = rsrv.server_address[1]
         threading.Thread(target=rsrv.serve_forever, daemon=True).start()
-        count = lambda: rsrv.count  # noqa: E731
+        count = steady_count = lambda: rsrv.count  # it stores nothing: received, then
         procs = [
             ctx.Process(target=_stdlib_client, args=(port, seconds, rate / clients, start_evt, out))
             for _ in range(clients)
         ]
     for p in procs:
         p.start()
+        if PIN and p.pid is not None:
+            os.sched_setaffinity(p.pid, cpus[1:] or cpus)
     time.sleep(1.5)  # let every child import and connect
     c0 = count()
     start_evt.set()
     t0 = time.perf_counter()
     # steady state: the middle of the run
     time.sleep(seconds * 0.25)
-    a, ta = count(), time.perf_counter()
+    a, ta = steady_count(), time.perf_counter()
     cpu_a = _cpu(procs)
     time.sleep(seconds * 0.5)
-    b, tb = count(), time.perf_counter()
+    b, tb = steady_count(), time.perf_counter()
     cpu_b = _cpu(procs)
     sent, costs, oks = 0, [], []
     for _ in range(2 * clients):
@@ -178,6 +186,7 @@ def _run(kind: str, clients: int, seconds: float, rate: float) -> dict[str, floa
         rsrv.shutdown()
         rsrv.server_close()
         shutil.rmtree(tmp, ignore_errors=True)
+    os.sched_setaffinity(0, cpus)
     return {
         "server_cpu": (cpu_b[0] - cpu_a[0]) / (tb - ta),
         "clients_cpu": (cpu_b[1] - cpu_a[1]) / (tb - ta),
@@ -283,9 +292,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=["mlgoodput", "stdlib"])
     ap.add_argument("--repeat", type=int, default=3, help="runs per row; the table shows the median run")
     ap.add_argument("--in-process-store", action="store_true", help="write the store on the server's own thread")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="the receiving side on the first CPU, the clients on the others: how the server"
+        " scales with clients when they cannot take its CPU (as on a host of its own)",
+    )
     a = ap.parse_args(argv)
-    global STORE_PROCESS
+    global STORE_PROCESS, PIN
     STORE_PROCESS = not a.in_process_store
+    PIN = a.pin
+    if PIN and len(os.sched_getaffinity(0)) < 2:
+        ap.error("--pin needs at least 2 CPUs")
     rows = []
     for rate in (a.rate, 0.0):
         for kind in ("mlgoodput", "stdlib"):
@@ -306,8 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("lost: most records missing in any run (sent minus stored; the stdlib receiver stores nothing, so received)")
     print(
-        "offered: records/s asked of the clients in total (max: as fast as they can); steady: received/s in the middle half"
+        "offered: records/s asked of the clients in total (max: as fast as they can); steady: records stored a second"
+        " in the middle half (received, for the stdlib receiver, which stores nothing); overall: until all are in"
     )
+    if PIN:
+        print("pinned: the server and its store helper on CPU 0, the clients on the other CPUs")
     print(
         "CPU: CPU-seconds a second in the steady window, of the receiving side (server and its"
         " store helper) and of all clients together"
@@ -321,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         cap = _server_alone(a.clients, 10)
         print(
             f"\nserver alone (pre-encoded batches from {a.clients} raw senders): {cap['rps']:,.0f} records/s"
-            f" received and stored into SQLite ({int(cap['stored'])} of {int(cap['total'])})"
+            f" received and stored into SQLite ({int(cap['stored'])} stored of {int(cap['total'])} sent, with the"
+            " server's own events: its start and each sender's connection)"
         )
     print()
     print(hdr)

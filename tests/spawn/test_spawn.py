@@ -81,3 +81,14 @@ def test_arguments_are_checked() -> None:
         start_python(["-m", "mlgoodput"], ignore_sigint=True)
     with pytest.raises(ValueError, match="args"):
         start_python([])
+
+
+def test_helper_env_gives_our_helpers_one_blas_thread_and_keeps_a_users_choice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mlgoodput._spawn import helper_env
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert helper_env() == {"OPENBLAS_NUM_THREADS": "1"}
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert helper_env() == {"OPENBLAS_NUM_THREADS": "4"}

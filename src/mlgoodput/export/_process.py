@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
 from typing import Any, Protocol, runtime_checkable
 
-from mlgoodput._spawn import start_python
+from mlgoodput._spawn import helper_env, start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._contract import check_exporter
@@ -261,6 +261,7 @@ class ExporterProcess:
             # be able to make its final upload through this process after it.
             popen = start_python(
                 ["-c", code],
+                extra_env=helper_env(),
                 ignore_sigint=True,
                 pass_fds=[child_sock.fileno()],
                 stdin=subprocess.DEVNULL,
