@@ -204,3 +204,29 @@ def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
 
     assert sizes[3] == (5000, 1, 40001, 4, 40001 if _numpy.numpy() is None else 5008, 8)
     assert [r[0] for r in sizes[4:]] == [16384, 16384, 40000 - 2 * 16384]  # rows of at most 16,384 events
+
+
+def test_postgres_marks_its_row_format_and_a_newer_one_is_refused_clearly(postgres_url: str) -> None:
+    """The store records the newest row form it holds; a store marked newer than this code
+    reads is refused with a message that says so (not misread), and nothing in it changes."""
+    import psycopg
+
+    st = open_store(postgres_url)
+    job = uuid.uuid4().hex
+    st.append("ns", job, EventBatch(uuid.uuid4().int >> 65, 0, _events(0, 10, 1)))
+    st.close()
+    with psycopg.connect(postgres_url) as conn:
+        got = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'format'").fetchone()
+    assert got == (str(_postgres.FORMAT),)
+    try:
+        with psycopg.connect(postgres_url) as conn:
+            conn.execute("UPDATE mlgoodput_meta SET value = %s WHERE key = 'format'", (str(_postgres.FORMAT + 1),))
+        with pytest.raises(StoreError, match=rf"format {_postgres.FORMAT + 1}.*newer mlgoodput.*upgrade"):
+            open_store(postgres_url).read("ns", job)
+        with psycopg.connect(postgres_url) as conn:  # left as it was
+            got = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'format'").fetchone()
+        assert got == (str(_postgres.FORMAT + 1),)
+    finally:
+        with psycopg.connect(postgres_url) as conn:
+            conn.execute("UPDATE mlgoodput_meta SET value = %s WHERE key = 'format'", (str(_postgres.FORMAT),))
+    assert len(open_store(postgres_url).read("ns", job).columns) == 10  # read again once the mark is ours

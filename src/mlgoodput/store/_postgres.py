@@ -29,6 +29,11 @@ from mlgoodput.store._state import PAGE_ROWS, SavedPieces
 # 65,536 cost the server twice the CPU per event (fresh memory for each large value it receives,
 # copies and compresses); older rows of any size still read.
 MAX_CHUNK_EVENTS = 16384
+#: The newest form of a stored row this code writes and reads (2: the short forms of
+#: `_packed`). A store records the newest form it holds (`format` in mlgoodput_meta), so a
+#: reader older than a future form refuses the store with a clear message instead of
+#: misreading it. (Releases before the marker do not look at it.)
+FORMAT = 2
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -91,6 +96,9 @@ class PostgresStore:
         psycopg = _psycopg()
         try:
             conn = psycopg.connect(self.url, connect_timeout=int(max(1, self._timeout)), autocommit=False)
+        except psycopg.Error as e:
+            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
+        try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
                 conn.execute(_SCHEMA)
@@ -98,9 +106,17 @@ class PostgresStore:
                     "INSERT INTO mlgoodput_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING",
                     (secrets.token_hex(8),),
                 )
+                newer = _mark_format(conn)
                 _use_lz4(conn, psycopg)
         except psycopg.Error as e:
+            conn.close()
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
+        if newer is not None:
+            conn.close()
+            raise StoreError(
+                f"the PostgreSQL store {self._safe_url()} holds rows in format {newer}, written by a newer"
+                f" mlgoodput; this one reads formats up to {FORMAT}: upgrade mlgoodput to read or write it"
+            )
         self._conn, self._pid = conn, os.getpid()
         return conn
 
@@ -408,6 +424,22 @@ def _page(ns: str, job: str, cursor: int, limit: int, conn: Any) -> list[Any]:
         (ns, job, cursor, limit),
     ).fetchall()
     return rows
+
+
+def _mark_format(conn: Any) -> int | None:
+    """Record that the store may hold rows of FORMAT (under the schema lock); the store's
+    format when it is newer than this code reads (nothing is changed then), else None."""
+    row = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'format'").fetchone()
+    have = int(row[0]) if row is not None and str(row[0]).isdigit() else 0
+    if have > FORMAT:
+        return have
+    if have < FORMAT:
+        conn.execute(
+            "INSERT INTO mlgoodput_meta (key, value) VALUES ('format', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(FORMAT),),
+        )
+    return None
 
 
 def _decode_row(r: Any) -> Columns:
