@@ -34,10 +34,10 @@ from mlgoodput.console import _records
 from mlgoodput.events import Event, Kind
 
 HEADER = struct.Struct(">BQQiqI")
-#: Seconds between the store helper's own garbage collections (automatic ones are off there).
-GC_EVERY_S = 30.0
 ACK = struct.Struct(">QQ")
 RAW, EVENTS, HOST = 1, 2, 3
+#: Seconds between the store helper's own garbage collections (automatic ones are off there).
+GC_EVERY_S = 30.0
 _enc = msgspec.msgpack.Encoder()
 _dec = msgspec.msgpack.Decoder()
 
