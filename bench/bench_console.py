@@ -4,7 +4,7 @@ Four client processes log as fast as they can for a few seconds into one server;
 table shows records received per second in steady state (counted at the server, every
 record stored and none lost for mlgoodput) and the median cost of one `logging.info` call.
 
-    PYTHONPATH=src python bench/bench_console.py [--seconds 4] [--clients 4]
+    PYTHONPATH=src python bench/bench_console.py [--seconds 4] [--clients 4] [--pin]
 """
 
 from __future__ import annotations

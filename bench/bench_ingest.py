@@ -6,9 +6,10 @@ append to one PostgreSQL job (a server of our own on 127.0.0.1, started and stop
 skipped when the PostgreSQL server programs or psycopg are missing). The lock wait is the time
 a writer spends to get the lock: SQLite's `BEGIN IMMEDIATE` (all its tries), PostgreSQL's
 row lock on the job's stream; a store that keeps `lock_wait_max_s` / `lock_wait_total_s`
-reports them itself, else the locking statements are timed from outside. Targets: longest wait under 0.5 s; PostgreSQL at
-least SQLite's rate. The CPU column is the CPU time the writers spent appending plus the
-PostgreSQL server's, per million events (Linux; a steadier measure than the rate on a busy machine).
+reports them itself, else the locking statements are timed from outside. Targets: longest
+wait under 0.5 s; PostgreSQL at least SQLite's rate. The CPU column is the CPU time the
+writers spent appending plus the PostgreSQL server's, per million events (Linux; a steadier
+measure than the rate on a busy machine).
 
     PYTHONPATH=src python bench/bench_ingest.py [--writers 8] [--batches 20] [--batch 65536]
 """

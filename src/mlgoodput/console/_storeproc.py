@@ -2,10 +2,12 @@
 
 The server checks each client frame (it must, for the screen and for safety), then hands
 the same bytes to this child, which decodes them again, builds the store's columns (events
-where a frame holds more than log records) and appends them through a `StoreSink`; it reports each stored run back, and only then is the client
-acknowledged. Frames carrying progress records (whose events need the server's state) go
-as server-built events. If the child dies, a new one is started and given everything not
-yet reported stored; the store drops what it already has.
+where a frame holds more than log records) and appends them through a `StoreSink`; it
+reports each stored run back, and only then is the client acknowledged. Frames carrying
+progress records (whose events need the server's state) go as server-built events. If the
+child dies, a new one is started and given everything not yet reported stored; the store
+drops what it already has. Automatic garbage collection is off in the child (see
+`GC_EVERY_S`).
 
 Parent -> child, on the child's stdin: HEADER (type, writer, first_seq, process, pid,
 payload length) then the payload: type 1 a client batch body, type 2 a msgpack list of
