@@ -17,6 +17,7 @@ import atexit
 import fcntl
 import hashlib
 import logging
+import math
 import os
 import struct
 import tempfile
@@ -608,18 +609,62 @@ def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: boo
             names = sorted(os.listdir(d))
         except OSError:
             continue
+        segs: list[Path] = []
         for fname in names:
-            p = d / fname
             if fname.endswith(".tmp"):
-                _drop_stale_tmp(p)
+                _drop_stale_tmp(d / fname)
             elif fname.endswith(SUFFIX):
-                try:
-                    total += _recover_segment(store, url, p, include_live)
-                except OSError:
-                    raise  # storage trouble (StoreError is an OSError): the caller retries
-                except Exception as e:  # a damaged file must not stop the others
-                    log.warning("mlgoodput: skipping unreadable journal %s: %s", p, e)
+                segs.append(d / fname)
+        for p in in_time_order(segs):
+            try:
+                total += _recover_segment(store, url, p, include_live)
+            except OSError:
+                raise  # storage trouble (StoreError is an OSError): the caller retries
+            except Exception as e:  # a damaged file must not stop the others
+                log.warning("mlgoodput: skipping unreadable journal %s: %s", p, e)
     return total
+
+
+_FIRST_TIME_AT = HEADER_SIZE + LEN.size + TAG.size + 8  # a first record's time (after index, kind, flags, name length)
+
+
+def in_time_order(paths: list[Path]) -> list[Path]:
+    """Segment files in the order their events happened (each by its first record's time), so
+    a store and the accounting receive a dead process's pages as they were written, never the
+    last part of a job first. Segments of one writer keep the order of their record numbers
+    (`base`), which the store's exactly-once mark needs. Unreadable files go last."""
+    keyed: list[tuple[float, str, int, int, Path]] = []
+    for p in paths:
+        t, writer, base = math.inf, 0, 0
+        try:
+            with open(p, "rb") as f:
+                head = f.read(_FIRST_TIME_AT + 8)
+            img = read_image(head[:HEADER_SIZE], os.path.getsize(p))
+            if img is not None:
+                writer, base = img.writer, int(img.meta.get("base", 0) or 0)
+                if (
+                    img.version >= 2
+                    and len(head) == _FIRST_TIME_AT + 8
+                    and head[HEADER_SIZE : HEADER_SIZE + 4] != bytes(4)
+                ):
+                    (t,) = struct.unpack_from("<d", head, _FIRST_TIME_AT)
+                    if not math.isfinite(t):
+                        t = math.inf
+        except (OSError, ValueError, TypeError):
+            pass
+        keyed.append((t, p.name, writer, base, p))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    # one writer's segments in the order of their numbers, in the places its segments took
+    places: dict[int, list[int]] = {}
+    for i, k in enumerate(keyed):
+        if k[2]:
+            places.setdefault(k[2], []).append(i)
+    out = [k[4] for k in keyed]
+    for idx in places.values():
+        if len(idx) > 1:
+            for i, k in zip(idx, sorted((keyed[i] for i in idx), key=lambda k: k[3]), strict=True):
+                out[i] = k[4]
+    return out
 
 
 def _drop_stale_tmp(p: Path) -> None:
@@ -668,6 +713,8 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if img.meta.get("store") != url:
             return 0
         ns, job = str(img.meta.get("namespace")), str(img.meta.get("job"))
+        base = img.meta.get("base", 0)  # the number of its first record, for a writer that spans segments
+        base = base if isinstance(base, int) and not isinstance(base, bool) and base >= 0 else 0
         data = os.pread(fd, size, 0)
         off, nxt = img.shipped_off, img.shipped
         total = lost = 0
@@ -683,7 +730,7 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
                 first, nxt, off, d_lost, at_end = d.first_index, d.next_index, d.end, d.lost, d.at_end
             lost += d_lost
             if events:
-                store.append(ns, job, EventBatch(img.writer, first, events))
+                store.append(ns, job, EventBatch(img.writer, base + first, events))
                 total += len(events)
             if dead:
                 write_watermark(fd, nxt, off)

@@ -216,16 +216,21 @@ def memory_segment(size: int, host: int, meta: dict[str, Any]) -> Segment:
     return Segment(buf, size, writer, None, -1)
 
 
-def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any]) -> Segment:
+def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any], writer: int | None = None) -> Segment:
     """A new locked, preallocated, mapped segment file in `directory` (OSError on failure).
 
     The file is built under a temporary name and renamed, so a recoverer never sees a
     segment without a header. Preallocation means a full disk fails here, not later as a
-    SIGBUS while writing to the mapping.
+    SIGBUS while writing to the mapping. `writer`: the store writer its records belong to
+    (else a new one); a writer whose records span segments numbers them on with `meta["base"]`.
     """
-    writer = new_writer_id()
+    if writer is None:
+        writer = new_writer_id()
+        name = f"{os.getpid()}-{writer:016x}{SUFFIX}"
+    else:
+        name = f"{os.getpid()}-{writer:016x}-{secrets.token_hex(4)}{SUFFIX}"
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"{os.getpid()}-{writer:016x}{SUFFIX}"
+    final = directory / name
     tmp = final.with_suffix(".tmp")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     buf: mmap.mmap | None = None

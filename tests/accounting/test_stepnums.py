@@ -91,3 +91,32 @@ def test_extend_checked_equals_extend(seed: int) -> None:
         assert plain.extend(batch) == checked.extend_checked(batch, by_one)
         assert list(plain) == list(checked) and plain.state() == checked.state()
         assert checked.last() == checked[-1]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_insert_reads_like_a_list_insert(seed: int) -> None:
+    """A late batch put before index i: the runs around it are split, kept as runs, and read
+    exactly as the list with the batch inserted there."""
+    rnd = random.Random(seed)
+    want = _numbers(rnd, rnd.choice((0, 1, 70, 500, 3000)))
+    got = StepNums(want)
+    for _ in range(rnd.randint(1, 6)):
+        batch = _numbers(rnd, rnd.choice((1, 2, 64, 200)))
+        if rnd.random() < 0.3:
+            batch = list(range(batch[0], batch[0] + len(batch)))  # a batch that counts up by one
+        i = rnd.choice((0, len(want), rnd.randint(0, len(want))))
+        got.insert(i, array("q", batch))
+        want[i:i] = batch
+        assert len(got) == len(want)
+        assert list(got) == want
+    assert got.to_array().tolist() == want
+    assert list(StepNums.from_state(len(got), *got.state())) == want
+    with pytest.raises(IndexError):
+        got.insert(len(want) + 1, array("q", [1]))
+
+
+def test_insert_of_a_counting_batch_keeps_the_job_in_few_runs() -> None:
+    s = StepNums(range(1000, 2000))
+    s.insert(0, array("q", range(1000)))  # the early part of the job, delivered last
+    assert list(s) == list(range(2000))
+    assert s.nbytes() <= 3 * 16  # runs, not a packed copy of the numbers

@@ -179,6 +179,49 @@ class StepNums(Sequence[int]):
     def to_array(self) -> array[int]:
         return self._range(0, self._n)
 
+    def insert(self, i: int, values: array[int]) -> None:
+        """Put `values` (packed int64) before index `i`: the segments after `i` move, the one
+        holding `i` is split in two. Costs the segments and the new numbers, never a copy of
+        the runs' numbers (a late page of an old part of the job, spliced into place)."""
+        if not 0 <= i <= self._n:
+            raise IndexError("step index out of range")
+        m = len(values)
+        if m == 0:
+            return
+        if i == self._n:
+            self._add(values)
+            return
+        tail = StepNums()
+        k = bisect_right(self._starts, i) - 1
+        # the part of segment k from i on, then every later segment, go into `tail`
+        for j in range(k, len(self._starts)):
+            s = self._starts[j]
+            end = self._starts[j + 1] if j + 1 < len(self._starts) else self._n
+            lo = max(i, s)
+            p = self._packed.get(j)
+            if p is not None:
+                tail._add(p[lo - s : end - s])
+            else:
+                tail.extend_run(self._base[j] + lo - s, end - lo)
+        cut = k + 1 if self._starts[k] < i else k  # keep segment k when it starts before i
+        for j in range(cut, len(self._starts)):
+            self._packed.pop(j, None)
+        if cut == k + 1:
+            p = self._packed.get(k)
+            if p is not None:
+                del p[i - self._starts[k] :]
+        del self._starts[cut:]
+        del self._base[cut:]
+        self._n = i
+        self._add(values)
+        for j in range(len(tail._starts)):
+            end = tail._starts[j + 1] if j + 1 < len(tail._starts) else tail._n
+            p = tail._packed.get(j)
+            if p is not None:
+                self._add(p)
+            else:
+                self.extend_run(tail._base[j], end - tail._starts[j])
+
     def state(self) -> tuple[array[int], array[int], array[int], array[int]]:
         """(segment starts, run bases, packed segment numbers, their numbers end to end)."""
         keys = array("q", sorted(self._packed))

@@ -12,7 +12,7 @@ import json
 import math
 import operator
 from array import array
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -89,8 +89,13 @@ class HostLog:
             ):
                 self.monotonic = False
             return times[0]
-        # out of order or overlapping: merge, dedupe exact (time, step) pairs, re-sort
         self.version += 1
+        if ordered and self._splice(times, nums):
+            return times[0]
+        return self._merge(times, nums)
+
+    def _merge(self, times: list[float] | array[float], nums: list[int] | array[int]) -> float:
+        """A batch that overlaps the steps held: merged, exact (time, step) pairs once, in order."""
         both = set(zip(self.times, self.nums, strict=True))
         both.update(zip(times, nums, strict=True))
         merged = sorted(both)
@@ -99,6 +104,28 @@ class HostLog:
         self.nums = StepNums(nums_list)
         self.monotonic = all(map(int.__le__, nums_list[:-1], nums_list[1:]))
         return min(times)
+
+    def _splice(self, times: list[float] | array[float], nums: list[int] | array[int]) -> bool:
+        """Put an ordered batch that falls between two steps already held (a late page of an
+        earlier part of the job, as recovery or a slow host delivers it) into place: a copy of
+        the arrays, no sort. False, nothing done, when it overlaps what is held or holds equal
+        times (then the caller merges)."""
+        lt = self.times
+        i = bisect_left(lt, times[0])
+        if i != bisect_right(lt, times[-1]) or len(set(times)) != len(times):
+            return False
+        t = times if isinstance(times, array) and times.typecode == "d" else array("d", times)
+        a = nums if isinstance(nums, array) and nums.typecode == "q" else array("q", nums)
+        if self.monotonic:
+            ok = all(map(operator.le, a[:-1], a[1:]))
+            if ok and i > 0:
+                ok = self.nums[i - 1] <= a[0]
+            if ok and i < len(lt):
+                ok = a[-1] <= self.nums[i]
+            self.monotonic = ok
+        lt[i:i] = t
+        self.nums.insert(i, a)
+        return True
 
     def add_other(self, rec: Rec) -> float:
         if rec in self._seen:
