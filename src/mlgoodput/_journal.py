@@ -50,7 +50,10 @@ from mlgoodput._segment import (
     encode_extra,
     fit_segment_size,
     memory_segment,
+    new_writer_id,
     read_image,
+    stream_hash,
+    stream_of_name,
     write_watermark,
 )
 from mlgoodput._segment_columns import decode_columns
@@ -708,7 +711,7 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
                     newer,
                 )
             elif dead:
-                _set_aside(fd, p, size)
+                _set_aside(store, url, fd, p, size)
             return 0
         if img.meta.get("store") != url:
             return 0
@@ -749,6 +752,7 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
 
 
 LOSS_NAMESPACE = "mlgoodput.lost"  # where recovered journals record what they could not read
+UNKNOWN_STREAM = "(unknown)"  # the job of a damaged segment whose file name does not say
 _lost_in_process = 0
 
 
@@ -763,20 +767,21 @@ def lost_in_process() -> int:
 
 
 def _report_damage(
-    store: Store, url: str, ns: str, job: str, host: int, writer: int, lost: int, recovered: int, p: Path
+    store: Store,
+    url: str,
+    ns: str,
+    job: str,
+    host: int,
+    writer: int,
+    lost: int,
+    recovered: int,
+    p: Path,
+    *,
+    header: bool = False,
 ) -> None:
-    """Warn about damaged records and keep the count in the store, where `mlgoodput jobs` and
-    `report` show it. Numbered after the segment's writer, so a second recovery of the same
-    file does not count it twice."""
-    _note_lost(lost)
-    log.warning(
-        "mlgoodput: journal %s: %d damaged records of %s/%s could not be read and are lost (%d recovered)",
-        p,
-        lost,
-        ns,
-        job,
-        recovered,
-    )
+    """Keep the count of lost records in the store, where `mlgoodput jobs` and `report` show
+    it, then warn. Numbered after the segment's writer, so a second recovery of the same file
+    does not count it twice."""
     ev = Event(
         Kind.METRIC,
         time.time(),
@@ -784,9 +789,30 @@ def _report_damage(
         None,
         float(lost),
         "journal_lost_events",
-        {"namespace": ns, "file": str(p), "recovered": recovered},
+        {"namespace": ns, "file": str(p), "recovered": recovered, **({"header": True} if header else {})},
     )
     store.append(LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, 0, [ev]))
+    _note_lost(lost)
+    if header:
+        log.warning(
+            "mlgoodput: journal %s has a damaged header: its %d records of %s/%s (host %d) cannot be"
+            " shipped and are reported lost (the file is kept as %s)",
+            p,
+            lost,
+            ns,
+            job,
+            host,
+            p.with_suffix(".damaged").name,
+        )
+    else:
+        log.warning(
+            "mlgoodput: journal %s: %d damaged records of %s/%s could not be read and are lost (%d recovered)",
+            p,
+            lost,
+            ns,
+            job,
+            recovered,
+        )
 
 
 def _newer_format(head: bytes) -> int:
@@ -801,24 +827,30 @@ def _newer_format(head: bytes) -> int:
     return v if VERSION < v < 100 else 0
 
 
-def _set_aside(fd: int, p: Path, size: int) -> None:
-    """A dead segment whose header (both copies) is unreadable: its stream is unknown, so it
-    cannot be shipped. Renamed to `.damaged` (kept for a human) and reported with the number
-    of records it holds, instead of being skipped in silence forever."""
+def _set_aside(store: Store, url: str, fd: int, p: Path, size: int) -> None:
+    """A dead segment whose header (both copies) is unreadable: it cannot be shipped. Its
+    records are counted and the loss goes to the store's lost stream under the job and host
+    its file name gives (`stream_tag`), where `jobs` and `report` show it; then the file is
+    renamed `.damaged` (kept for a human). A store that fails leaves the file for a later try."""
     data = os.pread(fd, size, 0)
     n = data.count(SYNC_BYTES, HEADER_SIZE)
+    named = stream_of_name(p.name)
+    ns, job, host, writer = UNKNOWN_STREAM, UNKNOWN_STREAM, 0, 0
+    if named is not None:
+        writer, host = named.writer, named.host or 0
+        if named.job is not None and named.namespace is not None:
+            ns, job = named.namespace, named.job
+        elif named.hashed is not None:
+            for info in store.jobs():
+                if stream_hash(info.namespace, info.job) == named.hashed:
+                    ns, job = info.namespace, info.job
+                    break
+    if n:
+        _report_damage(store, url, ns, job, host, writer or new_writer_id(), n, 0, p, header=True)
     try:
         os.rename(p, p.with_suffix(".damaged"))
     except OSError:
-        return
-    _note_lost(n)
-    log.warning(
-        "mlgoodput: journal %s has a damaged header: its %d records cannot be shipped and are"
-        " reported lost (the file is kept as %s)",
-        p,
-        n,
-        p.with_suffix(".damaged").name,
-    )
+        pass
 
 
 # -- process exit and fork -------------------------------------------------------------

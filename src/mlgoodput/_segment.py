@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import math
 import mmap
 import os
+import re
 import secrets
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from mlgoodput.events import Event, Kind
 
@@ -226,9 +229,9 @@ def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any], 
     """
     if writer is None:
         writer = new_writer_id()
-        name = f"{os.getpid()}-{writer:016x}{SUFFIX}"
+        name = f"{os.getpid()}-{writer:016x}{stream_tag(meta)}{SUFFIX}"
     else:
-        name = f"{os.getpid()}-{writer:016x}-{secrets.token_hex(4)}{SUFFIX}"
+        name = f"{os.getpid()}-{writer:016x}-{secrets.token_hex(4)}{stream_tag(meta)}{SUFFIX}"
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / name
     tmp = final.with_suffix(".tmp")
@@ -259,6 +262,56 @@ def create_segment(directory: Path, size: int, host: int, meta: dict[str, Any], 
             pass
         raise
     return Segment(buf, size, writer, final, fd)
+
+
+_NAME_MAX = 200  # bytes of a segment's file name, well inside every file system's 255
+
+
+def stream_tag(meta: dict[str, Any]) -> str:
+    """What a segment's file name says of its stream: `+host+namespace+job`, percent-encoded
+    (a job name too long for a file name is its hash, `+host+h<hash>`). Read only when both
+    copies of the header are damaged, to say whose events were lost (`stream_of_name`)."""
+    ns, job, host = meta.get("namespace"), meta.get("job"), meta.get("host")
+    if not isinstance(ns, str) or not isinstance(job, str) or not isinstance(host, int):
+        return ""
+    tag = f"+{host}+{quote(ns, safe='')}+{quote(job, safe='')}"
+    if len(tag) > _NAME_MAX - 64:
+        tag = f"+{host}+h{stream_hash(ns, job)}"
+    return tag
+
+
+def stream_hash(namespace: str, job: str) -> str:
+    return hashlib.sha256(f"{namespace}\0{job}".encode()).hexdigest()[:24]
+
+
+_NAME = re.compile(r"^(\d+)-([0-9a-f]{16})(?:-[0-9a-f]+)?(?:\+(\d+)\+([^+]*)(?:\+([^+]*))?)?\.[a-z]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NamedStream:
+    """What a segment's file name tells: its writer and, for names made since it was added,
+    its host and (namespace, job), or the hash of those when they were too long."""
+
+    writer: int
+    host: int | None = None
+    namespace: str | None = None
+    job: str | None = None
+    hashed: str | None = None
+
+
+def stream_of_name(name: str) -> NamedStream | None:
+    """Parse a segment file name (see `stream_tag`); None when it is not one of ours."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    writer = int(m.group(2), 16)
+    if m.group(3) is None:
+        return NamedStream(writer)
+    host = int(m.group(3))
+    if m.group(5) is None:
+        h = m.group(4)
+        return NamedStream(writer, host, hashed=h[1:]) if h.startswith("h") else NamedStream(writer, host)
+    return NamedStream(writer, host, unquote(m.group(4)), unquote(m.group(5)))
 
 
 def fit_segment_size(directory: Path, size: int, need: int = 0) -> int:
@@ -310,6 +363,8 @@ def _valid(buf: Any, off: int, stop: int) -> tuple[int, int] | None:
     if off + REC > stop:
         return None
     (n,) = LEN.unpack_from(buf, off)
+    if n == 0:
+        n = unlengthed(buf, off, stop)
     if n < REC or off + n > stop:
         return None
     sync, crc = TAG.unpack_from(buf, off + 4)
@@ -331,6 +386,29 @@ def _resync(buf: Any, off: int, stop: int) -> int:
             return rec
 
 
+def unlengthed(buf: Any, off: int, stop: int) -> int:
+    """The length of a whole record at `off` whose length word reads zero (0 when there is none).
+
+    The length is written last, so a record with its marker and a checksum that holds, but no
+    length, was either committed and had its length damaged, or written whole a moment before
+    its writer died: either way its content is intact, and it is kept rather than taken for a
+    torn append. Its end is found from its content: the fixed part and name, then attrs JSON,
+    which never holds a zero byte."""
+    if off + REC > stop or TAG.unpack_from(buf, off + 4)[0] != SYNC:
+        return 0
+    flags, name_len = buf[off + BODY_AT + 5], BODY.unpack_from(buf, off + BODY_AT)[3]
+    end = off + REC + name_len
+    if end > stop:
+        return 0
+    if flags & 2:
+        z = buf.find(b"\0", end, min(stop, end + (1 << 24)))
+        end = stop if z < 0 else int(z)
+    n = int(end - off)
+    if _crc32(buf[off + BODY_AT : off + n]) != TAG.unpack_from(buf, off + 4)[1]:
+        return 0
+    return n
+
+
 def _damaged_tail(buf: Any, off: int, stop: int) -> int:
     """Records lost in a tail at `off` that holds no valid record, counted by walking it: a
     place with an intact marker or a plausible length is one record (the length, when
@@ -344,8 +422,8 @@ def _damaged_tail(buf: Any, off: int, stop: int) -> int:
         if n == 0 and sync == 0:
             break
         nxt = _next_marker(buf, p, stop)
-        if n == 0 and nxt < 0:
-            break  # torn: the append never returned
+        if n == 0 and nxt < 0 and sync != SYNC:
+            break  # torn: the append never returned (a record with its marker is counted)
         plausible = REC <= n <= stop - p
         if sync == SYNC or plausible:
             lost += 1
@@ -409,6 +487,8 @@ def decode_records(
         if off + REC > stop:
             return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
         (n,) = unpack_len(buf, off)
+        if n == 0:
+            n = unlengthed(buf, off, stop)
         ok = n >= REC and off + n <= stop
         if ok:
             sync, crc = unpack_tag(buf, off + 4)

@@ -36,7 +36,9 @@ def test_flipped_bytes_never_store_wrong_values_and_every_loss_is_reported(tmp_p
 def test_a_file_with_both_headers_damaged_is_set_aside_and_reported(tmp_path: Path) -> None:
     t = T.both_headers_damaged(tmp_path)
     _check(t)
-    assert t.lost == t.recorded and "True" in t.note
+    assert t.lost == t.recorded and "set aside as .damaged: True" in t.note
+    # where users look: the store's lost stream, under the job its file name gives
+    assert t.in_lost_stream == t.recorded and "('ns', 'job')" in t.note
 
 
 def test_file_size_limit_loses_nothing(tmp_path: Path) -> None:

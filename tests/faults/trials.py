@@ -51,6 +51,7 @@ class Trial:
     seconds: float
     damaged: int = 0  # records whose bytes the trial damaged (lost may be up to this)
     note: str = ""
+    in_lost_stream: int | None = None  # what the store's lost stream says, where the trial reads it
 
     @property
     def balanced(self) -> bool:
@@ -224,6 +225,13 @@ def both_headers_damaged(tmp: Path, n: int = 300) -> Trial:
     recover_journals(str(db))
     secs = time.monotonic() - t0
     set_aside = path.with_suffix(".damaged").exists()
+    from mlgoodput._cli.report import journal_losses
+
+    st = open_store(str(db))
+    try:
+        in_store = journal_losses(st)
+    finally:
+        st.close()
     return Trial(
         "both header copies damaged",
         n,
@@ -231,7 +239,8 @@ def both_headers_damaged(tmp: Path, n: int = 300) -> Trial:
         lost_in_process() - before,
         secs,
         damaged=n,
-        note=f"set aside as .damaged: {set_aside}",
+        note=f"set aside as .damaged: {set_aside}; in the store's lost stream: {in_store}",
+        in_lost_stream=sum(in_store.values()),
     )
 
 

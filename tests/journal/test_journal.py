@@ -326,20 +326,39 @@ def test_threads_append_concurrently_without_loss(tmp_path: Path) -> None:
     j.close()
 
 
-def test_a_record_without_its_length_is_invisible(tmp_path: Path) -> None:
-    from mlgoodput._segment import LEN, create_segment, decode_records, write_record
+@pytest.mark.parametrize("attrs", [None, {"k": [1, 2], "s": "x"}])
+def test_a_whole_record_whose_length_reads_zero_is_kept(tmp_path: Path, attrs: dict[str, object] | None) -> None:
+    """The length is written last. A record whose marker and checksum hold but whose length
+    reads zero (damaged, or written whole a moment before its writer died) is kept; one whose
+    checksum fails is a reported loss; bytes without a marker (an append cut before its marker
+    and checksum were written) are a torn append: nothing was committed, nothing is lost."""
+    from mlgoodput._segment import LEN, SYNC, TAG, create_segment, decode_records, encode_extra, write_record
+    from mlgoodput._segment_columns import decode_columns
 
     seg = create_segment(tmp_path, 4096 + 4096, 0, {"store": "x"})
     off = seg.off
     for i in range(3):
         off += write_record(seg.buf, off, i, int(Kind.STEP_START), 0, 0, float(i), i, float("nan"), b"")
-    # a writer killed between the payload and the length: the payload is there, the length is 0
-    write_record(seg.buf, off, 3, int(Kind.STEP_START), 0, 0, 9.0, 9, float("nan"), b"")
+    flags, extra, name_len = encode_extra("eval", attrs)
+    write_record(seg.buf, off, 3, int(Kind.CUSTOM_START), flags, name_len, 9.0, 9, float("nan"), extra)
     LEN.pack_into(seg.buf, off, 0)
+    for decode in (decode_records, decode_columns):
+        d = decode(seg.buf, seg.off, seg.size, 0, 100)
+        got = d.events if decode is decode_records else list(d.columns.events())  # type: ignore[attr-defined]
+        if len(got) == 3:  # a decoder may stop before it and take it on the next call
+            d = decode(seg.buf, d.end, seg.size, 0, 100, d.next_index)
+            got = [*got, *(d.events if decode is decode_records else d.columns.events())]  # type: ignore[attr-defined]
+        assert [e.step for e in got] == [0, 1, 2, 9] and d.lost == 0
+        assert got[3].name == "eval" and got[3].attrs == attrs
+    buf = seg.buf
+    buf[off + 20] ^= 0xFF  # its time damaged as well: the checksum fails, a loss is reported
     d = decode_records(seg.buf, seg.off, seg.size, 0, 100)
-    assert [e.step for e in d.events] == [0, 1, 2] and d.end == off
     rest = decode_records(seg.buf, d.end, seg.size, 0, 100, d.next_index)
-    assert rest.events == [] and rest.at_end and rest.lost == 0  # torn, never committed: not a loss
+    assert rest.events == [] and rest.at_end and rest.lost == 1
+    TAG.pack_into(buf, off + 4, 0, 0)  # no marker: an append cut before it committed anything
+    rest = decode_records(seg.buf, d.end, seg.size, 0, 100, d.next_index)
+    assert rest.events == [] and rest.at_end and rest.lost == 0
+    TAG.pack_into(buf, off + 4, SYNC, 0)
     LEN.pack_into(seg.buf, off, 10_000_000)  # an impossible length: a damaged last record, reported
     rest = decode_records(seg.buf, d.end, seg.size, 0, 100, d.next_index)
     assert rest.events == [] and rest.at_end and rest.lost == 1

@@ -119,7 +119,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     at = parse_time(args.at, "--at") if args.at else None
     store = open_read_store(args.store)  # ships what killed processes left in journals first
     try:
-        logger = resolve_logger(store, args.job, args.logger)
+        try:
+            logger = resolve_logger(store, args.job, args.logger)
+        except LookupError:  # no events of it, but its events may all have been lost: say so first
+            print_losses({k: n for k, n in journal_losses(store).items() if k[1] == args.job}, sys.stdout)
+            raise
         calc = GoodputCalculator(args.job, logger, store=store)
         if args.window is not None:
             # without --at the window ends now, or at the job's end for a job that has ended
@@ -439,6 +443,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print(f"no jobs in {url}")
+        print_losses(losses, sys.stdout)  # a job whose every event was lost still says so
         return 0
     table: list[tuple[str, ...]] = [("job", "logger", "goodput", "duration", "status", "events", "last event")]
     for row in rows:
