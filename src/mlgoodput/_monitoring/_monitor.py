@@ -14,6 +14,7 @@ from mlgoodput.accounting import retention_period
 from mlgoodput.export import (
     CloudMonitoringExporter,
     Exporter,
+    ExporterError,
     ExporterProcess,
     GCPOptions,
     make_exporter,
@@ -203,7 +204,11 @@ class GoodputMonitor:
                 f"the {key} goodput uploader of job {self.job_name!r} is already running; the call did nothing",
             )
             return
-        proc.start()  # raises on a bad exporter (a port in use, ...)
+        try:
+            proc.start()  # raises for a configuration error only; a backend that fails is retried
+        except ExporterError as e:  # the uploader process could not start: warned, never raised
+            log.warning("GoodputMonitor(%s): the %s uploader could not start: %s", self.job_name, key, e)
+            return
         proc.add_source(key, source)
         self._sources[key] = source
         log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)

@@ -8,8 +8,10 @@ An exporter's life, and what each step may do:
    picklable, and keeps its live state (clients, sockets, files, locks) out of the pickle
    (`__getstate__`); `check_exporter` refuses one that is not, when it is handed over.
 3. **start()** (optional, `Startable`), in the exporter process before any export: opens
-   what must be open before the first sample (binds a port, takes a folder's lock). It may
-   raise; the exporter process then fails its own `start()` with that message.
+   what must be open before the first sample (binds a port, takes a folder's lock). An
+   OSError (the backend: a full or read-only disk) is warned about and start is tried again
+   before each export, with backoff; any other error is a configuration error, and the
+   exporter process then fails its own `start()` with that message.
 4. **export(samples)**: sends samples (the latest value of each series). It raises on
    failure; the caller keeps the samples and retries with backoff, never blocking the
    others.

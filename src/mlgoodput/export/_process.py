@@ -4,7 +4,7 @@ Uploading never runs on the training process's threads: the parent only starts a
 child Python interpreter and hands it samples through a socket pair. The API:
 
     proc = ExporterProcess([TensorBoardExporter(d), PrometheusExporter(port=9100)], interval_s=10)
-    proc.start()                      # raises if an exporter cannot open (a port in use, ...)
+    proc.start()                      # raises for an exporter's configuration error only
     proc.submit(samples)              # never blocks on a backend, never raises
     proc.add_source("goodput", src)   # src.collect(now, final) -> samples, called in the child each interval
     proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
@@ -154,7 +154,9 @@ class ExporterProcess:
         return p is not None and p.poll() is None
 
     def start(self, timeout_s: float | None = None) -> None:
-        """Start the child and open every exporter in it; raise ExporterError if one cannot open."""
+        """Start the child and open every exporter in it. A configuration error raises
+        (ValueError, TypeError); a backend that cannot open yet (OSError) is logged here and
+        retried in the child; ExporterError when the child itself cannot start."""
         with self._lock:
             if self._popen is not None:
                 return
@@ -296,8 +298,10 @@ class ExporterProcess:
             popen.wait(5)
             conn.close()
             kind, message = reply[1], reply[2]
-            exc: type[Exception] = ValueError if kind in ("ValueError", "OSError", "TypeError") else ExporterError
+            exc: type[Exception] = ValueError if kind in ("ValueError", "TypeError") else ExporterError
             raise exc(f"{self.name}: an exporter could not open: {message}")
+        for problem in reply[1] if len(reply) > 1 else ():  # said here too: the training process's log
+            log.warning("%s: %s", self.name, problem)
         self._popen, self._conn = popen, conn
         for key, src in self._sources.items():
             conn.send(("add", key, src))

@@ -26,12 +26,15 @@ class _ExportWorker(BackgroundWorker):
 
     close_gives_up_on_failure = True  # on the way out a failing backend is tried once
 
-    def __init__(self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float) -> None:
+    def __init__(
+        self, exporter: Exporter, name: str, max_backoff_s: float, interval_s: float, opened: bool = True
+    ) -> None:
         super().__init__(name, interval_s=interval_s, max_backoff_s=max_backoff_s)
         self.exporter = exporter
         self._pending: dict[SeriesKey, Sample] = {}
         self._plock = threading.Lock()
         self.exported = 0
+        self.opened = opened  # False: its start() met a backend failure and is retried first
 
     def put(self, samples: Mapping[SeriesKey, Sample], wake: bool = True) -> None:
         with self._plock:
@@ -40,6 +43,10 @@ class _ExportWorker(BackgroundWorker):
             self.wake()
 
     def _work(self) -> bool:
+        if not self.opened:  # raises while the backend still fails: retried with backoff
+            _contract.start(self.exporter)
+            self.opened = True
+            log.warning("%s: %r opened; uploads resume", self.name, self.exporter)
         with self._plock:
             batch, self._pending = self._pending, {}
         if not batch:
@@ -66,6 +73,7 @@ class _Child:
         max_backoff_s: float,
         name: str,
         ppid: int,
+        unopened: frozenset[int] = frozenset(),
     ) -> None:
         self.conn = conn
         self.interval_s = interval_s
@@ -77,7 +85,9 @@ class _Child:
         # without batching a worker has nothing to do until samples wake it (a failed round is
         # retried on its backoff): no idle rounds, each of which costs ~70 us of CPU a second
         self.workers = [
-            _ExportWorker(e, f"{name}-{type(e).__name__}-{i}", max_backoff_s, export_interval_s or IDLE_S)
+            _ExportWorker(
+                e, f"{name}-{type(e).__name__}-{i}", max_backoff_s, export_interval_s or IDLE_S, id(e) not in unopened
+            )
             for i, e in enumerate(exporters)
         ]
         self._parent = _parent_watch(ppid)
@@ -274,20 +284,27 @@ def child_main(fd: int) -> None:
     msg = conn.recv()
     _, exporters, interval_s, export_interval_s, max_backoff_s, name, ppid = msg
     opened: list[Exporter] = []
+    unopened: set[int] = set()
+    problems: list[str] = []
     try:
         for e in exporters:
-            _contract.start(e)
+            try:
+                _contract.start(e)
+            except OSError as err:  # the backend (a full or read-only disk, ...): retried, never raised
+                unopened.add(id(e))
+                problems.append(f"{e!r} cannot open yet ({type(err).__name__}: {err}); retrying in the background")
+                continue
             opened.append(e)
-    except Exception as e:
+    except Exception as e:  # a configuration error (another writer holds the folder, ...)
         for o in opened:
             _quiet_shutdown(o, 1.0)
         conn.send(("error", type(e).__name__, f"{type(e).__name__}: {e}"))
         conn.close()
         os._exit(3)
-    child = _Child(conn, list(exporters), interval_s, export_interval_s, max_backoff_s, name, ppid)
+    child = _Child(conn, list(exporters), interval_s, export_interval_s, max_backoff_s, name, ppid, frozenset(unopened))
     for w in child.workers:
         w.start()
-    conn.send(("ready",))
+    conn.send(("ready", problems))
     try:
         child.run()
     finally:

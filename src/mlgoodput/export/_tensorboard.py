@@ -85,7 +85,8 @@ class TensorBoardExporter:
         self.uploads = state["uploads"]
 
     def start(self) -> None:
-        """Take the folder's lock when exclusive; raises ValueError naming the other writer."""
+        """Take the folder's lock when exclusive; raises ValueError naming the other writer, and
+        OSError where the folder cannot be written (retried by the exporter process)."""
         if not self.exclusive or self._lock_fd is not None:
             return
         os.makedirs(self.logdir, exist_ok=True)
@@ -107,8 +108,12 @@ class TensorBoardExporter:
                     f"another mlgoodput process (pid {other}) is writing TensorBoard files to {self.logdir};"
                     " two writers would double every chart: give each monitor its own tensorboard_dir"
                 ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError:  # a full disk: let the lock go with the file, so a retry can take it
+            os.close(fd)
+            raise
         self._lock_fd = fd
 
     def _open(self) -> Any:
