@@ -1,12 +1,15 @@
-"""A small request/response server that a bad client cannot starve.
+"""A small request/response server that a bad client cannot starve: every endpoint we run.
 
-Used by the on-demand profiling endpoint and the Prometheus exporter. One asyncio loop on a
-daemon thread holds every connection, so idle ones cost a few kilobytes and no thread. A
-request must arrive whole (up to `terminator`), within `max_request_bytes` and within
-`request_timeout_s` of connecting; at most `max_connections` may be waiting for their
-request, and a new one evicts the oldest of those. Complete requests run on a small thread
-pool (`workers`), so one slow request (a profile capture) never blocks the others; at most
-`max_connections` requests wait for it, and more are dropped.
+Used by the on-demand profiling endpoint, the Prometheus exporter and the web UI. One
+asyncio loop on a daemon thread holds every connection, so idle ones cost a few kilobytes
+and no thread. A request must arrive whole (up to `terminator`), within `max_request_bytes`
+and within `request_timeout_s` of connecting (or of the last reply, on a kept-alive
+connection); at most `max_connections` may be waiting for their request, and a new one
+evicts the oldest of those. Complete requests run on a small thread pool (`workers`), so
+one slow request (a profile capture) never blocks the others; at most `max_connections`
+requests wait for it, and more are dropped. A handler returns the reply's bytes, or a
+`Reply` whose body is streamed in pieces read on the pool (a large file never sits whole in
+memory) and whose connection may stay open for the next request (HTTP keep-alive).
 """
 
 from __future__ import annotations
@@ -20,12 +23,26 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 log = logging.getLogger("mlgoodput")
 
-Handler = Callable[[bytes], bytes]
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A reply beyond plain bytes: `head` is written first, then each piece `body` yields (read
+    on the pool, one at a time); `keep_alive` keeps the connection for the next request;
+    `after` runs once the reply is out (work that must not delay it)."""
+
+    head: bytes
+    body: Iterator[bytes] | None = None
+    keep_alive: bool = False
+    after: Callable[[], None] | None = None
+
+
+Handler = Callable[[bytes], "bytes | Reply"]
 #: The listen backlog: a burst of connections waits in the kernel instead of retrying SYNs.
 BACKLOG = 1024
 
@@ -136,44 +153,95 @@ class LimitedServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._admit(writer)
         try:
-            try:
-                request = await asyncio.wait_for(reader.readuntil(self._term), self._timeout)
-            except TimeoutError:
-                self.timed_out += 1
+            while True:  # one request after another while the replies keep the connection
+                try:
+                    request = await asyncio.wait_for(reader.readuntil(self._term), self._timeout)
+                except TimeoutError:
+                    self.timed_out += 1
+                    return
+                except asyncio.LimitOverrunError:
+                    self.oversized += 1
+                    return
+                except (asyncio.IncompleteReadError, ConnectionError, OSError):
+                    return
+                finally:
+                    self._waiting.pop(writer, None)
+                if self._busy >= self._cap:  # requests queued for the pool, at most: shed the rest
+                    self.shed += 1
+                    return
+                loop = asyncio.get_running_loop()
+                self._busy += 1
+                try:
+                    reply = await loop.run_in_executor(self._pool, self._safe_handle, request)
+                except RuntimeError:  # the pool is shut down: we are closing
+                    return
+                finally:
+                    self._busy -= 1
+                if isinstance(reply, Reply):
+                    ok = await self._send(loop, writer, reply)
+                    if reply.after is not None:
+                        try:
+                            reply.after()
+                        except Exception as e:
+                            log.warning("%s: after a reply: %s: %s", self.name, type(e).__name__, e)
+                    self.served += 1
+                    if not (ok and reply.keep_alive):
+                        return
+                    self._admit(writer)  # idle again: it waits for its next request like a new one
+                    continue
+                writer.write(reply)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(writer.drain(), self._reply_timeout)
+                self.served += 1
                 return
-            except asyncio.LimitOverrunError:
-                self.oversized += 1
-                return
-            except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                return
-            finally:
-                self._waiting.pop(writer, None)
-            if self._busy >= self._cap:  # requests queued for the pool, at most: shed the rest
-                self.shed += 1
-                return
-            loop = asyncio.get_running_loop()
-            self._busy += 1
-            try:
-                reply = await loop.run_in_executor(self._pool, self._safe_handle, request)
-            except RuntimeError:  # the pool is shut down: we are closing
-                return
-            finally:
-                self._busy -= 1
-            writer.write(reply)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.drain(), self._reply_timeout)
-            self.served += 1
         finally:
             self._waiting.pop(writer, None)
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _safe_handle(self, request: bytes) -> bytes:
+    async def _send(self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, reply: Reply) -> bool:
+        """Write a `Reply`, its body piece by piece (each read on the pool, each drained within
+        the reply timeout); False when the connection failed or the body could not be read."""
+        body = reply.body
+        try:
+            writer.write(reply.head)
+            await asyncio.wait_for(writer.drain(), self._reply_timeout)
+            while body is not None:
+                piece = await loop.run_in_executor(self._pool, next, body, None)
+                if piece is None:
+                    break
+                writer.write(piece)
+                await asyncio.wait_for(writer.drain(), self._reply_timeout)
+            return True
+        except Exception:  # the peer went away or stalled, or the body failed: drop the connection
+            return False
+        finally:
+            close = getattr(body, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    await loop.run_in_executor(self._pool, close)
+
+    def _safe_handle(self, request: bytes) -> bytes | Reply:
         try:
             return self._handle(request)
         except Exception as e:  # a bug or a bad request must not stop the server
             log.warning("%s: request failed: %s: %s", self.name, type(e).__name__, e)
             return b""
+
+
+def bind_tcp(host: str, port: int, family: socket.AddressFamily | None = None) -> socket.socket:
+    """A listening TCP socket on (host, port) with SO_REUSEADDR (a restarted server binds its
+    port while the last one's connections linger in TIME_WAIT); OSError when it is taken."""
+    fam = family if family is not None else (socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+        s.listen(BACKLOG)
+    except BaseException:
+        s.close()
+        raise
+    return s
 
 
 def bind_unix(path: str) -> socket.socket:

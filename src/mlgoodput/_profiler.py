@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = [
+    "PROFILE_SUFFIXES",
     "ProfilerBackend",
     "ProfilerBusyError",
     "ProfilerNotActiveError",
@@ -25,6 +26,18 @@ __all__ = [
     "start_trace",
     "stop_trace",
 ]
+
+
+#: The endings of the files a trace leaves (what runs record, and all the web UI serves).
+PROFILE_SUFFIXES = (
+    ".xplane.pb",
+    ".trace.json.gz",
+    ".trace.json",
+    ".memory_profile.json.gz",
+    ".input_pipeline.pb",
+    ".overview_page.pb",
+    ".tensorflow_stats.pb",
+)
 
 
 class ProfilerBusyError(RuntimeError):

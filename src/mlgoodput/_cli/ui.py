@@ -26,6 +26,21 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="a job without job_end silent this long is stale (ten times this: crashed)",
     )
+    p.add_argument(
+        "--profile-dir",
+        action="append",
+        default=None,
+        metavar="DIR_OR_URL",
+        help="a directory (or fsspec URL) whose profile files may be downloaded; repeat for several "
+        "(default: $MLGOODPUT_PROFILE_DIR, else the default profile directory runs write to)",
+    )
+    p.add_argument(
+        "--max-profile-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="the largest profile file served (default: 1 GiB)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -42,10 +57,22 @@ def _run(args: argparse.Namespace) -> int:
     if path is not None and not os.path.exists(path):
         raise LookupError(f"--store: no store at {path} (record a job first, or run `make demo`)")
     from mlgoodput._cli._common import open_read_store
-    from mlgoodput.ui import serve
+    from mlgoodput.ui import MAX_PROFILE_BYTES, serve
 
+    if args.max_profile_bytes is not None and args.max_profile_bytes <= 0:
+        raise ValueError(f"--max-profile-bytes must be a positive number of bytes, got {args.max_profile_bytes}")
+    for d in args.profile_dir or ():
+        if not d.strip() or "\0" in d:
+            raise ValueError(f"--profile-dir must be a directory or a URL, got {d!r}")
     store = open_read_store(url, "--store")  # an unreachable database fails here, in one line
     try:
-        return serve(store, args.host, args.port, stale_after_s=args.stale_after)
+        return serve(
+            store,
+            args.host,
+            args.port,
+            stale_after_s=args.stale_after,
+            profile_dirs=args.profile_dir,
+            max_profile_bytes=args.max_profile_bytes or MAX_PROFILE_BYTES,
+        )
     except OSError as e:
         raise LookupError(f"cannot serve on {HostPort(args.host, args.port)}: {e.strerror or e}") from None

@@ -122,6 +122,7 @@ def load_run(name: str, store: Any = None) -> Run:
                     "stop": None,
                     "hosts": [],
                     "files": [],
+                    "local_paths": [],
                     "duration_s": None,
                     "_open": 0,
                 },
@@ -136,6 +137,8 @@ def load_run(name: str, store: Any = None) -> Run:
                 p["_open"] -= 1
                 p["stop"] = t if p["stop"] is None else max(p["stop"], t)
                 p["files"].extend(a.get("files") or [])
+                if isinstance(a.get("local_path"), str) and a["local_path"] not in p["local_paths"]:
+                    p["local_paths"].append(a["local_path"])  # a remote run's trace, waiting for its upload
                 v = cols.values[i]
                 if not math.isnan(v):
                     p["duration_s"] = v if p["duration_s"] is None else max(p["duration_s"], v)

@@ -35,15 +35,6 @@ __all__ = ["Capture", "default_session_id", "xprof"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SUFFIXES = (
-    ".xplane.pb",
-    ".trace.json.gz",
-    ".trace.json",
-    ".memory_profile.json.gz",
-    ".input_pipeline.pb",
-    ".overview_page.pb",
-    ".tensorflow_stats.pb",
-)
 
 
 def default_session_id(process_index: int, prefix: str = "") -> str:
@@ -136,7 +127,7 @@ class Capture:
         host = f"{run.hostname}-{run.process_index}"
         moves: list[tuple[Path, str]] = []
         for p in produced:
-            suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), None)
+            suffix = next((s for s in _profiler.PROFILE_SUFFIXES if p.name.endswith(s)), None)
             moves.append((p, f"{host}{suffix}" if suffix else p.name))
         out: list[str] = []
         dest = Path(self.session_path) if not self.remote else self._local_dir()

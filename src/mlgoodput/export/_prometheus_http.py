@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from mlgoodput._limited_server import LimitedServer
+from mlgoodput._limited_server import LimitedServer, bind_tcp
 from mlgoodput._worker import BackgroundWorker
 
 log = logging.getLogger("mlgoodput")
@@ -25,16 +25,7 @@ RETRY_MAX_S = 5.0  # longest wait between two tries of a busy port
 
 def bind_reusable(addr: str, port: int) -> socket.socket:
     """A listening TCP socket on (addr, port) with SO_REUSEADDR; OSError when it is taken."""
-    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((addr, port))
-        s.listen(128)
-    except BaseException:
-        s.close()
-        raise
-    return s
+    return bind_tcp(addr, port)
 
 
 def port_problem(addr: str, port: int) -> str | None:

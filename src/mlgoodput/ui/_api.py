@@ -325,14 +325,17 @@ class Api:
             p["index"] = i
         return d
 
-    def profile_file(self, name: str, session: int, index: int) -> str:
-        """The path of a profile file the store lists for a run (nothing else is served)."""
+    def profile_entry(self, name: str, session: int, index: int) -> tuple[dict[str, Any], object]:
+        """A profile session of a run as the store lists it, and its file entry `index`: what
+        the server may serve is decided by `ProfileFiles`, never by the store."""
         from mlgoodput.diagnostics import load_run
 
         try:
             run = load_run(name, store=self.store)
-            files = run.profiles[session]["files"]
-            return str(files[index])
+            sess = run.profiles[session] if session >= 0 else None
+            if sess is None or index < 0:
+                raise IndexError(index)
+            return sess, sess["files"][index]
         except (LookupError, IndexError, KeyError, TypeError):
             raise ApiError(404, f"no profile file {session}/{index} in run {name!r}") from None
 
