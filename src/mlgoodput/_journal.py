@@ -70,7 +70,15 @@ from mlgoodput.store import (
     store_identity,
 )
 
-__all__ = ["Journal", "journal_dirs", "recover_changed_journals", "recover_journals"]
+__all__ = [
+    "Journal",
+    "in_time_order",
+    "journal_dirs",
+    "recover_changed_journals",
+    "recover_files",
+    "recover_journals",
+    "stored_losses",
+]
 
 log = logging.getLogger("mlgoodput")
 
@@ -628,6 +636,17 @@ def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: boo
     return total
 
 
+def recover_files(store: Store, paths: Sequence[Path]) -> int:
+    """Ship the given dead segment files (a console spool's own), in time order, deleting each
+    once stored; return the events handed to the store. Storage trouble raises (OSError) and
+    leaves the rest for a later call."""
+    url = str(store.url)
+    total = 0
+    for p in in_time_order(list(paths)):
+        total += _recover_segment(store, url, p, False)
+    return total
+
+
 _FIRST_TIME_AT = HEADER_SIZE + LEN.size + TAG.size + 8  # a first record's time (after index, kind, flags, name length)
 
 
@@ -754,6 +773,23 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
 LOSS_NAMESPACE = "mlgoodput.lost"  # where recovered journals record what they could not read
 UNKNOWN_STREAM = "(unknown)"  # the job of a damaged segment whose file name does not say
 _lost_in_process = 0
+
+
+def stored_losses(store: Store, job: str | None = None) -> dict[tuple[str, str], int]:
+    """(namespace, job) -> events reported lost in the store's lost stream (damaged journal
+    records, records a console client dropped); of one job when `job` is given; empty when
+    nothing was ever lost."""
+    out: dict[tuple[str, str], int] = {}
+    for info in store.jobs():
+        if info.namespace != LOSS_NAMESPACE or (job is not None and info.job != job):
+            continue
+        cols = store.read(LOSS_NAMESPACE, info.job).columns
+        for i in range(len(cols)):
+            ns = (cols.attr(i) or {}).get("namespace")
+            if isinstance(ns, str):
+                key = (ns, info.job)
+                out[key] = out.get(key, 0) + int(cols.values[i])
+    return out
 
 
 def _note_lost(n: int) -> None:

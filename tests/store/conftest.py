@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import glob
-import os
 import shutil
 import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,60 +41,17 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL server of our own: initdb in a temp dir, listening on 127.0.0.1 only."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip(
-            "PostgreSQL server programs not found (scripts/install-system-deps.sh installs Debian's postgresql)"
-        )
-    try:
-        import psycopg
-    except ImportError:
-        pytest.skip("psycopg is not installed (pip install 'mlgoodput[postgres]')")
-    base = tempfile.mkdtemp(prefix="mlgoodput-pg-")
-    data = os.path.join(base, "data")
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root: use the postgres account
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL")
-        try:
-            import pwd
+    from pgserver import PgServer, why_not
 
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no postgres account to run the server")
-        os.chown(base, pw.pw_uid, pw.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
-    subprocess.run(
-        [*as_user, initdb, "-D", data, "-A", "trust", "-U", "mlgoodput", "--no-sync"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    opts = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
-    subprocess.run(
-        [*as_user, pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(base, "log"), "-w", "start"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    url = f"postgresql://mlgoodput@127.0.0.1:{port}/postgres"
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    srv = PgServer()
     try:
-        deadline = time.time() + 30
-        import psycopg
-
-        while True:
-            try:
-                psycopg.connect(url).close()
-                break
-            except psycopg.OperationalError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield url
+        srv.start()
+        yield srv.url
     finally:
-        subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(base, ignore_errors=True)
+        srv.close()
 
 
 @pytest.fixture(scope="session")

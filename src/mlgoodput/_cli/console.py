@@ -173,6 +173,7 @@ def _logs(args: argparse.Namespace) -> int:
             for e in entries:
                 if _keep(e, args):
                     write(e)
+            _say_losses(store, job)
             while args.follow:
                 sys.stdout.flush()
                 time.sleep(0.5)
@@ -186,6 +187,17 @@ def _logs(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+def _say_losses(store: Any, job: str) -> None:
+    """Records of this console job that were lost, in one line on stderr (stdout stays the log)."""
+    from mlgoodput._cli.report import CONSOLE_NAMESPACE, print_losses
+    from mlgoodput._journal import stored_losses
+
+    lost = stored_losses(store, job).get((CONSOLE_NAMESPACE, job), 0)
+    if lost:
+        sys.stdout.flush()
+        print_losses({(CONSOLE_NAMESPACE, job): lost}, sys.stderr)
 
 
 def _line_writer(as_json: bool) -> Any:

@@ -175,31 +175,30 @@ def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
 
 
 def journal_losses(store: Store) -> dict[tuple[str, str], int]:
-    """(logger, job) -> events reported lost to damaged journal records (kept by recovery in
-    the reserved stream `mlgoodput.lost`); empty when nothing was ever lost."""
-    from mlgoodput._journal import LOSS_NAMESPACE
+    """(logger, job) -> events reported lost (kept in the reserved stream `mlgoodput.lost`)."""
+    from mlgoodput._journal import stored_losses
 
-    out: dict[tuple[str, str], int] = {}
-    for info in store.jobs():
-        if info.namespace != LOSS_NAMESPACE:
-            continue
-        cols = store.read(LOSS_NAMESPACE, info.job).columns
-        for i in range(len(cols)):
-            ns = (cols.attr(i) or {}).get("namespace")
-            if isinstance(ns, str):
-                key = (ns, info.job)
-                out[key] = out.get(key, 0) + int(cols.values[i])
-    return out
+    return stored_losses(store)
 
 
 def print_losses(losses: dict[tuple[str, str], int], out: Any) -> None:
     """One warning line per stream that lost events, so a loss is never silent."""
     for (ns, job), n in sorted(losses.items()):
+        if ns == CONSOLE_NAMESPACE:
+            print(
+                f"warning: {n} log records of console job {job} were lost (dropped by a client whose buffer"
+                " was full, or damaged journal records; the server's warnings say which)",
+                file=out,
+            )
+            continue
         print(
             f"warning: {n} events of job {job} (logger {ns}) were lost to damaged journal records"
             " (see the mlgoodput log of the recovering process for the file)",
             file=out,
         )
+
+
+CONSOLE_NAMESPACE = "mlgoodput.console"  # the live console's stream (console/_sink.NAMESPACE)
 
 
 def _fmt_time(t: float) -> str:

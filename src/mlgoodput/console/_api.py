@@ -36,6 +36,10 @@ _leaving = False
 _CONFIG_KEY = "mlgoodput_console"
 
 
+#: The longest a `session()` takes to end: the last records are delivered to the server and
+#: made durable (stored, or journaled when the store cannot take them), within this.
+SESSION_EXIT_S = 10.0
+
 _in_child_attach = False  # True while a multiprocessing child joins as it unpickles (see connect)
 _term_pending = False  # a SIGTERM came while leaving: end by it once left (see _on_sigterm)
 
@@ -320,10 +324,11 @@ def session(
     finally:
         from mlgoodput.console._usage import Usage
 
+        deadline = time.monotonic() + SESSION_EXIT_S  # one deadline for leaving and stopping
         if usage:
             Usage.disable()
-        disconnect(timeout_s=10.0)
-        server.stop()
+        disconnect(timeout_s=SESSION_EXIT_S - 1.0)
+        server.stop(timeout_s=max(0.5, deadline - time.monotonic()))
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

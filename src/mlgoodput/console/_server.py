@@ -18,10 +18,12 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from mlgoodput._endpoint import check_exposure
+from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
@@ -30,7 +32,7 @@ from mlgoodput.console._display import BarState, Display, clean
 from mlgoodput.console._sink import NAMESPACE, StoreSink
 from mlgoodput.console._storeproc import StoreProcess
 from mlgoodput.events import Event, Kind
-from mlgoodput.store import Store, is_process_local, open_store
+from mlgoodput.store import Store, is_process_local, resolve_store_url
 
 log = logging.getLogger("mlgoodput.console.server")
 
@@ -80,8 +82,10 @@ class ConsoleServer:
         if job is not None and (not isinstance(job, str) or not job.strip()):
             raise ValueError(f"job must be a non-empty string, got {job!r}")
         self.job = job or time.strftime("console-%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-        self._own_store = not isinstance(store, Store) or isinstance(store, str)
-        self.store = open_store(store)
+        # the store is opened by the store writer, on its thread: starting a server (a training
+        # process's `session()`) never waits for a store that is down, locked or slow
+        given = isinstance(store, Store) and not isinstance(store, (str, os.PathLike))
+        self.store_url = str(store.url) if given else resolve_store_url(store)
         self.auth = not self._addr.is_unix
         # TCP always needs a token: other users of this machine can reach a loopback port
         self.token = check_exposure(self._addr.host, token, always=True) if self.auth else (token or None)
@@ -90,11 +94,14 @@ class ConsoleServer:
         # store_process: write the store from a child process (a second CPU); needs a store
         # other processes can open (not a process-local one such as memory://)
         self.sink: StoreSink | StoreProcess
-        if store_process and not is_process_local(self.store.url):
-            self.sink = StoreProcess(self.store.url, self.job)
+        self._numbers = StoreSink(store if given else self.store_url, self.job, on_open=self._read_numbers)
+        if store_process and not is_process_local(self.store_url):
+            self.sink = StoreProcess(self.store_url, self.job)
+            self._reader_sink = self._numbers  # reads the store (numbers, goodput line); writes nothing
         else:
-            self.sink = StoreSink(self.store, self.job)
-        gp = _goodput_line(self.store, self.job) if goodput else None
+            self.sink = self._numbers
+            self._reader_sink = self._numbers
+        gp = _goodput_line(lambda: self._reader_sink.store_if_open, self.job) if goodput else None
         if display is False:
             self.display: Display | None = None
         else:
@@ -106,6 +113,9 @@ class ConsoleServer:
         self.received = 0  # records accepted
         self._writer_id = secrets.randbits(62)
         self._own_seq = 0
+        self._loss_writer = secrets.randbits(62) or 1  # counts of records clients dropped
+        self._loss_seq = 0
+        self.gaps = 0  # records clients dropped before sending them
         self._runs = 0  # servings of this job so far (this one included once started)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -119,14 +129,13 @@ class ConsoleServer:
         self.max_unauthenticated = MAX_UNAUTHENTICATED
         self.evicted = 0  # unauthenticated connections dropped to admit newer ones
         self._sock_id: tuple[int, int] | None = None
-        self._restore_numbers()
+        self._numbers_read = False  # the clients of earlier servings are known (read in the background)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> str:
         """Listen and serve on a background thread; returns the address clients should use."""
         if self._thread is not None:
             return self.address
-        self.sink.start()
         if self.display is not None:
             self.display.start()
         self._thread = threading.Thread(target=self._run, name="mlgoodput-console-server", daemon=True)
@@ -136,11 +145,14 @@ class ConsoleServer:
             err, self._start_error = self._start_error, None
             self._thread = None
             raise err
+        # the store writers start once the loop runs: the store opens on their thread, and
+        # what it tells (earlier clients' numbers) is handed to the loop
+        self.sink.start()
+        if self._reader_sink is not self.sink:
+            self._reader_sink.start()
+        self._reader_sink.wake()
         self._mark_run()
-        self._note(
-            f"mlgoodput console: serving job {self.job!r} at {self.address}"
-            + (f" (run {self._runs} of this job)" if self._runs > 1 else "")
-        )
+        self._note(f"mlgoodput console: serving job {self.job!r} at {self.address}")
         return self.address
 
     def _mark_run(self) -> None:
@@ -172,13 +184,23 @@ class ConsoleServer:
             t.join(max(0.1, deadline - time.monotonic()))
         self._thread = None
         ok = self.sink.close(max(0.1, deadline - time.monotonic()))
-        if self.display is not None:
-            self.display.close(max(0.1, deadline - time.monotonic()))
+        if self._reader_sink is not self.sink:
+            self._reader_sink.close(max(0.1, min(1.0, deadline - time.monotonic())))
+        if self.display is not None:  # (its goodput line may be stuck in a slow store: not waited for long)
+            self.display.close(max(0.1, min(2.0, deadline - time.monotonic())))
         if self._addr.is_unix:
             unlink_own_socket(self._addr.path, self._sock_id)
-        if self._own_store:
-            self.store.close()
         return ok
+
+    @property
+    def store(self) -> Store:
+        """The store (opened now if the store writer has not opened it yet)."""
+        return self._reader_sink.store
+
+    @property
+    def lost_records(self) -> int:
+        """Records neither stored nor journaled (the store down and no journal possible)."""
+        return int(self.sink.lost_events) + self.gaps
 
     def __enter__(self) -> ConsoleServer:
         self.start()
@@ -352,32 +374,54 @@ class ConsoleServer:
                 pass
 
     # -- clients -------------------------------------------------------------------------
-    def _restore_numbers(self) -> None:
-        """Keep short process numbers across a server restart, from the stored CLIENT events."""
+    def _read_numbers(self, store: Store) -> None:
+        """On the store writer's thread, once the store opens: the short process numbers of a
+        job served before (from its stored CLIENT events), handed to the loop to keep them."""
+        loop = self._loop
         try:
-            if not any(j.namespace == NAMESPACE and j.job == self.job for j in self.store.jobs()):
+            if not any(j.namespace == NAMESPACE and j.job == self.job for j in store.jobs()):
+                if loop is not None:
+                    loop.call_soon_threadsafe(self._keep_numbers, [], 0)
                 return
-            cols = self.store.read(NAMESPACE, self.job).columns
+            cols = store.read(NAMESPACE, self.job).columns
         except Exception:
             return
+        runs = 0
+        found: dict[int, ClientState] = {}
         for i in range(len(cols)):
             if cols.kinds[i] == _CLIENT:
                 if cols.name(i) == "serve":
-                    self._runs += 1
+                    runs += 1
                     continue
                 a = cols.attr(i) or {}
                 cid = a.get("client")
-                if isinstance(cid, int) and cid not in self.clients:
-                    self.clients[cid] = ClientState(
+                if isinstance(cid, int) and cid not in found:
+                    found[cid] = ClientState(
                         cid, cols.hosts[i], int(a.get("pid", 0)), str(a.get("hostname", "")), str(a.get("argv", ""))
                     )
+        if loop is not None:
+            loop.call_soon_threadsafe(self._keep_numbers, list(found.values()), runs)
+
+    def _keep_numbers(self, old: list[ClientState], runs: int) -> None:
+        """On the loop: a client of an earlier serving keeps its number when it comes back (a
+        number a client has taken meanwhile is not given twice)."""
+        self._numbers_read = True
+        if runs:
+            self._runs += runs
+            self._note(f"job {self.job!r} was served {runs} time(s) before: this is run {self._runs}")
+        taken = {st.process for st in self.clients.values()}
+        for st in old:
+            if st.client not in self.clients and st.process not in taken:
+                self.clients[st.client] = st
+                taken.add(st.process)
 
     def _client_joined(self, hello: P.Hello, writer: asyncio.StreamWriter) -> ClientState:
         st = self.clients.get(hello.client)
         if st is None:
-            st = ClientState(
-                hello.client, len(self.clients), hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500]
-            )
+            number = 1 + max((c.process for c in self.clients.values()), default=-1)
+            st = ClientState(hello.client, number, hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
+            if self._numbers_read:  # new to this job: what it numbered before its first batch, it dropped
+                st.next_seq = 0
             self.clients[hello.client] = st
         st.connected, was_lost, st.lost = True, st.lost, False
         st.conn = writer
@@ -429,6 +473,8 @@ class ConsoleServer:
                 return
             if skip > 0:
                 records, first = records[skip:], st.next_seq
+            elif skip < 0:  # numbers the client never sent: its buffer was full and dropped them
+                self._client_dropped(st, -skip)
         proc = st.process
         disp = self.display
         end = first + len(records)
@@ -465,6 +511,23 @@ class ConsoleServer:
         # back-pressure: stop reading while the store falls far behind
         while sink.pending_events > 500_000:
             await asyncio.sleep(0.02)
+
+    def _client_dropped(self, st: ClientState, n: int) -> None:
+        """Records a client dropped (a full buffer while the server could not keep up or was
+        away): counted in the store's lost stream, where `console logs` and the UI say it."""
+        self.gaps += n
+        self._note(f"[#{st.process}] dropped {n} records: its buffer was full")
+        ev = Event(
+            Kind.METRIC,
+            time.time(),
+            st.process,
+            None,
+            float(n),
+            "console_lost_records",
+            {"namespace": NAMESPACE, "process": st.process, "pid": st.pid, "why": "the client's buffer was full"},
+        )
+        self.sink.submit_run(self._loss_writer, self._loss_seq, [ev], namespace=LOSS_NAMESPACE)
+        self._loss_seq += 1
 
     def _on_progress(self, st: ClientState, r: P.ProgressRec) -> Event:
         b = self.bars.get(r.bar)
@@ -521,22 +584,26 @@ def _stored(st: ClientState, writer: asyncio.StreamWriter, next_seq: int) -> Non
             pass
 
 
-def _goodput_line(store: Store, job: str) -> Any:
-    """A callable giving the live goodput line of `job`, or None when no recorder writes it.
+def _goodput_line(get_store: Callable[[], Store | None], job: str) -> Any:
+    """A callable giving the live goodput line of `job`, or None when no recorder writes it
+    (or the store is not open yet: it is opened in the background, never waited for here).
 
-    Needs `mlgoodput.accounting.GoodputCalculator`; without it the console just has no line.
+    Needs `mlgoodput.accounting.GoodputCalculator`, imported at the first line (on the
+    display's thread, not while a training process starts its console); without it the
+    console just has no line.
     """
-    try:
-        from mlgoodput import accounting
-
-        calc_cls = getattr(accounting, "GoodputCalculator", None)
-    except Exception:
-        calc_cls = None
-    if calc_cls is None:
-        return None
     calcs: dict[str, Any] = {}
 
     def line() -> str | None:
+        store = get_store()
+        if store is None:
+            return None
+        try:
+            from mlgoodput import accounting
+
+            calc_cls = accounting.GoodputCalculator
+        except Exception:
+            return None
         for j in store.jobs():
             if j.job == job and not j.namespace.startswith("mlgoodput."):
                 calc = calcs.get(j.namespace)
@@ -553,7 +620,7 @@ def _goodput_line(store: Store, job: str) -> Any:
                     f" · productive {r.productive_s:.0f} s · last step {r.last_step}"
                 )
                 if worst is not None and worst[1] > 0:
-                    text += f" · top badput {getattr(worst[0], 'name', worst[0]).lower()} {worst[1]:.0f} s"
+                    text += f" · top badput {str(getattr(worst[0], 'name', worst[0])).lower()} {worst[1]:.0f} s"
                 return text
         return None
 

@@ -11,13 +11,15 @@ drops what it already has. Automatic garbage collection is off in the child (see
 
 Parent -> child, on the child's stdin: HEADER (type, writer, first_seq, process, pid,
 payload length) then the payload: type 1 a client batch body, type 2 a msgpack list of
-event tuples, type 3 a client's hostname. Child -> parent, on its stdout: ACK (writer, end).
+event tuples, type 3 a client's hostname, type 4 event tuples for the lost stream (records
+clients dropped). Child -> parent, on its stdout: ACK (writer, end).
 """
 
 from __future__ import annotations
 
 import collections
 import gc
+import logging
 import os
 import struct
 import subprocess
@@ -29,15 +31,19 @@ from typing import Any
 
 import msgspec
 
+from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._spawn import helper_env, start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
+from mlgoodput.console._sink import NAMESPACE
 from mlgoodput.events import Event, Kind
+
+log = logging.getLogger("mlgoodput.console")
 
 HEADER = struct.Struct(">BQQiqI")
 ACK = struct.Struct(">QQ")
-RAW, EVENTS, HOST = 1, 2, 3
+RAW, EVENTS, HOST, LOST = 1, 2, 3, 4
 #: Seconds between the store helper's own garbage collections (automatic ones are off there).
 GC_EVERY_S = 30.0
 _enc = msgspec.msgpack.Encoder()
@@ -98,7 +104,8 @@ class StoreProcess(BackgroundWorker):
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _AckReader | None = None
         self.pending_events = 0
-        self.stored_events = 0
+        self.stored_events = 0  # stored, or journaled by the child when the store could not take them
+        self.lost_events = 0
         self.restarts = 0
 
     # -- the server's side -----------------------------------------------------------------
@@ -121,10 +128,18 @@ class StoreProcess(BackgroundWorker):
         self._add(writer, first_seq + n, data, n, on_stored)
 
     def submit_run(
-        self, writer: int, first_seq: int, events: Sequence[Event], on_stored: Callable[[], None] | None = None
+        self,
+        writer: int,
+        first_seq: int,
+        events: Sequence[Event],
+        on_stored: Callable[[], None] | None = None,
+        namespace: str = NAMESPACE,
     ) -> None:
         payload = _pack_events(events)
-        data = HEADER.pack(EVENTS, writer, first_seq, 0, 0, len(payload)) + payload
+        typ = LOST if namespace == LOSS_NAMESPACE else EVENTS
+        if typ == EVENTS and namespace != NAMESPACE:
+            raise ValueError(f"the store helper writes the console's streams only, not {namespace!r}")
+        data = HEADER.pack(typ, writer, first_seq, 0, 0, len(payload)) + payload
         self._add(writer, first_seq + len(events), data, len(events), on_stored)
 
     def _add(self, writer: int, end: int, data: bytes, n: int, on_stored: Callable[[], None] | None) -> None:
@@ -209,15 +224,16 @@ class StoreProcess(BackgroundWorker):
 
     def _on_close(self, timeout_s: float) -> None:
         proc = self._proc
+        deadline = time.monotonic() + timeout_s
         if proc is not None:
             try:
                 if proc.stdin is not None:
-                    proc.stdin.close()  # the child stores what it has and exits
-                proc.wait(10)
+                    proc.stdin.close()  # the child stores (or journals) what it has and exits
+                proc.wait(max(0.1, timeout_s))
             except Exception:
-                proc.kill()
+                proc.kill()  # what it acknowledged is durable; the rest the clients still hold
         if self._reader is not None:
-            self._reader.close(5.0)
+            self._reader.close(max(0.1, min(5.0, deadline - time.monotonic())))
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until everything handed over before this call is stored (the child said so)."""
@@ -232,10 +248,20 @@ class StoreProcess(BackgroundWorker):
         return True
 
     def close(self, timeout_s: float | None = None) -> bool:
-        """Wait until everything handed over is stored (or `timeout_s`), then stop the child."""
+        """Wait until everything handed over is durable (stored, or journaled by the child when
+        the store cannot take it), or `timeout_s`, then stop the child."""
+        if self._closed:
+            return True
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        ok = self.flush(timeout_s) if not self._closed else True
+        ok = self.flush(timeout_s)
         super().close(None if deadline is None else max(0.1, deadline - time.monotonic()))
+        if self.pending_events:
+            self.lost_events += self.pending_events
+            log.warning(
+                "mlgoodput console: %d records of job %s are lost: the store helper did not take them in time",
+                self.pending_events,
+                self.job,
+            )
         return ok
 
     def _on_fork_in_child(self) -> None:
@@ -256,9 +282,8 @@ def _records_count(payload: bytes, typ: int) -> list[Any]:
 def child_main(store_url: str, job: str) -> int:
     """Read frames on stdin, store them, report stored runs on stdout; exit at end of input."""
     from mlgoodput.console._sink import StoreSink
-    from mlgoodput.store import open_store
 
-    sink = StoreSink(open_store(store_url), job)
+    sink = StoreSink(store_url, job)  # opened on its own thread: reading stdin never waits for the store
     sink.start()
     # Every record pending here holds a dict (its attrs) that the collector would walk again
     # and again while it waits for the store: collect on a clock instead (a few % of the CPU)
@@ -301,9 +326,9 @@ def child_main(store_url: str, job: str) -> int:
             print(f"mlgoodput console store helper: dropped a frame of writer {writer}: {e}", file=sys.stderr)
             acker(writer, first + len(_records_count(payload, typ)))()
             continue
-        sink.submit_run(writer, first, events, acker(writer, first + len(events)))
+        ns = LOSS_NAMESPACE if typ == LOST else NAMESPACE
+        sink.submit_run(writer, first, events, acker(writer, first + len(events)), ns)
         if sink.pending_events > 200_000:  # far ahead of the store: read on once it caught up some
             sink.wait_below(100_000, 30)
-    sink.close(60)
-    sink.store.close()
+    sink.close(60)  # what the store does not take in time is journaled, and acknowledged
     return 0

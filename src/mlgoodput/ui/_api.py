@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mlgoodput._journal import stored_losses
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.store import Store
 from mlgoodput.ui import _charts
@@ -361,13 +362,15 @@ class Api:
     def logs(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         c = self._console(job)
         proc = q.get("process", [""])[0]
-        return c.logs(
+        out = c.logs(
             after=_int(q, "after", -1, -1, 1 << 62),
             process=None if proc in ("", None) else _int(q, "process", 0, 0, 1 << 30),
             min_level=_int(q, "level", 0, 0, 100),
             text=(q.get("q", [""])[0] or "")[:200],
             limit=_int(q, "limit", 500, 1, 5000),
         )
+        out["lost"] = stored_losses(self.store, job).get((CONSOLE_NS, job), 0)  # records that never arrived
+        return out
 
     def usage(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         c = self._console(job)

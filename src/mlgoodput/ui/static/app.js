@@ -634,11 +634,12 @@ async function consolePage(job) {
   const text = el("input", { type: "search", id: "log-text", placeholder: "Filter text…" });
   const follow = el("input", { type: "checkbox", id: "follow", checked: "" });
   const logs = el("div", { class: "logs", id: "logs" });
+  const lost = el("div", { class: "warn", id: "logs-lost", hidden: "" });
   const bars = el("div", { id: "bars" });
   const uBox = el("div", { class: "chart", id: "usage-chart" });
   let next = -1, marks = [];
   $main.replaceChildren(el("h1", { text: job }), el("div", { class: "sub" }, el("span", { text: "console" }), el("a", { href: "/jobs/" + enc(job), text: "goodput job" })),
-    card("Logs", null, el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), logs),
+    card("Logs", null, el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), lost, logs),
     el("div", { class: "row" }, card("Progress", null, bars), card("CPU usage", "Per process; dashed lines: checkpoints.", uBox)));
   function reset() { next = -1; logs.replaceChildren(); loadLogs().catch(() => {}); }
   for (const c of [proc, lvl]) c.addEventListener("change", reset);
@@ -646,6 +647,8 @@ async function consolePage(job) {
   async function loadLogs() {
     const q = "after=" + next + "&level=" + lvl.value + (proc.value ? "&process=" + proc.value : "") + (text.value ? "&q=" + enc(text.value) : "");
     const r = await api("console/" + enc(job) + "/logs?" + q);
+    lost.hidden = !r.lost;
+    lost.textContent = r.lost ? num(r.lost, 0) + " log records of this job were lost (dropped by a client whose buffer was full, or damaged journal records)." : "";
     const known = new Set(Array.from(proc.options).map((o) => o.value));
     for (const p of r.processes) if (!known.has(String(p))) proc.append(el("option", { value: p, text: "process " + p }));
     for (const ln of r.lines) {
