@@ -119,7 +119,7 @@ class GoodputRecorder:
                 return t.timestamp()
             if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
                 return float(t)
-        except (OverflowError, OSError, ValueError):  # a time no float or platform clock can hold
+        except Exception:  # a time no clock can hold, or a user tzinfo that raises
             pass
         return self._bad_time(t, call, arg)
 
@@ -162,8 +162,8 @@ class GoodputRecorder:
         """A positive finite number; anything else is misuse and None (nothing is recorded)."""
         try:
             return _check_positive(value, arg)
-        except (TypeError, ValueError) as e:
-            self._misuse.report(f"bad_{arg}", call, arg, value, f"{e}; not recorded")
+        except Exception as e:  # a value whose float() or repr raises anything: misuse, never raised
+            self._misuse.report(f"bad_{arg}", call, arg, value, f"{_said(e)}; not recorded")
             return None
 
     def _unrecordable(self, call: str, value: object, error: Exception, arg: str | None = None) -> None:
@@ -184,7 +184,7 @@ class GoodputRecorder:
     ) -> None:
         try:
             ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "start_time"))
-        except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
+        except Exception:  # before the epoch range, or a user tzinfo that raises
             ts = self._bad_time(t, call, "start_time")
         if self._closed and self._dropped_when_closed(call):
             return
@@ -216,7 +216,7 @@ class GoodputRecorder:
     ) -> None:
         try:
             ts = _now() if t is None else (t.timestamp() if type(t) is _datetime else self._time(t, call, "end_time"))
-        except (OverflowError, OSError, ValueError):  # a datetime before the platform's epoch range
+        except Exception:  # before the epoch range, or a user tzinfo that raises
             ts = self._bad_time(t, call, "end_time")
         if self._closed and self._dropped_when_closed(call):
             return
@@ -295,7 +295,7 @@ class GoodputRecorder:
         elif type(start_time) is _datetime:
             try:
                 ts = start_time.timestamp()
-            except (OverflowError, OSError, ValueError):
+            except Exception:  # before the epoch range, or a user tzinfo that raises
                 ts = self._bad_time(start_time, "record_step_start_time", "start_time")
         else:
             ts = self._time(start_time, "record_step_start_time", "start_time")
@@ -451,9 +451,9 @@ class GoodputRecorder:
                     else _check_time(submit_time, "submit_time")
                 )
                 src = "recorded"
-            except (TypeError, ValueError, OverflowError, OSError) as e:
+            except Exception as e:  # a user's tzinfo or value may raise anything: misuse, never raised
                 self._misuse.report(
-                    "bad_time", "record_job_submit_time", "submit_time", submit_time, f"{e}; not recorded"
+                    "bad_time", "record_job_submit_time", "submit_time", submit_time, f"{_said(e)}; not recorded"
                 )
                 return
         self._productivity_event(Kind.JOB_SUBMIT, t, src, "record_job_submit_time")
@@ -498,16 +498,30 @@ class GoodputRecorder:
         return any(k == start and (step is None or key == step or key is None) for k, key in keys)
 
     # -- lifecycle -------------------------------------------------------------------------
+    def _timeout(self, timeout_s: object, call: str) -> float | None:
+        """A timeout argument: None or a non-negative number of seconds; anything else is
+        misuse, and the default deadline is used."""
+        if timeout_s is None:
+            return None
+        number = isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+        if number and not math.isnan(timeout_s) and timeout_s >= 0:  # type: ignore[arg-type,operator]
+            return float(timeout_s)  # type: ignore[arg-type]
+        self._misuse.report(
+            "bad_timeout", call, "timeout_s", timeout_s, "not a non-negative number of seconds; the default is used"
+        )
+        return None
+
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until everything recorded so far is in the store; False on timeout (the
         events stay journaled and are shipped later). The seed's `flush()` returns None;
         a bool is truthy-compatible with code that ignores it."""
         if self._journal is None:
             return True
-        return self._journal.flush(timeout_s)
+        return self._journal.flush(self._timeout(timeout_s, "flush"))
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Ship what was recorded (waiting up to `timeout_s`) and stop recording. Safe twice."""
+        timeout_s = self._timeout(timeout_s, "close")
         with self._state_lock:
             if self._closed:
                 return True
@@ -560,6 +574,14 @@ def _check_time(value: object, arg: str) -> float:
     if not math.isfinite(v):
         raise ValueError(f"{arg} must be finite, got {value!r}")
     return v
+
+
+def _said(e: BaseException) -> str:
+    """An exception's text for a warning, never raising (its own __str__ may)."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except Exception:
+        return type(e).__name__
 
 
 def _discard(

@@ -442,3 +442,19 @@ def test_save_growth_sets_how_much_growth_saves_again(
 def test_save_growth_is_checked(bad: object) -> None:
     with pytest.raises(ValueError, match="save_growth must be a positive, finite share"):
         GoodputCalculator("j", "l", store="memory://", save_growth=bad)  # type: ignore[arg-type]
+
+
+def test_a_damaged_header_is_said_at_warning_and_rebuilt(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A saved state whose header fails its check is never used; the job is read from the
+    store (the same answer) and a warning, not an info line, says so."""
+    path = tmp_path / "s.db"
+    st = CountingSQLite(path)
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=True)))
+    want = _report(_calc(st))
+    with sqlite3.connect(path) as conn:
+        cur = conn.execute("UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i = 0")
+        assert cur.rowcount == 1
+    caplog.set_level("WARNING", logger="mlgoodput")
+    assert _report(_calc(st)) == want
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "saved accounting state" in r.getMessage()]
+    assert len(warned) == 1 and "damaged" in warned[0].getMessage()

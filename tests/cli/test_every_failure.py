@@ -106,6 +106,18 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("store-dev-null", ["report", "--job", "x", "--store", "/dev/null"], 1, "/dev/null"),
     ("monitor-no-target", ["monitor", "--job", "s1-clean-run", "--store", GOOD], 2, "nothing to upload to"),
     ("monitor-interval", ["monitor", "--job", "x", "--interval", "0"], 2, "--interval"),
+    (
+        "monitor-otlp-not-a-url",
+        ["monitor", "--job", "s1-clean-run", "--store", GOOD, "--otlp-endpoint", "not a url"],
+        2,
+        "HOST:PORT",
+    ),
+    (
+        "monitor-otlp-bad-port",
+        ["monitor", "--job", "s1-clean-run", "--store", GOOD, "--otlp-endpoint", "localhost:99999"],
+        2,
+        "HOST:PORT",
+    ),
     ("console-bad-level", ["console", "logs", "--level", "LOUD", "--store", GOOD], 2, "--level"),
     ("console-unknown-job", ["console", "logs", "--job", "nope", "--store", GOOD], 2, "no console job named 'nope'"),
     ("console-bad-address", ["console", "serve", "--address", "bogus:addr:x", "--store", GOOD], 2, "port"),

@@ -83,6 +83,14 @@ def test_monitor_stop_tries_a_failing_backend_once(tmp_path: Path) -> None:
     assert t.seconds < 10, t
 
 
+def test_a_refused_otlp_endpoint_does_not_hold_the_stop_for_its_timeout(tmp_path: Path) -> None:
+    """With the OTLP exporter's default 10 s timeout: the refused endpoint fails its last try
+    at once (OpenTelemetry would retry a refused connection for the whole timeout)."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="needs the otlp extra")
+    t = T.monitor_stop_with_failing_exporter(tmp_path, timeout_s=None)
+    assert t.seconds < 8, t
+
+
 def test_prometheus_port_in_time_wait_is_bound_at_once() -> None:
     t = T.time_wait_port()
     assert t.stored == 1 and "serving" in t.note and "TIME_WAIT: True" in t.note, t

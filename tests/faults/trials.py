@@ -465,9 +465,10 @@ def exporter_stop(kind: str, timeout_s: float = 4.0) -> Trial:
     return Trial(f"OTLP backend {kind}: stop({timeout_s:g})", 0, 0, 0, secs, note=f"stop returned {ok}")
 
 
-def monitor_stop_with_failing_exporter(tmp: Path) -> Trial:
+def monitor_stop_with_failing_exporter(tmp: Path, timeout_s: float | None = 1.0) -> Trial:
     """GoodputMonitor.stop_goodput_uploader() with a backend that refuses connections: it
-    returns after one last try, long before its 30 s default deadline."""
+    returns after one last try, long before its 10 s default deadline (`timeout_s`: the OTLP
+    exporter's own timeout; None leaves its default, 10 s, as users do)."""
     from mlgoodput import monitoring
     from mlgoodput.export import OTLPExporter
 
@@ -481,14 +482,18 @@ def monitor_stop_with_failing_exporter(tmp: Path) -> Trial:
         upload_interval=60,
         monitoring_enabled=True,
         store=str(tmp / "s.db"),
-        exporters=[OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=1.0)],
+        exporters=[
+            OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http")
+            if timeout_s is None
+            else OTLPExporter(f"http://127.0.0.1:{port}/v1/metrics", protocol="http", timeout_s=timeout_s)
+        ],
     )
     m.start_goodput_uploader()
     t0 = time.monotonic()
     ok = m.stop_goodput_uploader()
     secs = time.monotonic() - t0
     return Trial(
-        "monitor stop, backend refusing",
+        "monitor stop, backend refusing" + (" (OTLP timeout default)" if timeout_s is None else ""),
         0,
         0,
         0,

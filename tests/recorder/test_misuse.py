@@ -380,3 +380,79 @@ def test_disabled_recorder_checks_nothing() -> None:
     r.record_job_end_time()
     r.record_step_start_time(-5)  # type: ignore[arg-type]
     assert r.misuse_counts == {}
+
+
+class _RaisingTZ(dt.tzinfo):
+    """A tzinfo whose every answer raises (a user's broken time zone class)."""
+
+    def utcoffset(self, d: dt.datetime | None) -> dt.timedelta:
+        raise RuntimeError("no offset")
+
+    def dst(self, d: dt.datetime | None) -> dt.timedelta:
+        raise RuntimeError("no dst")
+
+
+class _RaisingStr:
+    """A value whose str() and repr() raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+_BAD_TZ = dt.datetime(2026, 1, 1, tzinfo=_RaisingTZ())
+
+
+def _exotic_calls() -> list[tuple[str, Callable[[Rec], object]]]:
+    np = pytest.importorskip("numpy")
+    return [
+        ("step start, tzinfo raises", lambda r: r.record_step_start_time(1, _BAD_TZ)),
+        ("job start, tzinfo raises", lambda r: r.record_job_start_time(_BAD_TZ)),
+        ("custom start, tzinfo raises", lambda r: r.record_custom_badput_event_start_time(_BAD_TZ, "eval")),
+        ("checkpoint end, tzinfo raises", lambda r: r.record_checkpoint_save_end_time(_BAD_TZ)),
+        ("submit, tzinfo raises", lambda r: r.record_job_submit_time(_BAD_TZ)),
+        ("submit, repr raises", lambda r: r.record_job_submit_time(_RaisingStr())),  # type: ignore[arg-type]
+        ("flush('x')", lambda r: r.flush("x")),  # type: ignore[arg-type]
+        ("flush(array)", lambda r: r.flush(np.array([1.0, 2.0]))),
+        ("step time as an array", lambda r: r.record_step_start_time(2, np.array([1.0, 2.0]))),  # type: ignore[arg-type]
+        ("step as an array", lambda r: r.record_step_start_time(np.array([1, 2]))),
+        ("step flops, float and repr raise", lambda r: r.record_step_flops(_RaisingStr())),  # type: ignore[arg-type]
+        ("close('x')", lambda r: r.close("x")),  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_exotic_arguments_on_the_hot_path_never_raise(i: int) -> None:
+    """A tzinfo whose utcoffset raises, a timeout that is not a number, numpy arrays as times,
+    values whose str() raises: recorded as well as can be, warned, never raised."""
+    what, call = _exotic_calls()[i]
+    url = f"memory://exotic-{i}"
+    r = _recorder(url)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call(r)  # no exception
+    assert any(issubclass(w.category, mlgoodput.MlGoodputWarning) for w in caught), what
+    r.close()
+
+
+def test_exotic_metric_labels_and_flags_never_raise(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    np = pytest.importorskip("numpy")
+    from mlgoodput.diagnostics import machinelearning_run, metric_types, metrics
+
+    monkeypatch.setenv("MLGOODPUT_STORE", f"{tmp_path}/m.db")
+    monkeypatch.setenv("MLGOODPUT_PROFILE_DIR", f"{tmp_path}/p")
+    run = machinelearning_run(name="exotic")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            metrics.record(metric_types.MetricType.LOSS, 1.0, step=1, labels={"k": _RaisingStr()})  # type: ignore[dict-item]
+            metrics.record(metric_types.MetricType.LOSS, 2.0, step=2, record_on_all_hosts=np.array([True, False]))
+        assert sum(issubclass(w.category, mlgoodput.MlGoodputWarning) for w in caught) == 2
+        assert run.flush(30)
+        from mlgoodput.diagnostics import load_run
+
+        assert [v for _, v, _ in load_run(run.name).metrics["loss"]] == [1.0, 2.0]  # both values kept
+    finally:
+        run.end()

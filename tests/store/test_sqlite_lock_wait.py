@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store
 from mlgoodput.store._sqlite import SQLiteStore
@@ -79,3 +81,32 @@ def test_a_lock_held_past_the_busy_timeout_is_a_store_error(tmp_path: Path) -> N
     st.append("ns", "job", EventBatch(1, 1, [Event(Kind.STEP_START, 2.0, step=0)]))  # and then it works
     assert len(st.read("ns", "job")) == 2
     st.close()
+
+
+def test_an_open_that_waits_for_another_process_says_so_while_it_waits(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a store whose lock another process holds (a first open switches the file to
+    WAL, which needs it) used to wait up to 30 s in silence."""
+    import logging
+
+    from mlgoodput.store import _sqlite
+    from waiting import wait_for
+
+    monkeypatch.setattr(_sqlite, "OPEN_WAIT_LOG_S", 0.2)
+    path = str(tmp_path / "new.db")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # a fresh file, held: the open cannot switch it to WAL
+    caplog.set_level(logging.WARNING, logger="mlgoodput")
+    opened: list[object] = []
+    t = threading.Thread(target=lambda: opened.append(SQLiteStore(path, busy_timeout_s=30).jobs()))
+    t.start()
+    try:
+        wait_for(lambda: any("has waited" in m for m in caplog.messages), what="a warning while it waits")
+        assert not opened
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    t.join(30)
+    assert opened == [[]]
+    assert any("opened after" in m for m in caplog.messages)

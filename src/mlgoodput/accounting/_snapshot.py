@@ -679,7 +679,13 @@ def restore(store: object, namespace: str, job: str, *, stall_factor: float) -> 
             raise SnapshotError(f"covers {h['events']} events, the store holds {upto} up to its cursor")
         return Saved(h, rest, stall_factor=stall_factor, behind=head > cursor)
     except SnapshotError as e:
-        log.info("mlgoodput: not using the saved accounting state of %s/%s (%s); reading the job", namespace, job, e)
+        log.warning(
+            "mlgoodput: the saved accounting state of %s/%s is damaged or does not match the store (%s);"
+            " reading the job from the store instead (the answer is the same, the first read slower)",
+            namespace,
+            job,
+            e,
+        )
     except (OSError, KeyError, TypeError, ValueError) as e:
         log.info("mlgoodput: cannot read the saved accounting state of %s/%s (%s)", namespace, job, e)
     return None

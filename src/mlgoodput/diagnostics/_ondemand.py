@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -213,9 +214,14 @@ class OnDemandServer:
         return True
 
 
-def _read_line(conn: socket.socket) -> bytes:
+def _read_line(conn: socket.socket, deadline: float | None = None) -> bytes:
     buf = b""
     while b"\n" not in buf:
+        if deadline is not None:  # the whole reply within the deadline, not each piece
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no whole reply in time")
+            conn.settimeout(left)
         chunk = conn.recv(4096)
         if not chunk:
             break
@@ -263,14 +269,21 @@ def _live(d: Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: (e["host"], e["pid"]))
 
 
+#: How long a process has to answer a ping before its capture is asked for.
+PING_TIMEOUT_S = 5.0
+#: Beyond the capture's duration, how long a process has to write the trace and reply.
+CAPTURE_MARGIN_S = 60.0
+
+
 def request(address: str, token: str, req: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Send one request to an endpoint and return its reply."""
     fam, addr = parse_address(address)
+    deadline = time.monotonic() + timeout_s
     with socket.socket(fam, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         s.connect(addr)
         s.sendall(json.dumps({"v": PROTOCOL_VERSION, "token": token, **req}).encode() + b"\n")
-        line = _read_line(s)
+        line = _read_line(s, deadline)
     if not line:
         raise ConnectionError(f"{address}: connection closed without a reply")
     reply: dict[str, Any] = json.loads(line)
@@ -307,15 +320,24 @@ def capture(
     results: list[dict[str, Any]] = [{} for _ in eps]
 
     def one(i: int, ep: dict[str, Any]) -> None:
+        try:  # a process that does not answer at all fails in seconds, not after the capture's time
+            request(ep["address"], ep["token"], {"op": "ping"}, timeout_s=PING_TIMEOUT_S)
+        except (OSError, ValueError) as e:
+            results[i] = {
+                "ok": False,
+                "error": f"{ep['address']}: no answer to a ping within {PING_TIMEOUT_S:g} s ({e or type(e).__name__})",
+                "host": ep.get("host"),
+            }
+            return
         try:
             results[i] = request(
                 ep["address"],
                 ep["token"],
                 {"op": "capture", "duration_s": duration_s, "session": session},
-                timeout_s=duration_s + 120.0,
+                timeout_s=duration_s + CAPTURE_MARGIN_S,
             )
         except (OSError, ValueError) as e:
-            results[i] = {"ok": False, "error": f"{ep['address']}: {e}", "host": ep.get("host")}
+            results[i] = {"ok": False, "error": f"{ep['address']}: {e or type(e).__name__}", "host": ep.get("host")}
 
     threads = [threading.Thread(target=one, args=(i, ep)) for i, ep in enumerate(eps)]
     for t in threads:

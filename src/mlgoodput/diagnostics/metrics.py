@@ -81,7 +81,7 @@ def record(
     if labels is not None:
         labels = _check_labels(labels)
     if record_on_all_hosts is not False and not isinstance(record_on_all_hosts, bool):
-        record_on_all_hosts = bool(record_on_all_hosts)
+        record_on_all_hosts = _flag(record_on_all_hosts, "record_on_all_hosts")
     now = _time.time()
     if run is None:
         _hold(name, v, step, now, labels, record_on_all_hosts)
@@ -187,9 +187,22 @@ def _check_step(name: str, step: object) -> int | None:
     return None
 
 
+def _flag(value: object, arg: str) -> bool:
+    """A flag as Python reads it; one with no single truth value (a numpy array of several) is
+    misuse, read as False."""
+    try:
+        return bool(value)
+    except Exception:
+        _report(_CALL, arg, value, "has no single truth value; read as False", kind=arg)
+        return False
+
+
 def _check_labels(labels: object) -> dict[str, str] | None:
     if isinstance(labels, Mapping):
-        return {str(k): str(v) for k, v in labels.items()}
+        try:
+            return {str(k): str(v) for k, v in labels.items()}
+        except Exception:  # a key or value whose str() raises: misuse, never raised into training
+            pass
     _report(_CALL, "labels", labels, "must be a dict of strings; the value is recorded without labels", kind="labels")
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +46,18 @@ def _require_otlp(protocol: str) -> Any:
     return mexport, MetricExportResult, Resource, InstrumentationScope, OTLPMetricExporter
 
 
+def _host_port_ok(netloc: str) -> bool:
+    """A network location with a host name or address (no blanks) and, when given, a valid port."""
+    if not netloc or any(c.isspace() for c in netloc):
+        return False
+    parts = urlsplit("//" + netloc)
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return bool(parts.hostname) and (port is None or 0 < port < 65536)
+
+
 class OTLPExporter:
     """Push each sample as an OTLP gauge (or monotonic cumulative sum for counters).
 
@@ -69,10 +82,16 @@ class OTLPExporter:
             raise ValueError(f"endpoint must be a host:port or URL, got {endpoint!r}")
         if protocol == "http":
             parts = urlsplit(endpoint)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
+            if parts.scheme not in ("http", "https") or not _host_port_ok(parts.netloc):
                 raise ValueError(f"endpoint for protocol='http' must be an http(s):// URL, got {endpoint!r}")
             if parts.path in ("", "/"):
                 endpoint = endpoint.rstrip("/") + "/v1/metrics"
+        else:
+            parts = urlsplit(endpoint if "://" in endpoint else "//" + endpoint)
+            if (parts.scheme not in ("", "http", "https")) or parts.path.strip("/") or not _host_port_ok(parts.netloc):
+                raise ValueError(
+                    f"endpoint for protocol='grpc' must be HOST:PORT or an http(s)://HOST:PORT URL, got {endpoint!r}"
+                )
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
         self.endpoint = endpoint
@@ -147,9 +166,24 @@ class OTLPExporter:
                 )
             ]
         )
+        self._check_reachable()
         result = self._client().export(payload, timeout_millis=self.timeout_s * 1000)
         if result != MetricExportResult.SUCCESS:
             raise ConnectionError(f"OTLP export to {self.endpoint} ({self.protocol}) failed")
+
+    def _check_reachable(self) -> None:
+        """Fail at once when nothing listens at the endpoint: OpenTelemetry's exporter retries
+        a refused connection until its whole timeout, which held a monitor's stop for it."""
+        parts = urlsplit(self.endpoint if "://" in self.endpoint else "//" + self.endpoint)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        if not host:
+            return
+        try:
+            socket.create_connection((host, port), timeout=min(1.0, self.timeout_s)).close()
+        except ConnectionRefusedError as e:
+            raise ConnectionError(f"OTLP export to {self.endpoint} ({self.protocol}) failed: refused ({e})") from None
+        except OSError:
+            return  # slow or unreachable networks: the exporter's own timeout decides
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         exp, self._exporter = self._exporter, None

@@ -35,6 +35,7 @@ SCHEMA_VERSION = 1
 MAX_CHUNK_EVENTS = 65536
 TX_EVENTS = 16384  # events per write transaction of `append`: the longest another writer waits for
 LOCK_WAIT_LOG_S = 1.0  # an append slower than this is logged (SQLite's own wait is silent)
+OPEN_WAIT_LOG_S = 5.0  # an open waiting this long for another process's lock says so, while it waits
 LOCK_POLL_S = 0.002  # how often a writer asks for the write lock while another holds it
 log = logging.getLogger("mlgoodput")
 
@@ -121,22 +122,42 @@ class SQLiteStore:
         # Opening is retried on "locked" within the busy timeout: switching a fresh file to
         # WAL needs an exclusive lock, and SQLite answers BUSY at once (no busy handler)
         # when several processes open one new file together.
-        deadline = time.monotonic() + self._busy_timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + self._busy_timeout_s
         pause = 0.005
-        while True:
-            try:
-                conn = self._open()
-                break
-            except sqlite3.OperationalError as e:
-                if not _is_locked(e) or time.monotonic() + pause > deadline:
+        # a wait for another process's lock says so while it lasts, not only when it fails
+        timer = threading.Timer(OPEN_WAIT_LOG_S, self._note_open_wait)
+        timer.daemon = True
+        timer.start()
+        try:
+            while True:
+                try:
+                    conn = self._open()
+                    break
+                except sqlite3.OperationalError as e:
+                    if not _is_locked(e) or time.monotonic() + pause > deadline:
+                        raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.2)
+                except (sqlite3.Error, OSError) as e:
                     raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
-                time.sleep(pause)
-                pause = min(pause * 2, 0.2)
-            except (sqlite3.Error, OSError) as e:
-                raise StoreError(f"cannot open SQLite store {self.path!r}: {e}") from e
+        finally:
+            timer.cancel()
+        waited = time.monotonic() - t0
+        if waited >= OPEN_WAIT_LOG_S:
+            log.warning("mlgoodput: the SQLite store %s opened after %.1f s waiting for its lock", self.path, waited)
         self._conn = conn
         self._pid = os.getpid()
         return conn
+
+    def _note_open_wait(self) -> None:
+        log.warning(
+            "mlgoodput: opening the SQLite store %s has waited %.0f s for its lock (another process is writing"
+            " or holds a transaction open); waiting up to %.0f s",
+            self.path,
+            OPEN_WAIT_LOG_S,
+            self._busy_timeout_s,
+        )
 
     def _open(self) -> sqlite3.Connection:
         """One attempt at a connection with WAL, the schema and the store's identity."""
