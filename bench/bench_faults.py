@@ -54,6 +54,15 @@ def main() -> int:
         lambda: T.ondemand_under_strangers(tmp()),
         T.prometheus_under_strangers,
         lambda: T.unix_paths_are_not_ours(tmp()),
+        lambda: T.monitor_stop_with_failing_exporter(tmp(), timeout_s=None),
+        lambda: T.zero_length_last_record(tmp()),
+        lambda: T.first_report_after_crash(tmp()),
+        lambda: T.console_store_down(tmp(), "locked"),
+        lambda: T.console_store_down(tmp(), "down"),
+        lambda: T.tensorboard_unwritable(tmp()),
+        T.ui_under_strangers,
+        lambda: T.ui_profile_paths(tmp()),
+        T.silent_profile_endpoint,
     ]
     for step in steps:
         r = step()

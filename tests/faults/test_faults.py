@@ -143,3 +143,47 @@ def test_memory_fallback_is_reported_with_count_and_place(tmp_path: Path) -> Non
     t = T.memory_fallback(tmp_path)
     _check(t)
     assert t.lost == t.recorded and t.note.endswith("True"), t
+
+
+# -- issue 28: the console and the web UI keep the recorder's promises ---------------------------
+def test_a_last_record_whose_length_reads_zero_is_kept(tmp_path: Path) -> None:
+    t = T.zero_length_last_record(tmp_path)
+    _check(t)
+    assert t.stored == t.recorded and t.lost == 0
+
+
+@pytest.mark.slow
+def test_the_first_report_after_a_crash_reads_every_step(tmp_path: Path) -> None:
+    t = T.first_report_after_crash(tmp_path, steps=100_000)
+    assert t.stored == t.recorded, t
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["locked", "down"])
+def test_a_console_session_with_its_store_away(tmp_path: Path, how: str) -> None:
+    from mlgoodput.console._api import SESSION_EXIT_S
+
+    t = T.console_store_down(tmp_path, how, n=500)
+    assert t.stored == t.recorded and t.seconds <= SESSION_EXIT_S + 0.5, t
+
+
+@pytest.mark.slow
+def test_an_unwritable_tensorboard_folder_at_start(tmp_path: Path) -> None:
+    t = T.tensorboard_unwritable(tmp_path)
+    assert "start returned" in t.note and t.stored == 1, t
+
+
+def test_the_ui_under_idle_strangers() -> None:
+    t = T.ui_under_strangers(idle=500)
+    assert t.stored == t.recorded and "strangers: " in t.note
+    assert int(t.note.rsplit(": ", 1)[1]) < 50, t  # idle connections cost no thread
+
+
+def test_the_ui_serves_no_path_the_store_names_outside_its_profile_dirs(tmp_path: Path) -> None:
+    t = T.ui_profile_paths(tmp_path)
+    assert t.stored == t.recorded and "served: True" in t.note, t
+
+
+def test_a_silent_profile_endpoint_fails_fast() -> None:
+    t = T.silent_profile_endpoint()
+    assert "no answer to a ping" in t.note, t

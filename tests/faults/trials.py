@@ -818,3 +818,341 @@ def unix_paths_are_not_ours(tmp: Path) -> Trial:
 
 def cleanup(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- 8. the console and the web UI keep the recorder's promises (issue 28) -----------------------
+def ui_under_strangers(idle: int = 1000) -> Trial:
+    """1,000 connections that never send a request to `mlgoodput ui`'s server: a good client's
+    page, and the server's threads (one per connection was the old pattern)."""
+    from mlgoodput.ui import UIServer
+
+    _raise_fd_limit(2 * idle + 256)
+    st = open_store("memory://faults-ui")
+    srv = UIServer(st, "127.0.0.1", 0)
+    srv.start()
+    port = int(srv.server_address[1])
+    threads0 = threading.active_count()
+    socks: list[socket.socket] = []
+    try:
+        socks += _open_idle(port, idle)
+        time.sleep(0.5)  # the server takes them (or a thread each, as it once did)
+        threads = threading.active_count() - threads0
+        t0 = time.monotonic()
+        served = 0
+        for _ in range(20):
+            with urllib.request.urlopen(srv.url + "api/health", timeout=60) as r:
+                served += r.status == 200
+        secs = (time.monotonic() - t0) / 20
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop()
+    return Trial(
+        f"UI: {idle} idle strangers",
+        20,
+        served,
+        0,
+        secs,
+        note=f"a good page in {1000 * secs:.0f} ms (mean of 20); threads added by the strangers: {threads}",
+    )
+
+
+def ui_profile_paths(tmp: Path) -> Trial:
+    """A run in the store lists /etc/passwd, `..` paths, a symbolic link out of the profile
+    directory and a 4 GB sparse file as profile files: how many the UI serves."""
+    from mlgoodput.ui import UIServer
+
+    prof = tmp / "profiles"
+    sess = prof / "r" / "plugins" / "profile" / "s"
+    sess.mkdir(parents=True)
+    (sess / "h.trace.json.gz").write_bytes(b"trace")
+    (tmp / "secret.xplane.pb").write_bytes(b"secret")
+    (sess / "link.xplane.pb").symlink_to(tmp / "secret.xplane.pb")
+    with open(sess / "huge.xplane.pb", "wb") as f:
+        f.truncate(4 << 30)
+    bad = [
+        "/etc/passwd",
+        "../../../../../../etc/hostname",
+        "link.xplane.pb",
+        "huge.xplane.pb",
+        str(tmp / "secret.xplane.pb"),
+    ]
+    st = open_store(str(tmp / "ui.db"))
+    t = time.time()
+    st.append(
+        "mlgoodput.run",
+        "r",
+        EventBatch(
+            1,
+            0,
+            [
+                Event(Kind.RUN_START, t, 0, attrs={"profile_dir": str(prof)}),
+                Event(Kind.PROFILE_START, t, 0, name="s", attrs={"session": "s", "path": str(sess)}),
+                Event(
+                    Kind.PROFILE_STOP,
+                    t + 1,
+                    0,
+                    value=1.0,
+                    name="s",
+                    attrs={"session": "s", "path": str(sess), "files": ["h.trace.json.gz", *bad]},
+                ),
+            ],
+        ),
+    )
+    try:  # the configured profile directory, where the server takes one (older ones did not)
+        srv = UIServer(st, "127.0.0.1", 0, profile_dirs=[str(prof)])  # type: ignore[call-arg]
+    except TypeError:
+        srv = UIServer(st, "127.0.0.1", 0)
+    srv.start()
+    rss0 = _rss_mb()
+    served_bad = 0
+    good = False
+    t0 = time.monotonic()
+    try:
+        for i in range(len(bad) + 1):
+            try:
+                with urllib.request.urlopen(srv.url + f"api/runs/r/profiles/0/{i}", timeout=120) as r:
+                    body = r.read()
+                    if i == 0:
+                        good = body == b"trace"
+                    else:
+                        served_bad += 1
+            except urllib.error.HTTPError:
+                pass
+    finally:
+        secs = time.monotonic() - t0
+        grew = _rss_mb() - rss0
+        srv.stop()
+        st.close()
+    return Trial(
+        "UI: profile paths from the store",
+        len(bad),
+        len(bad) - served_bad,
+        0,
+        secs,
+        note=f"refused {len(bad) - served_bad} of {len(bad)} (stored = refused); the run's own trace served: {good}; memory +{grew:.0f} MB",
+    )
+
+
+_SESSION_CHILD = """
+import json, logging, sys, time
+import mlgoodput.console as C
+store, n = sys.argv[1], int(sys.argv[2])
+log = logging.getLogger("train")
+t0 = time.monotonic()
+cm = C.session(job="faults", store=store, display=False)
+cm.__enter__()
+entry = time.monotonic() - t0
+for i in range(n):
+    log.info("line %d", i)
+t1 = time.monotonic()
+cm.__exit__(None, None, None)
+print(json.dumps({"entry": entry, "exit": time.monotonic() - t1}), flush=True)
+"""
+
+
+def console_store_down(tmp: Path, how: str, n: int = 1000) -> Trial:
+    """`console.session()` while its store cannot take records (`locked`: SQLite held by
+    another process; `down`: PostgreSQL refusing): the time to enter and to leave, and the
+    lines stored once the store is back (SQLite) or kept for it (PostgreSQL)."""
+    import json
+
+    blocker = None
+    if how == "locked":
+        url = str(tmp / "c.db")
+        open_store(url).close()
+        st = open_store(url)
+        st.jobs()
+        st.close()
+        blocker = sqlite3.connect(url, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"postgresql://nobody@127.0.0.1:{s.getsockname()[1]}/none"
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _SESSION_CHILD, url, str(n)],
+            env=_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        got = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"entry": -1, "exit": -1}
+    finally:
+        if blocker is not None:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+    os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
+    if how == "locked":
+        recover_journals(url)
+        stored = sum(1 for r in _console_lines(url) if r.startswith("line "))
+        note = "stored once the lock is let go"
+    else:
+        stored = 0
+        for d in journal_dirs(url):
+            for p in d.glob(f"*{SUFFIX}"):
+                data = p.read_bytes()
+                off, nxt = HEADER_SIZE, 0
+                while True:
+                    dr = decode_records(data, off, len(data), 0, 1 << 20, nxt)
+                    stored += sum(1 for e in dr.events if e.kind == Kind.LOG and e.name == "train")
+                    off, nxt = dr.end, dr.next_index
+                    if dr.at_end:
+                        break
+        note = "stored = kept in the console's journal for the store"
+    return Trial(
+        f"console session, {'SQLite locked' if how == 'locked' else 'PostgreSQL down'}",
+        n,
+        stored,
+        0,
+        float(got["exit"]),
+        note=f"entry {1000 * float(got['entry']):.0f} ms, exit {float(got['exit']):.1f} s (seconds = exit); {note}",
+    )
+
+
+def _console_lines(url: str) -> list[str]:
+    st = open_store(url)
+    try:
+        if not any(j.namespace == "mlgoodput.console" for j in st.jobs()):
+            return []
+        cols = st.read("mlgoodput.console", "faults").columns
+        return [str((cols.attr(i) or {}).get("msg", "")) for i in range(len(cols)) if cols.name(i) == "train"]
+    finally:
+        st.close()
+
+
+def tensorboard_unwritable(tmp: Path) -> Trial:
+    """A TensorBoard folder that cannot be made when the uploader starts (a file is in its way):
+    does `start_goodput_uploader()` return, and do uploads resume once it can be made?"""
+    from mlgoodput import monitoring
+
+    db = tmp / "s.db"
+    t0 = time.time() - 100
+    st = open_store(str(db))
+    st.append(
+        "goodput_j",
+        "j",
+        EventBatch(1, 0, [Event(Kind.JOB_START, t0), *[Event(Kind.STEP_START, t0 + 1 + i, 0, i) for i in range(50)]]),
+    )
+    st.close()
+    tb = tmp / "tb"
+    tb.write_text("in the way")
+    m = monitoring.GoodputMonitor(
+        job_name="j",
+        logger_name="goodput_j",
+        tensorboard_dir=str(tb),
+        upload_interval=1,
+        monitoring_enabled=True,
+        store=str(db),
+    )
+    s0 = time.monotonic()
+    try:
+        m.start_goodput_uploader()
+        raised = ""
+    except Exception as e:
+        raised = f"{type(e).__name__}"
+    secs = time.monotonic() - s0
+    resumed = False
+    if not raised:
+        tb.unlink()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not resumed:
+            resumed = any((tb / "goodput").glob("events.out.tfevents.*")) if tb.is_dir() else False
+            time.sleep(0.2)
+        m.stop_goodput_uploader()
+    return Trial(
+        "TensorBoard folder unwritable at start",
+        1,
+        int(resumed),
+        0,
+        secs,
+        note=("raised " + raised) if raised else f"start returned; uploads resumed once writable: {resumed}",
+    )
+
+
+def zero_length_last_record(tmp: Path, n: int = 100) -> Trial:
+    """A dead segment whose last committed record's length reads zero, and no committed count
+    in its header (the shipper never ran): kept, counted, or lost in silence?"""
+    db = tmp / "s.db"
+    url = "sqlite://" + str(db)
+    jdir = journal_dirs(url)[0]
+    jdir.mkdir(parents=True)
+    path, _ = _write_segment(jdir, url, n)
+    data = bytearray(path.read_bytes())
+    off = HEADER_SIZE
+    for _ in range(n - 1):
+        ln = int.from_bytes(data[off : off + 4], "little")
+        off += (ln + 7) & ~7
+    with open(path, "r+b") as f:
+        f.seek(off)
+        f.write(bytes(4))  # the last record's length
+    before = lost_in_process()
+    t0 = time.monotonic()
+    recover_journals(str(db))
+    secs = time.monotonic() - t0
+    stored = len(_steps(db))
+    return Trial(
+        "last record's length reads zero",
+        n,
+        stored,
+        lost_in_process() - before,
+        secs,
+        damaged=1,
+        note=f"{stored} of {n} stored, {lost_in_process() - before} reported lost",
+    )
+
+
+def first_report_after_crash(tmp: Path, steps: int = 300_000) -> Trial:
+    """A process killed with its journal in several segments, never shipped: the time of the
+    first report (which recovers the journal, in whatever order, then reads the job)."""
+    db = tmp / "crash.db"
+    st = open_store(str(db))
+    st.jobs()
+    st.close()
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    code = (
+        "import sys, time\nfrom mlgoodput import goodput\n"
+        "rec = goodput.GoodputRecorder('job', 'goodput', True, store=sys.argv[1])\n"
+        "rec.record_job_start_time()\n"
+        "for i in range(int(sys.argv[2])):\n    rec.record_step_start_time(i)\n"
+        "print('ready', flush=True)\ntime.sleep(600)\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(db), str(steps)], stdout=subprocess.PIPE, env=_env(tmp), text=True
+    )
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()
+        p.kill()
+        p.wait(30)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
+    segs = sum(1 for d in journal_dirs("sqlite://" + str(db)) for _ in d.glob(f"*{SUFFIX}"))
+    from mlgoodput import goodput
+
+    t0 = time.monotonic()
+    _, _, last = goodput.GoodputCalculator("job", "goodput", store=str(db)).get_job_goodput()
+    secs = time.monotonic() - t0
+    return Trial(
+        f"first report after a crash, {steps:,} steps",
+        steps,
+        last + 1,
+        0,
+        secs,
+        note=f"{segs} segments recovered in any order; seconds = the first report",
+    )
+
+
+def silent_profile_endpoint() -> Trial:
+    """`mlgoodput profile --duration 1s` against a process that accepts and never answers."""
+    from mlgoodput.diagnostics import capture
+
+    with hanging_server() as port:
+        t0 = time.monotonic()
+        (r,) = capture(None, 1.0, address=f"127.0.0.1:{port}", token="t")
+        secs = time.monotonic() - t0
+    return Trial("profile capture, silent endpoint", 0, 0, 0, secs, note=str(r.get("error", ""))[:80])
