@@ -199,7 +199,8 @@ class ConsoleServer:
 
     @property
     def lost_records(self) -> int:
-        """Records neither stored nor journaled (the store down and no journal possible)."""
+        """Records lost: dropped by clients whose buffer was full (`gaps`), and records neither
+        stored nor journaled (the store down and no journal file possible)."""
         return int(self.sink.lost_events) + self.gaps
 
     def __enter__(self) -> ConsoleServer:
@@ -391,7 +392,9 @@ class ConsoleServer:
         for i in range(len(cols)):
             if cols.kinds[i] == _CLIENT:
                 if cols.name(i) == "serve":
-                    runs += 1
+                    a = cols.attr(i) or {}
+                    if (a.get("pid"), a.get("hostname")) != (os.getpid(), socket.gethostname()):
+                        runs += 1  # (this serving's own marker may be stored already)
                     continue
                 a = cols.attr(i) or {}
                 cid = a.get("client")
