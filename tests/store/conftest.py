@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import glob
-import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tests.store.dictstore  # noqa: F401  (registers the dict:// test backend)
-
-
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    hits = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return hits[-1] if hits else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 #: fixtures that give a fresh URL of a backend that other processes can open, by backend name
 #: (a process-local backend needs none: `SCHEME://contract-<uuid>` is a fresh store)
