@@ -978,7 +978,9 @@ def console_store_down(tmp: Path, how: str, n: int = 1000) -> Trial:
             text=True,
             timeout=300,
         )
-        got = json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else {"entry": -1, "exit": -1}
+        lines = r.stdout.strip().splitlines()
+        got = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+        failed = "" if got is not None else (r.stderr.strip().splitlines() or ["?"])[-1][:100]
     finally:
         if blocker is not None:
             blocker.execute("ROLLBACK")
@@ -1001,8 +1003,11 @@ def console_store_down(tmp: Path, how: str, n: int = 1000) -> Trial:
                     if dr.at_end:
                         break
         note = "stored = kept in the console's journal for the store"
+    name = f"console session, {'SQLite locked' if how == 'locked' else 'PostgreSQL down'}"
+    if got is None:
+        return Trial(name, n, stored, 0, 0.0, note=f"session() raised: {failed}")
     return Trial(
-        f"console session, {'SQLite locked' if how == 'locked' else 'PostgreSQL down'}",
+        name,
         n,
         stored,
         0,
