@@ -130,6 +130,7 @@ class ConsoleServer:
         self.evicted = 0  # unauthenticated connections dropped to admit newer ones
         self._sock_id: tuple[int, int] | None = None
         self._numbers_read = False  # the clients of earlier servings are known (read in the background)
+        self._next_number = 0  # the short number the next new client gets
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> str:
@@ -417,11 +418,13 @@ class ConsoleServer:
             if st.client not in self.clients and st.process not in taken:
                 self.clients[st.client] = st
                 taken.add(st.process)
+                self._next_number = max(self._next_number, st.process + 1)
 
     def _client_joined(self, hello: P.Hello, writer: asyncio.StreamWriter) -> ClientState:
         st = self.clients.get(hello.client)
         if st is None:
-            number = 1 + max((c.process for c in self.clients.values()), default=-1)
+            number = self._next_number
+            self._next_number += 1
             st = ClientState(hello.client, number, hello.pid, clean(hello.hostname)[:200], clean(hello.argv)[:500])
             if self._numbers_read:  # new to this job: what it numbered before its first batch, it dropped
                 st.next_seq = 0
