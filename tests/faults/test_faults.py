@@ -184,6 +184,9 @@ def test_the_ui_serves_no_path_the_store_names_outside_its_profile_dirs(tmp_path
     assert t.stored == t.recorded and "served: True" in t.note, t
 
 
-def test_a_silent_profile_endpoint_fails_fast() -> None:
+def test_a_silent_profile_endpoint_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlgoodput.diagnostics import _ondemand
+
+    monkeypatch.setattr(_ondemand, "PING_TIMEOUT_S", 0.5)  # the default, 5 s, is the bench's
     t = T.silent_profile_endpoint()
     assert "no answer to a ping" in t.note, t
