@@ -152,6 +152,10 @@ class LimitedServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._admit(writer)
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.family != socket.AF_UNIX:
+            with contextlib.suppress(OSError):  # a reply in pieces must not wait on Nagle's algorithm
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             while True:  # one request after another while the replies keep the connection
                 try:
