@@ -626,14 +626,29 @@ def _recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: boo
                 _drop_stale_tmp(d / fname)
             elif fname.endswith(SUFFIX):
                 segs.append(d / fname)
+        held: set[int] = set()  # writers with a segment another process holds: their later ones wait
         for p in in_time_order(segs):
+            writer = _writer_of(p)
+            if writer in held:
+                continue
             try:
-                total += _recover_segment(store, url, p, include_live)
+                n = _recover_segment(store, url, p, include_live)
             except OSError:
                 raise  # storage trouble (StoreError is an OSError): the caller retries
             except Exception as e:  # a damaged file must not stop the others
                 log.warning("mlgoodput: skipping unreadable journal %s: %s", p, e)
+                continue
+            if n is None:
+                held.add(writer)
+            else:
+                total += n
     return total
+
+
+def _writer_of(p: Path) -> int:
+    """The writer a segment's file name gives (0 when it does not)."""
+    named = stream_of_name(p.name)
+    return named.writer if named is not None else 0
 
 
 def recover_files(store: Store, paths: Sequence[Path]) -> int:
@@ -642,8 +657,18 @@ def recover_files(store: Store, paths: Sequence[Path]) -> int:
     leaves the rest for a later call."""
     url = str(store.url)
     total = 0
+    held: set[int] = set()
     for p in in_time_order(list(paths)):
-        total += _recover_segment(store, url, p, False)
+        writer = _writer_of(p)
+        if writer in held:
+            continue
+        n = _recover_segment(store, url, p, False)
+        if n is None:
+            # another process is shipping this one: this writer's later records must not
+            # reach the store before it (the store's exactly-once mark would skip them)
+            held.add(writer)
+        else:
+            total += n
     return total
 
 
@@ -706,7 +731,10 @@ def _drop_stale_tmp(p: Path) -> None:
         os.close(fd)
 
 
-def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int:
+def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int | None:
+    """Ship one segment file; the events handed to the store, or None when it was left alone
+    because another process holds it (its owner, or another recoverer) and `include_live` is
+    off: one writer's later segments must then wait too."""
     try:
         fd = os.open(p, os.O_RDWR | os.O_CLOEXEC)
     except OSError:
@@ -718,7 +746,7 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         except OSError:
             dead = False  # its owner is alive (or another recoverer is at it)
         if not dead and not include_live:
-            return 0
+            return None
         size = os.fstat(fd).st_size
         img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None:

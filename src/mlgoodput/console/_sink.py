@@ -167,6 +167,9 @@ class StoreSink(BackgroundWorker):
         store = self._open()
         if self.spool.pending:  # the journal first: one writer's records reach the store in order
             self.spool.ship(store)
+            if self.spool.pending:  # another process is shipping a file of it: later records wait behind
+                self.spill("another process is shipping the console's journal")
+                return False
         with self._lock:
             items = list(self._items)
         if not items:

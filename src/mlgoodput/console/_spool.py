@@ -95,14 +95,15 @@ class Spool:
 
     def ship(self, store: Store) -> int:
         """Hand every file written here to the store, in order; raises (OSError) on storage
-        trouble, leaving what is not shipped yet."""
+        trouble. What is not shipped yet stays `pending`: also a file another process is
+        shipping right now (a reader recovering journals), which must reach the store before
+        any later record of its writer."""
         if not self.files:
             return 0
         files, self.files = self.files, []
         try:
             n = recover_files(store, [p for p in files if p.exists()])
-        except BaseException:
+        finally:
             self.files = [p for p in files if p.exists()] + self.files
-            raise
         self.shipped += n
         return n
