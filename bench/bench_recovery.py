@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,24 +26,15 @@ from pathlib import Path
 
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fault trials of tests/faults
+
+from tests.faults import trials as T
 
 from mlgoodput import goodput
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store
 
 T0 = 1_700_000_000.0
-
-CHILD = r"""
-import sys, time
-from mlgoodput import goodput
-db, n = sys.argv[1], int(sys.argv[2])
-rec = goodput.GoodputRecorder("job", "goodput", logging_enabled=True, store=db)
-rec.record_job_start_time()
-for i in range(n):
-    rec.record_step_start_time(i)
-print("ready", flush=True)
-time.sleep(600)
-"""
 
 
 def first_report_s(db: str) -> tuple[float, int]:
@@ -70,28 +58,13 @@ def cab(tmp: Path, steps: int) -> float:
 
 
 def crash_trial(tmp: Path, i: int, steps: int) -> tuple[float, int]:
-    db = tmp / f"crash{i}.db"
-    st = open_store(str(db))
-    st.jobs()
-    st.close()
-    blocker = sqlite3.connect(db, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # nothing ships before the kill
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(steps)], stdout=subprocess.PIPE, env=env, text=True)
-    try:
-        assert p.stdout is not None
-        assert p.stdout.readline().strip() == "ready"
-        p.send_signal(signal.SIGKILL)
-        p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    segs = sum(1 for d in db.parent.glob("*.mlgoodput-journals") for _ in d.glob("*.seg"))
-    s, last = first_report_s(str(db))
-    assert last == steps - 1, last
-    return s, segs
+    """One crash trial of tests/faults (a recording process killed before anything shipped):
+    (seconds of the first report, segments it left)."""
+    d = tmp / f"crash{i}"
+    d.mkdir()
+    t = T.first_report_after_crash(d, steps)
+    assert t.stored == t.recorded, t
+    return t.seconds, int(t.note.split()[0])
 
 
 def main() -> int:

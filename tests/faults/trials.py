@@ -393,18 +393,8 @@ def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5, hanging: bo
                 port = s.getsockname()[1]
         url = f"postgresql://nobody@127.0.0.1:{port}/none"
         secs, err = _run_child(tmp, url, n, deadline=deadline)
-    kept = 0
     os.environ["XDG_DATA_HOME"] = str(tmp / "xdg")
-    for d in journal_dirs(url):
-        for p in d.glob(f"*{SUFFIX}"):
-            data = p.read_bytes()
-            off, nxt = HEADER_SIZE, 0
-            while True:
-                r = decode_records(data, off, len(data), 0, 1 << 20, nxt)
-                kept += len(r.events)
-                off, nxt = r.end, r.next_index
-                if r.at_end:
-                    break
+    kept = _kept_in_journals(url)
     return Trial(
         f"PostgreSQL {'hanging' if hanging else 'down'} (close deadline {deadline:g} s)",
         n,
@@ -413,6 +403,22 @@ def postgres_down(tmp: Path, n: int = 20_000, deadline: float = 1.5, hanging: bo
         secs,
         note="stored = kept in the journal for the next process",
     )
+
+
+def _kept_in_journals(url: str, keep: Any = None) -> int:
+    """Events (those `keep` accepts) waiting in the journal files of the store at `url`."""
+    kept = 0
+    for d in journal_dirs(url):
+        for p in d.glob(f"*{SUFFIX}"):
+            data = p.read_bytes()
+            off, nxt = HEADER_SIZE, 0
+            while True:
+                r = decode_records(data, off, len(data), 0, 1 << 20, nxt)
+                kept += len(r.events) if keep is None else sum(1 for e in r.events if keep(e))
+                off, nxt = r.end, r.next_index
+                if r.at_end:
+                    break
+    return kept
 
 
 @contextlib.contextmanager
@@ -991,17 +997,7 @@ def console_store_down(tmp: Path, how: str, n: int = 1000) -> Trial:
         stored = sum(1 for r in _console_lines(url) if r.startswith("line "))
         note = "stored once the lock is let go"
     else:
-        stored = 0
-        for d in journal_dirs(url):
-            for p in d.glob(f"*{SUFFIX}"):
-                data = p.read_bytes()
-                off, nxt = HEADER_SIZE, 0
-                while True:
-                    dr = decode_records(data, off, len(data), 0, 1 << 20, nxt)
-                    stored += sum(1 for e in dr.events if e.kind == Kind.LOG and e.name == "train")
-                    off, nxt = dr.end, dr.next_index
-                    if dr.at_end:
-                        break
+        stored = _kept_in_journals(url, lambda e: e.kind == Kind.LOG and e.name == "train")
         note = "stored = kept in the console's journal for the store"
     name = f"console session, {'SQLite locked' if how == 'locked' else 'PostgreSQL down'}"
     if got is None:
