@@ -277,3 +277,22 @@ def test_job_page_starts_the_read(store: SQLiteStore, serve: Any) -> None:
         srv.api._warm.flush(1.0)  # waits on the worker, not on a clock
     assert srv.api._views[(logger, tl.job_name)].events == len(tl.events)
     assert set(srv.api._views) == {(logger, tl.job_name)}
+
+
+def test_console_logs_say_how_many_records_were_lost(serve: Any, store: SQLiteStore) -> None:
+    """The lost stream's count for a console job, read again as it grows."""
+    from mlgoodput._journal import LOSS_NAMESPACE
+    from mlgoodput.events import Event, EventBatch, Kind
+
+    store.append("mlgoodput.console", "c", EventBatch(1, 0, [Event(Kind.LOG, 1.0, 0, None, 20.0, "x", {"msg": "hi"})]))
+    srv = serve(store)
+
+    def lost(n: float, seq: int) -> None:
+        ev = Event(Kind.METRIC, 2.0, 0, None, n, "console_lost_records", {"namespace": "mlgoodput.console"})
+        store.append(LOSS_NAMESPACE, "c", EventBatch(9, seq, [ev]))
+
+    assert get(srv.url + "api/console/c/logs")[1]["lost"] == 0
+    lost(5, 0)
+    assert get(srv.url + "api/console/c/logs")[1]["lost"] == 5
+    lost(7, 1)
+    assert get(srv.url + "api/console/c/logs")[1]["lost"] == 12

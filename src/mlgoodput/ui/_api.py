@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mlgoodput._journal import stored_losses
+from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.store import Store
 from mlgoodput.ui import _charts
@@ -101,6 +101,7 @@ class Api:
         self._views: dict[tuple[str, str], JobView] = {}
         self._ready: set[tuple[str, str]] = set()
         self._consoles: dict[str, ConsoleView] = {}
+        self._lost: dict[str, tuple[int, int]] = {}  # console job -> (lost stream cursor, records lost)
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
         self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
@@ -369,8 +370,22 @@ class Api:
             text=(q.get("q", [""])[0] or "")[:200],
             limit=_int(q, "limit", 500, 1, 5000),
         )
-        out["lost"] = stored_losses(self.store, job).get((CONSOLE_NS, job), 0)  # records that never arrived
+        out["lost"] = self._console_lost(job)  # records that never arrived
         return out
+
+    def _console_lost(self, job: str) -> int:
+        """Records of a console job counted lost, read from the lost stream after the last
+        poll's cursor (a page polls every few seconds: each poll costs what is new)."""
+        with self._lock:
+            cursor, n = self._lost.get(job, (0, 0))
+        res = self.store.read(LOSS_NAMESPACE, job, cursor)
+        cols = res.columns
+        for i in range(len(cols)):
+            if (cols.attr(i) or {}).get("namespace") == CONSOLE_NS:
+                n += int(cols.values[i])
+        with self._lock:
+            self._lost[job] = (res.cursor, n)
+        return n
 
     def usage(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         c = self._console(job)
