@@ -16,7 +16,7 @@ import os
 import threading
 import time as _time
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from mlgoodput._journal import Journal
 from mlgoodput._misuse import MisuseReporter, resolve_strict
@@ -24,7 +24,7 @@ from mlgoodput.events import Kind, check_name, check_step
 from mlgoodput.identity import detect_identity
 from mlgoodput.store import Store, resolve_store_url
 
-__all__ = ["GoodputRecorder", "detect_process_index"]
+__all__ = ["GoodputRecorder", "Recorder", "detect_process_index"]
 
 _log = logging.getLogger("mlgoodput")
 
@@ -318,34 +318,6 @@ class GoodputRecorder:
         self._last_step = step
         self._open_step = step
 
-    def record_step_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
-        """Step `step` ended (optional: without it a step ends at the next step start)."""
-        if not self.logging_enabled:
-            return
-        call = "record_step_end_time"
-        s = self._step(step, call)
-        if s is None:
-            return
-        ts = self._time(end_time, call, "end_time")
-        if self._closed and self._dropped_when_closed(call):
-            return
-        with self._state_lock:
-            running = self._open_step
-            self._open_step = None if running == s else running
-        if running != s:
-            self._misuse.report(
-                "end_without_start",
-                call,
-                "step",
-                step,
-                f"step {s} is not the running step (last started: {running!r}); recorded anyway:"
-                " the accounting ignores an end without a start",
-            )
-        try:
-            self._append(Kind.STEP_END, ts, s)
-        except ValueError as e:
-            self._unrecordable(call, s, e)
-
     # -- custom badput -------------------------------------------------------------------
     def record_custom_badput_event_start_time(
         self, start_time: _dt.datetime | None = None, custom_badput_event_type: str = "unknown"
@@ -370,36 +342,6 @@ class GoodputRecorder:
     def record_checkpoint_progress(self, step: int, checkpoint_start_time: _dt.datetime | None) -> None:
         """The seed's hook for "a checkpoint holding progress up to `step` started saving": a
         no-op there and here (wasted progress comes from restores and repeated steps)."""
-
-    def record_checkpoint_save_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
-        """The training loop started waiting on a checkpoint save of `step`."""
-        if self.logging_enabled:
-            call = "record_checkpoint_save_start_time"
-            s = self._step(step, call)
-            if s is not None:
-                self._start(Kind.CKPT_SAVE_START, start_time, call, key=s, step=s)
-
-    def record_checkpoint_save_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
-        if self.logging_enabled:
-            call = "record_checkpoint_save_end_time"
-            s = self._step(step, call)
-            if s is not None:
-                self._end(Kind.CKPT_SAVE_START, Kind.CKPT_SAVE_END, end_time, call, key=s, step=s, arg="step")
-
-    def record_checkpoint_restore_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
-        """Restoring the checkpoint of `step` started."""
-        if self.logging_enabled:
-            call = "record_checkpoint_restore_start_time"
-            s = self._step(step, call)
-            if s is not None:
-                self._start(Kind.CKPT_RESTORE_START, start_time, call, key=s, step=s)
-
-    def record_checkpoint_restore_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
-        if self.logging_enabled:
-            call = "record_checkpoint_restore_end_time"
-            s = self._step(step, call)
-            if s is not None:
-                self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, call, key=s, step=s, arg="step")
 
     # -- productivity (docs/accounting.md, "Productivity") ------------------------------------
     def record_step_flops(self, flops: float, *, effective_time: float | None = None) -> None:
@@ -530,7 +472,7 @@ class GoodputRecorder:
         self._append = _discard
         return True if j is None else j.close(timeout_s)
 
-    def __enter__(self) -> GoodputRecorder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -547,6 +489,74 @@ class GoodputRecorder:
             f" logging_enabled={self.logging_enabled!r}, store={self.store_url!r},"
             f" process_index={self.process_index!r})"
         )
+
+
+class Recorder(GoodputRecorder):
+    """`GoodputRecorder` with the calls the seed lacks: step ends and checkpoint intervals.
+
+    They live on a subclass because integrations written for the seed look methods up by name
+    (`getattr(recorder, f"record_{event}_end_time", None)` in MaxText and axlearn): on the seed's
+    class such a lookup must find exactly what ml-goodput-measurement 0.2.3 has, or a step end
+    recorded right after an asynchronous dispatch changes what the same loop reports.
+    """
+
+    def record_step_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
+        """Step `step` ended (optional: without it a step ends at the next step start)."""
+        if not self.logging_enabled:
+            return
+        call = "record_step_end_time"
+        s = self._step(step, call)
+        if s is None:
+            return
+        ts = self._time(end_time, call, "end_time")
+        if self._closed and self._dropped_when_closed(call):
+            return
+        with self._state_lock:
+            running = self._open_step
+            self._open_step = None if running == s else running
+        if running != s:
+            self._misuse.report(
+                "end_without_start",
+                call,
+                "step",
+                step,
+                f"step {s} is not the running step (last started: {running!r}); recorded anyway:"
+                " the accounting ignores an end without a start",
+            )
+        try:
+            self._append(Kind.STEP_END, ts, s)
+        except ValueError as e:
+            self._unrecordable(call, s, e)
+
+    def record_checkpoint_save_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
+        """The training loop started waiting on a checkpoint save of `step`."""
+        if self.logging_enabled:
+            call = "record_checkpoint_save_start_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._start(Kind.CKPT_SAVE_START, start_time, call, key=s, step=s)
+
+    def record_checkpoint_save_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
+        if self.logging_enabled:
+            call = "record_checkpoint_save_end_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._end(Kind.CKPT_SAVE_START, Kind.CKPT_SAVE_END, end_time, call, key=s, step=s, arg="step")
+
+    def record_checkpoint_restore_start_time(self, step: int, start_time: _dt.datetime | None = None) -> None:
+        """Restoring the checkpoint of `step` started."""
+        if self.logging_enabled:
+            call = "record_checkpoint_restore_start_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._start(Kind.CKPT_RESTORE_START, start_time, call, key=s, step=s)
+
+    def record_checkpoint_restore_end_time(self, step: int, end_time: _dt.datetime | None = None) -> None:
+        if self.logging_enabled:
+            call = "record_checkpoint_restore_end_time"
+            s = self._step(step, call)
+            if s is not None:
+                self._end(Kind.CKPT_RESTORE_START, Kind.CKPT_RESTORE_END, end_time, call, key=s, step=s, arg="step")
 
 
 def _check_positive(value: object, arg: str) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from mlgoodput import goodput_utils
-from mlgoodput._recorder import GoodputRecorder
+from mlgoodput._recorder import GoodputRecorder, Recorder
 from mlgoodput.accounting import BadputType, GoodputCalculator, GoodputReport, GoodputType
 from mlgoodput.goodput_utils import (
     GoodputInfo,
@@ -35,6 +35,7 @@ __all__ = [
     "IntervalMetricType",
     "IntervalWorkloadMetricDetails",
     "MetricType",
+    "Recorder",
     "StepInfo",
     "UnproductiveTimeDict",
     "WorkloadMetricDetails",

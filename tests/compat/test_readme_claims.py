@@ -54,9 +54,7 @@ def test_the_extra_calls_are_ours_and_not_the_seeds() -> None:
         if name == "GoodputReport":
             assert hasattr(goodput, name) and not hasattr(seed, name)
             continue
-        ours = [
-            c for c in (goodput.GoodputRecorder, goodput.GoodputCalculator) if any(m.startswith(name) for m in dir(c))
-        ]
+        ours = [c for c in (goodput.Recorder, goodput.GoodputCalculator) if any(m.startswith(name) for m in dir(c))]
         theirs = [c for c in (seed.GoodputRecorder, seed.GoodputCalculator) if any(m.startswith(name) for m in dir(c))]
         assert ours and not theirs, name
 
@@ -85,7 +83,7 @@ def test_import_is_lazy_and_attributes_load() -> None:
 def test_never_throws_claim(tmp_path: Path) -> None:
     """The README's bullet: an end without a start, a duplicate, a step going back."""
     assert "Never throws into training" in README
-    r = goodput.GoodputRecorder("claim", "goodput_claim", True, store=f"memory://claim-{tmp_path.name}")
+    r = goodput.Recorder("claim", "goodput_claim", True, store=f"memory://claim-{tmp_path.name}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r.record_tpu_init_end_time()

@@ -16,7 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 import mlgoodput.jax as jm  # noqa: E402
 from mlgoodput.accounting import BadputType, GoodputCalculator  # noqa: E402
 from mlgoodput.events import EventBatch, Kind  # noqa: E402
-from mlgoodput.goodput import GoodputRecorder  # noqa: E402
+from mlgoodput.goodput import Recorder  # noqa: E402
 from mlgoodput.store import open_store  # noqa: E402
 
 
@@ -27,7 +27,7 @@ def _no_session() -> Iterator[None]:
     jm.shutdown()
 
 
-def _run_job(recorder: GoodputRecorder, steps: int, recompile_at: int) -> None:
+def _run_job(recorder: Recorder, steps: int, recompile_at: int) -> None:
     @jax.jit  # type: ignore[untyped-decorator]
     def train_step(w: Any, x: Any) -> Any:
         return w - 0.01 * jnp.tanh(x @ w).mean() * w
@@ -45,7 +45,7 @@ def _run_job(recorder: GoodputRecorder, steps: int, recompile_at: int) -> None:
 
 def test_recompile_at_step_50_is_program_startup_not_stall(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
-    rec = GoodputRecorder("recompile-job", "logs", logging_enabled=True, store=store)
+    rec = Recorder("recompile-job", "logs", logging_enabled=True, store=store)
     jm.init(job_name="recompile-job", recorder=rec, exporters=[], store=store)
     _run_job(rec, steps=60, recompile_at=50)
     assert jm.shutdown()
@@ -89,7 +89,7 @@ def test_recompile_at_step_50_is_program_startup_not_stall(tmp_path: Path) -> No
 
 def test_compiles_go_to_an_existing_recorder_of_the_job(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
-    rec = GoodputRecorder("found-job", "logs", logging_enabled=True, store=store)
+    rec = Recorder("found-job", "logs", logging_enabled=True, store=store)
     s = jm.init(job_name="found-job", exporters=[], store=store)  # no recorder= given
     assert s.compile_sink is not None
     jax.jit(lambda x: x * 3)(jnp.ones(5)).block_until_ready()
@@ -107,7 +107,7 @@ def _manager(path: Path, logger: object, async_: bool) -> Any:
 @pytest.mark.parametrize("async_", [True, False], ids=["async", "sync"])
 def test_orbax_saves_and_restores_become_checkpoint_events(tmp_path: Path, async_: bool) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
-    rec = GoodputRecorder("orbax-job", "logs", logging_enabled=True, store=store)
+    rec = Recorder("orbax-job", "logs", logging_enabled=True, store=store)
     logger = jm.OrbaxLogger(rec)
     state = {"w": jnp.ones((128, 128)), "b": jnp.zeros(128)}
     rec.record_job_start_time()
@@ -154,7 +154,7 @@ def test_orbax_saves_and_restores_become_checkpoint_events(tmp_path: Path, async
 
 def test_orbax_logger_does_not_repeat_what_the_recorder_recorded(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
-    rec = GoodputRecorder("dedup-job", "logs", logging_enabled=True, store=store)
+    rec = Recorder("dedup-job", "logs", logging_enabled=True, store=store)
     logger = jm.OrbaxLogger(rec)
     state = {"w": jnp.ones((64, 64))}
     rec.record_job_start_time()

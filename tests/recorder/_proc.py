@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from mlgoodput.goodput import GoodputRecorder
+from mlgoodput.goodput import Recorder
 
 
 def main() -> None:
     mode, store, job, host, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-    rec = GoodputRecorder(job, f"goodput_{job}", True, store=store, process_index=host)
+    rec = Recorder(job, f"goodput_{job}", True, store=store, process_index=host)
     if mode == "write":
         go = Path(sys.argv[6])
         Path(f"{go}.ready-{job}-{host}").touch()  # built and waiting

@@ -21,7 +21,7 @@ from mlgoodput.goodput_elastic import ElasticGoodputRecorder
 from mlgoodput.store import open_store
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-Rec = goodput.GoodputRecorder
+Rec = goodput.Recorder
 
 
 def at(s: float) -> dt.datetime:
@@ -81,7 +81,7 @@ def test_end_without_start_is_recorded_and_warned_once(caplog: pytest.LogCapture
     assert rep.badput_s[goodput.BadputType.TPU_INITIALIZATION] == 0.0
     assert rep.badput_s[goodput.BadputType.OTHER] == pytest.approx(4.0)
     lines = [rec.getMessage() for rec in caplog.records if "end_without_start" in rec.getMessage()]
-    assert len(lines) == 1 and "GoodputRecorder.record_tpu_init_end_time(end_time=datetime" in lines[0]
+    assert len(lines) == 1 and "Recorder.record_tpu_init_end_time(end_time=datetime" in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -286,7 +286,7 @@ def test_an_empty_custom_event_type_is_recorded_as_unknown(name: object) -> None
         r.record_custom_badput_event_start_time(at(1), custom_badput_event_type=name)  # type: ignore[arg-type]
         r.record_custom_badput_event_end_time(at(2), custom_badput_event_type=name)  # type: ignore[arg-type]
     assert [str(w.message) for w in caught] == [
-        f"GoodputRecorder.record_custom_badput_event_start_time(custom_badput_event_type={name!r}):"
+        f"Recorder.record_custom_badput_event_start_time(custom_badput_event_type={name!r}):"
         " not a non-empty string; recorded as 'unknown'"
     ]
     assert r.misuse_counts == {"bad_name": 2}

@@ -23,7 +23,7 @@ PUBLIC = ["s1_clean_run", "s2_custom_and_async_data", "s3_checkpoint_save_restor
 TOL = 0.05
 _ids = itertools.count()
 
-Call = Callable[[goodput.GoodputRecorder], None]
+Call = Callable[[goodput.Recorder], None]
 
 
 def _when(t: float) -> dt.datetime:
@@ -78,7 +78,7 @@ SCENARIOS = {name: _scenario(name) for name in PUBLIC}
 def _check(header: dict[str, Any], calls: list[Call]) -> None:
     job = header["job_name"]
     url = f"memory://order-{job}-{next(_ids)}"
-    rec = goodput.GoodputRecorder(job, f"goodput_{job}", True, store=url, process_index=0)
+    rec = goodput.Recorder(job, f"goodput_{job}", True, store=url, process_index=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # anything but our misuse warnings would be a bug
         warnings.simplefilter("ignore", mlgoodput.MlGoodputWarning)

@@ -51,7 +51,7 @@ def kinds(events: list[Event]) -> list[str]:
 
 def test_every_call_records_its_event() -> None:
     url = "memory://rec-all"
-    with goodput.GoodputRecorder("j1", "goodput_j1", True, store=url, process_index=2) as r:
+    with goodput.Recorder("j1", "goodput_j1", True, store=url, process_index=2) as r:
         r.record_job_start_time(at(0))
         r.record_tpu_init_start_time(at(1))
         r.record_tpu_init_end_time(at(2))

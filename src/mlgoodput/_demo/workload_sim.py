@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlgoodput.goodput import GoodputRecorder
+from mlgoodput.goodput import Recorder
 
 
 def say(**fields: Any) -> None:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     def work(seconds: float) -> None:
         time.sleep(seconds * k)
 
-    rec = GoodputRecorder(a.job, a.logger or f"goodput_{a.job}", True, store=a.store)
+    rec = Recorder(a.job, a.logger or f"goodput_{a.job}", True, store=a.store)
     a.ckpt_dir.mkdir(parents=True, exist_ok=True)
     rec.record_job_start_time()
     rec.record_job_submit_time()  # left in the environment by the demo supervisor

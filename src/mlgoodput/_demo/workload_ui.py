@@ -16,9 +16,9 @@ import time
 def run(store: str, job: str, steps: int, step_s: float, *, flush_every: int = 5) -> None:
     from mlgoodput import console
     from mlgoodput.diagnostics import machinelearning_run, metrics
-    from mlgoodput.goodput import GoodputRecorder
+    from mlgoodput.goodput import Recorder
 
-    rec = GoodputRecorder(job, f"goodput_{job}", True, store=store)
+    rec = Recorder(job, f"goodput_{job}", True, store=store)
     log = logging.getLogger("train")
     with console.session(job=job, store=store, display=False, usage=max(0.2, step_s * 4)):
         rec.record_job_start_time()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mlgoodput._recorder import GoodputRecorder
+from mlgoodput._recorder import Recorder
 from mlgoodput.store import Store
 from mlgoodput.torch._flops import StepFlops
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
@@ -61,7 +61,7 @@ class TorchRecorder:
         self.identity = identity if identity is not None else torchrun_identity()
         if job_name is None:
             job_name = self.identity.default_job_name()
-        self.recorder = GoodputRecorder(
+        self.recorder = Recorder(
             job_name,
             logger_name,
             logging_enabled,
@@ -91,10 +91,10 @@ class TorchRecorder:
 
     # -- single events -------------------------------------------------------------------
     def record(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """Call `GoodputRecorder.<method>(*args, **kwargs)` without ever raising."""
+        """Call `Recorder.<method>(*args, **kwargs)` without ever raising."""
         fn = getattr(self.recorder, method, None)
         if fn is None:
-            raise AttributeError(f"GoodputRecorder has no method {method!r}")
+            raise AttributeError(f"Recorder has no method {method!r}")
         self._safe(method, fn, *args, **kwargs)
 
     def start_job(self) -> None:
