@@ -6,6 +6,7 @@ keyword argument (`store=`, ...), which wins over the environment.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -34,6 +35,26 @@ SNAPSHOT = "MLGOODPUT_SNAPSHOT"
 #: "0" (or "off") keeps the accounting on its pure-Python passes even where numpy (the `fast`
 #: extra) is installed; unset: long column passes use numpy when it is there (same results).
 NUMPY = "MLGOODPUT_NUMPY"
+#: Seconds of silence (no event and no sign of life from any process of a job) after which a
+#: job that sends signs of life is judged dead (docs/accounting.md, "A job that dies").
+DEAD_AFTER = "MLGOODPUT_DEAD_AFTER_S"
+#: The built-in dead limit (or four of the writers' sign-of-life periods, if longer).
+DEAD_AFTER_S = 120.0
+
+
+def dead_after_s(every_s: float) -> float:
+    """The dead limit for writers whose signs of life come every `every_s` seconds: the
+    environment's value when set (a positive number), else the built-in rule."""
+    raw = os.environ.get(DEAD_AFTER)
+    if raw:
+        try:
+            v = float(raw)
+        except ValueError:
+            v = math.nan
+        if not v > 0 or math.isinf(v):
+            raise ValueError(f"${DEAD_AFTER} must be a positive number of seconds, got {raw!r}")
+        return v
+    return max(DEAD_AFTER_S, 4 * every_s)
 
 
 def data_dir() -> Path:

@@ -196,6 +196,9 @@ class Journal(BackgroundWorker):
         self.store_changes = 0  # times the store was found replaced or recreated
         self._identity: str | None = None
         self._fallback = ""  # why events went to memory, when they did
+        self._alive_every = 0.0  # keep_alive's period; 0: no signs of life
+        self._alive_seen = 0  # `appended` when the worker last looked
+        self._alive_at = time.time()  # when it last saw an append (or wrote a sign of life)
         _live.add(self)
         with self._lock:
             self._active = self._new_segment(self.segment_size)  # the first append stays cheap
@@ -334,7 +337,28 @@ class Journal(BackgroundWorker):
                 f" ({before} -> {after}); the batch stays journaled and is shipped again"
             )
 
+    def keep_alive(self, every_s: float) -> None:
+        """While this journal is open, append a sign of life (`Kind.ALIVE`, value `every_s`)
+        whenever `every_s` seconds pass without an append: the accounting tells a writer that
+        was killed from one that is busy or hung by it. Costs the hot path nothing; 0 stops."""
+        if not every_s >= 0:
+            raise ValueError(f"every_s must be >= 0, got {every_s!r}")
+        self._alive_every = float(every_s)
+        if every_s and self._thread is None and not self._closed:
+            self.start()
+
+    def _sign_of_life(self) -> None:
+        n = self.appended
+        now = time.time()
+        if n != self._alive_seen:
+            self._alive_seen, self._alive_at = n, now
+        elif now - self._alive_at >= self._alive_every:
+            self.append(Kind.ALIVE, now, value=self._alive_every)
+            self._alive_seen, self._alive_at = self.appended, now
+
     def _work(self) -> bool:
+        if self._alive_every > 0 and not self._closing and not self._closed:
+            self._sign_of_life()
         store = self._get_store()
         with self._lock:
             segs = [*self._sealed]
@@ -492,6 +516,7 @@ class Journal(BackgroundWorker):
         if self._owns_store:
             self._store = None  # reopened on first use, with a connection of the child's own
         self.appended = self.shipped = self.volatile = self.closed_appends = self.lost = 0
+        self._alive_every = 0.0  # a forked child (a data loader worker) is not the writer that lives
 
     def stats(self) -> dict[str, int]:
         """Counters for operators and tests."""

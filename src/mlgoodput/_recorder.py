@@ -29,6 +29,9 @@ __all__ = ["GoodputRecorder", "Recorder", "detect_process_index"]
 _log = logging.getLogger("mlgoodput")
 
 _now = _time.time
+
+#: Seconds between a recording process's signs of life while its journal is otherwise quiet.
+SIGN_OF_LIFE_S = 15.0
 _datetime = _dt.datetime
 _STEP_START = Kind.STEP_START
 
@@ -242,11 +245,26 @@ class GoodputRecorder:
         if self.logging_enabled:
             self._last_step = -1
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
+            self._keep_alive(SIGN_OF_LIFE_S)
+
+    def _keep_alive(self, every_s: float) -> None:
+        """Signs of life while the attempt runs (docs/accounting.md, "A job that dies"): one now,
+        which says how often they come, then one whenever the journal was quiet that long."""
+        j = self._journal
+        if j is None or self._closed:
+            return
+        try:
+            if every_s:
+                j.append(Kind.ALIVE, _now(), value=every_s)
+            j.keep_alive(every_s)
+        except Exception as e:  # never into training
+            self._warn_once("keep_alive", f"signs of life could not be recorded: {_said(e)}")
 
     def record_job_end_time(self, end_time: _dt.datetime | None = None) -> None:
         """The job finished; its last step ended by now."""
         if self.logging_enabled:
             self._end(Kind.JOB_START, Kind.JOB_END, end_time, "record_job_end_time")
+            self._keep_alive(0.0)  # the attempt is over: its end, not silence, says so
 
     # -- accelerator initialization --------------------------------------------------
     def record_tpu_init_start_time(self, start_time: _dt.datetime | None = None) -> None:

@@ -29,7 +29,8 @@ def at(s: float) -> dt.datetime:
 
 
 def _events(url: str, job: str) -> list[Event]:
-    return list(open_store(url).read(f"goodput_{job}", job).columns.events())
+    """The job's recorded events, less the signs of life the journal adds on its own."""
+    return [e for e in open_store(url).read(f"goodput_{job}", job).columns.events() if e.kind is not Kind.ALIVE]
 
 
 def _recorder(url: str, cls: type[Rec] = Rec, **kw: Any) -> Rec:

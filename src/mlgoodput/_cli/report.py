@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import math
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 from mlgoodput._cli._common import CLIError, open_read_store, rich_console
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
 RESERVED_PREFIX = "mlgoodput."
 
 #: A job with no job-end event whose last event is older than this is shown as stopped.
-RUNNING_WITHIN_S = 600.0
 
 # BadputType names -> the words a person reads (keys are names so this module imports nothing heavy)
 _LABELS = {
@@ -248,6 +246,7 @@ def print_report(r: GoodputReport, out: Any) -> None:
     head = f"Job {r.job_name} (logger {r.logger_name}): {_fmt_time(r.start)} .. {_fmt_time(r.end)} ({r.total_s:,.1f} s)"
     facts = [
         ("goodput", f"{r.goodput_pct:.2f} %"),
+        ("status", r.status),
         ("disruptions", str(r.disruptions)),
         ("last step", "-" if r.last_step is None else str(r.last_step)),
         ("max productive step", "-" if r.max_productive_step is None else str(r.max_productive_step)),
@@ -316,27 +315,6 @@ def _straggler(median_s: float, r: GoodputReport) -> str:
     if fastest <= 0:
         return "-"
     return f"{median_s / fastest:.2f}x"
-
-
-def job_status(store: Store, namespace: str, job: str, now: float) -> str:
-    """finished (a job end after the last start), running (recent events), or stopped."""
-    last_start = last_end = last = -math.inf
-    for part in store.read(namespace, job, 0).parts:
-        kinds, times = part.kinds, part.times
-        if len(kinds):
-            last = max(last, max(times))
-        for code, which in ((1, "start"), (2, "end")):  # Kind.JOB_START, Kind.JOB_END
-            i = kinds.rfind(bytes([code]))
-            if i >= 0:
-                if which == "start":
-                    last_start = max(last_start, times[i])
-                else:
-                    last_end = max(last_end, times[i])
-    if last_end >= last_start and last_end > -math.inf:
-        return "finished"
-    if now - last <= RUNNING_WITHIN_S:
-        return "running"
-    return "stopped (no job end)"
 
 
 def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
@@ -414,7 +392,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     try:
         infos = [j for j in store.jobs() if args.all or not j.namespace.startswith(RESERVED_PREFIX)]
         losses = journal_losses(store)
-        now = time.time()
         rows: list[dict[str, Any]] = []
         for j in infos:
             row: dict[str, Any] = {
@@ -429,7 +406,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 row.update(
                     goodput_pct=r.goodput_pct if r.total_s > 0 else None,
                     duration_s=r.total_s,
-                    status=job_status(store, j.namespace, j.job, now),
+                    status=r.status,
                 )
             if (j.namespace, j.job) in losses:
                 row["journal_lost_events"] = losses[(j.namespace, j.job)]

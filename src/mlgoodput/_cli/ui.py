@@ -20,13 +20,6 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument(
-        "--stale-after",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="a job without job_end silent this long is stale (ten times this: crashed)",
-    )
-    p.add_argument(
         "--profile-dir",
         action="append",
         default=None,
@@ -50,8 +43,6 @@ def _run(args: argparse.Namespace) -> int:
 
     args.host = check_host(args.host, "--host")
     check_port(args.port, "--port")
-    if not args.stale_after > 0:
-        raise ValueError(f"--stale-after must be a positive number of seconds, got {args.stale_after}")
     url = resolve_store_url(args.store, "--store")
     path = store_file(url)
     if path is not None and not os.path.exists(path):
@@ -70,7 +61,6 @@ def _run(args: argparse.Namespace) -> int:
             store,
             args.host,
             args.port,
-            stale_after_s=args.stale_after,
             profile_dirs=args.profile_dir,
             max_profile_bytes=args.max_profile_bytes or MAX_PROFILE_BYTES,
         )

@@ -13,6 +13,10 @@ from mlgoodput.export import Sample, SeriesLabels, new_sample
 #: How many of the most recent steps the step-time deviation summarizes.
 DEVIATION_STEPS = 100
 
+#: The accounting's status words (GoodputReport.status), exported as a state set.
+STATUS_WORDS = ("running", "finished", "crashed", "stale", "empty")
+_STATUS_DESC = "1 for the job's status (the word of mlgoodput report and jobs), 0 for the others"
+
 HOST_STEP_TIME = "hosts/{host}/step_time_{stat}_seconds"
 HOST_STEP_TIME_DESC = "step time seen by one host (median, p90, max)"
 
@@ -79,6 +83,8 @@ def cumulative_samples(
             desc="ideal (median or configured) step time",
         ),
     ]
+    for word in STATUS_WORDS:  # a state set: the job's word is 1, the others 0
+        out.append(s("goodput/status/{status}", word == report.status, extra={"status": word}, desc=_STATUS_DESC))
     if report.max_productive_step is not None:
         out.append(
             s("goodput/max_productive_step", report.max_productive_step, desc="largest step whose work was kept")

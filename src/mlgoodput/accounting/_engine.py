@@ -47,7 +47,7 @@ from mlgoodput.accounting._report import (
     SliceEfficiency,
 )
 from mlgoodput.accounting._sorted import SortedFloats
-from mlgoodput.accounting._timeline import HostLog, Rec, Timeline
+from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, last_attempt_end, status_word
 from mlgoodput.events import Kind
 
 _CHUNK = 1 << 20
@@ -95,9 +95,9 @@ class Engine:
             elif nxt < INF:
                 end, how = nxt, "restart"
             else:
-                end, how = q, "running"
+                end, how = last_attempt_end(self.timeline, s, q)
             i0 = bisect_left(times, s)
-            i1 = bisect_right(times, end) if how == "running" else bisect_left(times, end)
+            i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
             out.append(Attempt(s, end, how, i0, max(i0, i1)))
         return out
 
@@ -344,6 +344,7 @@ class Engine:
             ideal_step_time_s=ctx.ideal,
             slice_efficiency=_slices(acts.slices, a, b),
             hosts=self.host_stats(q) if len(tl.hosts) > 1 else (),
+            status=status_word(tl, atts[-1].ended_by, q),
         )
 
     def _partition(self, acts: Activities, ctx: Query, a: float, b: float) -> tuple[dict[object, float], float]:
@@ -488,4 +489,5 @@ def _empty(job: str, logger: str, a: float, b: float) -> GoodputReport:
         last_step=None,
         max_productive_step=None,
         ideal_step_time_s=0.0,
+        status="empty",
     )

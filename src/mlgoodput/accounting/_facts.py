@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mlgoodput.accounting._timeline import Timeline
+from mlgoodput.accounting._timeline import OPEN_ENDED, Timeline, last_attempt_end
 from mlgoodput.events import Kind
 
 
@@ -22,7 +22,7 @@ class AttemptFacts:
 
     start: float
     end: float
-    ended_by: str  # "job_end", "restart" or "running"
+    ended_by: str  # "job_end", "restart", "died" or "running"
     i0: int
     i1: int
     restored_step: int | None  # the step its earliest checkpoint restore named
@@ -192,9 +192,9 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
         elif nxt < math.inf:
             end, how = nxt, "restart"
         else:
-            end, how = q, "running"
+            end, how = last_attempt_end(tl, s, q)
         i0 = bisect_left(times, s)
-        i1 = bisect_right(times, end) if how == "running" else bisect_left(times, end)
+        i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
         attempts.append(AttemptFacts(s, end, how, i0, max(i0, i1), sc.restored.get(k)))
     return JobFacts(
         q,

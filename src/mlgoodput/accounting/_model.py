@@ -48,7 +48,7 @@ LOW = (B.TRAINING_PREP, B.TPU_INITIALIZATION)
 class Attempt:
     start: float
     end: float  # its job_end, the next job_start, or the query time
-    ended_by: str  # "job_end", "restart" or "running"
+    ended_by: str  # "job_end", "restart", "died" (its writers went silent) or "running"
     i0: int  # its steps are indices i0 .. i1-1 of the lead host's arrays
     i1: int
 

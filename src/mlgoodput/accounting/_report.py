@@ -97,6 +97,10 @@ class GoodputReport:
     hosts: tuple[HostStepStats, ...] = field(default=())
     #: MFU, scheduling goodput, MPG, ETTR and reliability (docs/accounting.md, "Productivity")
     productivity: Productivity | None = None
+    #: the job at the query time, one word everywhere (docs/accounting.md, "Status"): finished,
+    #: running, crashed (its writers went silent), stale (silent, and they send no signs of life)
+    #: or empty
+    status: str = "running"
 
     @property
     def goodput_pct(self) -> float:
@@ -140,6 +144,7 @@ class GoodputReport:
             "ideal_step_time_s": self.ideal_step_time_s,
             "slice_efficiency": None if self.slice_efficiency is None else self.slice_efficiency.to_dict(),
             "hosts": [h.to_dict() for h in self.hosts],
+            "status": self.status,
             **self._productivity_dict(),
         }
 

@@ -146,6 +146,8 @@ def dump(
         "cursor": cursor,
         "events": tl.events,
         "max_time": tl.max_time,
+        "alive_every": tl.alive_every,
+        "last_alive": tl.last_alive if tl.last_alive > -math.inf else None,
         "sections": sections,
         "hosts": hosts,
         "derived": derived,
@@ -346,6 +348,8 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tu
         tl.hosts[host] = hlog
     tl.events = int(h["events"])
     tl.max_time = float(h["max_time"])
+    tl.alive_every = float(h.get("alive_every", 0.0))
+    tl.last_alive = -math.inf if h.get("last_alive") is None else float(h["last_alive"])
     tl.earliest_change = math.inf
     dm = h["derived"]
     if dm is not None:
@@ -606,6 +610,7 @@ def encode_report(r: GoodputReport) -> dict[str, Any]:
         "slice_efficiency": None if r.slice_efficiency is None else r.slice_efficiency.to_dict(),
         "hosts": [h.to_dict() for h in r.hosts],
         "productivity": None if r.productivity is None else r.productivity.to_dict(),
+        "status": r.status,
     }
 
 
@@ -636,6 +641,7 @@ def decode_report(d: dict[str, Any]) -> GoodputReport:
         slice_efficiency=None if se is None else SliceEfficiency(**se),
         hosts=tuple(HostStepStats(**hs) for hs in d["hosts"]),
         productivity=prod,
+        status=d.get("status", "finished"),  # older saved answers: only ended jobs had one
     )
 
 

@@ -16,14 +16,17 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from mlgoodput import _env
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store import NO_STEP, Columns
 
 _STEP = int(Kind.STEP_START)
+_ALIVE = int(Kind.ALIVE)
 _STEP_MASK = bytes(1 if i == _STEP else 0 for i in range(256))
-_OTHER_MASK = bytes(0 if i == _STEP else 1 for i in range(256))
+_OTHER_MASK = bytes(0 if i in (_STEP, _ALIVE) else 1 for i in range(256))  # signs of life: only their time
+_ALIVE_MASK = bytes(1 if i == _ALIVE else 0 for i in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class Timeline:
         self.hosts: dict[int, HostLog] = {}
         self.earliest_change = math.inf
         self.max_time = -math.inf
+        self.alive_every = 0.0  # the longest period of signs of life a writer promised; 0: none did
+        self.last_alive = -math.inf  # the latest sign of life (kept apart: it is no event of the job)
         self.events = 0
         self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
 
@@ -172,9 +177,16 @@ class Timeline:
         if n == 0:
             return
         self.events += n
-        top = _fast.maximum(cols.times)
-        self.max_time = max(self.max_time, max(cols.times) if top is None else top)
         kinds = bytes(cols.kinds)
+        top: float | None
+        if _ALIVE in kinds:
+            self._signs_of_life(cols, kinds)
+            if kinds.count(_ALIVE) == n:
+                return
+            top = max(t for t, k in zip(cols.times, kinds, strict=True) if k != _ALIVE)
+        else:
+            top = _fast.maximum(cols.times)
+        self.max_time = max(self.max_time, max(cols.times) if top is None else top)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
         # every value the first's: compared as bytes (count() would make an int object a value)
@@ -268,6 +280,24 @@ class Timeline:
         self.max_time = max(self.max_time, *last_t)
         self.earliest_change = min(self.earliest_change, *[min(math.inf, e) for e in earliest])
 
+    def _signs_of_life(self, cols: Columns, kinds: bytes) -> None:
+        for i in _ones(kinds.translate(_ALIVE_MASK)):
+            v = cols.values[i]
+            if v == v and v > self.alive_every:  # not NaN
+                self.alive_every = float(v)
+            self.last_alive = max(self.last_alive, cols.times[i])
+
+    def died_at(self, q: float) -> float | None:
+        """When the job's writers were last heard of, if by `q` they have all been silent past
+        the dead limit and they had promised signs of life; else None (alive, or unknown: a
+        stream without signs of life, like the seed's, is never judged dead)."""
+        heard = max(self.max_time, self.last_alive)
+        if self.alive_every <= 0 or q < heard:
+            return None
+        if q - heard > _env.dead_after_s(self.alive_every):
+            return heard
+        return None
+
     def lead_host(self, q: float) -> int | None:
         """The lowest process index that recorded a job_start at or before q (kept while no event
         comes in and q is past every host's first job_start: a query that finds nothing new)."""
@@ -285,3 +315,29 @@ class Timeline:
         if q >= latest_first:
             self._lead = (self.events, latest_first, best)
         return best
+
+
+#: How an attempt without an end of its own ends: its steps at that instant belong to it.
+OPEN_ENDED = frozenset({"running", "died"})
+
+
+def last_attempt_end(tl: Timeline, start: float, q: float) -> tuple[float, str]:
+    """The end of the last attempt when nothing ended it: the query time while its writers
+    live, else the last time any of them was heard of (never before the attempt began)."""
+    d = tl.died_at(q)
+    if d is None:
+        return q, "running"
+    return max(d, start), "died"
+
+
+def status_word(tl: Timeline, ended_by: str, q: float) -> str:
+    """The job's status at `q` from how its last attempt ended: finished (a job end), crashed
+    (its writers went silent: `died_at`), running, or stale (silent past the dead limit, but
+    its writers send no signs of life, so the accounting cannot tell a hang from a death)."""
+    if ended_by == "job_end":
+        return "finished"
+    if ended_by == "died":
+        return "crashed"
+    if tl.alive_every <= 0 and q - tl.max_time > _env.dead_after_s(0.0):
+        return "stale"
+    return "running"

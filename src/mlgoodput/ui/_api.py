@@ -94,9 +94,8 @@ class _Warmer(BackgroundWorker):
 class Api:
     """Views of one store's jobs, runs and console streams, kept across requests."""
 
-    def __init__(self, store: Store, *, stale_after_s: float = 120.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.stale_after_s = stale_after_s
         self.clock = clock
         self._views: dict[tuple[str, str], JobView] = {}
         self._ready: set[tuple[str, str]] = set()
@@ -138,7 +137,7 @@ class Api:
             v = self._views.get(key)
             if v is None:
                 v = self._views[key] = JobView(
-                    self.store, job, logger, stale_after_s=self.stale_after_s, clock=self.clock
+                    self.store, job, logger, clock=self.clock
                 )
         return v
 

@@ -200,12 +200,10 @@ class JobView:
         job: str,
         logger: str,
         *,
-        stale_after_s: float = 120.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.job = job
         self.logger = logger
-        self.stale_after_s = stale_after_s
         self._clock = clock
         self.hosts: dict[int, HostSeries] = {}
         self.events = 0
@@ -455,7 +453,7 @@ class JobView:
                     self._report_time = self._clock()
                     return r
             r = self.refresh()
-            self._finished = self.status() == "finished"
+            self._finished = r.status == "finished"
             return r
 
     def _stored_events(self) -> int:
@@ -484,7 +482,7 @@ class JobView:
 
     def attempts(self) -> list[dict[str, Any]]:
         """The lead host's attempts: start, end, how it ended, first and last step."""
-        out: list[dict[str, Any]] = self._cached(("attempts",), self._attempts)
+        out: list[dict[str, Any]] = self._cached(("attempts",), self._attempts, self.status() == "crashed")
         return out
 
     def _attempts(self) -> list[dict[str, Any]]:
@@ -493,10 +491,13 @@ class JobView:
             return []
         hs = self.hosts[lead]
         # the accounting's own attempts (the engine's rule: its job starts, how each ended and
-        # its steps), as of the latest event: a running attempt ends there
-        how = {"job_end": "finished", "restart": "restarted", "running": "open"}
+        # its steps), as of the latest event: a running attempt ends there; one whose writers
+        # went silent ends at their last sign of life (the report's "crashed")
+        how = {"job_end": "finished", "restart": "restarted", "running": "open", "died": "crashed"}
+        self._attempts_of.timeline = self.calc.timeline  # read only: its signs of life
+        q = max(self._clock(), self.max_time) if self.status() == "crashed" else self.max_time
         out = []
-        for k, a in enumerate(self._attempts_of.attempts(hs.log, self.max_time)):
+        for k, a in enumerate(self._attempts_of.attempts(hs.log, q)):
             i0, i1 = a.i0, a.i1
             last_evt = hs.times[i1 - 1] if i1 > i0 else a.start
             # the attempt's last sign of life, for a crash marker: its latest other event
@@ -519,16 +520,9 @@ class JobView:
         return out
 
     def status(self) -> str:
-        """finished (the last attempt recorded its end), running, stale or crashed (silent)."""
-        atts = self.attempts()
-        if not atts:
-            return "empty"
-        if atts[-1]["ended"] == "finished":
-            return "finished"
-        silent = self._clock() - self.max_time
-        if silent <= self.stale_after_s:
-            return "running"
-        return "stale" if silent <= 10 * self.stale_after_s else "crashed"
+        """The accounting's word for the job (finished, running, crashed, stale or empty): the
+        same the report, `mlgoodput jobs` and the monitor say."""
+        return self.report().status
 
     def summary(self) -> dict[str, Any]:
         """A row of the jobs page."""

@@ -117,7 +117,6 @@ class UIServer:
         port: int = 0,
         *,
         token: str | None = None,
-        stale_after_s: float = 120.0,
         clock: Callable[[], float] = time.time,
         profile_dirs: Sequence[str] | None = None,
         max_profile_bytes: int = MAX_PROFILE_BYTES,
@@ -127,7 +126,7 @@ class UIServer:
         self.loopback = is_loopback(host)
         self.token = check_exposure(host, token)
         self.profiles = ProfileFiles(profile_dirs, max_profile_bytes)
-        self.api = Api(store, stale_after_s=stale_after_s, clock=clock)
+        self.api = Api(store, clock=clock)
         self.address_family = HostPort(host, port).family
         sock = bind_tcp(host, port, self.address_family)
         self.server_address: tuple[Any, ...] = sock.getsockname()
@@ -376,7 +375,6 @@ def serve(
     port: int,
     *,
     out: Any = None,
-    stale_after_s: float = 120.0,
     profile_dirs: Sequence[str] | None = None,
     max_profile_bytes: int = MAX_PROFILE_BYTES,
 ) -> int:
@@ -384,7 +382,7 @@ def serve(
     import sys
 
     srv = UIServer(
-        store, host, port, stale_after_s=stale_after_s, profile_dirs=profile_dirs, max_profile_bytes=max_profile_bytes
+        store, host, port, profile_dirs=profile_dirs, max_profile_bytes=max_profile_bytes
     )
     srv.api.warm_all()
     out = out or sys.stdout

@@ -1,0 +1,118 @@
+"""A job whose processes were killed ends at their last sign of life (docs/accounting.md,
+"A job that dies"): its total stops growing, its status is `crashed`, and a later restart is
+a disruption. A job whose processes live on (a hang) keeps counting, as the spec says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlgoodput.accounting import BadputType, GoodputCalculator, GoodputReport
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import MemoryStore
+
+T0 = 1_700_000_000.0
+B = BadputType
+
+
+def _job(alive: bool = True, steps: int = 100) -> list[Event]:
+    """A job start (with its sign of life, as the recorder writes it), then one step a second."""
+    evs = [Event(Kind.JOB_START, T0)]
+    if alive:
+        evs.append(Event(Kind.ALIVE, T0, value=15.0))
+    evs += [Event(Kind.STEP_START, T0 + 1 + i, step=i) for i in range(steps)]
+    return evs
+
+
+def _report(events: list[Event], q: float) -> GoodputReport:
+    st = MemoryStore()
+    st.append("l", "j", EventBatch(1, 0, events))
+    return GoodputCalculator("j", "l", store=st, clock=lambda: q).report()
+
+
+def _same(a: GoodputReport, b: GoodputReport) -> None:
+    assert (a.start, a.end, a.total_s, a.productive_s, a.status) == (
+        b.start,
+        b.end,
+        b.total_s,
+        b.productive_s,
+        b.status,
+    )
+    assert a.badput_s == b.badput_s
+
+
+def test_a_silent_job_ends_at_its_last_sign_of_life_and_stops_growing() -> None:
+    evs = _job()
+    last = T0 + 100  # the last step's start: the last thing heard
+    early = _report(evs, last + 60)  # silent for a minute: still counted up to now
+    assert early.status == "running" and early.total_s == pytest.approx(160.0)
+    assert early.badput_s[B.STALL] > 50  # the silence shows as a hang while it might be one
+    r1 = _report(evs, last + 121)
+    r2 = _report(evs, last + 181)  # a minute later: the same answer
+    _same(r1, r2)
+    assert r1.status == "crashed"
+    assert r1.end == last and r1.total_s == pytest.approx(100.0)
+    assert r1.badput_s[B.STALL] == 0.0  # the time since the death is not the job's
+    # the last step has no known end: its estimated end is one ideal step, the rest OTHER
+    assert r1.productive_s == pytest.approx(99.0)
+    assert r1.disruptions == 0
+
+
+def test_signs_of_life_keep_a_hung_job_running_and_its_hang_counted() -> None:
+    evs = _job() + [Event(Kind.ALIVE, T0 + 115 + 15 * k, value=15.0) for k in range(20)]  # to T0+400
+    r = _report(evs, T0 + 410)
+    assert r.status == "running"
+    assert r.total_s == pytest.approx(410.0)
+    assert r.badput_s[B.STALL] == pytest.approx(309.0)  # the running step, beyond one ideal step
+    dead = _report(evs, T0 + 400 + 121)
+    assert dead.status == "crashed" and dead.end == T0 + 400
+
+
+def test_a_stream_without_signs_of_life_is_never_judged_dead() -> None:
+    """ml-goodput-measurement's own logs, replays: silence may be a hang, so it counts on."""
+    evs = _job(alive=False)
+    r = _report(evs, T0 + 100 + 500)
+    assert r.status == "stale"
+    assert r.total_s == pytest.approx(600.0)
+
+
+def test_a_restart_after_a_death_is_a_disruption() -> None:
+    t1 = T0 + 1000
+    evs = [*_job(), Event(Kind.JOB_START, t1), Event(Kind.ALIVE, t1, value=15.0)]
+    evs += [Event(Kind.STEP_START, t1 + 1 + i, step=100 + i) for i in range(10)]
+    r = _report(evs, t1 + 11)
+    assert r.status == "running" and r.disruptions == 1
+    # recovery from the dead attempt's last step's estimated end to the restart (spec)
+    assert r.badput_s[B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION] == pytest.approx(t1 - (T0 + 101))
+
+
+def test_a_job_end_is_finished_whatever_the_silence() -> None:
+    evs = [*_job(), Event(Kind.JOB_END, T0 + 101)]
+    r = _report(evs, T0 + 10_000)
+    assert r.status == "finished" and r.total_s == pytest.approx(101.0)
+
+
+def test_the_dead_limit_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    evs = _job()
+    monkeypatch.setenv("MLGOODPUT_DEAD_AFTER_S", "5")
+    assert _report(evs, T0 + 104).status == "running"
+    assert _report(evs, T0 + 106).status == "crashed"
+    monkeypatch.setenv("MLGOODPUT_DEAD_AFTER_S", "soon")
+    st = MemoryStore()
+    st.append("l", "j", EventBatch(1, 0, evs))
+    with pytest.raises(ValueError, match=r"MLGOODPUT_DEAD_AFTER_S.*'soon'"):
+        GoodputCalculator("j", "l", store=st, clock=lambda: T0 + 300).report()
+
+
+def test_a_saved_state_keeps_the_signs_of_life(tmp_path: Path) -> None:
+    from mlgoodput.store import open_store
+
+    st = open_store(str(tmp_path / "s.db"))
+    st.append("l", "j", EventBatch(1, 0, _job()))
+    q = T0 + 100 + 121
+    c = GoodputCalculator("j", "l", store=st, clock=lambda: q, snapshot=True)
+    assert c.report().status == "crashed"
+    c.save_state()
+    again = GoodputCalculator("j", "l", store=st, clock=lambda: q, snapshot=True).report()
+    assert again.status == "crashed" and again.end == T0 + 100
