@@ -99,6 +99,7 @@ class GoodputRecorder:
         self._open_step: int | None = None
         self._last_step = -1
         self._closed = False
+        self._step_clock: Any = None  # a CompletionWatcher that times the steps, when attached
         self._journal: Journal | None = None
         if self.logging_enabled:
             self._journal = Journal.for_stream(self._store_arg, self.logger_name, self.job_name, self.process_index)
@@ -247,6 +248,19 @@ class GoodputRecorder:
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
             self._keep_alive(SIGN_OF_LIFE_S)
 
+    def _attach_step_clock(self, clock: Any) -> None:
+        """For `CompletionWatcher`: hand it the step starts from now on (None: write them again)."""
+        self._step_clock = clock
+
+    def _drain_steps(self) -> None:
+        """Before a job end or a close: let an attached watcher finish timing the steps."""
+        clock = self._step_clock
+        if clock is not None:
+            try:
+                clock.drain()
+            except Exception as e:  # never into training
+                self._warn_once("drain", f"the completion watcher could not finish: {_said(e)}")
+
     def _keep_alive(self, every_s: float) -> None:
         """Signs of life while the attempt runs (docs/accounting.md, "A job that dies"): one now,
         which says how often they come, then one whenever the journal was quiet that long."""
@@ -263,6 +277,7 @@ class GoodputRecorder:
     def record_job_end_time(self, end_time: _dt.datetime | None = None) -> None:
         """The job finished; its last step ended by now."""
         if self.logging_enabled:
+            self._drain_steps()
             self._end(Kind.JOB_START, Kind.JOB_END, end_time, "record_job_end_time")
             self._keep_alive(0.0)  # the attempt is over: its end, not silence, says so
 
@@ -329,7 +344,11 @@ class GoodputRecorder:
                 " record_job_start_time; recorded",
             )
         try:
-            self._append(_STEP_START, ts, step)
+            clock = self._step_clock
+            if clock is None:
+                self._append(_STEP_START, ts, step)
+            else:  # a CompletionWatcher writes it once the previous step's work is done
+                clock.started(step, ts)
         except ValueError as e:  # a step beyond 64 bits: costs nothing until it happens
             self._unrecordable("record_step_start_time", step, e)
             return
@@ -482,6 +501,13 @@ class GoodputRecorder:
     def close(self, timeout_s: float | None = None) -> bool:
         """Ship what was recorded (waiting up to `timeout_s`) and stop recording. Safe twice."""
         timeout_s = self._timeout(timeout_s, "close")
+        with self._state_lock:
+            if self._closed:
+                return True
+        self._drain_steps()
+        clock, self._step_clock = self._step_clock, None
+        if clock is not None:
+            clock.close(1.0)
         with self._state_lock:
             if self._closed:
                 return True

@@ -261,6 +261,7 @@ def print_report(r: GoodputReport, out: Any) -> None:
             )
         )
     facts += productivity_facts(r)
+    facts += [("note", n) for n in (r.productivity.notes if r.productivity is not None else ())]
     rows = report_rows(r)
     hosts = [
         (str(h.host), str(h.steps), f"{h.median_s:.4g}", f"{h.p90_s:.4g}", f"{h.max_s:.4g}", _straggler(h.median_s, r))

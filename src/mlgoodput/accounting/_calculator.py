@@ -463,7 +463,20 @@ class GoodputCalculator:
         )
         if engine is self._engine:
             self._keep((q, r) if whole else None)
+        self._say_notes(r)
         return r
+
+    def _say_notes(self, r: GoodputReport) -> None:
+        """Log each of the report's notes (a figure unknown, the host ahead of the device) once."""
+        p = r.productivity
+        if p is None or not p.notes:
+            return
+        said: set[str] = self.__dict__.setdefault("_notes_said", set())
+        for note in p.notes:
+            key = note[:12]  # which note: its figures change from query to query
+            if key not in said:
+                said.add(key)
+                log.warning("mlgoodput: job %r: %s", self.job_name, note)
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)

@@ -81,6 +81,9 @@ class Productivity:
     checkpoint_restore: CostStats
     checkpoint_interval_s: float | None
     checkpoint_interval_steps: float | None
+    #: why a figure is unknown or doubtful, in a sentence each (e.g. the host ran ahead of the
+    #: device): the calculator logs each once, `mlgoodput report` prints them
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

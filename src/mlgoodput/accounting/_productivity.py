@@ -205,6 +205,24 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     mfu = _div(fl_exec, None if p is None else p * steps_s) if known else None
     pg = _div(achieved, p)
     step_mfu = _div(flops_now, None if p is None else p * ideal)
+    notes: list[str] = []
+    ahead = host_ahead(r, executed)
+    if ahead is not None:
+        notes.append(ahead)
+    if any(x is not None and x > 1.0 for x in (mfu, pg, step_mfu)):
+        # more than the peak: an input is wrong, so the figures are unknown rather than false
+        mfu = None if mfu is not None and mfu > 1.0 else mfu
+        pg = None if pg is not None and pg > 1.0 else pg
+        step_mfu = None if step_mfu is not None and step_mfu > 1.0 else step_mfu
+        notes.append(
+            "MFU or program goodput came out above 100 % of the peak, so they are reported unknown:"
+            + (
+                " the step times look like dispatch times (see above)"
+                if ahead
+                else " check the recorded step FLOPs and the peak FLOP/s (and whether steps are timed"
+                " at dispatch: docs/jax.md, 'Asynchronous dispatch')"
+            )
+        )
     # -- scheduling goodput ---------------------------------------------------------------
     n = len(atts)
     inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
@@ -312,4 +330,33 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         checkpoint_restore=cost_stats(f.restores, a, b),
         checkpoint_interval_s=sum(gaps) / len(gaps) if gaps else None,
         checkpoint_interval_steps=sum(step_gaps) / len(step_gaps) if step_gaps else None,
+        notes=tuple(notes),
+    )
+
+
+#: A step period (wall time in steps / steps) this many ideal steps long, with this share of
+#: the step time in STALL, says the ideal step time measured dispatches, not device work.
+AHEAD_RATIO = 3.0
+AHEAD_STALL_SHARE = 0.2
+
+
+def host_ahead(r: GoodputReport, steps: int) -> str | None:
+    """A note when the step starts look like the host running ahead of the device (JAX's
+    asynchronous dispatch, CUDA streams): most steps take a dispatch's time, a few a wait on
+    many, so the median (the ideal step time) is tiny and the waits become STALL."""
+    ideal = r.ideal_step_time_s
+    if steps < 10 or not ideal > 0:
+        return None
+    stall = r.badput_total_s(B.STALL)
+    in_steps = r.productive_s + stall + r.badput_total_s(B.PROGRAM_STARTUP) + r.badput_total_s(
+        B.WASTED_PROGRESS_FROM_DISRUPTION
+    )
+    if in_steps <= 0 or stall < AHEAD_STALL_SHARE * in_steps or in_steps / steps < AHEAD_RATIO * ideal:
+        return None
+    return (
+        f"the ideal step time ({ideal * 1e3:.3g} ms) is far below the mean step period"
+        f" ({in_steps / steps * 1e3:.3g} ms) and {100 * stall / in_steps:.0f} % of the step time is STALL:"
+        " the steps look timed at dispatch while the host runs ahead of the device (JAX async"
+        " dispatch, CUDA streams). Wait on each step's output, or use a CompletionWatcher"
+        " (docs/jax.md, 'Asynchronous dispatch'), or pass configured_ideal_step_time"
     )

@@ -618,11 +618,12 @@ def decode_report(d: dict[str, Any]) -> GoodputReport:
     p = d["productivity"]
     prod = None
     if p is not None:
-        kw = {f.name: p[f.name] for f in dataclasses.fields(Productivity)}
+        kw = {f.name: p[f.name] for f in dataclasses.fields(Productivity) if f.name in p}
         kw["checkpoint_save"] = CostStats(**kw["checkpoint_save"])
         kw["checkpoint_restore"] = CostStats(**kw["checkpoint_restore"])
         kw["attempts"] = tuple(AttemptQueue(**a) for a in kw["attempts"])
         kw["recoveries_s"] = tuple(kw["recoveries_s"])
+        kw["notes"] = tuple(kw.get("notes", ()))
         prod = Productivity(**kw)
     se = d["slice_efficiency"]
     return GoodputReport(

@@ -6,6 +6,7 @@
     ...                                     # jit, train
     jm.shutdown()                           # also runs at exit
     step = jm.track_step_flops(step)        # the compiler's FLOPs of each compiled step, recorded
+    watcher = jm.CompletionWatcher(recorder) # steps timed by device completion (async dispatch)
 
 Nothing happens at import. `OrbaxLogger` (imported on first use, it needs Orbax) records
 checkpoint saves and restores of a `CheckpointManager` as the job's checkpoint events.
@@ -19,6 +20,7 @@ from mlgoodput.jax import config, gcp_utils, listeners
 from mlgoodput.jax._flops import track_step_flops
 from mlgoodput.jax._init import init, register_listeners, shutdown
 from mlgoodput.jax._session import DEFAULT_METRIC_PREFIX, NAMESPACE, Session, current
+from mlgoodput.jax._watch import CompletionWatcher
 from mlgoodput.jax.config import set_config
 from mlgoodput.jax.gcp_utils import initialize_client
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_METRIC_PREFIX",
     "NAMESPACE",
+    "CompletionWatcher",
     "OrbaxLogger",
     "Session",
     "config",
