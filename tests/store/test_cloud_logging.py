@@ -298,7 +298,7 @@ def test_the_jobs_command_lists_cloud_logging_jobs(fake_logging: Any, capsys: py
     assert [{k: r[k] for k in keys} for r in rows] == [
         {"job": "a", "logger": "goodput_a", "events": 4, "first_time": 1000.0, "last_time": 1003.0}
     ]
-    assert rows[0]["status"] == "stopped (no job end)" and rows[0]["goodput_pct"] is None
+    assert rows[0]["status"] == "empty" and rows[0]["goodput_pct"] is None  # steps, no job start
 
 
 def test_a_recorder_writes_through_a_cloud_logger(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
