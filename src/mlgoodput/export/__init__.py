@@ -11,7 +11,7 @@ from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
 from mlgoodput.export._names import label_name
 from mlgoodput.export._otlp import OTLPExporter
-from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource
+from mlgoodput.export._process import ExporterError, ExporterProcess, SampleSource, StopHandle
 from mlgoodput.export._prometheus import PrometheusExporter
 from mlgoodput.export._registry import exporter_names as exporter_names  # for other packages
 from mlgoodput.export._registry import make_exporter as make_exporter  # for other packages
@@ -29,6 +29,7 @@ __all__ = [
     "PrometheusExporter",
     "Sample",
     "SampleSource",
+    "StopHandle",
     "TensorBoardExporter",
     "label_name",
 ]

@@ -10,6 +10,7 @@ child Python interpreter and hands it samples through a socket pair. The API:
     proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
     proc.remove_source("goodput")     # one last collect and export of that source
     proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
+    h = proc.stop_in_background(10)   # the same, returning at once: a StopHandle (h.wait() -> bool)
 
 Submitted samples are exported as soon as they arrive, or, with `export_interval_s`, in
 one batch per exporter every `export_interval_s` (latest value per series); source
@@ -25,10 +26,19 @@ submitted samples); a child whose parent dies does a final flush and exits.
 The child is a fresh interpreter started with `subprocess` (spawn semantics) rather than a
 multiprocessing context, so the user's `__main__` module (the training script) is never
 re-imported in it.
+
+`stop_in_background` and `remove_source_in_background` send their request at once (the
+child starts the final collect right away) and leave the wait to one parent-side
+BackgroundWorker shared by every ExporterProcess (`_Finisher`): it sees each reply or
+deadline through, kills a child that overstays, and finishes the returned `StopHandle`. A
+training process that stops its uploaders right before it records its job end is held up
+for the time a message takes, not for the final upload. At interpreter exit the pending
+ones are waited for, each until its own deadline, so the final upload is not cut short.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import pickle
@@ -36,13 +46,13 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
 from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput._spawn import helper_env, start_python
-from mlgoodput._worker import BackgroundWorker
+from mlgoodput._worker import BackgroundWorker, at_fork_in_child
 from mlgoodput.export._base import Exporter, Sample
 from mlgoodput.export._contract import check_exporter
 from mlgoodput.export._series import SeriesKey as SeriesKey  # for the modules beside it
@@ -101,6 +111,69 @@ class ExporterError(RuntimeError):
     """The exporter process could not start (an exporter failed to open, the child died)."""
 
 
+#: How long past its deadline a background stop may still take: the supervisor's close, a
+#: child's exit or kill (see `ExporterProcess._end_child`).
+FINISH_MARGIN_S = 2.0
+
+
+class StopHandle:
+    """A stop or final upload that an ExporterProcess finishes in the background.
+
+    `sent` says whether the request reached the child; `wait()` blocks until it is over and
+    says whether everything went out; `deadline` (time.monotonic) is when it ends at the
+    latest, one way or the other (plus FINISH_MARGIN_S for ending the child)."""
+
+    def __init__(self, what: str, deadline: float, *, sent: bool = True) -> None:
+        self.what = what
+        self.deadline = deadline
+        self.sent = sent
+        self._event = threading.Event()
+        self._ok = False
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[bool], None]] = []
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def ok(self) -> bool:
+        """True once it is over and everything went out."""
+        return self._event.is_set() and self._ok
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until it is over (`timeout_s` None: until its deadline and the margin); True
+        when it completed in full, False when it failed or is still going."""
+        if timeout_s is None:
+            timeout_s = max(0.0, self.deadline - time.monotonic()) + FINISH_MARGIN_S
+        return self._event.wait(max(0.0, timeout_s)) and self._ok
+
+    def add_done_callback(self, fn: Callable[[bool], None]) -> None:
+        """Call `fn(ok)` once it is over (at once when it already is), on the finishing thread."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self._ok)
+
+    def _finish(self, ok: bool) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._ok = ok
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(ok)
+            except Exception as e:  # a caller's callback never stops the others
+                log.debug("mlgoodput: a stop callback failed: %s", e)
+
+    def __repr__(self) -> str:
+        state = ("ok" if self._ok else "failed") if self.done else "running"
+        return f"StopHandle({self.what!r}, {state})"
+
+
 class ExporterProcess:
     """A supervised child process that owns exporters and sources (see the module docstring)."""
 
@@ -141,6 +214,10 @@ class ExporterProcess:
         self._supervisor: _Supervisor | None = None
         self._stopping = False
         self._stopped = False
+        self._stop_handle: StopHandle | None = None
+        # when the child is done with the background requests sent so far (time.monotonic):
+        # it takes them one at a time, so a later one's deadline counts from there
+        self._busy_until = 0.0
 
     # -- public API ----------------------------------------------------------------
     @property
@@ -196,6 +273,22 @@ class ExporterProcess:
                 return True
         return self._request(("remove", key, final), timeout_s)
 
+    def remove_source_in_background(self, key: str, *, final: bool = True, timeout_s: float = 30.0) -> StopHandle:
+        """`remove_source` without the wait: the source is gone and the request on its way
+        when this returns; the handle says when the last collect and export are done."""
+        timeout_s = _seconds(timeout_s)
+        with self._lock:
+            known = self._sources.pop(key, None) is not None
+        if not known:
+            handle = StopHandle(f"{self.name}: remove {key}", time.monotonic())
+            handle._finish(True)
+            return handle
+        deadline = self._background_deadline(timeout_s)
+        req = self._send_request(("remove", key, final), timeout_s)
+        handle = StopHandle(f"{self.name}: remove {key}", deadline, sent=req is not None)
+        _finish_in_background(_RemoveDone(self, handle, req))
+        return handle
+
     def flush(self, timeout_s: float | None = 30.0) -> bool:
         """Collect every source now and export all that is pending; True if every exporter succeeded."""
         return self._request(("flush",), timeout_s)
@@ -207,39 +300,59 @@ class ExporterProcess:
         in time is killed. True if everything was exported and shut down cleanly.
         """
         with self._lock:
-            if self._stopped:
-                return True
-            self._stopping = True
+            pending = self._stop_handle
+            if pending is None:
+                if self._stopped:
+                    return True
+                self._stopping = True
+        if pending is not None:  # stopping in the background already: wait for that one
+            return pending.wait(timeout_s)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        left = None if deadline is None else max(0.0, deadline - time.monotonic() - 0.3)
+        ok = self._request(("stop", final_flush), left) if self.alive else False
+        return self._end_child(deadline) and ok
 
-        def left(margin: float = 0.0) -> float | None:
-            return None if deadline is None else max(0.0, deadline - time.monotonic() - margin)
+    def stop_in_background(self, timeout_s: float = 30.0, *, final_flush: bool = True) -> StopHandle:
+        """`stop`, returning at once: the stop request (with its final flush unless told
+        not to) is on its way when this returns, and the rest (waiting for the child, ending
+        it by the deadline) happens on a background thread; the handle says how it ended.
 
-        ok = self._request(("stop", final_flush), left(0.3)) if self.alive else False
-        sup = self._supervisor
-        if sup is not None:
-            sup.interrupt()
-            sup.close(min(0.5, left() or 0.5))
-        p = self._popen
-        if p is not None:
-            try:
-                w = left()
-                p.wait(2.0 if w is None else max(0.05, min(2.0, w)))
-            except subprocess.TimeoutExpired:
-                pass
-            if p.poll() is None:
-                p.kill()
-                try:
-                    p.wait(1.0)
-                except subprocess.TimeoutExpired:
-                    pass
-                ok = False
+        The deadline counts from when the child is done with the background requests sent
+        before (`remove_source_in_background`): it takes them one at a time. At interpreter
+        exit a stop still going on is waited for until its deadline."""
+        timeout_s = _seconds(timeout_s)
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            self._stopped = True
-        return ok
+            if self._stop_handle is not None:
+                return self._stop_handle
+            deadline = self._background_deadline(timeout_s)
+            handle = self._stop_handle = StopHandle(f"{self.name}: stop", deadline)
+            if self._stopped:
+                handle._finish(True)
+                return handle
+            self._stopping = True
+        req = self._send_request(("stop", final_flush), max(0.0, timeout_s - 0.3)) if self.alive else None
+        handle.sent = req is not None
+        _finish_in_background(_StopDone(self, handle, req))
+        return handle
+
+    def upload_once_in_background(self, key: str, source: SampleSource, timeout_s: float = 30.0) -> StopHandle:
+        """One collect and export of `source`, then the end, by this process before it was
+        started: the start, the upload and the stop all happen in the background (the
+        seed's stop of an uploader that never ran). `timeout_s` bounds the upload and stop,
+        counted once the child has started."""
+        if not isinstance(source, SampleSource):
+            raise TypeError(f"source must have collect(now), got {source!r}")
+        pickle.dumps(source)
+        timeout_s = _seconds(timeout_s)
+        with self._lock:
+            if self._popen is not None or self._stopped or self._stop_handle is not None:
+                raise ExporterError(f"{self.name}: upload_once_in_background needs a process not started yet")
+            # until the child is up its deadline is a guess: the start's own bound, then the upload's
+            handle = self._stop_handle = StopHandle(
+                f"{self.name}: upload {key} once", time.monotonic() + self.start_timeout_s + timeout_s
+            )
+        _finish_in_background(_UploadOnce(self, key, source, handle, timeout_s))
+        return handle
 
     # -- internals -------------------------------------------------------------------
     def _forget_after_fork(self) -> None:
@@ -319,7 +432,16 @@ class ExporterProcess:
             log.debug("%s: send failed (%s); the supervisor will restart the child", self.name, e)
             return False
 
-    def _request(self, msg: tuple[Any, ...], timeout_s: float | None) -> bool:
+    def _background_deadline(self, timeout_s: float) -> float:
+        """The deadline of a background request sent now: `timeout_s` from when the child is
+        done with the ones before it (they are taken in order)."""
+        with self._lock:
+            start = max(time.monotonic(), self._busy_until)
+            self._busy_until = start + timeout_s
+            return self._busy_until
+
+    def _send_request(self, msg: tuple[Any, ...], timeout_s: float | None) -> _Request | None:
+        """Send a request whose reply the supervisor delivers; None when it could not go."""
         ev = threading.Event()
         box: list[Any] = []
         with self._lock:
@@ -327,20 +449,62 @@ class ExporterProcess:
             seq = self._seq
             self._replies[seq] = (ev, box)
             budget = None if timeout_s is None else max(0.0, timeout_s - 0.2)
-            sent = self._send_quietly(("req", seq, msg[0], budget, *msg[1:]))
+            if self._send_quietly(("req", seq, msg[0], budget, *msg[1:])):
+                return _Request(seq, ev, box)
+            self._replies.pop(seq, None)
+        return None
+
+    def _forget_request(self, req: _Request) -> None:
+        with self._lock:
+            self._replies.pop(req.seq, None)
+
+    def _request(self, msg: tuple[Any, ...], timeout_s: float | None) -> bool:
+        req = self._send_request(msg, timeout_s)
+        if req is None:
+            return False
         try:
-            if not sent:
-                return False
             deadline = None if timeout_s is None else time.monotonic() + timeout_s
-            while not ev.wait(0.05):
+            while not req.event.wait(0.05):
                 if not self.alive:
                     return False
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
-            return bool(box and box[0])
+            return req.ok
         finally:
-            with self._lock:
-                self._replies.pop(seq, None)
+            self._forget_request(req)
+
+    def _end_child(self, deadline: float | None) -> bool:
+        """After the stop request: close the supervisor, wait for the child's exit until the
+        deadline (killing it after that) and close the socket. True unless it was killed."""
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        ok = True
+        sup = self._supervisor
+        if sup is not None:
+            sup.interrupt()
+            sup.close(min(0.5, left() or 0.5))
+        p = self._popen
+        if p is not None:
+            try:
+                w = left()
+                p.wait(2.0 if w is None else max(0.05, min(2.0, w)))
+            except subprocess.TimeoutExpired:
+                pass
+            if p.poll() is None:
+                p.kill()
+                try:
+                    p.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                ok = False
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._stopped = True
+        return ok
 
     def _poll_child(self, wake: int | None = None) -> None:
         """Supervisor round: wait for the child's replies and deliver them; restart a dead
@@ -449,3 +613,176 @@ class _Supervisor(BackgroundWorker):
         supervise, restart or talk to the parent's exporter process: it gets an inert copy."""
         self._close_pipe()  # the fork's copies
         self._proc._forget_after_fork()
+
+
+def _seconds(timeout_s: object) -> float:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s >= 0:
+        raise ValueError(f"timeout_s must be a number of seconds >= 0, got {timeout_s!r}")
+    return float(timeout_s)
+
+
+class _Request:
+    """A request sent to the child: its reply arrives through the supervisor."""
+
+    __slots__ = ("box", "event", "seq")
+
+    def __init__(self, seq: int, event: threading.Event, box: list[Any]) -> None:
+        self.seq, self.event, self.box = seq, event, box
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.event.is_set() and self.box and self.box[0])
+
+
+class _RemoveDone:
+    """Sees a background `remove_source` through: over with its reply, the child's death or
+    the deadline."""
+
+    def __init__(self, proc: ExporterProcess, handle: StopHandle, req: _Request | None) -> None:
+        self.proc, self.handle, self.req = proc, handle, req
+
+    def poll(self) -> bool:
+        req = self.req
+        if req is not None and not req.event.is_set() and self.proc.alive and time.monotonic() < self.handle.deadline:
+            return False
+        if req is not None:
+            self.proc._forget_request(req)
+        self.handle._finish(req is not None and req.ok)
+        return True
+
+    def fail(self) -> None:
+        self.handle._finish(False)
+
+
+class _StopDone:
+    """Sees a background `stop` through: waits for the reply (or the child's death, or the
+    deadline), then ends the child as `stop` does."""
+
+    def __init__(self, proc: ExporterProcess, handle: StopHandle, req: _Request | None) -> None:
+        self.proc, self.handle, self.req = proc, handle, req
+
+    def poll(self) -> bool:
+        req, deadline = self.req, self.handle.deadline
+        if req is not None and not req.event.is_set() and self.proc.alive and time.monotonic() < deadline - 0.3:
+            return False
+        ok = req is not None and req.ok
+        if req is not None:
+            self.proc._forget_request(req)
+        ok = self.proc._end_child(deadline) and ok
+        self.handle._finish(ok)
+        return True
+
+    def fail(self) -> None:
+        self.handle._finish(False)
+
+
+class _UploadOnce:
+    """`upload_once_in_background`: its first poll starts the child (blocking: a start is
+    bounded by the process's start timeout) and sends the source and the stop; the rest is a
+    `_StopDone`."""
+
+    def __init__(
+        self, proc: ExporterProcess, key: str, source: SampleSource, handle: StopHandle, timeout_s: float
+    ) -> None:
+        self.proc, self.key, self.source, self.handle, self.timeout_s = proc, key, source, handle, timeout_s
+        self.stop: _StopDone | None = None
+
+    def poll(self) -> bool:
+        if self.stop is None:
+            proc = self.proc
+            try:
+                proc.start()
+            except Exception as e:  # said in the training process's log; the handle says it failed
+                log.warning("%s: the final upload of %r could not start: %s", proc.name, self.key, e)
+                with proc._lock:
+                    proc._stopped = True
+                self.handle._finish(False)
+                return True
+            proc.add_source(self.key, self.source)
+            self.handle.deadline = time.monotonic() + self.timeout_s
+            with proc._lock:
+                proc._stopping = True
+            req = proc._send_request(("stop", True), max(0.0, self.timeout_s - 0.3))
+            self.stop = _StopDone(proc, self.handle, req)
+        return self.stop.poll()
+
+    def fail(self) -> None:
+        self.handle._finish(False)
+
+
+class _Finisher(BackgroundWorker):
+    """The parent-side thread that sees every background stop and final upload through.
+
+    Its items are polled in turn (each poll returns at once while the child works, so one
+    slow backend does not hold the others' results back); a round with items left is
+    "not done", so the worker comes back after FINISH_POLL_S and `flush()` waits for all."""
+
+    after_fork = "restart"  # a forked child gets an empty one of its own
+
+    def __init__(self) -> None:
+        super().__init__("mlgoodput-exporter-finisher", interval_s=3600.0, max_backoff_s=FINISH_POLL_S)
+        self._items: list[_RemoveDone | _StopDone | _UploadOnce] = []
+
+    def _work(self) -> bool:
+        self._items.extend(self._take())
+        left = []
+        for item in self._items:
+            try:
+                if not item.poll():
+                    left.append(item)
+            except Exception as e:  # reported once; the item is over (failed), never retried forever
+                self._report_error(e)
+                item.fail()
+        self._items = left
+        return not left
+
+    def _backlog(self) -> int:
+        return len(self._items) + super()._backlog()
+
+    def latest_deadline(self) -> float:
+        """The latest deadline among the stops still going on (0.0: none)."""
+        items = list(self._items) + self._queue.items()
+        return max((it.handle.deadline for it in items), default=0.0)
+
+    def _on_fork_in_child(self) -> None:
+        self._items = []  # the parent's: it sees them through
+
+
+#: How often the finisher looks at the stops still going on.
+FINISH_POLL_S = 0.05
+
+_finisher: _Finisher | None = None
+_finisher_lock = threading.Lock()
+
+
+def _finish_in_background(item: _RemoveDone | _StopDone | _UploadOnce) -> None:
+    global _finisher
+    with _finisher_lock:
+        f = _finisher
+        if f is None or f.closed:
+            if f is None:
+                atexit.register(_finish_at_exit)
+            f = _finisher = _Finisher()
+    if not f.submit(item):
+        item.fail()
+
+
+def _finish_at_exit() -> None:
+    """Wait for the stops still going on, each until its own deadline: the final upload a
+    stop handed over is not cut short by the interpreter's exit."""
+    f = _finisher
+    if f is None:
+        return
+    try:
+        if f._backlog():
+            f.flush(max(0.0, f.latest_deadline() - time.monotonic()) + FINISH_MARGIN_S)
+    except Exception:  # at exit, never raise
+        pass
+
+
+def _reset_finisher_lock_in_child() -> None:
+    global _finisher_lock
+    _finisher_lock = threading.Lock()
+
+
+at_fork_in_child(_reset_finisher_lock_in_child)
