@@ -472,9 +472,10 @@ def exporter_stop(kind: str, timeout_s: float = 4.0) -> Trial:
 
 
 def monitor_stop_with_failing_exporter(tmp: Path, timeout_s: float | None = 1.0) -> Trial:
-    """GoodputMonitor.stop_goodput_uploader() with a backend that refuses connections: it
-    returns after one last try, long before its 10 s default deadline (`timeout_s`: the OTLP
-    exporter's own timeout; None leaves its default, 10 s, as users do)."""
+    """GoodputMonitor.stop_goodput_uploader() with a backend that refuses connections: its
+    final upload (in the background) ends after one last try, long before its 10 s default
+    deadline (`timeout_s`: the OTLP exporter's own timeout; None leaves its default, 10 s, as
+    users do)."""
     from mlgoodput import monitoring
     from mlgoodput.export import OTLPExporter
 
@@ -496,15 +497,16 @@ def monitor_stop_with_failing_exporter(tmp: Path, timeout_s: float | None = 1.0)
     )
     m.start_goodput_uploader()
     t0 = time.monotonic()
-    ok = m.stop_goodput_uploader()
+    handed = m.stop_goodput_uploader()  # returns at once: the final upload goes on in the background
+    ok = m.wait_for_final_uploads()  # the stop's final try, timed to its end
     secs = time.monotonic() - t0
     return Trial(
-        "monitor stop, backend refusing" + (" (OTLP timeout default)" if timeout_s is None else ""),
+        "monitor stop + final upload, backend refusing" + (" (OTLP timeout default)" if timeout_s is None else ""),
         0,
         0,
         0,
         secs,
-        note=f"stop returned {ok}; default deadline {m.stop_timeout_s:g} s",
+        note=f"stop returned {handed}, final upload {ok}; default deadline {m.stop_timeout_s:g} s",
     )
 
 

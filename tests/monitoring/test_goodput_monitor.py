@@ -75,7 +75,8 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     with pytest.warns(MlGoodputWarning, match="not running"):
         assert m.stop_rolling_window_goodput_uploader()
     assert m.uploader_pid == pid  # the cumulative uploader still runs in the same process
-    assert m.stop_goodput_uploader()  # final upload
+    assert m.stop_goodput_uploader()  # final upload, handed to the background
+    assert m.wait_for_final_uploads()
     got = FileExporter.latest(out)
     assert_matches(got, expected(db))
     assert "goodput/step_time_deviation_seconds" in got
@@ -163,6 +164,7 @@ def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path
     write_events(db, LOGGER, JOB, events[len(events) // 2 :])
     flag.unlink()  # the backend comes back
     assert m.stop_goodput_uploader(timeout_s=20)
+    assert m.wait_for_final_uploads()
     assert_matches(FileExporter.latest(out), expected(db))
 
 
@@ -181,7 +183,8 @@ def test_stop_is_bounded_when_the_backend_hangs(db: Path, t0: float, tmp_path: P
     m.start_goodput_uploader()
     pid = m.uploader_pid
     t = time.monotonic()
-    assert m.stop_goodput_uploader(timeout_s=1.0) is False  # reported, not raised
+    assert m.stop_goodput_uploader(timeout_s=1.0)  # handed over at once
+    assert m.wait_for_final_uploads() is False  # reported, not raised
     assert time.monotonic() - t < 1.0 + 3.0
     assert pid is not None and wait_for(lambda: not _alive(pid))
 
@@ -207,6 +210,7 @@ def test_a_killed_uploader_is_restarted_and_resumes(db: Path, t0: float, tmp_pat
     assert wait_for(lambda: m.uploader_pid not in (None, first) and m.flush(5))
     write_events(db, LOGGER, JOB, events[30:])
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
     assert_matches(FileExporter.latest(out), expected(db))
 
 
@@ -259,6 +263,7 @@ def test_elastic_monitor_uploads_slice_efficiency(db: Path, t0: float, tmp_path:
     )
     m.start_goodput_uploader()
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
     r = GoodputCalculator(JOB, LOGGER, store=str(db)).report()
     assert r.slice_efficiency is not None
     got = FileExporter.latest(out)
@@ -357,6 +362,7 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
         assert 'window="120s"' in text
         assert m.stop_goodput_interval_uploader()
         assert m.stop_goodput_uploader()
+        assert m.wait_for_final_uploads()
         assert rx.latest("mlgoodput.goodput.productive.seconds", job_name=JOB) == pytest.approx(
             want["goodput/productive_seconds"]
         )
@@ -384,9 +390,10 @@ def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) ->
     first = m.uploader_pid
     assert m.stop_goodput_uploader()
     write_events(db, LOGGER, JOB, events[25:])
-    m.start_goodput_uploader()
+    m.start_goodput_uploader()  # after the first process's final upload: it ends first
     assert m.uploader_pid != first
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
     assert_matches(FileExporter.latest(out), expected(db))
 
 

@@ -22,6 +22,7 @@ def test_stop_without_start_makes_one_final_upload(db: Path, t0: float, tmp_path
     )
     with pytest.warns(MlGoodputWarning, match="not running; one final upload"):
         assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
     got = FileExporter.latest(out)
     assert got["goodput/goodput_pct"] > 0
     assert m.uploader_pid is None  # nothing left running

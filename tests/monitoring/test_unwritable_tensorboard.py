@@ -43,6 +43,7 @@ def test_a_folder_blocked_by_a_file_is_retried(
     tb.unlink()  # the folder can be made now: the uploads resume
     wait_for(lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"), timeout_s=60, what="uploads resumed")
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
 
 
 @pytest.fixture
@@ -69,6 +70,7 @@ def test_a_read_only_file_system_is_retried(db: Path, t0: float, tmpfs: Path, ca
     subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
     wait_for(lambda: tensorboard_has(tmpfs / "tb" / "goodput", "goodput/goodput_pct"), timeout_s=60, what="uploads")
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
 
 
 @pytest.mark.slow
@@ -89,4 +91,5 @@ def test_a_full_file_system_is_retried(db: Path, t0: float, tmpfs: Path, caplog:
     filler.unlink()
     wait_for(lambda: tensorboard_has(tmpfs / "tb" / "goodput", "goodput/goodput_pct"), timeout_s=60, what="uploads")
     assert m.stop_goodput_uploader()
+    assert m.wait_for_final_uploads()
     shutil.rmtree(tmpfs / "tb", ignore_errors=True)

@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
             ok = monitor.stop_rolling_window_goodput_uploader() and ok
         if "cumulative" in running:
             ok = monitor.stop_goodput_uploader() and ok
+        ok = monitor.wait_for_final_uploads() and ok  # the stops hand it to the background
     print("mlgoodput monitor: stopped" + ("" if ok else " (final upload incomplete)"), file=sys.stderr)
     return 0 if ok else 1
 

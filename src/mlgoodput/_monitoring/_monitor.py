@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from mlgoodput.export import (
     ExporterError,
     ExporterProcess,
     GCPOptions,
+    StopHandle,
     make_exporter,
 )
 from mlgoodput.store import is_process_local, resolve_store_url
@@ -32,6 +34,7 @@ UNBOUNDED_FLUSH_S = 86400.0
 TENSORBOARD_SUBDIR = "goodput"
 
 _CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION = "cumulative", "rolling", "interval", "step_deviation"
+_KEYS = (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION)
 
 
 def _check_seconds(value: object, arg: str) -> float:
@@ -64,6 +67,13 @@ class GoodputMonitor:
     events. Exporters: `tensorboard_dir` (seed meaning: scalars under `<dir>/goodput`),
     `gcp_options` (adds a CloudMonitoringExporter when it enables any GCP metric) and any
     objects from `mlgoodput.export` in `exporters`.
+
+    A `stop_*` returns at once (well under 100 ms): a job that stops its monitor right
+    before it records its end is not charged for the final upload. The request is sent
+    before it returns, so the final upload starts at once and reads everything stored by
+    then; it finishes in the background within the stop's timeout, and the interpreter
+    waits for it at exit (up to that timeout). `wait_for_final_uploads()` waits for it
+    and says whether it went out.
     """
 
     _elastic = False
@@ -168,12 +178,13 @@ class GoodputMonitor:
         self.exporters = all_exporters
         self._proc: ExporterProcess | None = None
         self._sources: dict[str, GoodputSource] = {}  # the last source each uploader ran
+        self._final: list[StopHandle] = []  # final uploads going on in the background
+        self._retiring: list[StopHandle] = []  # uploader processes still ending
+        self._final_failed = 0  # final uploads that did not complete since the last wait
         if self.monitoring_enabled:
             if not all_exporters:
                 log.warning("GoodputMonitor(%s): no exporters configured; nothing will be uploaded", job_name)
-            self._proc = ExporterProcess(
-                all_exporters, interval_s=self.upload_interval, name=f"mlgoodput-monitor-{job_name}"
-            )
+            self._proc = self._new_process()
         else:
             log.info("GoodputMonitor(%s): monitoring_enabled is False; the uploaders do nothing", job_name)
 
@@ -195,6 +206,12 @@ class GoodputMonitor:
         proc = self._proc
         if proc is None:
             return
+        if self._retiring and not any(proc.has_source(k) for k in _KEYS):
+            # an uploader process this monitor stopped may still be making its final upload
+            # (and hold the TensorBoard folder): it ends first, by its deadline at the latest
+            for h in self._retiring:
+                h.wait()
+            self._retiring = []
         if proc.has_source(key):
             self._misuse.report(
                 "uploader_started_twice",
@@ -214,10 +231,13 @@ class GoodputMonitor:
         log.info("GoodputMonitor(%s): %s uploader started (process %s)", self.job_name, key, proc.pid)
 
     def _stop(self, key: str, skip_final_flush: bool | None, timeout_s: float | None) -> bool:
+        """Hand the stop (and its final upload) to the uploader process and return at once:
+        the message is sent here, the rest happens in the background (export's finisher)."""
         proc = self._proc
         if proc is None:
             return True
         skip = self.skip_final_flush if skip_final_flush is None else skip_final_flush
+        timeout = self._stop_timeout(key, timeout_s)
         if not proc.has_source(key):
             source = self._sources.get(key) or (self._source(key) if key in (_CUMULATIVE, _STEP_DEVIATION) else None)
             cold = not skip and source is not None
@@ -231,25 +251,97 @@ class GoodputMonitor:
             )
             if not cold:
                 return True
-            try:  # the seed's cold final flush: one query and upload, bounded by the timeout
-                proc.start()
-                proc.add_source(key, source)  # type: ignore[arg-type]
+            assert source is not None
+            if not any(proc.has_source(k) for k in _KEYS):
+                # the seed's cold final flush: a process of its own, started in the background
+                self._proc = self._new_process()
+                return self._track(key, timeout, proc.upload_once_in_background(key, source, timeout), retiring=True)
+            try:  # another uploader runs: one more source in its process, removed with a final upload
+                proc.add_source(key, source)
             except Exception as e:  # a stop never raises into the caller for a backend
                 log.warning("GoodputMonitor(%s): the final %s upload could not start: %s", self.job_name, key, e)
                 return False
-        timeout = self.stop_timeout_s if timeout_s is None else timeout_s
-        import time
+        if any(proc.has_source(k) for k in _KEYS if k != key):
+            handle = proc.remove_source_in_background(key, final=not skip, timeout_s=timeout)
+            return self._track(key, timeout, handle, retiring=False)
+        # the last uploader of this process: the process ends after the final upload
+        self._proc = self._new_process()
+        return self._track(key, timeout, proc.stop_in_background(timeout, final_flush=not skip), retiring=True)
 
-        deadline = time.monotonic() + timeout
-        ok = proc.remove_source(key, final=not skip, timeout_s=timeout)
-        if not any(proc.has_source(k) for k in (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION)):
-            ok = proc.stop(max(0.1, deadline - time.monotonic()), final_flush=False) and ok
-            self._proc = ExporterProcess(self.exporters, interval_s=self.upload_interval, name=proc.name)
-        if not ok:
-            log.warning(
-                "GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout
-            )
-        return ok
+    def _stop_timeout(self, key: str, timeout_s: object) -> float:
+        """`timeout_s`, or the monitor's stop timeout for None; a bad value is misuse (warned
+        once, never raised into training) and the default is used."""
+        if timeout_s is None:
+            return self.stop_timeout_s
+        if isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) and 0 <= timeout_s < float("inf"):
+            return float(timeout_s)
+        self._misuse.report(
+            "bad_timeout",
+            f"stop_{key}_uploader",
+            "timeout_s",
+            timeout_s,
+            f"timeout_s must be a number of seconds >= 0; using {self.stop_timeout_s:g} s",
+        )
+        return self.stop_timeout_s
+
+    def _new_process(self) -> ExporterProcess:
+        return ExporterProcess(
+            self.exporters, interval_s=self.upload_interval, name=f"mlgoodput-monitor-{self.job_name}"
+        )
+
+    def _track(self, key: str, timeout: float, handle: StopHandle, *, retiring: bool) -> bool:
+        """Keep a background stop until it is over; a final upload that fails is logged then.
+        True when the stop reached the uploader process."""
+        self._final = [h for h in self._final if not self._settled(h)]
+        self._final.append(handle)
+        if retiring:
+            self._retiring = [h for h in self._retiring if not h.done]
+            self._retiring.append(handle)
+
+        def said(ok: bool) -> None:
+            if not ok:
+                log.warning(
+                    "GoodputMonitor(%s): the final %s upload did not complete in %.1f s", self.job_name, key, timeout
+                )
+
+        handle.add_done_callback(said)
+        if not handle.sent:
+            log.warning("GoodputMonitor(%s): the %s uploader could not be reached to stop it", self.job_name, key)
+        return handle.sent
+
+    def _settled(self, h: StopHandle) -> bool:
+        """True for a handle that is over (a failure is counted for `wait_for_final_uploads`)."""
+        if not h.done:
+            return False
+        if not h.ok:
+            self._final_failed += 1
+        return True
+
+    def wait_for_final_uploads(self, timeout_s: float | None = None) -> bool:
+        """Wait until the final uploads of the uploaders stopped so far are over (None: each
+        until its own deadline); True when every one went out in full.
+
+        The stops hand them to the background and return at once; this is for a caller
+        that wants to know (a test, a command that reports it). At interpreter exit they
+        are waited for anyway."""
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s >= 0
+        ):
+            raise ValueError(f"timeout_s must be a number of seconds >= 0 or None, got {timeout_s!r}")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        handles, self._final = self._final, []
+        ok = True
+        for h in handles:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if h.wait(left):
+                continue
+            if h.done:
+                self._final_failed += 1
+            else:
+                self._final.append(h)  # still going: asked again next time
+                ok = False
+        failed, self._final_failed = self._final_failed, 0
+        return ok and not failed
 
     @property
     def misuse_counts(self) -> dict[str, int]:
@@ -312,8 +404,9 @@ class GoodputMonitor:
         return self._stop(_STEP_DEVIATION, skip_final_flush, timeout_s)
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Stop every running uploader (each with its final upload unless skipped)."""
-        for key in (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION):
+        """Stop every running uploader (each with its final upload unless skipped, which
+        goes on in the background: `wait_for_final_uploads()`)."""
+        for key in _KEYS:
             proc = self._proc
             if proc is not None and proc.has_source(key):
                 self._stop(key, None, timeout_s)
