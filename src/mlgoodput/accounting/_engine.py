@@ -345,6 +345,7 @@ class Engine:
             slice_efficiency=_slices(acts.slices, a, b),
             hosts=self.host_stats(q) if len(tl.hosts) > 1 else (),
             status=status_word(tl, atts[-1].ended_by, q),
+            stops=ctx.stops,
         )
 
     def _partition(self, acts: Activities, ctx: Query, a: float, b: float) -> tuple[dict[object, float], float]:

@@ -42,6 +42,31 @@ class AttemptQueue:
 
 
 @dataclass(frozen=True, slots=True)
+class DisruptionCost:
+    """What one disruption cost, in the two figures the report uses (docs/accounting.md,
+    "Recovery: two figures"): `down_s`, from the work stopping to the next attempt's start
+    (its infrastructure recovery), and `to_recover_s`, from the work stopping until that
+    attempt was productive again (its initialization, restore and startup too: MTTR's part)."""
+
+    attempt: int  # the attempt that started after it (1 for the first restart)
+    work_stopped_at: float
+    restarted_at: float
+    recovered_at: float | None  # None: not productive again yet
+    down_s: float
+    to_recover_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "work_stopped_at": self.work_stopped_at,
+            "restarted_at": self.restarted_at,
+            "recovered_at": self.recovered_at,
+            "down_s": self.down_s,
+            "to_recover_s": self.to_recover_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Productivity:
     """Everything beside the partition: MFU, the three goodputs and MPG, ETTR, reliability.
 
@@ -84,6 +109,8 @@ class Productivity:
     #: why a figure is unknown or doubtful, in a sentence each (e.g. the host ran ahead of the
     #: device): the calculator logs each once, `mlgoodput report` prints them
     notes: tuple[str, ...] = ()
+    #: each disruption inside the window, oldest first
+    disruptions: tuple[DisruptionCost, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -91,7 +118,7 @@ class Productivity:
             v = getattr(self, name)
             if isinstance(v, CostStats):
                 v = v.to_dict()
-            elif name == "attempts":
+            elif name in ("attempts", "disruptions"):
                 v = [a.to_dict() for a in v]
             elif isinstance(v, tuple):
                 v = list(v)

@@ -14,7 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from mlgoodput.accounting._facts import AttemptFacts, JobFacts
-from mlgoodput.accounting._figures import AttemptQueue, CostStats, Productivity
+from mlgoodput.accounting._figures import AttemptQueue, CostStats, DisruptionCost, Productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport
 
 B = BadputType
@@ -225,7 +225,10 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         )
     # -- scheduling goodput ---------------------------------------------------------------
     n = len(atts)
-    inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
+    if len(r.stops) == n - 1:  # the partition's own stops: one figure, computed once
+        inter_at = {k: r.stops[k][0] for k in range(n - 1)}
+    else:
+        inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
     queues: list[AttemptQueue] = []
     prev_start = -math.inf
     subs = f.submits
@@ -261,6 +264,7 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         stop = inter_at.get(k, att.end if att.ended_by != "running" else b)
         uptime += _clip(att.start, max(att.start, stop), a, b)
     recoveries: list[float] = []
+    costs: list[DisruptionCost] = []
     lost_recovery = 0.0
     for k in range(n - 1):
         t0 = inter_at[k]
@@ -275,6 +279,17 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         lost_recovery += _clip(t0, t1, a, b)
         if done and k in interrupts:
             recoveries.append(t1 - t0)
+        if k in interrupts:
+            costs.append(
+                DisruptionCost(
+                    k + 1,
+                    t0,
+                    nxt.start,
+                    r1 if done and r1 is not None else None,
+                    nxt.start - t0,
+                    t1 - t0 if done else None,
+                )
+            )
     tts = None
     if atts:
         r0 = firsts[0]
@@ -331,6 +346,7 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         checkpoint_interval_s=sum(gaps) / len(gaps) if gaps else None,
         checkpoint_interval_steps=sum(step_gaps) / len(step_gaps) if step_gaps else None,
         notes=tuple(notes),
+        disruptions=tuple(costs),
     )
 
 
@@ -348,8 +364,11 @@ def host_ahead(r: GoodputReport, steps: int) -> str | None:
     if steps < 10 or not ideal > 0:
         return None
     stall = r.badput_total_s(B.STALL)
-    in_steps = r.productive_s + stall + r.badput_total_s(B.PROGRAM_STARTUP) + r.badput_total_s(
-        B.WASTED_PROGRESS_FROM_DISRUPTION
+    in_steps = (
+        r.productive_s
+        + stall
+        + r.badput_total_s(B.PROGRAM_STARTUP)
+        + r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
     )
     if in_steps <= 0 or stall < AHEAD_STALL_SHARE * in_steps or in_steps / steps < AHEAD_RATIO * ideal:
         return None

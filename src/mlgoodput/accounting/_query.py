@@ -45,6 +45,7 @@ class Query:
         self.configured = configured
         self.ideal = 0.0
         self.infra: Intervals = []
+        self.stops: tuple[tuple[float, float], ...] = ()
         # per attempt: (first-step end or None, last-step end or None if unknown)
         self.first_end: list[float | None] = []
         self.last_end: list[float | None] = []
@@ -148,6 +149,7 @@ class Query:
                 last = att.i1 - 1
                 le = self.last_end[k]
                 out.append((le if le is not None else self.est_end[last], nxt))
+        self.stops = tuple(out)  # one (work stopped, next start) per disruption, in order
         self.infra = union(out)
 
     def steps_union(self) -> Intervals:

@@ -101,6 +101,9 @@ class GoodputReport:
     #: running, crashed (its writers went silent), stale (silent, and they send no signs of life)
     #: or empty
     status: str = "running"
+    #: each disruption's (when the interrupted attempt's work stopped, when the next attempt
+    #: started): the infrastructure recovery bucket is their union (docs/accounting.md)
+    stops: tuple[tuple[float, float], ...] = ()
 
     @property
     def goodput_pct(self) -> float:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, _Scan, _scan
-from mlgoodput.accounting._figures import AttemptQueue, CostStats, Productivity
+from mlgoodput.accounting._figures import AttemptQueue, CostStats, DisruptionCost, Productivity
 from mlgoodput.accounting._hoststats import HostSteps
 from mlgoodput.accounting._intervals import Coverage
 from mlgoodput.accounting._model import Activities, Derived
@@ -611,6 +611,7 @@ def encode_report(r: GoodputReport) -> dict[str, Any]:
         "hosts": [h.to_dict() for h in r.hosts],
         "productivity": None if r.productivity is None else r.productivity.to_dict(),
         "status": r.status,
+        "stops": [list(x) for x in r.stops],
     }
 
 
@@ -624,6 +625,7 @@ def decode_report(d: dict[str, Any]) -> GoodputReport:
         kw["attempts"] = tuple(AttemptQueue(**a) for a in kw["attempts"])
         kw["recoveries_s"] = tuple(kw["recoveries_s"])
         kw["notes"] = tuple(kw.get("notes", ()))
+        kw["disruptions"] = tuple(DisruptionCost(**x) for x in kw.get("disruptions", ()))
         prod = Productivity(**kw)
     se = d["slice_efficiency"]
     return GoodputReport(
@@ -643,6 +645,7 @@ def decode_report(d: dict[str, Any]) -> GoodputReport:
         hosts=tuple(HostStepStats(**hs) for hs in d["hosts"]),
         productivity=prod,
         status=d.get("status", "finished"),  # older saved answers: only ended jobs had one
+        stops=tuple((float(x[0]), float(x[1])) for x in d.get("stops", ())),
     )
 
 

@@ -585,18 +585,26 @@ class JobView:
         compiles.sort(key=lambda c: c["time"])
         compiles = compiles[-500:]
         atts = self.attempts()
-        disruptions = [
-            {
-                "attempt": a["attempt"],
-                "crashed_at": a["last_event"],
-                "restarted_at": b["start"],
-                "recovery_s": b["start"] - a["last_event"],
-                "last_step": a["last_step"],
-                "resumed_step": b["first_step"],
-            }
-            for a, b in itertools.pairwise(atts)
-            if a["ended"] == "restarted"
-        ]
+        # the accounting's own figures for each disruption (docs/accounting.md, "Recovery: two
+        # figures"): the page shows them, it does not derive its own
+        costs = {c.attempt: c for c in (r.productivity.disruptions if r.productivity is not None else ())}
+        disruptions = []
+        for a, b in itertools.pairwise(atts):
+            c = costs.get(b["attempt"] - 1)
+            if c is None:
+                continue
+            disruptions.append(
+                {
+                    "attempt": a["attempt"],
+                    "crashed_at": c.work_stopped_at,
+                    "restarted_at": c.restarted_at,
+                    "recovered_at": c.recovered_at,
+                    "recovery_s": c.down_s,
+                    "to_recover_s": c.to_recover_s,
+                    "last_step": a["last_step"],
+                    "resumed_step": b["first_step"],
+                }
+            )
         hosts = self._host_rows(r)
         lag = self._stragglers(r, now=self._steps() <= LAG_LATER_STEPS)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)

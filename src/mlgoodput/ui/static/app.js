@@ -412,11 +412,13 @@ async function jobPage(job) {
         card("Attempts", null, table("attempts", [
           ["#", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
           ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, "No attempts.")),
-        card("Disruptions", "Each crash: the last sign of life, the restart, and the recovery time.", table("disruptions", [
-          ["attempt", (r) => r.attempt, 1], ["last event", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
-          ["recovery", (r) => secs(r.recovery_s), 1], ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
+        card("Disruptions", "Each crash, as the accounting counts it: when the work stopped, the restart, the time down (its infrastructure recovery) and the time until training was productive again (MTTR is their mean).", table("disruptions", [
+          ["attempt", (r) => r.attempt, 1], ["work stopped", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
+          ["down (infrastructure recovery)", (r) => secs(r.recovery_s), 1],
+          ["back to training after (MTTR)", (r) => (r.to_recover_s == null ? "not yet" : secs(r.to_recover_s)), 1],
+          ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
       el("div", { class: "row" },
-        card("Hosts", "Step statistics per host (the accounting's), the seconds each spent beyond the ideal step time (stragglers first), how late it started steps on average and the seconds it held the others back" + (d.straggler ? " (straggler: host " + d.straggler.host + ", " + secs(d.straggler.cost_s) + ")." : "."), table("hosts", [
+        card("Hosts", "Step statistics per host (the accounting's), the seconds each spent beyond the ideal step time (most first), how late it started steps on average and the seconds it held the others back." + stragglerText(d), table("hosts", [
           ["host", (r) => r.host, 1], ["steps", (r) => num(r.steps, 0), 1], ["median", (r) => secs(r.median_s), 1], ["p90", (r) => secs(r.p90_s), 1],
           ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1],
           ["late by", (r) => secs(r.late_s), 1], ["held others back", (r) => secs(r.held_back_s), 1]], hosts, "No steps yet.")),
