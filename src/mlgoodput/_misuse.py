@@ -81,8 +81,11 @@ class MisuseReporter:
             self.counts[kind] = n + 1
         if n:
             return
-        log.warning("%s (misuse kind %r; warned once per kind)", text, kind)
-        warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
+        # one message, not two: the warning (filterable by category; logging shows it too
+        # where logging.captureWarnings is on), never a log line besides it
+        warnings.warn(
+            f"{text} (misuse kind {kind!r}; warned once per kind)", MlGoodputWarning, stacklevel=_user_stacklevel()
+        )
 
 
 _warned: set[tuple[str, str]] = set()
@@ -100,7 +103,7 @@ def misuse(
 ) -> None:
     """Report misuse of `call(argument=value)` by a module-level call (no owner object).
 
-    Warns (an `MlGoodputWarning` and a log line) once per (call, kind), `kind` defaulting to
+    Warns (one `MlGoodputWarning`) once per (call, kind), `kind` defaulting to
     the argument's name. Strict mode (`strict=True`, or `$MLGOODPUT_STRICT` when None)
     raises `MlGoodputMisuseError`, a ValueError, instead.
     """
@@ -113,8 +116,7 @@ def misuse(
         if key in _warned:
             return
         _warned.add(key)
-    log.warning("%s (misuse kind %r; warned once per kind)", text, k)
-    warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
+    warnings.warn(f"{text} (misuse kind {k!r}; warned once per kind)", MlGoodputWarning, stacklevel=_user_stacklevel())
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
