@@ -10,9 +10,14 @@ stays fast.
 from __future__ import annotations
 
 import importlib
+import time
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: When this package was first imported (UNIX seconds): the latest a job of this process
+#: can have started, where the process's own start cannot be read (`_process_start`).
+_IMPORTED_AT = time.time()
 
 #: Submodules that load on first access as attributes of the package.
 _LAZY_MODULES = frozenset(
@@ -29,6 +34,7 @@ _LAZY_MODULES = frozenset(
         "jax",
         "monitoring",
         "monitoring_elastic",
+        "src",
         "store",
         "testing",
     }
