@@ -10,6 +10,14 @@ later uploads keep up to date, shown in its own column). Targets: <= 2% of one c
 scheduler's per-thread counters (nanoseconds) where Linux has them, else psutil (10 ms ticks).
 
     PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60]
+
+`--stop` prints instead how long each uploader's stop method holds the training process
+(issue 26: MaxText and axlearn stop their monitors right before recording the job end, so
+this time lands in the job's badput), p50 and max over `--repeats` short jobs, with and
+without `skip_final_flush`; then how long the stop and its final upload took together, and
+whether the uploads hold the last step recorded before the stop:
+
+    PYTHONPATH=src python bench/bench_monitor.py --stop [--repeats 5] [--job-s 1.5] [--stop-interval 1]
 """
 
 from __future__ import annotations
@@ -17,16 +25,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 
-from mlgoodput import monitoring
+from mlgoodput import monitoring, monitoring_elastic
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.export import PrometheusExporter
 from mlgoodput.store import open_store
+from mlgoodput.testing import FileExporter
 
 LOGGER, JOB = "goodput_bench", "bench"
 
@@ -171,6 +183,150 @@ def _run_case(
     }
 
 
+# -- stop latency (issue 26) ------------------------------------------------------------------
+#: Uploader kinds: (label, monitor keywords, how to start, how to stop). A stop returns what
+#: the stop method(s) returned; "two monitors" is axlearn's pair, stopped one after the other.
+Start = Callable[[list[Any]], None]
+Stop = Callable[[list[Any], bool], object]
+STOP_KINDS: list[tuple[str, dict[str, Any], Start, Stop]] = [
+    (
+        "cumulative",
+        {},
+        lambda ms: ms[0].start_goodput_uploader(),
+        lambda ms, skip: ms[0].stop_goodput_uploader(skip_final_flush=skip),
+    ),
+    (
+        "rolling window",
+        {},
+        lambda ms: ms[0].start_rolling_window_goodput_uploader([60, 300]),
+        lambda ms, skip: ms[0].stop_rolling_window_goodput_uploader(skip_final_flush=skip),
+    ),
+    (
+        "interval",
+        {},
+        lambda ms: ms[0].start_goodput_interval_uploader(60),
+        lambda ms, skip: ms[0].stop_goodput_interval_uploader(skip_final_flush=skip),
+    ),
+    (
+        "step deviation",
+        {"include_step_deviation": True},
+        lambda ms: ms[0].start_step_deviation_uploader(),
+        lambda ms, skip: ms[0].stop_step_deviation_uploader(skip_final_flush=skip),
+    ),
+    (
+        "elastic",
+        {"elastic": True, "include_slice_efficiency": True},
+        lambda ms: ms[0].start_goodput_uploader(),
+        lambda ms, skip: ms[0].stop_goodput_uploader(skip_final_flush=skip),
+    ),
+    (
+        "two monitors (axlearn)",
+        {"monitors": 2},
+        lambda ms: (ms[0].start_goodput_uploader(), ms[1].start_rolling_window_goodput_uploader([60])),
+        lambda ms, skip: (
+            ms[0].stop_goodput_uploader(skip_final_flush=skip),
+            ms[1].stop_rolling_window_goodput_uploader(skip_final_flush=skip),
+        ),
+    ),
+]
+
+
+def _steps_in(path: str) -> int:
+    """The latest step any sample written to `path` carries (-1: none yet)."""
+    steps = [s["step"] for r in FileExporter.read(path) for s in r.get("samples", [])]  # type: ignore[attr-defined]
+    return max((int(x) for x in steps if x is not None), default=-1)
+
+
+def stop_once(
+    kind: tuple[str, dict[str, Any], Start, Stop], skip: bool, job_s: float, interval: float
+) -> dict[str, Any]:
+    """One short job: start the uploader(s), record steps for `job_s`, time the stop, then
+    the stop and its final upload together (a monitor whose stop hands the final upload to
+    the background has `wait_for_final_uploads`; before that, the stop waited for it), and
+    whether the uploads hold the last step recorded before the stop."""
+    _, kw, start, stop = kind
+    kw = dict(kw)
+    elastic, count = kw.pop("elastic", False), kw.pop("monitors", 1)
+    d = tempfile.mkdtemp(prefix="mlgoodput-bench-stop-")
+    try:
+        db = os.path.join(d, "store.db")
+        st = open_store(db)
+        t0 = time.time()
+        st.append(
+            LOGGER,
+            JOB,
+            EventBatch(
+                1,
+                0,
+                [
+                    Event(Kind.JOB_START, t0),
+                    Event(Kind.SLICE_COUNTS, t0, attrs={"active": 2, "total": 2, "available": 2}),
+                ],
+            ),
+        )
+        cls: Any = monitoring_elastic.ElasticGoodputMonitor if elastic else monitoring.GoodputMonitor
+        outs = [os.path.join(d, f"out{i}.jsonl") for i in range(count)]
+        ms = [
+            cls(
+                JOB,
+                LOGGER,
+                tensorboard_dir=os.path.join(d, f"tb{i}"),
+                upload_interval=interval,
+                monitoring_enabled=True,
+                include_badput_breakdown=True,
+                store=db,
+                exporters=[FileExporter(outs[i])],
+                **kw,
+            )
+            for i in range(count)
+        ]
+        start(ms)
+        step, seq = 0, 0
+        end = time.monotonic() + job_s
+        while time.monotonic() < end:  # the job: a step every 0.1 s, stored as it goes
+            st.append(LOGGER, JOB, EventBatch(2, seq, [Event(Kind.STEP_START, time.time(), step=step)]))
+            step, seq = step + 1, seq + 1
+            time.sleep(0.1)
+        last = step - 1
+        t = time.perf_counter()
+        got = stop(ms, skip)
+        stop_s = time.perf_counter() - t
+        for m in ms:  # where the final upload goes on in the background: until it is over
+            waiter = getattr(m, "wait_for_final_uploads", None)
+            if callable(waiter):
+                waiter()
+        done_s = time.perf_counter() - t
+        has_last = all(_steps_in(o) >= last for o in outs)
+        st.close()
+        return {"stop_s": stop_s, "done_s": done_s, "has_last": has_last, "returned": got}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def stop_table(repeats: int, job_s: float, interval: float) -> None:
+    print(
+        f"\nstop latency: a {job_s:g} s job (a step every 0.1 s), upload every {interval:g} s,"
+        f" TensorBoard + file exporter, {repeats} runs per row, {os.cpu_count()} cores\n"
+    )
+    head = (
+        f"| {'uploader':<22} | {'skip_final_flush':<16} | {'stop p50 ms':>11} | {'stop max ms':>11} |"
+        f" {'stop + final upload p50 / max s':>31} | {'final has last step':>19} |"
+    )
+    print(head)
+    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|", flush=True)
+    for kind in STOP_KINDS:
+        for skip in (False, True):
+            runs = [stop_once(kind, skip, job_s, interval) for _ in range(repeats)]
+            ms = [1000 * r["stop_s"] for r in runs]
+            done = [r["done_s"] for r in runs]
+            has = "-" if skip else f"{sum(bool(r['has_last']) for r in runs)}/{len(runs)}"
+            print(
+                f"| {kind[0]:<22} | {skip!s:<16} | {statistics.median(ms):>11.1f} | {max(ms):>11.1f} |"
+                f" {f'{statistics.median(done):.2f} / {max(done):.2f}':>31} | {has:>19} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -186,7 +342,14 @@ def main() -> None:
         default=2,
         help="uploads after the first measured apart (one-time set-up), not in the window",
     )
+    ap.add_argument("--stop", action="store_true", help="print the stop-latency table (issue 26) instead")
+    ap.add_argument("--repeats", type=int, default=5, help="--stop: short jobs per row")
+    ap.add_argument("--job-s", type=float, default=1.5, help="--stop: seconds each short job records steps")
+    ap.add_argument("--stop-interval", type=float, default=1.0, help="--stop: the monitors' upload interval")
     args = ap.parse_args()
+    if args.stop:
+        stop_table(args.repeats, args.job_s, args.stop_interval)
+        return
     cases = [
         ("goodput + badput breakdown", {"include_badput_breakdown": True}),
         ("+ step deviation", {"include_badput_breakdown": True, "include_step_deviation": True}),
