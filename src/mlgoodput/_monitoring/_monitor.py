@@ -35,6 +35,13 @@ TENSORBOARD_SUBDIR = "goodput"
 
 _CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION = "cumulative", "rolling", "interval", "step_deviation"
 _KEYS = (_CUMULATIVE, _ROLLING, _INTERVAL, _STEP_DEVIATION)
+#: The public method names of each uploader (what a misuse warning names: the call the user made).
+_PUBLIC = {
+    _CUMULATIVE: "goodput",
+    _ROLLING: "rolling_window_goodput",
+    _INTERVAL: "goodput_interval",
+    _STEP_DEVIATION: "step_deviation",
+}
 
 
 def _check_seconds(value: object, arg: str) -> float:
@@ -184,6 +191,8 @@ class GoodputMonitor:
         if self.monitoring_enabled:
             if not all_exporters:
                 log.warning("GoodputMonitor(%s): no exporters configured; nothing will be uploaded", job_name)
+            if gcp_options is None and not any(isinstance(e, CloudMonitoringExporter) for e in exporters):
+                _say_no_cloud_monitoring(job_name)
             self._proc = self._new_process()
         else:
             log.info("GoodputMonitor(%s): monitoring_enabled is False; the uploaders do nothing", job_name)
@@ -215,7 +224,7 @@ class GoodputMonitor:
         if proc.has_source(key):
             self._misuse.report(
                 "uploader_started_twice",
-                f"start_{key}_uploader",
+                f"start_{_PUBLIC[key]}_uploader",
                 "job_name",
                 self.job_name,
                 f"the {key} goodput uploader of job {self.job_name!r} is already running; the call did nothing",
@@ -243,7 +252,7 @@ class GoodputMonitor:
             cold = not skip and source is not None
             self._misuse.report(
                 "uploader_not_running",
-                f"stop_{key}_uploader",
+                f"stop_{_PUBLIC[key]}_uploader",
                 "job_name",
                 self.job_name,
                 f"the {key} goodput uploader of job {self.job_name!r} is not running;"
@@ -277,7 +286,7 @@ class GoodputMonitor:
             return float(timeout_s)
         self._misuse.report(
             "bad_timeout",
-            f"stop_{key}_uploader",
+            f"stop_{_PUBLIC[key]}_uploader",
             "timeout_s",
             timeout_s,
             f"timeout_s must be a number of seconds >= 0; using {self.stop_timeout_s:g} s",
@@ -416,3 +425,25 @@ class GoodputMonitor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_said_no_gcm = False
+
+
+def _say_no_cloud_monitoring(job: str) -> None:
+    """Once per process: a monitor without `gcp_options` sends nothing to Cloud Monitoring, where
+    ml-goodput-measurement's sends by default. Loud on Google Cloud, where that was likely
+    expected (a project or TPU variable is set), a log line at INFO elsewhere."""
+    global _said_no_gcm
+    if _said_no_gcm:
+        return
+    _said_no_gcm = True
+    on_gcp = any(
+        os.environ.get(v) for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "TPU_NAME")
+    )
+    log.log(
+        logging.WARNING if on_gcp else logging.INFO,
+        "GoodputMonitor(%s): no gcp_options, so nothing goes to Cloud Monitoring (ml-goodput-measurement"
+        " sends there by default); pass gcp_options=GCPOptions() to send (docs/compatibility.md)",
+        job,
+    )
