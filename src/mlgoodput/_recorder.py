@@ -246,7 +246,7 @@ class GoodputRecorder:
         if self.logging_enabled:
             self._last_step = -1
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
-            self._keep_alive(SIGN_OF_LIFE_S)
+            self._keep_alive(SIGN_OF_LIFE_S, start_time)
 
     def _attach_step_clock(self, clock: Any) -> None:
         """For `CompletionWatcher`: hand it the step starts from now on (None: write them again)."""
@@ -261,15 +261,17 @@ class GoodputRecorder:
             except Exception as e:  # never into training
                 self._warn_once("drain", f"the completion watcher could not finish: {_said(e)}")
 
-    def _keep_alive(self, every_s: float) -> None:
-        """Signs of life while the attempt runs (docs/accounting.md, "A job that dies"): one now,
+    def _keep_alive(self, every_s: float, at: object = None) -> None:
+        """Signs of life while the attempt runs (docs/accounting.md, "A job that dies"): one at
+        the job start (its own time, so a replay of past events is not kept alive till now),
         which says how often they come, then one whenever the journal was quiet that long."""
         j = self._journal
         if j is None or self._closed:
             return
         try:
             if every_s:
-                j.append(Kind.ALIVE, _now(), value=every_s)
+                t = at.timestamp() if isinstance(at, _datetime) else _now()
+                j.append(Kind.ALIVE, min(t, _now()), value=every_s)
             j.keep_alive(every_s)
         except Exception as e:  # never into training
             self._warn_once("keep_alive", f"signs of life could not be recorded: {_said(e)}")

@@ -288,7 +288,7 @@ def test_an_empty_custom_event_type_is_recorded_as_unknown(name: object) -> None
         r.record_custom_badput_event_end_time(at(2), custom_badput_event_type=name)  # type: ignore[arg-type]
     assert [str(w.message) for w in caught] == [
         f"Recorder.record_custom_badput_event_start_time(custom_badput_event_type={name!r}):"
-        " not a non-empty string; recorded as 'unknown'"
+        " not a non-empty string; recorded as 'unknown' (misuse kind 'bad_name'; warned once per kind)"
     ]
     assert r.misuse_counts == {"bad_name": 2}
     r.close()
