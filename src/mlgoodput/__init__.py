@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 #: When this package was first imported (UNIX seconds): the latest a job of this process
-#: can have started, where the process's own start cannot be read (`_process_start`).
+#: can have started, where the process's own start cannot be read (`_process_window`).
 _IMPORTED_AT = time.time()
 
 #: Submodules that load on first access as attributes of the package.

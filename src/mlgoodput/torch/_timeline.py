@@ -13,6 +13,7 @@ import os
 import time
 from typing import Any
 
+from mlgoodput._process_window import claim_process_start, freeze_collector_at_exit
 from mlgoodput.events import check_name
 from mlgoodput.store import Store, resolve_store_url
 from mlgoodput.torch._identity import TorchrunIdentity, torchrun_identity
@@ -53,15 +54,21 @@ class CallbackTimeline:
         self.measure_flops = measure_flops
         self.peak_flops_per_s = peak_flops_per_s
         self.logging_enabled = logging_enabled
-        self.created = time.time()  # the job (this attempt) began at least this early
+        self.created = time.time()  # the trainer's preparation began at least this early
+        # the job (this attempt) began with the process: its imports and model building are
+        # the job's badput (OTHER; from here on training preparation). A later job of the
+        # same process, or one in a notebook, begins here (mlgoodput._process_window)
+        started = claim_process_start()
+        self.job_start = self.created if started is None else min(started, self.created)
         self.gp: TorchRecorder | None = None
         self._prep = self._data = self._eval = False
         self._ended = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     def begin(self, rank: int | None = None, world_size: int | None = None) -> None:
-        """Build the recorder for this rank; record the job start and training preparation
-        from the callback's construction."""
+        """Build the recorder for this rank; record the job start (the process's), the submit
+        time a scheduler left in the environment, and training preparation from the
+        callback's construction."""
         if self.gp is not None:
             return
         ident = torchrun_identity()
@@ -90,7 +97,7 @@ class CallbackTimeline:
 
             logging.getLogger("mlgoodput.torch").warning("%s: recording is off: %s", self.owner, e)
             return
-        self.gp.record("record_job_start_time", utc(self.created))
+        self.gp.start_job(self.job_start)
         self.gp.record("record_training_preparation_start_time", utc(self.created))
         self._prep = True
 
@@ -113,6 +120,7 @@ class CallbackTimeline:
         gp.end_step()
         gp.record("record_job_end_time")
         gp.flush(10.0)
+        freeze_collector_at_exit()  # the process's exit, after the job's end, takes 0.2 s instead of 1.5 s
 
     def crashed(self) -> None:
         """An exception leaves the loop: ship what was recorded (no job end: a disruption)."""

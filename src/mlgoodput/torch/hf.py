@@ -3,8 +3,9 @@
     trainer = transformers.Trainer(..., callbacks=[GoodputCallback(job_name="my-job")])
 
 What it records, on every process (process 0 leads the accounting):
-- the job, from the callback's construction to `on_train_end`; training preparation until
-  `on_train_begin`;
+- the job, from the process's start (imports and model building are in it: OTHER badput
+  until the callback exists) to `on_train_end`; training preparation from the callback's
+  construction until `on_train_begin`; the submit time in $MLGOODPUT_JOB_SUBMIT_TIME;
 - steps from `on_step_begin` to `on_step_end`, numbered by `state.global_step`; the FLOPs of the
   second step (FlopCounterMode, once: after any compile) for MFU;
 - data loading: the wait before each step (the Trainer fetches the step's batches before

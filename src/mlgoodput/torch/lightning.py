@@ -3,8 +3,10 @@
     trainer = lightning.Trainer(callbacks=[GoodputCallback(job_name="my-job")], ...)
 
 What it records, on every rank (rank 0 leads the accounting):
-- the job, from the callback's construction to the end of `fit`; training preparation
-  until the training loop starts;
+- the job, from the process's start (imports and model building are in it: OTHER badput
+  until the callback exists) to the end of `fit`; training preparation from the callback's
+  construction until the training loop starts; the submit time in
+  $MLGOODPUT_JOB_SUBMIT_TIME;
 - data loading: the wait for each batch (between one batch's end and the next one's start,
   and from the epoch's start to its first batch);
 - steps: one per optimizer step (with gradient accumulation, from its first batch's start
