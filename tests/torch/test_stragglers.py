@@ -89,6 +89,9 @@ def test_ui_job_page_shows_stragglers(tmp_path: Path) -> None:
     view.refresh()
     d = view.detail()
     assert d["straggler"] == {"host": 2, "cost_s": pytest.approx(2.6)}
+    v = d["straggler_verdict"]  # with its evidence: rank 2 late in its 10 steps of attempt 1
+    assert (v["straggler"], v["rank"], v["late_steps"], v["steps"]) == (2, 2, 10, 12)
+    assert v["p_value"] < 0.01 and v["text"].startswith("rank 2 started 10 of 12 steps")
     rows = {r["host"]: r for r in d["hosts"]}
     assert rows[2]["held_back_s"] == pytest.approx(2.6) and rows[2]["last_steps"] == 10
     assert rows[0]["late_s"] == 0.0

@@ -1,7 +1,9 @@
 """A real two-rank torchrun job (gloo on 127.0.0.1): one rank SIGKILLs itself, torchrun restarts
 the group, and the report shows one disruption, the lost progress and the recovery time as
 docs/accounting.md defines them, within one step's time of what the job really did. The same
-run has a rank that loads every batch late: the straggler analysis names it and its cost."""
+run has a rank that loads every batch late: the straggler analysis names it and its cost. Two
+more jobs check the straggler verdict on real ranks: none named when no rank is slowed, the
+slowed rank named when it loads a random 30 % of its batches 20 % of a step late."""
 
 from __future__ import annotations
 
@@ -87,3 +89,31 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     assert SLOW_S * 0.7 <= per_step <= SLOW_S * 2, s
     assert s.ranks[1].last_steps >= s.steps_compared - 2
     assert any("straggler: rank 1" in line for line in s.lines())
+
+
+VERDICT_STEPS, VERDICT_STEP_S = 60, 0.2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slowed", [False, True], ids=["no-slowdown", "rank1-slowed"])
+def test_straggler_named_only_when_a_rank_is_slowed(tmp_path: Path, slowed: bool) -> None:
+    store = f"sqlite://{tmp_path}/goodput.db"
+    (tmp_path / "ck").mkdir()
+    args = ["--store", store, "--job", "j", "--ckpt-dir", str(tmp_path / "ck"), "--steps", str(VERDICT_STEPS)]
+    args += ["--ckpt-every", str(10 * VERDICT_STEPS), "--step-s", str(VERDICT_STEP_S)]
+    if slowed:  # seed 1 draws 20 of the 60 batches: a third of the steps
+        args += ["--slow-rank", "1", "--slow-s", str(0.2 * VERDICT_STEP_S), "--slow-share", "0.3", "--slow-seed", "1"]
+    p = torchrun(args, max_restarts=0, timeout_s=270)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = mt.stragglers("j", store=store)
+    v = s.verdict
+    assert s.steps_compared == VERDICT_STEPS and v.steps == VERDICT_STEPS
+    if not slowed:
+        assert s.straggler is None, s.lines()
+        assert s.lines()[0].startswith("stragglers: none ("), s.lines()
+        return
+    assert s.straggler == 1, s.lines()
+    # the evidence: most of rank 1's 20 late batches counted, rank 0's few, chance far off
+    assert 14 <= v.late_steps <= 20 + 3 and v.p_value < 0.01 and v.expected_late_steps < v.late_steps - 5, v
+    assert v.threshold_s < 0.2 * VERDICT_STEP_S <= s.max_spread_s + 0.01, (v, s.max_spread_s)
+    assert s.lines()[0].startswith("straggler: rank 1 held the others back"), s.lines()

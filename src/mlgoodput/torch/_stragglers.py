@@ -5,9 +5,12 @@ slowest one. A rank that reaches a step late (slow input, a busy host, a slow pr
 step) shows as a spread of that step's start times across ranks. For each step (matched by
 attempt and step number) the last rank to start held the others back by its lead over the
 next-latest rank: those seconds are charged to it. Summed over the steps, the rank with the
-most is the straggler. Only step starts are used (docs/accounting.md, "Hosts": other hosts'
-events never enter the partition). Reading is incremental: a second query reads only the
-events stored since the first.
+most would be the straggler, but a rank is named only when the data say so: the rule
+(`_straggler_rule.py`) counts, per rank, the steps it started late behind the others beyond
+the noise, and names it when chance does not explain that many (docs/torch.md,
+"Stragglers"). Only step starts are used (docs/accounting.md, "Hosts": other hosts' events
+never enter the partition). Reading is incremental: a second query reads only the events
+stored since the first.
 """
 
 from __future__ import annotations
@@ -29,16 +32,29 @@ from typing import Any, cast
 from mlgoodput.accounting import SortedFloats, fast_numpy
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, open_store
+from mlgoodput.torch._straggler_rule import (
+    BINS,
+    MIN_LEAD_FRACTION,
+    MIN_LEAD_S,
+    StragglerVerdict,
+    count_late,
+    count_late_block,
+    straggler_verdict,
+)
 
 log = logging.getLogger("mlgoodput")
 
-__all__ = ["RankStepStats", "StragglerAnalysis", "StragglerReport", "stragglers"]
+__all__ = [
+    "MIN_LEAD_FRACTION",
+    "MIN_LEAD_S",
+    "RankStepStats",
+    "StragglerAnalysis",
+    "StragglerReport",
+    "StragglerVerdict",
+    "stragglers",
+]
 
 _STEP, _JOB = int(Kind.STEP_START), int(Kind.JOB_START)
-#: A rank is named the straggler only when, in the steps it started last, it led the
-#: next-latest rank by more than this on average (and by more than this share of a step).
-MIN_LEAD_S = 0.005
-MIN_LEAD_FRACTION = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +77,23 @@ class RankStepStats:
 
 @dataclass(frozen=True, slots=True)
 class StragglerReport:
-    """Per-rank statistics, and the rank that cost the job the most waiting (None when no
-    step was seen by two ranks, or when no rank's lead stands out from noise)."""
+    """Per-rank statistics, and the verdict: the straggler (None when no step was seen by two
+    ranks, or when no rank's late starts stand out from noise) with its evidence."""
 
     ranks: tuple[RankStepStats, ...]
     steps_compared: int
-    straggler: int | None
-    straggler_cost_s: float
     max_spread_s: float  # the largest start-time spread of one step
+    verdict: StragglerVerdict
+
+    @property
+    def straggler(self) -> int | None:
+        return self.verdict.straggler
+
+    @property
+    def straggler_cost_s(self) -> float:
+        """The seconds the straggler held the others back (0 when there is none)."""
+        s = self.verdict.straggler
+        return next((r.held_back_s for r in self.ranks if r.rank == s), 0.0) if s is not None else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +102,7 @@ class StragglerReport:
             "straggler": self.straggler,
             "straggler_cost_s": self.straggler_cost_s,
             "max_spread_s": self.max_spread_s,
+            "verdict": self.verdict.to_dict(),
         }
 
     def lines(self) -> list[str]:
@@ -86,14 +112,13 @@ class StragglerReport:
         out = []
         if self.straggler is None:
             out.append(
-                f"stragglers: none (ranks started each step within {self.max_spread_s:.3f} s"
-                f" of each other over {self.steps_compared} steps)"
+                f"stragglers: none ({self.verdict.text()}; ranks started each step within"
+                f" {self.max_spread_s:.3f} s of each other)"
             )
         else:
             out.append(
                 f"straggler: rank {self.straggler} held the others back "
-                f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps "
-                f"(largest step-start spread {self.max_spread_s:.3f} s)"
+                f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps: {self.verdict.text()}"
             )
         for r in self.ranks:
             out.append(
@@ -555,6 +580,12 @@ class _Live:
         self.lag_n = array("q", bytes(8 * n))
         self.last_steps = array("q", bytes(8 * n))
         self.held = array("d", bytes(8 * n))
+        # each rank's late starts behind the others' median, by rank index x bin, and every
+        # lateness's size by bin (`count_late`: the straggler rule's counts); the fewest ranks
+        # of a compared step (0: none yet)
+        self.late = array("q", bytes(8 * n * BINS))
+        self.pooled = array("q", bytes(8 * BINS))
+        self.min_ranks = 0
         # each rank's attempts so far and latest job start, and whether it has a latest step,
         # its time and number (by rank index, for the numpy pass: `_lockstep`)
         self.att = array("q", [len(self.js.get(r, ())) for r in self.ranks])
@@ -970,12 +1001,17 @@ class _Live:
             if not valid.any():
                 return
             blk, present = blk[:, valid], present[:, valid]
+            cnt = cnt[valid]
+        fewest = int(cnt.min())
+        self.min_ranks = fewest if not self.min_ranks or fewest < self.min_ranks else self.min_ranks
         ranks = self.ranks
         if self.ids is None:
             self.ids = np.array(ranks, dtype=np.int64)[:, None]
         lag = np.frombuffer(self.lag, dtype=np.float64)  # (views: added into in place)
         last_steps = np.frombuffer(self.last_steps, dtype=np.int64)
         held = np.frombuffer(self.held, dtype=np.float64)
+        counts = np.frombuffer(self.late, dtype=np.int64).reshape(len(ranks), BINS)
+        pooled = np.frombuffer(self.pooled, dtype=np.int64)
         low = np.iinfo(np.int64).min
         for c0 in range(0, blk.shape[1], self._BLOCK):
             b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
@@ -1000,8 +1036,16 @@ class _Live:
             np.add.at(held, late, mx - second)
             last_steps += np.bincount(late, minlength=len(ranks))
             self.max_spread = max(self.max_spread, float((mx - mn).max()))
+            count_late_block(np, b, p, counts, pooled)  # the straggler rule's counts
         np.frombuffer(self.lag_n, dtype=np.int64)[:] += present.sum(axis=1)
         self.compared += int(blk.shape[1])
+
+    def _late_rows(self, *, copy: bool) -> dict[int, Any]:
+        """Each rank's late counts (by bin): views into the totals, or copies of them."""
+        mv = memoryview(self.late)
+        if copy:
+            return {r: array("q", mv[i * BINS : (i + 1) * BINS]) for i, r in enumerate(self.ranks)}
+        return {r: mv[i * BINS : (i + 1) * BINS] for i, r in enumerate(self.ranks)}
 
     def _move(self, key: tuple[int, int], k: int, i: int) -> None:
         """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
@@ -1022,9 +1066,12 @@ class _Live:
         self.cached = None
         keys = seg[self.frozen : stop]
         lag, lag_n, last, held = self._totals()
-        self.compared, self.max_spread = _sum_steps(
-            keys, starts, self.compared, self.max_spread, lag, lag_n, last, held
+        late = self._late_rows(copy=False)  # (counts: added in place)
+        self.compared, self.max_spread, self.min_ranks = _sum_steps(
+            keys, starts, self.compared, self.max_spread, lag, lag_n, last, held, late, self.pooled, self.min_ranks
         )
+        for v in late.values():
+            v.release()
         self.lag[:] = array("d", lag.values())
         self.lag_n[:] = array("q", lag_n.values())
         self.last_steps[:] = array("q", last.values())
@@ -1041,25 +1088,44 @@ class _Live:
                 return None
         if self.cached is not None:
             return self.cached
-        compared, max_spread = self.compared, self.max_spread
+        compared, max_spread, min_ranks = self.compared, self.max_spread, self.min_ranks
         at = self.order_at
         lag: Sequence[float]
         lag_n: Sequence[int]
         last: Sequence[int]
         held: Sequence[float]
+        late: Sequence[Any]
+        pooled: Any = self.pooled
         if self.moved or len(self.segs[0]) > self.frozen:  # steps not summed for good: on copies
             lag_d, lag_n_d, last_d, held_d = self._totals()
+            late_d, pooled = self._late_rows(copy=True), array("q", self.pooled)
             for j, seg in enumerate(self.segs):
                 keys = seg[self.frozen :] if j == 0 else seg
                 if keys:
-                    compared, max_spread = _sum_steps(
-                        keys, self.starts, compared, max_spread, lag_d, lag_n_d, last_d, held_d
+                    compared, max_spread, min_ranks = _sum_steps(
+                        keys,
+                        self.starts,
+                        compared,
+                        max_spread,
+                        lag_d,
+                        lag_n_d,
+                        last_d,
+                        held_d,
+                        late_d,
+                        pooled,
+                        min_ranks,
                     )
             lag, lag_n = [lag_d[r] for r in self.order], [lag_n_d[r] for r in self.order]
             last, held = [last_d[r] for r in self.order], [held_d[r] for r in self.order]
+            late = [late_d[r] for r in self.order]
         else:  # the totals by rank index, in the report's order
             g = operator.itemgetter(*at) if len(at) > 1 else (lambda v: (v[at[0]],))
             lag, lag_n, last, held = g(self.lag), g(self.lag_n), g(self.last_steps), g(self.held)
+            np = fast_numpy() if len(at) > 8 else None
+            if np is not None:  # (the verdict sums each rank's bins in one pass)
+                late = np.frombuffer(self.late, dtype=np.int64).reshape(len(at), BINS)[at]
+            else:
+                late = [self.late[i * BINS : (i + 1) * BINS] for i in at]
         gaps, count, known, order = self.gaps, self.count, self.rank_stats, self.order
         ranks = []
         for j, r in enumerate(order):
@@ -1074,7 +1140,7 @@ class _Live:
                 steps, med, p90, top = count[at[j]], 0.0, 0.0, 0.0
             n = lag_n[j]
             ranks.append(RankStepStats(r, steps, med, p90, top, lag[j] / n if n else 0.0, last[j], held[j]))
-        self.cached = _verdict(ranks, compared, max_spread)
+        self.cached = _verdict(ranks, compared, max_spread, late, pooled, min_ranks)
         return self.cached
 
 
@@ -1087,14 +1153,22 @@ def _sum_steps(
     lag_n: dict[int, int],
     last: dict[int, int],
     held: dict[int, float],
-) -> tuple[int, float]:
-    """The per-step part of `analyze` over `keys` in order, added into the totals given."""
+    late: dict[int, Any],
+    pooled: Any,
+    min_ranks: int,
+) -> tuple[int, float, int]:
+    """The per-step part of `analyze` over `keys` in order, added into the totals given (and
+    the straggler rule's counts: `late` by rank, `pooled`); -> (compared, max spread, fewest
+    ranks of a compared step)."""
     for key in keys:
         st = starts[key]
-        if len(st) < 2:
+        k = len(st)
+        if k < 2:
             continue
         compared += 1
+        min_ranks = k if not min_ranks or k < min_ranks else min_ranks
         order = sorted(st.items(), key=_BY_TIME_RANK)
+        count_late(order, late, pooled)
         first_t = order[0][1]
         for r, t in order:
             lag[r] += t - first_t
@@ -1105,7 +1179,7 @@ def _sum_steps(
         late_rank, late_t = order[-1]
         last[late_rank] += 1
         held[late_rank] += late_t - order[-2][1]
-    return compared, max_spread
+    return compared, max_spread, min_ranks
 
 
 _BY_TIME_RANK = operator.itemgetter(1, 0)
@@ -1153,13 +1227,17 @@ def analyze(
     lag: dict[int, list[float]] = defaultdict(list)
     last = dict.fromkeys(steps, 0)
     held = dict.fromkeys(steps, 0.0)
-    compared = 0
+    late = {r: [0] * BINS for r in steps}
+    pooled = [0] * BINS
+    compared = min_ranks = 0
     max_spread = 0.0
     for starts in by_step.values():
         if len(starts) < 2:
             continue
         compared += 1
+        min_ranks = len(starts) if not min_ranks else min(min_ranks, len(starts))
         order = sorted(starts.items(), key=lambda kv: (kv[1], kv[0]))
+        count_late(order, late, pooled)
         first_t = order[0][1]
         for r, t in order:
             lag[r].append(t - first_t)
@@ -1183,20 +1261,22 @@ def analyze(
                 held_back_s=held[r],
             )
         )
-    return _verdict(ranks, compared, max_spread)
+    return _verdict(ranks, compared, max_spread, [late[r.rank] for r in ranks], pooled, min_ranks)
 
 
-def _verdict(ranks: list[RankStepStats], compared: int, max_spread: float) -> StragglerReport:
-    worst = max(ranks, key=lambda s: (s.held_back_s, -s.rank), default=None)
-    # noise is not a straggler: its mean lead must exceed 5 ms and 5 % of a step
+def _verdict(
+    ranks: list[RankStepStats],
+    compared: int,
+    max_spread: float,
+    late: Sequence[Sequence[int]],
+    pooled: Sequence[int],
+    min_ranks: int,
+) -> StragglerReport:
+    """The report, with the straggler rule's verdict (`straggler_verdict`) on the counts:
+    `late[i]` those of ranks[i]. Every straggler verdict shown anywhere is made here."""
     typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
-    floor = max(MIN_LEAD_S, MIN_LEAD_FRACTION * typical)
-    straggler = None
-    if worst is not None and compared and worst.last_steps and worst.held_back_s / worst.last_steps > floor:
-        straggler = worst.rank
-    return StragglerReport(
-        tuple(ranks), compared, straggler, worst.held_back_s if straggler is not None and worst else 0.0, max_spread
-    )
+    v = straggler_verdict([r.rank for r in ranks], late, pooled, compared, min_ranks, typical)
+    return StragglerReport(tuple(ranks), compared, max_spread, v)
 
 
 STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
@@ -1261,13 +1341,12 @@ def saved_stragglers(
 
 def _from_dict(d: dict[str, Any]) -> StragglerReport:
     ranks = tuple(RankStepStats(**r) for r in d["ranks"])
-    straggler = d["straggler"]
+    v = d["verdict"]  # (a saved analysis from before the verdict had one: KeyError, redone)
     return StragglerReport(
         ranks,
         int(d["steps_compared"]),
-        None if straggler is None else int(straggler),
-        float(d["straggler_cost_s"]),
         float(d["max_spread_s"]),
+        StragglerVerdict(**{f: v[f] for f in StragglerVerdict.__slots__}),
     )
 
 
@@ -1294,6 +1373,8 @@ def compare_step_starts(
     ranks = sorted(stats)
     lag, lag_n = dict.fromkeys(ranks, 0.0), dict.fromkeys(ranks, 0)
     last, held = dict.fromkeys(ranks, 0), dict.fromkeys(ranks, 0.0)
-    compared, spread = _sum_steps(list(starts), starts, 0, 0.0, lag, lag_n, last, held)
+    late = {r: [0] * BINS for r in ranks}
+    pooled = [0] * BINS
+    compared, spread, fewest = _sum_steps(list(starts), starts, 0, 0.0, lag, lag_n, last, held, late, pooled, 0)
     rows = [RankStepStats(r, *stats[r], lag[r] / lag_n[r] if lag_n[r] else 0.0, last[r], held[r]) for r in ranks]
-    return _verdict(rows, compared, spread)
+    return _verdict(rows, compared, spread, [late[r] for r in ranks], pooled, fewest)

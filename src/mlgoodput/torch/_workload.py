@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import time
 from collections.abc import Iterator
@@ -34,6 +35,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--step-s", type=float, default=0.1, help="extra seconds of work per step")
     p.add_argument("--slow-rank", type=int, default=None, help="this rank loads each batch late")
     p.add_argument("--slow-s", type=float, default=0.0)
+    p.add_argument("--slow-share", type=float, default=1.0, help="share of its batches loaded late (drawn at random)")
+    p.add_argument("--slow-seed", type=int, default=0, help="seed of that draw (and of --jitter-s)")
+    p.add_argument(
+        "--jitter-s",
+        type=float,
+        default=0.0,
+        help="every rank: each batch takes this much longer on average (exponential)",
+    )
     p.add_argument("--compile", action="store_true", help="torch.compile the model (aot_eager)")
     p.add_argument("--truth", type=Path, default=None)
     return p.parse_args(argv)
@@ -99,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
 
         def batches() -> Iterator[tuple[Any, Any]]:
             g = torch.Generator().manual_seed(ident.rank)
+            late = random.Random(a.slow_seed)
+            jitter = random.Random(f"{a.slow_seed}-{ident.rank}")  # a noisy input pipeline, on every rank
             for _ in range(first, a.steps):
-                if a.slow_rank == ident.rank:
+                if a.jitter_s > 0:
+                    time.sleep(jitter.expovariate(1 / a.jitter_s))
+                if a.slow_rank == ident.rank and late.random() < a.slow_share:
                     time.sleep(a.slow_s)
                 yield torch.randn(16, 32, generator=g), torch.randn(16, 1, generator=g)
 

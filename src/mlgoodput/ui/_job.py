@@ -628,6 +628,8 @@ class JobView:
             "straggler": None
             if lag is None or lag.straggler is None
             else {"host": lag.straggler, "cost_s": lag.straggler_cost_s},
+            # the verdict's evidence, straggler or not (docs/torch.md, "Stragglers")
+            "straggler_verdict": None if lag is None else {**lag.verdict.to_dict(), "text": lag.verdict.text()},
             "lag_pending": lag is None and self.lag_wanted,  # computed in the background: ask again
         }
 

@@ -10,7 +10,7 @@ the most steps: when its step numbers never decrease, its start of each number t
 host also started is found by bisection. The steps matched are then summed by the torch
 analysis's own code (`mlgoodput.torch.compare_step_starts`): each host's mean lateness behind
 the earliest host, the steps it started last, the seconds it held the others back, and the
-straggler (the same rule and thresholds).
+verdict with its evidence (the same rule: docs/torch.md, "Stragglers").
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlgoodput.accounting import HostLog
-from mlgoodput.torch import compare_step_starts
+from mlgoodput.torch import StragglerVerdict, compare_step_starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +33,22 @@ class HostLag:
 
 @dataclass(frozen=True, slots=True)
 class Lateness:
+    """The figures of every host and the straggler verdict (`mlgoodput.torch`'s, as is)."""
+
     hosts: dict[int, HostLag]
     steps_compared: int
-    straggler: int | None
-    straggler_cost_s: float
     max_spread_s: float
+    verdict: StragglerVerdict
+
+    @property
+    def straggler(self) -> int | None:
+        return self.verdict.straggler
+
+    @property
+    def straggler_cost_s(self) -> float:
+        """The seconds the straggler held the others back (0 when there is none)."""
+        x = None if self.verdict.straggler is None else self.hosts.get(self.verdict.straggler)
+        return 0.0 if x is None else x.held_back_s
 
 
 def _by_attempt(log: HostLog, i0: int, i1: int) -> dict[int, tuple[int, int]]:
@@ -68,7 +79,7 @@ def _starts(log: HostLog, lo: int, hi: int) -> dict[int, float]:
 
 def lateness(logs: Mapping[int, HostLog], medians: Mapping[int, float], start: float, end: float) -> Lateness:
     """The straggler analysis of the steps started in [start, end]; `medians`: each host's
-    median step time (the accounting's host statistics), for the noise floor."""
+    median step time (the accounting's host statistics), for the rule's floor."""
     ranges: dict[int, dict[int, tuple[int, int]]] = {}
     for h, log in logs.items():
         ranges[h] = _by_attempt(log, bisect_left(log.times, start), bisect_right(log.times, end))
@@ -107,7 +118,7 @@ def lateness(logs: Mapping[int, HostLog], medians: Mapping[int, float], start: f
                 else:
                     got_d[h] = t
     # the torch analysis's own per-step sums and straggler rule; the step statistics only set
-    # its noise floor (each host's median step time): the accounting's
+    # the rule's floor (each host's median step time): the accounting's
     rep = compare_step_starts(by_step, {h: (0, medians.get(h, 0.0), 0.0, 0.0) for h in logs})
     rows = {r.rank: HostLag(r.rank, r.mean_lag_s, r.last_steps, r.held_back_s) for r in rep.ranks}
-    return Lateness(rows, rep.steps_compared, rep.straggler, rep.straggler_cost_s, rep.max_spread_s)
+    return Lateness(rows, rep.steps_compared, rep.max_spread_s, rep.verdict)

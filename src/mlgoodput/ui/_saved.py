@@ -22,6 +22,7 @@ from typing import Protocol
 from mlgoodput import _env
 from mlgoodput.accounting import HostLog
 from mlgoodput.store import StateStore, Store
+from mlgoodput.torch import StragglerVerdict
 from mlgoodput.ui._lag import HostLag, Lateness
 from mlgoodput.ui._reduce import Blocks
 
@@ -145,9 +146,8 @@ def pack(
             "key": key_,
             "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
             "compared": res.steps_compared,
-            "straggler": res.straggler,
-            "cost_s": res.straggler_cost_s,
             "spread_s": res.max_spread_s,
+            "verdict": res.verdict.to_dict(),
         }
     if pieces is not None:
         extra["pieces"] = {
@@ -201,16 +201,16 @@ def load(store: Store, logger: str, job: str) -> Saved | None:
             )
         lag = None
         g = head.get("lag")
-        if g is not None:
+        if g is not None and "verdict" in g:  # (one saved before verdicts had evidence: redone)
             rows = {int(h): HostLag(int(h), float(m), int(n), float(x)) for h, m, n, x in g["hosts"]}
+            v = g["verdict"]
             lag = (
                 g["key"],
                 Lateness(
                     rows,
                     int(g["compared"]),
-                    None if g["straggler"] is None else int(g["straggler"]),
-                    float(g["cost_s"]),
                     float(g["spread_s"]),
+                    StragglerVerdict(**{f: v[f] for f in StragglerVerdict.__slots__}),
                 ),
             )
         pc = None

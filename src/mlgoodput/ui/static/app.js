@@ -345,7 +345,7 @@ function drawTimeline(tl, box, legend) {
   box.replaceChildren(s);
   legend.replaceChildren(...Object.entries(PHASES).filter(([k]) => used.has(k)).map(([, [label, color]]) =>
     el("span", {}, el("span", { class: "sw", style: "background:" + color }), label)),
-    tl.hidden_hosts ? el("span", { class: "muted", text: "· " + tl.hidden_hosts + " more hosts not drawn (the lanes above are the lead host and the worst stragglers; every host is in the Hosts table)" }) : "");
+    tl.hidden_hosts ? el("span", { class: "muted", text: "· " + tl.hidden_hosts + " more hosts not drawn (the lanes above are the lead host and the hosts with the most time beyond the ideal step; every host is in the Hosts table)" }) : "");
 }
 
 function table(id, cols, rows, empty) {
@@ -379,7 +379,7 @@ async function jobPage(job) {
   const hostSel = el("select", { id: "step-host", onchange: () => { stepHost = hostSel.value; if (stPlot) { stPlot.destroy(); charts = charts.filter((c) => c !== stPlot); stPlot = null; } loadSteps().catch(() => {}); } });
   function fillHosts() {
     const want = [el("option", { value: "", text: "lead host" })].concat(d.hosts.slice().sort((a, b) => b.lost_s - a.lost_s).slice(0, 50).map((h, i) =>
-      el("option", { value: h.host, text: "host " + h.host + (i < 3 && h.lost_s > 0 && d.hosts.length > 1 ? "  (straggler: " + secs(h.lost_s) + " lost)" : "") })));
+      el("option", { value: h.host, text: "host " + h.host + (d.straggler && d.straggler.host === h.host ? "  (straggler)" : "") + (i < 3 && h.lost_s > 0 && d.hosts.length > 1 ? "  (" + secs(h.lost_s) + " lost)" : "") })));
     if (hostSel.options.length !== want.length) { hostSel.replaceChildren(...want); hostSel.value = stepHost; }
     hostSel.hidden = d.hosts.length < 2;
   }
@@ -395,6 +395,13 @@ async function jobPage(job) {
       card("Step time", "Time between step starts (mean per pixel, band: min…max); red: stalls (steps over 3× the ideal).", el("div", { class: "tools" }, hostSel), stBox)),
     tables);
   let gpPlot = null, stPlot = null, stalls = [];
+  // the straggler verdict and its evidence, as the torch analysis states it (docs/torch.md)
+  function stragglerText(d) {
+    const v = d.straggler_verdict;
+    if (!v) return "";
+    return d.straggler ? " Straggler: host " + d.straggler.host + ", held the others back " + secs(d.straggler.cost_s) + "; " + v.text + "."
+      : " No straggler (" + v.text + ").";
+  }
   function drawHead() {
     sub.replaceChildren(badge(d.status), el("span", {}, "logger ", el("b", { text: d.logger })),
       el("span", {}, "started ", el("b", { text: when(d.attempts.length ? d.attempts[0].start : d.report.start) })),
