@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlgoodput._monitoring._productivity_samples import productivity_samples
-from mlgoodput._monitoring._samples import DEVIATION_STEPS, _badput_samples
+from mlgoodput._monitoring._samples import _STATUS_DESC, DEVIATION_STEPS, STATUS_WORDS, _badput_samples
 from mlgoodput.accounting import GoodputReport
 from mlgoodput.export import Sample
 
@@ -40,6 +40,8 @@ def cumulative_samples(
             desc="ideal (median or configured) step time",
         ),
     ]
+    for word in STATUS_WORDS:
+        out.append(s("goodput/status/{status}", word == report.status, extra={"status": word}, desc=_STATUS_DESC))
     if report.max_productive_step is not None:
         out.append(
             s("goodput/max_productive_step", report.max_productive_step, desc="largest step whose work was kept")
