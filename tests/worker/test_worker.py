@@ -394,13 +394,16 @@ def test_at_fork_in_child_runs_callbacks_and_holds_methods_weakly() -> None:
     kept, gone = Holder(), Holder()
     _worker.at_fork_in_child(kept.on_fork)
     _worker.at_fork_in_child(gone.on_fork)
-    n = len(_worker._fork_resets)
+    gone_ref = _worker._fork_resets[-1]
     del gone
     gc.collect()
+    assert gone_ref() is None
 
     def child() -> None:
         assert kept.reset
-        assert len(_worker._fork_resets) == n - 1  # the dead object's entry is dropped
+        # the dead object's entry is dropped (other entries may come and go with other tests' objects)
+        assert all(r is not gone_ref for r in _worker._fork_resets)
+        assert all(r() is not None for r in _worker._fork_resets)
 
     assert _in_child(child) == 0
     assert not kept.reset  # only in the child
