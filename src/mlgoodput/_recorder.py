@@ -248,6 +248,11 @@ class GoodputRecorder:
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
             self._keep_alive(SIGN_OF_LIFE_S, start_time)
 
+    @property
+    def completion_watcher(self) -> Any:
+        """The CompletionWatcher timing this recorder's steps, or None (docs/jax.md)."""
+        return self._step_clock
+
     def _attach_step_clock(self, clock: Any) -> None:
         """For `CompletionWatcher`: hand it the step starts from now on (None: write them again)."""
         self._step_clock = clock

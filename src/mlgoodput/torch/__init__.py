@@ -38,6 +38,7 @@ from mlgoodput.torch._stragglers import (
     stragglers,
 )
 from mlgoodput.torch._stragglers import analyze as analyze_stragglers
+from mlgoodput.torch._watch import CompletionWatcher
 
 __all__ = [
     "MIN_LEAD_FRACTION",
@@ -45,6 +46,7 @@ __all__ = [
     "NAMESPACE",
     "CompileSession",
     "CompileStats",
+    "CompletionWatcher",
     "RankStepStats",
     "StragglerAnalysis",
     "StragglerReport",

@@ -80,7 +80,13 @@ class TorchRecorder:
         self.job_name = job_name
         self.measure_flops = bool(measure_flops)
         self._safe = Safe(f"mlgoodput.torch.TorchRecorder(job_name={job_name!r})")
-        self._flops = StepFlops(self.identity.world_size) if self.measure_flops else None
+        # the counter knows the job, so its compiled-step advice is given once per job (rank 0,
+        # not once FLOPs are in the store, not again after a restart): docs/torch.md
+        self._flops = (
+            StepFlops(self.identity.world_size, rank=self.identity.rank, recorder=self.recorder)
+            if self.measure_flops
+            else None
+        )
         self._step_open: int | None = None
         if peak_flops_per_s is not None and self.identity.is_lead:
             self._safe(
@@ -137,20 +143,12 @@ class TorchRecorder:
         step, self._step_open = self._step_open, None
         if step is None:
             return
-        self.record("record_step_end_time", step)
-        if self._flops is not None and (self._flops.counting or self._flops.skipped_compiled):
+        if self.recorder.completion_watcher is None:  # a watcher records the ends by the device
+            self.record("record_step_end_time", step)
+        if self._flops is not None and self._flops.counting:
             total = self._safe("count step FLOPs", self._flops.end)
             if total and self.identity.is_lead:
                 self.record("record_step_flops", total)
-            elif self._flops.skipped_compiled:
-                self._flops.skipped_compiled = False
-                self._safe.warn_once(
-                    "flops",
-                    "step FLOPs not counted: the step runs torch.compile'd"
-                    " code, which FlopCounterMode would turn eager; record them"
-                    " with recorder.record_step_flops(mlgoodput.flops"
-                    ".torch_step_flops(eager_model, batch))",
-                )
             elif not total:
                 self._safe.warn_once(
                     "flops",
