@@ -72,6 +72,16 @@ def test_killed_rank_restarted_by_torchrun(tmp_path: Path) -> None:
     gap = job_start[1] - start[(0, KILL_AT)]
     recovery = r.badput_total_s(B.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION)
     assert gap - ideal - 0.02 <= recovery <= gap + 0.02, (recovery, gap, ideal)
+    # one recovery figure (docs/accounting.md, "Recovery: two figures"): the disruption's time
+    # down is the bucket; the time until training was productive again, which MTTR averages,
+    # ends inside the restarted attempt's first step after the restore
+    assert r.productivity is not None
+    (cost,) = r.productivity.disruptions
+    assert cost.down_s == pytest.approx(recovery)
+    assert job_start[1] - 0.02 <= cost.restarted_at <= job_start[1]
+    assert cost.recovered_at is not None and cost.to_recover_s is not None
+    assert start[(1, restored + 1)] - 0.02 <= cost.recovered_at <= start[(1, restored + 2)] + 0.02
+    assert r.productivity.mttr_s == pytest.approx(cost.to_recover_s) and cost.to_recover_s >= cost.down_s
     # checkpoints went through torch.distributed.checkpoint, timed by the wrapper
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME) > 0
     assert r.badput_total_s(B.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME) > 0
