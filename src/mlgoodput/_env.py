@@ -38,6 +38,10 @@ NUMPY = "MLGOODPUT_NUMPY"
 #: Seconds of silence (no event and no sign of life from any process of a job) after which a
 #: job that sends signs of life is judged dead (docs/accounting.md, "A job that dies").
 DEAD_AFTER = "MLGOODPUT_DEAD_AFTER_S"
+#: "1" keeps the garbage collector's passes when a process that ran a job exits (by default
+#: mlgoodput freezes them there: torch-heavy processes otherwise take 1.5 s to exit, time a
+#: callback's job counts as OTHER); see mlgoodput._process_window.
+EXIT_GC = "MLGOODPUT_EXIT_GC"
 #: The built-in dead limit (or four of the writers' sign-of-life periods, if longer).
 DEAD_AFTER_S = 120.0
 

@@ -34,12 +34,12 @@ import sys
 import threading
 import time
 
+from mlgoodput import _env
 from mlgoodput._worker import at_fork_in_child
 
 __all__ = ["EXIT_GC", "claim_process_start", "freeze_collector_at_exit", "interactive", "process_start_time"]
 
-#: Environment variable: "1" keeps the collector's passes at exit (no `gc.freeze`).
-EXIT_GC = "MLGOODPUT_EXIT_GC"
+EXIT_GC = _env.EXIT_GC
 
 #: Allowance for a process start read a little after the import time (clock ticks, rounding).
 _SLACK_S = 0.05
