@@ -449,10 +449,23 @@ class ExporterProcess:
             seq = self._seq
             self._replies[seq] = (ev, box)
             budget = None if timeout_s is None else max(0.0, timeout_s - 0.2)
+            conn = self._conn
             if self._send_quietly(("req", seq, msg[0], budget, *msg[1:])):
-                return _Request(seq, ev, box)
+                return _Request(seq, ev, box, conn)
             self._replies.pop(seq, None)
         return None
+
+    def _unanswerable(self, req: _Request) -> bool:
+        """True when no reply to `req` can come any more: the supervisor has read the socket
+        it went out on to its end and dropped it (the child's replies come before the end, so
+        any reply is delivered by then), or no supervisor is left to read it.
+
+        The child's exit alone is not enough: a child exits right after its stop's reply,
+        which may still be in the socket for the supervisor to read."""
+        if self._conn is not req.conn:
+            return True
+        sup = self._supervisor
+        return (sup is None or not sup.running) and not self.alive
 
     def _forget_request(self, req: _Request) -> None:
         with self._lock:
@@ -465,8 +478,8 @@ class ExporterProcess:
         try:
             deadline = None if timeout_s is None else time.monotonic() + timeout_s
             while not req.event.wait(0.05):
-                if not self.alive:
-                    return False
+                if self._unanswerable(req):
+                    return req.ok  # (delivered as the socket ended: the event was set meanwhile)
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
             return req.ok
@@ -517,16 +530,14 @@ class ExporterProcess:
             try:
                 timeout: float = SUPERVISE_S
                 while conn in connection_wait(waiting, timeout):
-                    msg = conn.recv()
-                    if msg[0] == "done":
-                        with self._lock:
-                            waiter = self._replies.get(msg[1])
-                        if waiter is not None:
-                            waiter[1].append(msg[2])
-                            waiter[0].set()
+                    self._deliver(conn.recv())
                     timeout = 0.0  # what else is there now, then the round is over
             except (EOFError, OSError):
                 self._child_closed(conn)
+            else:
+                p = self._popen
+                if self._conn is conn and p is not None and p.poll() is not None:
+                    self._drain_dead(conn)
         elif wake is not None:
             connection_wait([wake], SUPERVISE_S)
         else:
@@ -547,6 +558,26 @@ class ExporterProcess:
                 self.restarts += 1
             except Exception as e:
                 raise ExporterError(f"{self.name}: could not restart the exporter process: {e}") from e
+
+    def _deliver(self, msg: tuple[Any, ...]) -> None:
+        """Hand a reply of the child to the request that waits for it."""
+        if msg[0] == "done":
+            with self._lock:
+                waiter = self._replies.get(msg[1])
+            if waiter is not None:
+                waiter[1].append(msg[2])
+                waiter[0].set()
+
+    def _drain_dead(self, conn: Connection) -> None:
+        """The child is dead but its socket did not end (another process holds a copy): what
+        it sent is all there, so it is read and delivered, then the socket is dropped. The
+        requests still waiting then learn that no reply comes (`_unanswerable`)."""
+        try:
+            while conn.poll(0):
+                self._deliver(conn.recv())
+        except (EOFError, OSError):
+            pass
+        self._child_closed(conn)
 
     def _child_closed(self, conn: Connection) -> None:
         """The child's end of the socket closed: it is ending. Its socket is dropped (no more
@@ -624,10 +655,11 @@ def _seconds(timeout_s: object) -> float:
 class _Request:
     """A request sent to the child: its reply arrives through the supervisor."""
 
-    __slots__ = ("box", "event", "seq")
+    __slots__ = ("box", "conn", "event", "seq")
 
-    def __init__(self, seq: int, event: threading.Event, box: list[Any]) -> None:
+    def __init__(self, seq: int, event: threading.Event, box: list[Any], conn: Connection | None) -> None:
         self.seq, self.event, self.box = seq, event, box
+        self.conn = conn  # the socket it went out on: its reply can come through that one only
 
     @property
     def ok(self) -> bool:
@@ -643,7 +675,12 @@ class _RemoveDone:
 
     def poll(self) -> bool:
         req = self.req
-        if req is not None and not req.event.is_set() and self.proc.alive and time.monotonic() < self.handle.deadline:
+        if (
+            req is not None
+            and not req.event.is_set()
+            and not self.proc._unanswerable(req)
+            and time.monotonic() < self.handle.deadline
+        ):
             return False
         if req is not None:
             self.proc._forget_request(req)
@@ -663,7 +700,12 @@ class _StopDone:
 
     def poll(self) -> bool:
         req, deadline = self.req, self.handle.deadline
-        if req is not None and not req.event.is_set() and self.proc.alive and time.monotonic() < deadline - 0.3:
+        if (
+            req is not None
+            and not req.event.is_set()
+            and not self.proc._unanswerable(req)
+            and time.monotonic() < deadline - 0.3
+        ):
             return False
         ok = req is not None and req.ok
         if req is not None:
