@@ -136,9 +136,7 @@ class Api:
         with self._lock:
             v = self._views.get(key)
             if v is None:
-                v = self._views[key] = JobView(
-                    self.store, job, logger, clock=self.clock
-                )
+                v = self._views[key] = JobView(self.store, job, logger, clock=self.clock)
         return v
 
     def _warm_one(self, key: tuple[str, str]) -> None:

@@ -381,9 +381,7 @@ def serve(
     """Run until interrupted; prints the URL first."""
     import sys
 
-    srv = UIServer(
-        store, host, port, profile_dirs=profile_dirs, max_profile_bytes=max_profile_bytes
-    )
+    srv = UIServer(store, host, port, profile_dirs=profile_dirs, max_profile_bytes=max_profile_bytes)
     srv.api.warm_all()
     out = out or sys.stdout
     missing = assets_missing()
