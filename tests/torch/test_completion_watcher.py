@@ -20,10 +20,11 @@ def _loop(job: str, watch: bool) -> tuple[float, int]:
     gp = mt.TorchRecorder(job_name=job, store=url, measure_flops=False)
     w = mt.CompletionWatcher(gp) if watch else None
     model = nn.Linear(64, 64)
+    model(torch.randn(8, 64)).sum().backward()  # torch's lazy set-up (autograd threads) before the job
     with gp.job():
         for step, x in gp.steps(torch.randn(20, 8, 64)):
             model(x).sum().backward()
-            time.sleep(0.01)
+            time.sleep(0.05)
             if w is not None:
                 w.watch(step)
     gp.close()
