@@ -419,10 +419,10 @@ async function jobPage(job) {
         card("Attempts", null, table("attempts", [
           ["#", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
           ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, "No attempts.")),
-        card("Disruptions", "Each crash, as the accounting counts it: when the work stopped, the restart, the time down (its infrastructure recovery) and the time until training was productive again (MTTR is their mean).", table("disruptions", [
+        card("Disruptions", "Each crash, as the accounting counts it: when the work stopped, the restart; down: the time until the restart (its infrastructure recovery); until productive: the time until training was productive again (MTTR is its mean).", table("disruptions", [
           ["attempt", (r) => r.attempt, 1], ["work stopped", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
-          ["down (infrastructure recovery)", (r) => secs(r.recovery_s), 1],
-          ["back to training after (MTTR)", (r) => (r.to_recover_s == null ? "not yet" : secs(r.to_recover_s)), 1],
+          ["down", (r) => secs(r.recovery_s), 1],
+          ["until productive", (r) => (r.to_recover_s == null ? "not yet" : secs(r.to_recover_s)), 1],
           ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
       el("div", { class: "row" },
         card("Hosts", "Step statistics per host (the accounting's), the seconds each spent beyond the ideal step time (most first), how late it started steps on average and the seconds it held the others back." + stragglerText(d), table("hosts", [
