@@ -257,12 +257,13 @@ class GoodputRecorder:
         """For `CompletionWatcher`: hand it the step starts from now on (None: write them again)."""
         self._step_clock = clock
 
-    def _drain_steps(self) -> None:
-        """Before a job end or a close: let an attached watcher finish timing the steps."""
+    def _drain_steps(self, timeout_s: float | None = None) -> None:
+        """Before a job end or a close (within its timeout): let an attached watcher finish
+        timing the steps."""
         clock = self._step_clock
         if clock is not None:
             try:
-                clock.drain()
+                clock.drain() if timeout_s is None else clock.drain(timeout_s)
             except Exception as e:  # never into training
                 self._warn_once("drain", f"the completion watcher could not finish: {_said(e)}")
 
@@ -511,7 +512,7 @@ class GoodputRecorder:
         with self._state_lock:
             if self._closed:
                 return True
-        self._drain_steps()
+        self._drain_steps(timeout_s)
         clock, self._step_clock = self._step_clock, None
         if clock is not None:
             clock.close(1.0)

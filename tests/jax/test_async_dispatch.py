@@ -35,12 +35,14 @@ def _run(job: str, *, wait_every: int, watch: bool) -> goodput.GoodputReport:
     rec = goodput.GoodputRecorder(job, f"goodput_{job}", True, store=store, process_index=0)
     watcher = CompletionWatcher(rec) if watch else None
     step = _step_fn()
+    # compiled before the job: its time varies by a tenth of a second from run to run on a busy
+    # machine, which would swamp the step accounting the two loops are compared on
+    x = jnp.full((512, 512), 0.01)
+    flops = float(step.lower(x).compile().cost_analysis()["flops"])
+    jax.block_until_ready(step(x))
     rec.record_job_start_time()
     rec.record_training_preparation_start_time()
     x = jnp.full((512, 512), 0.01)
-    compiled = step.lower(x).compile()
-    flops = float(compiled.cost_analysis()["flops"])
-    jax.block_until_ready(step(x))
     rec.record_training_preparation_end_time()
     rec.record_step_flops(flops)
     rec.record_peak_flops(flops / 1e-3)  # a step at peak would take 1 ms: the device takes longer

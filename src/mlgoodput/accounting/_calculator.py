@@ -109,6 +109,7 @@ class GoodputCalculator:
         self._store: Store = open_store(store)
         self._paged = isinstance(self._store, PagedStore)  # a protocol check costs, do it once
         self._clock = clock
+        self._notes_said: set[str] = set()  # which report notes were logged (each once)
         self._stall_factor = stall_factor
         self._eng = Engine(stall_factor=stall_factor)
         # a saved state read as far as its header: the engine is built from it when first used
@@ -471,7 +472,7 @@ class GoodputCalculator:
         p = r.productivity
         if p is None or not p.notes:
             return
-        said: set[str] = self.__dict__.setdefault("_notes_said", set())
+        said = self._notes_said
         for note in p.notes:
             key = note[:12]  # which note: its figures change from query to query
             if key not in said:

@@ -178,15 +178,16 @@ class Timeline:
             return
         self.events += n
         kinds = bytes(cols.kinds)
-        top: float | None
+        top = _fast.maximum(cols.times)
+        if top is None:
+            top = max(cols.times)
         if _ALIVE in kinds:
-            self._signs_of_life(cols, kinds)
+            alive_top = self._signs_of_life(cols, kinds)
             if kinds.count(_ALIVE) == n:
                 return
-            top = max(t for t, k in zip(cols.times, kinds, strict=True) if k != _ALIVE)
-        else:
-            top = _fast.maximum(cols.times)
-        self.max_time = max(self.max_time, max(cols.times) if top is None else top)
+            if top <= alive_top:  # the batch's latest is a sign of life (rare): the rest's latest
+                top = max(t for t, k in zip(cols.times, kinds, strict=True) if k != _ALIVE)
+        self.max_time = max(self.max_time, top)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
         # every value the first's: compared as bytes (count() would make an int object a value)
@@ -280,12 +281,16 @@ class Timeline:
         self.max_time = max(self.max_time, *last_t)
         self.earliest_change = min(self.earliest_change, *[min(math.inf, e) for e in earliest])
 
-    def _signs_of_life(self, cols: Columns, kinds: bytes) -> None:
+    def _signs_of_life(self, cols: Columns, kinds: bytes) -> float:
+        """Take the batch's signs of life; the latest of their times."""
+        latest = -math.inf
         for i in _ones(kinds.translate(_ALIVE_MASK)):
             v = cols.values[i]
             if v == v and v > self.alive_every:  # not NaN
                 self.alive_every = float(v)
-            self.last_alive = max(self.last_alive, cols.times[i])
+            latest = max(latest, cols.times[i])
+        self.last_alive = max(self.last_alive, latest)
+        return latest
 
     def died_at(self, q: float) -> float | None:
         """When the job's writers were last heard of, if by `q` they have all been silent past
