@@ -255,7 +255,7 @@ def test_idle_connections_never_starve_a_good_client(serve: Any, store: SQLiteSt
 
 def test_a_nul_byte_or_a_bad_request_is_a_clean_answer(serve: Any, store: SQLiteStore) -> None:
     srv = serve(store)
-    assert get(srv.url + "static/app.js%00.png")[0] == 404
+    assert get(srv.url + "static/core.js%00.png")[0] == 404
     host, port = srv.server_address[:2]
     with socket.create_connection((host, port)) as s:
         s.sendall(b"NOT HTTP\r\n\r\n")

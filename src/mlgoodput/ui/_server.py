@@ -1,4 +1,4 @@
-"""The HTTP server of `mlgoodput ui`: the pages (one shell, drawn by app.js), their static
+"""The HTTP server of `mlgoodput ui`: the pages (one shell, drawn by the scripts in static/), their static
 files, the JSON API and profile downloads, on the bounded server every endpoint of ours
 uses (`LimitedServer`: one event loop holds the connections, a few threads answer).
 
