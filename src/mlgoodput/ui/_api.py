@@ -4,10 +4,12 @@ calculator and series) and answers `/api/...` paths with plain dicts."""
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._worker import BackgroundWorker
@@ -20,6 +22,8 @@ from mlgoodput.ui._reduce import minmax_points, numpy
 
 RESERVED_PREFIX = "mlgoodput."
 RUNS_NS = "mlgoodput.run"
+#: what `machinelearning_run` appends to a run's name: a workload id's hash, or a time and a random part
+RUN_SUFFIX = re.compile(r"-(?:[0-9a-f]{8}|[0-9]{8}-[0-9]{6}-[0-9a-f]{4})$")
 
 #: report keys -> the label the pages show (the `report` command's wording)
 BUCKET_LABELS = {
@@ -214,6 +218,25 @@ class Api:
         self._ready.add((logger, job))
         return v
 
+    def links(self, name: str) -> dict[str, str | None]:
+        """The pages of one training that the store holds: its goodput job, its ML run (the
+        newest run named `name` plus the suffix `machinelearning_run` adds) and its console
+        job; `name` may be any of the three. None where the store holds no such page."""
+        infos = self.store.jobs()
+        runs = {j.job: j.last_time for j in infos if j.namespace == RUNS_NS}
+        base = RUN_SUFFIX.sub("", name) if name in runs else name
+        jobs = {j.job for j in infos if not j.namespace.startswith(RESERVED_PREFIX)}
+        consoles = {j.job for j in infos if j.namespace == CONSOLE_NS}
+        mine = [r for r in runs if r == base or (r.startswith(base) and RUN_SUFFIX.fullmatch(r[len(base) :]))]
+        run = name if name in runs else max(mine, key=lambda r: (runs[r] or 0, r), default=None)
+        job = base if base in jobs else name if name in jobs else None
+        console = base if base in consoles else name if name in consoles else None
+
+        def page(kind: str, n: str | None) -> str | None:
+            return None if n is None else f"/{kind}/{quote(n, safe='')}"
+
+        return {"job": page("jobs", job), "run": page("runs", run), "console": page("console", console)}
+
     # -- endpoints -------------------------------------------------------------------------
     def jobs(self) -> dict[str, Any]:
         rows = []
@@ -254,6 +277,7 @@ class Api:
             self._later((v.logger, v.job))
         d["labels"] = BUCKET_LABELS
         d["now"] = self.clock()
+        d["links"] = self.links(job)
         return d
 
     def timeline(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -322,6 +346,7 @@ class Api:
         d["system_metrics"] = {k: series(v) for k, v in sorted(run.system_metrics.items())}
         for i, p in enumerate(d["profiles"]):
             p["index"] = i
+        d["links"] = self.links(run.name)
         return d
 
     def profile_entry(self, name: str, session: int, index: int) -> tuple[dict[str, Any], object]:
@@ -368,6 +393,7 @@ class Api:
             limit=_int(q, "limit", 500, 1, 5000),
         )
         out["lost"] = self._console_lost(job)  # records that never arrived
+        out["links"] = self.links(job)
         return out
 
     def _console_lost(self, job: str) -> int:

@@ -8,7 +8,7 @@ async function consolesPage() {
   $main.replaceChildren(el("h1", { text: "Console" }), el("div", { class: "sub", text: "Logs, progress bars and resource usage that the console server stored." }),
     card(null, null, d.consoles.length ? el("table", { id: "consoles" }, el("thead", {}, el("tr", {}, ["job", "first event", "last event", "records"].map((h, i) => el("th", { class: i === 3 ? "num" : null, text: h })))),
       el("tbody", {}, d.consoles.map((c) => el("tr", {}, el("td", {}, el("a", { href: "/console/" + enc(c.job), text: c.job })), el("td", { text: when(c.first_time) }), el("td", { text: when(c.last_time) }), el("td", { class: "num", text: num(c.events, 0) })))))
-      : el("div", { class: "empty", text: "No console jobs in this store." })));
+      : el("div", { class: "empty" }, "No console jobs in this store. A job's logs, progress bars and usage land here when it runs inside ", el("code", { text: "with mlgoodput.console.session(job=NAME):" }), " (or run ", el("code", { text: "make demo" }), ").")));
 }
 async function consolePage(job) {
   document.title = job + " console · mlgoodput";
@@ -21,8 +21,9 @@ async function consolePage(job) {
   const lost = el("div", { class: "warn", id: "logs-lost", hidden: "" });
   const bars = el("div", { id: "bars" });
   const uBox = el("div", { class: "chart", id: "usage-chart" });
+  const sub = el("div", { class: "sub" }, el("span", { text: "console" }));
   let next = -1, marks = [];
-  $main.replaceChildren(el("h1", { text: job }), el("div", { class: "sub" }, el("span", { text: "console" }), el("a", { href: "/jobs/" + enc(job), text: "goodput job" })),
+  $main.replaceChildren(el("h1", { text: job }), sub,
     card("Logs", null, el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), lost, logs),
     el("div", { class: "row" }, card("Progress", null, bars), card("CPU usage", "Per process; dashed lines: checkpoints.", uBox)));
   function reset() { next = -1; logs.replaceChildren(); loadLogs().catch(() => {}); }
@@ -31,6 +32,7 @@ async function consolePage(job) {
   async function loadLogs() {
     const q = "after=" + next + "&level=" + lvl.value + (proc.value ? "&process=" + proc.value : "") + (text.value ? "&q=" + enc(text.value) : "");
     const r = await api("console/" + enc(job) + "/logs?" + q);
+    if (sub.childElementCount === 1) sub.append(...pageLinks(r.links, "console"));
     lost.hidden = !r.lost;
     lost.textContent = r.lost ? num(r.lost, 0) + " log records of this job were lost (dropped by a client whose buffer was full, or damaged journal records)." : "";
     const known = new Set(Array.from(proc.options).map((o) => o.value));

@@ -183,6 +183,11 @@ function table(id, cols, rows, empty) {
     el("tbody", {}, rows.map((r) => el("tr", {}, cols.map(([, f, n]) => el("td", { class: n ? "num" : null, text: f(r) })))))));
 }
 
+// the other pages of the same training (the API's `links`): only those the store holds
+const LINK_LABELS = { job: "goodput job", run: "ML run", console: "console" };
+function pageLinks(links, here) {
+  return Object.entries(LINK_LABELS).filter(([k]) => k !== here && links && links[k]).map(([k, text]) => el("a", { href: links[k], "data-link": k, text }));
+}
 async function jobPage(job) {
   document.title = job + " · mlgoodput";
   delete document.body.dataset.jobReady;
@@ -236,7 +241,7 @@ async function jobPage(job) {
       el("span", {}, "wall time ", el("b", { text: secs(d.report.total_s) })),
       el("span", {}, "attempts ", el("b", { text: d.attempts.length })),
       el("span", {}, "hosts ", el("b", { text: d.hosts.length })),
-      el("a", { href: "/console/" + enc(job), text: "console" }),
+      pageLinks(d.links, "job"),
       el("a", { href: "/compare?job=" + enc(job), text: "compare" }),
       el("a", { href: "/api/" + base + "/report" + lq, text: "report JSON" }));
     head.replaceChildren(headlineCard(d));

@@ -9,7 +9,7 @@ async function runsPage() {
     card(null, null, d.runs.length ? table("runs", [
       ["run", (r) => r.name], ["group", (r) => r.run_group || "–"], ["started", (r) => when(r.first_time)], ["last event", (r) => when(r.last_time)],
       ["processes", (r) => r.processes, 1], ["metric values", (r) => num(r.metric_values, 0), 1], ["profiles", (r) => r.profile_starts, 1]], d.runs, "")
-      : el("div", { class: "empty", text: "No runs in this store." })));
+      : el("div", { class: "empty" }, "No runs in this store. A training's configs and metrics land here with ", el("code", { text: "machinelearning_run(name=NAME)" }), " and ", el("code", { text: "metrics.record(\"loss\", loss, step=step)" }), " from mlgoodput.diagnostics (or run ", el("code", { text: "make demo" }), ").")));
   for (const [i, tr] of Array.from($main.querySelectorAll("#runs tbody tr")).entries()) {
     const td = tr.firstChild;
     td.replaceChildren(el("a", { href: "/runs/" + enc(d.runs[i].name), class: "run-link", text: d.runs[i].name }));
