@@ -8,6 +8,7 @@ from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._overtime import productive_by_piece
+from mlgoodput.accounting._partition import Segment
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -33,6 +34,7 @@ __all__ = [
     "HostLog",
     "HostStepStats",
     "Productivity",
+    "Segment",
     "SliceEfficiency",
     "SortedFloats",
     "StepNums",

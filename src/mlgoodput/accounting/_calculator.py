@@ -24,6 +24,7 @@ from mlgoodput._journal import Journal, recover_changed_journals
 from mlgoodput.accounting import _fast, _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.accounting._partition import Segment, partition
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
 from mlgoodput.accounting._timeline import Timeline
@@ -466,6 +467,33 @@ class GoodputCalculator:
             self._keep((q, r) if whole else None)
         self._say_notes(r)
         return r
+
+    def partition(
+        self,
+        start: TimeArg = None,
+        end: TimeArg = None,
+        *,
+        configured_ideal_step_time: float | None = None,
+        at: TimeArg = None,
+    ) -> tuple[Segment, ...]:
+        """Where each second of `report(start, end, ...)` lies: sorted, disjoint segments of one
+        bucket each, covering the window; their seconds per bucket are the report's."""
+        a = _when(start, "start")
+        b = _when(end, "end")
+        q_at = _when(at, "at")
+        ideal = _check_ideal(configured_ideal_step_time)
+
+        def segments() -> tuple[Segment, ...]:
+            self._refresh()
+            q = self._clock() if q_at is None else q_at
+            if q_at is not None and q_at < self._engine.timeline.max_time:
+                engine = self._engine_as_of(q_at)
+            else:
+                engine = self._engine
+                q = max(q, engine.timeline.max_time) if q_at is None else q
+            return tuple(partition(engine, q, a, b, ideal))
+
+        return self._guarded(segments)
 
     def _say_notes(self, r: GoodputReport) -> None:
         """Log each of the report's notes (a figure unknown, the host ahead of the device) once."""

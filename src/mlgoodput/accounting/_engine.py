@@ -361,12 +361,31 @@ class Engine:
         if c is not None and c[4] is acts and c[0] == key and min(b, su_end) > c[1]:
             return c[2], c[3]
         res: dict[object, float] = {}
+        for bucket, u in self.claimed(acts, ctx, a, b, steps_union):
+            res[bucket] = res.get(bucket, 0.0) + measure(u)
+        dl = acts.buckets.get("dl", [])
+        overlapped = measure(intersect(clip(dl, a, b), steps_union))
+        horizon = max((spans[-1][1] for spans in acts.buckets.values() if spans), default=-INF)
+        if ctx.infra:
+            horizon = max(horizon, ctx.infra[-1][1])
+        horizon = horizon if min(b, su_end) > horizon else INF
+        self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
+        return res, overlapped
+
+    @staticmethod
+    def claimed(
+        acts: Activities, ctx: Query, a: float, b: float, steps_union: Intervals | None = None
+    ) -> list[tuple[object, Intervals]]:
+        """Each claimed bucket's own time in [a, b], in priority order (spec: "Activities and
+        their priority"): an instant goes to the first bucket that covers it, so the lists are
+        disjoint. Steps are laid out in what is left (`Query.step_pieces`)."""
+        out: list[tuple[object, Intervals]] = []
         covered: Intervals = []
 
         def take(bucket: object, xs: Intervals) -> None:
             nonlocal covered
             u = subtract(clip(xs, a, b), covered)
-            res[bucket] = res.get(bucket, 0.0) + measure(u)
+            out.append((bucket, u))
             if u:
                 covered = union(covered + u)
 
@@ -376,17 +395,11 @@ class Engine:
         customs = sorted((k for k in acts.buckets if isinstance(k, tuple)), key=lambda k: str(k[1]))
         for ckey in customs:
             take(ckey, acts.buckets[ckey])
-        dl = acts.buckets.get("dl", [])
-        take(B.DATA_LOADING_SYNC, subtract(dl, steps_union))
+        su = ctx.steps_union() if steps_union is None else steps_union
+        take(B.DATA_LOADING_SYNC, subtract(acts.buckets.get("dl", []), su))
         for low in LOW:
             take(low, acts.buckets.get(low, []))
-        overlapped = measure(intersect(clip(dl, a, b), steps_union))
-        horizon = max((spans[-1][1] for spans in acts.buckets.values() if spans), default=-INF)
-        if ctx.infra:
-            horizon = max(horizon, ctx.infra[-1][1])
-        horizon = horizon if min(b, su_end) > horizon else INF
-        self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
-        return res, overlapped
+        return out
 
     def step_deviation(self, q: float, configured_ideal: float | None, last_n: int | None = None) -> dict[int, float]:
         """Step number -> net time minus the ideal step time, for the lead host's regular steps

@@ -92,18 +92,9 @@ def _redone(redone: list[tuple[int, int, int]], i: int) -> bool:
 
 def _laid_out(ctx: Query, k: int, i: int, edges: Sequence[float], out: list[float]) -> None:
     """Step i of attempt k as the report lays it out: its productive part of its gaps."""
-    s, e, startup, productive, _ = ctx._parts(k, i)
-    if productive <= 0:
-        return
-    first, last = startup, startup + productive  # offsets into the gaps laid end to end
-    offset = 0.0
-    for gs, ge in ctx.acts.claims.gaps(s, e):
-        x, y = max(first, offset), min(last, offset + (ge - gs))
-        if y > x:
-            _spread(gs + (x - offset), gs + (y - offset), edges, out)
-        offset += ge - gs
-        if offset >= last:
-            break
+    for key, x, y in ctx.step_pieces(k, i, False):
+        if key == "productive" and y > x:
+            _spread(x, y, edges, out)
 
 
 def _spread(x: float, y: float, edges: Sequence[float], out: list[float]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from typing import Protocol
 
 from mlgoodput.accounting._intervals import Intervals, union
@@ -268,37 +269,41 @@ class Query:
         for _, lo, hi in redone:
             wasted_idx.update(range(lo, hi))
         times = self.log.times
-        claims = self.acts.claims
         for k, att in enumerate(self.atts):
             if att.i1 == att.i0 or att.end < a or att.start > b:
                 continue
             lo = max(att.i0, bisect_right(times, a, att.i0, att.i1) - 1)
             hi = bisect_right(times, b, att.i0, att.i1)
             for i in range(lo, hi):
-                s, e, su, pr, st = self._parts(k, i)
-                if e <= a or s >= b:
+                parts = self._parts(k, i)
+                if parts[1] <= a or parts[0] >= b:
                     continue
-                keys = (
-                    ("startup", su),
-                    ("wasted" if i in wasted_idx else "productive", pr),
-                    ("stall", st),
-                )
-                gaps = claims.gaps(s, e)
-                gi, pos = 0, gaps[0][0] if gaps else s
-                for key, amount in keys:
-                    while amount > 1e-15 and gi < len(gaps):
-                        gs, ge = gaps[gi]
-                        pos = max(pos, gs)
-                        take = min(amount, ge - pos)
-                        lo_t, hi_t = max(pos, a), min(pos + take, b)
-                        if hi_t > lo_t:
-                            out[key] += hi_t - lo_t
-                        amount -= take
-                        pos += take
-                        if pos >= ge - 1e-15:
-                            gi += 1
+                for key, x, y in self.step_pieces(k, i, i in wasted_idx, parts):
+                    lo_t, hi_t = max(x, a), min(y, b)
+                    if hi_t > lo_t:
+                        out[key] += hi_t - lo_t
         self._set_max_productive(redone)
         return out
+
+    def step_pieces(
+        self, k: int, i: int, wasted: bool, parts: tuple[float, float, float, float, float] | None = None
+    ) -> Iterator[tuple[str, float, float]]:
+        """Step i of attempt k placed in time (spec: Steps): its unclaimed gaps hold its
+        startup first, then its productive (or wasted) time, then its stall, as
+        ("startup" | "productive" | "wasted" | "stall", start, end) pieces."""
+        s, e, su, pr, st = self._parts(k, i) if parts is None else parts
+        gaps = self.acts.claims.gaps(s, e)
+        gi, pos = 0, gaps[0][0] if gaps else s
+        for key, amount in (("startup", su), ("wasted" if wasted else "productive", pr), ("stall", st)):
+            while amount > 1e-15 and gi < len(gaps):
+                gs, ge = gaps[gi]
+                pos = max(pos, gs)
+                take = min(amount, ge - pos)
+                yield key, pos, pos + take
+                amount -= take
+                pos += take
+                if pos >= ge - 1e-15:
+                    gi += 1
 
     def _set_max_productive(self, redone: list[tuple[int, int, int]]) -> None:
         nums = self.log.nums
