@@ -1,4 +1,5 @@
-"""`mlgoodput runs` (list the ML runs of a store) and `mlgoodput runs show NAME [--json]`."""
+"""`mlgoodput runs` (list the ML runs of a store: status, duration, ...) and `mlgoodput runs
+show NAME [--json]` (one run: status, provenance, configs, metrics, profiles)."""
 
 from __future__ import annotations
 
@@ -43,13 +44,15 @@ def _list(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {url}")
         return 0
-    rows = [("RUN", "GROUP", "STARTED", "LAST EVENT", "PROCS", "METRICS", "PROFILES")]
+    rows = [("RUN", "STATUS", "GROUP", "STARTED", "DURATION", "LAST EVENT", "PROCS", "METRICS", "PROFILES")]
     for r in runs:
         rows.append(
             (
                 r["name"],
+                r["status"],
                 r["run_group"] or "-",
                 _when(r["first_time"]),
+                _secs(r["duration_s"]),
                 _when(r["last_time"]),
                 str(r["processes"]),
                 str(r["metric_values"]),
@@ -72,7 +75,9 @@ def _show(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(json.dumps(run.to_dict(), indent=2, allow_nan=True))
         return 0
+    now = time.time()
     print(f"run {run.name}" + (f"  (group {run.run_group})" if run.run_group else ""))
+    print(f"  status: {run.status(now)}; duration: {_secs(run.duration_s(now))}")
     for k in ("project", "region", "environment", "workload_id", "profile_dir"):
         if run.info.get(k):
             print(f"  {k}: {run.info[k]}")
@@ -81,6 +86,13 @@ def _show(args: argparse.Namespace) -> int:
         f"  started: {_when(run.starts[0]['time']) if run.starts else '-'}; processes: {len(hosts)};"
         f" starts: {len(run.starts)}"
     )
+    pv = run.provenance
+    git = pv.get("git") or {}
+    if git.get("commit"):
+        print(f"  git: {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''} in {git.get('root')}")
+    for k in ("command", "user", "host", "python"):
+        if pv.get(k):
+            print(f"  {k}: {pv[k]}")
     sw = run.software
     if sw:
         print(
@@ -140,6 +152,18 @@ def _show(args: argparse.Namespace) -> int:
             )
         _table(rows, indent=2)
     return 0
+
+
+def _secs(v: float | None) -> str:
+    """A duration as the pages show it: "4.27 s", "12 min 05 s", "27 h 48 min"."""
+    if v is None:
+        return "-"
+    if v < 60:
+        return f"{v:.2f} s"
+    m = int(v // 60)
+    if m < 60:
+        return f"{m} min {int(v % 60):02d} s"
+    return f"{m // 60} h {m % 60:02d} min"
 
 
 def _num(v: float | None) -> str:

@@ -139,23 +139,13 @@ def to_json(value: object, arg: str) -> Any:
     raise TypeError(f"{arg}: config values must be JSON-like (numbers, strings, lists, dicts), got {value!r}")
 
 
-def software_configs() -> dict[str, Any]:
-    """Framework and version, XLA flags, Python and key package versions (no imports of frameworks)."""
-    from importlib import metadata
+def software_configs(preferred: str | None = None) -> dict[str, Any]:
+    """The framework in use and its version (one the program imported, never a default;
+    `preferred` breaks a tie), XLA flags, Python and key package versions (no imports)."""
+    from mlgoodput.diagnostics._provenance import framework_in_use, package_versions
 
-    versions: dict[str, str] = {}
-    for pkg in _PACKAGES:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
-    framework = None
-    for mod in ("jax", "torch", "tensorflow"):
-        if mod in sys.modules:
-            framework = mod
-            break
-    if framework is None:
-        framework = next((p for p in ("jax", "torch", "tensorflow") if p in versions), None)
+    versions = package_versions(_PACKAGES)
+    framework = framework_in_use(preferred)
     return {
         "framework": framework,
         "framework_version": versions.get(framework) if framework else None,

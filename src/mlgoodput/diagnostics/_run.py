@@ -225,13 +225,18 @@ class MLRun:
             ok = h.flush(timeout_s) and ok
         return ok
 
-    def end(self, timeout_s: float | None = 10.0) -> None:
-        """Stop the sampler, the on-demand server and exporters, and flush the run's events."""
+    def end(self, timeout_s: float | None = 10.0, *, failed: bool = False) -> None:
+        """Stop the sampler, the on-demand server and exporters, record how the run ended
+        (`failed=True`: it failed) and flush the run's events."""
         global _current
         if self._ended:
             return
         self._ended = True
-        self.run_phase = RunPhase.PHASE_COMPLETED
+        self.run_phase = RunPhase.PHASE_FAILED if failed else RunPhase.PHASE_COMPLETED
+        try:  # the end as a metadata change of the run: `load_run` derives the status from it
+            self._append(Kind.RUN_CONFIG, self.clock(), attrs={"run_phase": self.run_phase.value})
+        except Exception as e:  # a closed or broken journal: the run reads as crashed later
+            log.warning("mlgoodput: recording the end of run %s failed: %s", self.name, e)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
         def left() -> float | None:  # one deadline for all the helpers, not one each
@@ -250,8 +255,8 @@ class MLRun:
     def __enter__(self) -> MLRun:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.end()
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.end(failed=exc_type is not None and not _clean_exit(exc))
 
     def __repr__(self) -> str:
         return f"MLRun(name={self.name!r}, run_group={self.run_group!r}, process_index={self.process_index})"
@@ -277,9 +282,17 @@ def _register_atexit() -> None:
 
 
 def _end_at_exit() -> None:
+    import sys
+
     run = _current
     if run is not None:
-        run.end(timeout_s=exit_time_left())
+        last = getattr(sys, "last_value", None)  # set when an uncaught exception ended the program
+        run.end(timeout_s=exit_time_left(), failed=last is not None and not _clean_exit(last))
+
+
+def _clean_exit(exc: object) -> bool:
+    """True for an exception that ends a program successfully (`sys.exit()`, `sys.exit(0)`)."""
+    return isinstance(exc, SystemExit) and exc.code in (None, 0)
 
 
 def _text(value: object) -> str:

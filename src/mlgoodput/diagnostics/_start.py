@@ -10,9 +10,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mlgoodput.diagnostics import _run
+from mlgoodput.diagnostics import _provenance, _run
 from mlgoodput.diagnostics._configs import load_configs, software_configs, system_configs
 from mlgoodput.diagnostics._errors import MLRunConfigurationError
+from mlgoodput.diagnostics._provenance import where
 from mlgoodput.diagnostics._run import (
     MLRun,
     _normalize_path,
@@ -35,6 +36,9 @@ from mlgoodput.export import Exporter, ExporterProcess
 from mlgoodput.store import open_store, resolve_store_url
 
 log = logging.getLogger("mlgoodput.diagnostics")
+
+#: seconds between a run's signs of life while it records nothing (see `load_run`'s status)
+ALIVE_S = 10.0
 
 
 def _enum_arg(enum_cls: Any, value: object, arg: str) -> Any:
@@ -86,6 +90,7 @@ def machinelearning_run(
     workload_id: str | None = None,
     process_index: int | None = None,
     strict: bool | None = None,
+    provenance: bool = True,
 ) -> MLRun:
     """Start (or, after a restart of the same workload, continue) an ML run in this process.
 
@@ -97,7 +102,7 @@ def machinelearning_run(
     Keyword-only extras: `store=`, `exporters=` for metric values, the on-demand profiling
     address (default a loopback port with a token), `workload_id`, `process_index`, and
     `strict` (None: `$MLGOODPUT_STRICT`): misuse of `metrics.record`/`xprof` raises instead
-    of warning, for tests.
+    of warning, for tests; `provenance=False` records no git state, command line or user.
     See docs/diagnostics.md.
     """
     if not isinstance(name, str):
@@ -133,6 +138,8 @@ def machinelearning_run(
         raise TypeError(f"metrics_exporter_config must be a dict or None, got {metrics_exporter_config!r}")
     if strict is not None and not isinstance(strict, bool):
         raise TypeError(f"strict must be a bool or None, got {strict!r}")
+    if not isinstance(provenance, bool):
+        raise TypeError(f"provenance must be a bool, got {provenance!r}")
     options: dict[str, Any] = {
         "strict": strict,
         "on_demand_xprof": on_demand_xprof,
@@ -215,6 +222,11 @@ def machinelearning_run(
             run.on_demand_address = server.address
             run._helpers.append(server)
             server.start()
+        preferred = "torch" if run.framework is Framework.PYTORCH else "jax"
+        software = software_configs(preferred)
+        fact_region, fact_environment = where(region, environment)
+        origin = _provenance.provenance(git=True) if provenance else {}
+        run.sink.keep_alive(ALIVE_S)  # signs of life: a run that died is told from one that is idle
         run._append(
             Kind.RUN_START,
             run.clock(),
@@ -224,16 +236,18 @@ def machinelearning_run(
                 "base_name": name,
                 "run_group": run_group,
                 "project": project,
-                "region": region,
-                "environment": environment,
+                "region": fact_region,
+                "environment": fact_environment,
                 "workload_id": wid,
                 "profile_dir": profile_dir,
                 "on_demand": run.on_demand_address,
                 "configs": user_configs,
-                "software": software_configs(),
+                "software": software,
                 "system": system_configs(pidx),
-                "framework": run.framework.value,
+                "framework": software["framework"],
                 "metric_only_run": metric_only_run,
+                "provenance": origin,
+                "alive_s": ALIVE_S,
             },
         )
     except BaseException:

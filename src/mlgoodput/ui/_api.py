@@ -19,6 +19,7 @@ from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
 from mlgoodput.ui._console import ConsoleView
 from mlgoodput.ui._job import JobView
 from mlgoodput.ui._reduce import minmax_points, numpy
+from mlgoodput.ui._runs import RunIndex
 
 RESERVED_PREFIX = "mlgoodput."
 RUNS_NS = "mlgoodput.run"
@@ -108,6 +109,7 @@ class Api:
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
         self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
+        self._runs = RunIndex(store, clock=clock)
         numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
@@ -314,40 +316,29 @@ class Api:
 
     # -- runs ------------------------------------------------------------------------------
     def runs(self) -> dict[str, Any]:
-        from mlgoodput.diagnostics import list_runs
-
-        return {"runs": list_runs(self.store)}
+        return {"runs": self._runs.listing(), "now": self.clock()}
 
     def run(self, name: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
-        from mlgoodput.diagnostics import load_run
-
         try:
-            run = load_run(name, store=self.store)
+            d = self._runs.detail(name, _int(q, "width", 1000, 50, 4000))
         except LookupError as e:
             raise ApiError(404, str(e)) from None
-        width = _int(q, "width", 1000, 50, 4000)
-
-        def series(pts: list[tuple[int | None, float, float]]) -> dict[str, Any]:
-            by_step = [p for p in pts if p[0] is not None]
-            xs_t, ys_t = minmax_points([p[2] for p in pts], [p[1] for p in pts], width)
-            out: dict[str, Any] = {"count": len(pts), "time": {"x": xs_t, "y": ys_t}}
-            if by_step:
-                by_step.sort(key=lambda p: (p[0], p[2]))
-                xs, ys = minmax_points([float(p[0] or 0) for p in by_step], [p[1] for p in by_step], width)
-                out["step"] = {"x": xs, "y": ys}
-            vals = [p[1] for p in pts if not math.isnan(p[1])]
-            out["last"] = pts[-1][1] if pts else None
-            out["min"] = min(vals) if vals else None
-            out["max"] = max(vals) if vals else None
-            return out
-
-        d = run.to_dict()
-        d["metrics"] = {k: series(v) for k, v in sorted(run.metrics.items())}
-        d["system_metrics"] = {k: series(v) for k, v in sorted(run.system_metrics.items())}
-        for i, p in enumerate(d["profiles"]):
-            p["index"] = i
-        d["links"] = self.links(run.name)
+        d["links"] = self.links(d["name"])
         return d
+
+    def run_points(self, name: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        """The points a run stored after `?after=CURSOR` (the cursor of an earlier answer)."""
+        try:
+            return self._runs.points(name, _int(q, "after", 0, 0, 1 << 62))
+        except LookupError as e:
+            raise ApiError(404, str(e)) from None
+
+    def run_csv(self, name: str, q: Mapping[str, list[str]]) -> tuple[str, bytes]:
+        """(file name, CSV) of a run's metric points (`?metric=` names some; all by default)."""
+        try:
+            return self._runs.csv(name, [m for m in q.get("metric", []) if m])
+        except LookupError as e:
+            raise ApiError(404, str(e)) from None
 
     def profile_entry(self, name: str, session: int, index: int) -> tuple[dict[str, Any], object]:
         """A profile session of a run as the store lists it, and its file entry `index`: what

@@ -279,6 +279,12 @@ class UIServer:
             ans.json(api.runs())
         elif seg[0] == "runs" and len(seg) == 2:
             ans.json(api.run(seg[1], q))
+        elif seg[0] == "runs" and len(seg) == 3 and seg[2] == "points":
+            ans.json(api.run_points(seg[1], q))
+        elif seg[0] == "runs" and len(seg) == 3 and seg[2] == "csv":
+            fname, data = api.run_csv(seg[1], q)
+            ans.body(data, "text/csv; charset=utf-8")
+            ans.extra["Content-Disposition"] = f'attachment; filename="{re.sub(r"[^A-Za-z0-9._-]", "_", fname)}"'
         elif seg[0] == "runs" and len(seg) == 5 and seg[2] == "profiles":
             session, entry = api.profile_entry(seg[1], _index(seg[3]), _index(seg[4]))
             try:
