@@ -4,10 +4,10 @@ the timeline's phases, reduction to screen resolution, the token and the Host ch
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import time
-from collections import Counter
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -30,36 +30,26 @@ def cli_report(url: str, job: str, at: float) -> dict[str, Any]:
     return json.loads(buf.getvalue())  # type: ignore[no-any-return]
 
 
-def expected_phases(tl: Any) -> list[Counter[str]]:
-    """Per attempt (lead host), how many segments of each phase the timeline must show."""
-    out: list[Counter[str]] = []
-    steps: list[int] = []
-    names = {
-        Kind.ACCEL_INIT_START: "init",
-        Kind.TRAINING_PREP_START: "prep",
-        Kind.CKPT_SAVE: "ckpt_save",
-        Kind.CKPT_RESTORE: "ckpt_restore",
-        Kind.CKPT_SAVE_START: "ckpt_save",
-        Kind.CKPT_RESTORE_START: "ckpt_restore",
-        Kind.CUSTOM_START: "custom",
-    }
-    for e in tl.events:
-        if e.host != 0:
+def lane_seconds(tl: dict[str, Any]) -> dict[str, float]:
+    """Seconds per bucket that the timeline's attempt lanes colour (mixed pieces included)."""
+    out: dict[str, float] = {}
+    for lane in tl["lanes"]:
+        if lane["kind"] != "attempt":
             continue
-        if e.kind == Kind.JOB_START:
-            out.append(Counter())
-            steps.append(0)
-        elif e.kind in names:
-            out[-1][names[e.kind]] += 1
-        elif e.kind == Kind.STEP_START:
-            steps[-1] += 1
-    for k, c in enumerate(out):
-        if steps[k]:
-            c["compile"] += 1
-        if steps[k] > 1:
-            c["steps"] += 1
-        if k + 1 < len(out):
-            c["recovery"] += 1
+        for s in lane["segments"]:
+            for b, sec in s["mix"].items() if "mix" in s else [(s["bucket"], s["end"] - s["start"])]:
+                out[b] = out.get(b, 0.0) + sec
+    return out
+
+
+def report_seconds(rep: dict[str, Any]) -> dict[str, float]:
+    """The report's seconds per bucket, named as the timeline names them."""
+    out = {"productive": rep["productive_s"]}
+    for k, v in rep["badput_s"].items():
+        if isinstance(v, dict):
+            out.update({f"{k}:{n}": s for n, s in v.items()})
+        elif v:
+            out[k] = v
     return out
 
 
@@ -92,21 +82,26 @@ def test_report_equals_cli_report_json(name: str, store: SQLiteStore, serve: Any
     assert row["attempts"] == want["disruptions"] + 1
 
 
+@pytest.mark.parametrize("width", [60, 4000])
 @pytest.mark.parametrize("name", PUBLIC)
-def test_timeline_has_one_segment_per_attempt_phase(name: str, store: SQLiteStore, serve: Any) -> None:
+def test_timeline_colours_the_reports_seconds(name: str, width: int, store: SQLiteStore, serve: Any) -> None:
+    """Every coloured second of the timeline is the report's: seconds per bucket are equal, at
+    any zoom (narrow pieces keep each bucket's seconds), one lane per attempt, numbered from 1."""
     tl = scenario(name)
     fill(store, tl)
     srv = serve(store, clock=lambda: tl.query)
-    status, got, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name)}/timeline?width=4000")
+    status, got, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name)}/timeline?width={width}")
     assert status == 200
+    _, rep, _ = get(f"{srv.url}api/jobs/{quote(tl.job_name)}/report")
+    colours, want = lane_seconds(got), report_seconds(rep)
+    assert set(colours) == {k for k, v in want.items() if v > 1e-9}
+    for k, v in want.items():
+        assert colours.get(k, 0.0) == pytest.approx(v, abs=1e-6), k
     lanes = [ln for ln in got["lanes"] if ln["kind"] == "attempt"]
-    want = expected_phases(tl)
-    assert len(lanes) == len(want)
-    for lane, exp in zip(lanes, want, strict=True):
-        seen = Counter(s["phase"] for s in lane["segments"] if s["phase"] not in ("data", "stall"))
-        assert seen == exp, lane["lane"]
-        for s in lane["segments"]:
-            assert s["end"] >= s["start"]
+    assert [ln["lane"] for ln in lanes] == [f"attempt {k + 1}" for k in range(rep["disruptions"] + 1)]
+    for lane in lanes:
+        for a, b in itertools.pairwise(lane["segments"]):
+            assert a["end"] <= b["start"] + 1e-9  # laid end to end, never over each other
 
 
 def test_series_are_reduced_to_the_screen(tmp_path: Path, serve: Any) -> None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from test_api import cli_report, expected_phases
+from test_api import cli_report, report_seconds
 from ui_helpers import PUBLIC, fill, get, scenario
 
 from mlgoodput.events import Event, EventBatch, Kind
@@ -118,20 +117,41 @@ def test_job_page_numbers_equal_report_json(name: str, store: SQLiteStore, brows
     assert kpi == str(want["disruptions"])
 
 
-def test_timeline_shows_one_segment_per_attempt_phase(store: SQLiteStore, browser: Browser, serve: Any) -> None:
-    tl = scenario("s4_disruption_restart")
+@pytest.mark.parametrize("name", ["s4_disruption_restart", "s3_checkpoint_save_restore"])
+def test_timeline_draws_the_breakdown(name: str, store: SQLiteStore, browser: Browser, serve: Any) -> None:
+    """The drawn timeline is the breakdown table laid out in time: per bucket, the seconds its
+    rectangles stand for equal the table's, their widths are in proportion, and nothing is red
+    where the report counts no stall."""
+    tl = scenario(name)
     fill(store, tl)
     srv = serve(store, clock=lambda: tl.query)
     open_page(browser, f"{srv.url}jobs/{quote(tl.job_name)}", "document.querySelector('#timeline rect.seg')")
     segs = js(
         browser,
-        "return Array.from(document.querySelectorAll('#timeline rect.seg')).map((r) => [r.dataset.lane, r.dataset.phase])",
+        "return Array.from(document.querySelectorAll('#timeline rect.seg')).map((r) =>"
+        " [r.dataset.bucket, Number(r.dataset.seconds), r.width.baseVal.value, r.getAttribute('fill')])",
     )
-    want = expected_phases(tl)
-    for k, exp in enumerate(want):
-        seen = Counter(ph for lane, ph in segs if lane == f"attempt {k + 1}" and ph not in ("data", "stall"))
-        assert seen == exp
-    assert {"init", "prep", "compile", "steps", "ckpt_save", "recovery", "ckpt_restore"} <= {ph for _, ph in segs}
+    want = report_seconds(cli_report(store.url, tl.job_name, tl.query))
+    got: dict[str, float] = {}
+    for b, sec, _, _ in segs:
+        got[b] = got.get(b, 0.0) + sec
+    assert set(got) == {k for k, v in want.items() if v > 1e-9}
+    for k, v in want.items():
+        assert got.get(k, 0.0) == pytest.approx(v, abs=1e-6), k
+    per_s = [w / sec for _, sec, w, _ in segs if sec > 0.05 * tl_span(want)]
+    assert max(per_s) == pytest.approx(min(per_s), rel=1e-3)  # one scale: widths are the seconds
+    stall_red = js(browser, "return BUCKET_COLORS.stall")
+    red = [b for b, _, _, fill_ in segs if fill_ == stall_red]
+    assert (len(red) > 0) == (want.get("stall", 0.0) > 0)
+    legend = js(
+        browser,
+        "return Array.from(document.querySelectorAll('#timeline + .legend [data-bucket]')).map((x) => x.dataset.bucket)",
+    )
+    assert set(legend) == set(got)
+
+
+def tl_span(want: dict[str, float]) -> float:
+    return sum(want.values())
 
 
 def test_live_page_updates_while_a_workload_records(tmp_path: Path, browser: Browser, serve: Any) -> None:

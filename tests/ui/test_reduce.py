@@ -86,3 +86,32 @@ def test_blocks_with_numpy_equal_the_loop(monkeypatch: pytest.MonkeyPatch) -> No
     assert (fast.x, fast.n, fast.sum, fast.done, fast.tail) == (slow.x, slow.n, slow.sum, slow.done, slow.tail)
     for a, b in ((fast.lo, slow.lo), (fast.hi, slow.hi)):
         assert [v if v == v else None for v in a] == [v if v == v else None for v in b]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_timeline_pieces_keep_every_buckets_seconds(seed: int) -> None:
+    """The timeline's reduction to pixels (ui/_charts.drawn) keeps each bucket's seconds and
+    lays pieces end to end, at most about two a pixel."""
+    from mlgoodput.ui._charts import drawn
+
+    rng = random.Random(seed)
+    t, segs = 1_700_000_000.0, []
+    for _ in range(rng.randint(0, 400)):
+        d = rng.choice((1e-4, 0.01, 0.3, 5.0, 60.0)) * rng.random()
+        segs.append((t, t + d, rng.choice(("productive", "stall", "other", "custom_badput_events:EVAL"))))
+        t += d
+    px = rng.choice((1e-3, 0.1, 2.0, 50.0))
+    out = drawn(segs, px)
+    want: dict[str, float] = {}
+    for x, y, b in segs:
+        want[b] = want.get(b, 0.0) + (y - x)
+    got: dict[str, float] = {}
+    for p in out:
+        for b, sec in p["mix"].items() if "mix" in p else [(p["bucket"], p["end"] - p["start"])]:
+            got[b] = got.get(b, 0.0) + sec
+    assert got.keys() == want.keys()
+    for b, v in want.items():
+        assert got[b] == pytest.approx(v, abs=1e-6)
+    for a, b in zip(out, out[1:], strict=False):
+        assert a["end"] <= b["start"] + 1e-9
+    assert len(out) <= 2 * (t - segs[0][0]) / px + 2 if segs else not out

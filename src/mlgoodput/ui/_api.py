@@ -284,7 +284,7 @@ class Api:
 
     def timeline(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])
-        return _charts.timeline(v, _int(q, "width", 1200, 50, 4000))
+        return {**_charts.timeline(v, _int(q, "width", 1200, 50, 4000)), "labels": BUCKET_LABELS}
 
     def steps(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])

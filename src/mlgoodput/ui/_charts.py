@@ -4,75 +4,54 @@ and goodput over time. Numbers come from the job's calculator; this only lays th
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from typing import Any
 
+from mlgoodput.accounting import Segment
 from mlgoodput.ui._job import HostSeries, JobView
 from mlgoodput.ui._reduce import BLOCK
 
-STALL_FACTOR = 3.0  # the accounting's default: a step longer than 3x the ideal is a stall
 MAX_STALLS = 400
 MAX_HOST_LANES = 16  # beyond this, the timeline shows the lead host and the worst stragglers
 
 
-def _stalls(hs: HostSeries, threshold: float, i0: int, i1: int) -> list[tuple[float, float, int]]:
-    """(start, seconds, step) of the steps in [i0, i1) longer than `threshold`; only blocks
-    whose max exceeds it are scanned."""
-    out: list[tuple[float, float, int]] = []
-    if threshold <= 0:
-        return out
-    b = hs.blocks
-    nd = len(hs.durs)
-    for k in range(i0 // BLOCK, min(len(b.hi), (i1 + BLOCK - 1) // BLOCK)):
-        if not b.hi[k] > threshold:
+def partition(view: JobView) -> tuple[Segment, ...]:
+    """The job's partition in time as of the page's report (the accounting's own, computed
+    once per report)."""
+    r = view.report()
+
+    def make() -> tuple[Segment, ...]:
+        with view.lock:  # the calculator as the page's report left it, and what came since
+            return view.calc.partition()
+
+    return view._cached(("partition",), make, r.end)  # type: ignore[no-any-return]
+
+
+def _stalls(view: JobView, hs: HostSeries) -> list[tuple[float, float, int, float]]:
+    """(step start, step seconds, step, stall seconds) of the lead host's steps that hold the
+    report's STALL: the partition's stall segments, placed on their steps."""
+    out: dict[int, tuple[float, float, int, float]] = {}
+    times = hs.times
+    for sg in partition(view):
+        if sg.bucket != "stall":
             continue
-        lo, hi = max(i0, k * BLOCK), min(i1, (k + 1) * BLOCK, nd)
-        for i, d in enumerate(hs.durations(lo, hi), lo):
-            if d > threshold:
-                out.append((hs.times[i], d, int(hs.nums[i])))
-    return out
-
-
-def _merge(segs: list[dict[str, Any]], min_gap: float) -> list[dict[str, Any]]:
-    """Segments of one phase and name closer than a pixel become one (with a count `n`).
-    The input is not changed (it may be the view's own list)."""
-    if len(segs) < 2:
-        return [dict(x) for x in segs]
-    segs = sorted(segs, key=_start)
-    out: list[dict[str, Any]] = []
-    cur: dict[str, Any] = dict(segs[0])
-    end = cur["end"]
-    n = 1
-    for x in segs[1:]:
-        st = x["start"]
-        if st - end <= min_gap:
-            e = x["end"]
-            if e > end:
-                end = e
-            n += 1
+        i = bisect_right(times, sg.start) - 1
+        if i < 0:
             continue
-        if n > 1:
-            cur["n"] = n
-            cur.pop("step", None)
-        cur["end"] = end
-        out.append(cur)
-        cur = dict(x)
-        end = cur["end"]
-        n = 1
-    if n > 1:
-        cur["n"] = n
-        cur.pop("step", None)
-    cur["end"] = end
-    out.append(cur)
-    return out
-
-
-def _start(seg: dict[str, Any]) -> float:
-    return float(seg["start"])
+        prev = out.get(i)
+        d = hs.durs[i] if i < len(hs.durs) else sg.end - times[i]
+        out[i] = (
+            times[i],
+            d if d == d else sg.end - times[i],
+            int(hs.nums[i]),
+            sg.seconds + (prev[3] if prev else 0.0),
+        )
+    return [out[i] for i in sorted(out)]
 
 
 def timeline(view: JobView, width: int) -> dict[str, Any]:
-    """One lane per attempt (the lead host's phases) and one per host (steps and stalls)."""
+    """The report's partition laid out in time (GoodputCalculator.partition): one lane per
+    attempt, coloured by bucket, and one lane per host showing when it stepped."""
     r = view.report()
     return view._cached(("timeline", width), lambda: _timeline(view, width), r.end)  # type: ignore[no-any-return]
 
@@ -80,114 +59,104 @@ def timeline(view: JobView, width: int) -> dict[str, Any]:
 def _timeline(view: JobView, width: int) -> dict[str, Any]:
     r = view.report()
     atts = view.attempts()
-    lead = view.lead()
-    if lead is None or not atts:
+    if view.lead() is None or not atts:
         return {"start": r.start, "end": r.end, "lanes": []}
-    t0, t1 = atts[0]["start"], max(r.end, view.max_time)
+    segs = partition(view)
+    t0 = atts[0]["start"]
+    t1 = max(r.end, segs[-1].end if segs else r.end)
     px = max(t1 - t0, 1e-9) / max(width, 1)
-    ideal = r.ideal_step_time_s
-    threshold = STALL_FACTOR * ideal if ideal > 0 else math.inf
-    hs = view.hosts[lead]
-    pairs = view._pairs(hs)  # sorted by start
-    starts = [p["start"] for p in pairs]
     lanes = []
-    for a in atts:
-        s, e = a["start"], a["end"]
-        segs: list[dict[str, Any]] = []
-        i0 = _index(hs, s)
-        i1 = _index(hs, e) if a["ended"] != "open" else len(hs.times)
-        if i1 > i0:
-            first_end = hs.times[i0 + 1] if i1 > i0 + 1 else a["last_event"]
-            segs.append(
-                {
-                    "phase": "compile",
-                    "start": hs.times[i0],
-                    "end": first_end,
-                    "step": int(hs.nums[i0]),
-                    "label": "first step (compilation)",
-                }
-            )
-            if i1 > i0 + 1:
-                stop = a["last_event"] if a["ended"] != "finished" else min(e, _after(hs, hs.times[i1 - 1], e))
-                segs.append(
-                    {
-                        "phase": "steps",
-                        "start": hs.times[i0 + 1],
-                        "end": max(stop, hs.times[i1 - 1]),
-                        "first_step": int(hs.nums[i0 + 1]),
-                        "last_step": int(hs.nums[i1 - 1]),
-                    }
-                )
-        lo_p = bisect_left(starts, s)
-        hi_p = len(pairs) if a["ended"] == "open" else bisect_left(starts, e)
-        segs.extend(pairs[lo_p:hi_p])  # _reduce_lane copies what it keeps
-        for st, d, step in _stalls(hs, threshold, i0 + 1, max(i0 + 1, i1 - 1))[:MAX_STALLS]:
-            segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
-        if a["ended"] == "restarted":
-            segs.append({"phase": "recovery", "start": a["last_event"], "end": e, "label": "crash and recovery"})
+    bounds = [a["start"] for a in atts[1:]] + [math.inf]
+    k = 0
+    for a, stop in zip(atts, bounds, strict=True):
+        mine: list[tuple[float, float, str]] = []
+        while k < len(segs) and segs[k].start < stop:
+            sg = segs[k]
+            if sg.end > stop:  # split at the next attempt's start (never, by the rules: kept safe)
+                mine.append((sg.start, stop, sg.bucket))
+                segs = (*segs[:k], Segment(stop, sg.end, sg.bucket), *segs[k + 1 :])
+                break
+            mine.append((sg.start, sg.end, sg.bucket))
+            k += 1
         lanes.append(
             {
                 "lane": f"attempt {a['attempt']}",
                 "kind": "attempt",
                 "attempt": a["attempt"],
-                "segments": _reduce_lane(segs, px),
+                "segments": drawn(mine, px),
             }
         )
     hidden = 0
     if len(view.hosts) > 1:
+        lead = view.lead()
         shown = sorted(view.hosts)
         if len(shown) > MAX_HOST_LANES:  # the stragglers (most seconds beyond the ideal) and the lead
             lost = {row["host"]: row["lost_s"] for row in view._host_rows(r)}
             top = sorted(shown, key=lambda h: -lost.get(h, 0.0))[: MAX_HOST_LANES - 1]
-            shown = sorted(set(top) | {lead})
+            shown = sorted(set(top) | ({lead} if lead is not None else set()))
             hidden = len(view.hosts) - len(shown)
         for h in shown:
             hsh = view.hosts[h]
-            segs = []
+            host_segs = []
             for a in atts:
                 i0 = _index(hsh, a["start"])
                 i1 = _index(hsh, a["end"]) if a["ended"] != "open" else len(hsh.times)
                 if i1 > i0:
-                    segs.append(
+                    host_segs.append(
                         {
-                            "phase": "steps",
+                            "phase": "host_steps",
                             "start": hsh.times[i0],
-                            "end": hsh.times[i1 - 1],
+                            "end": max(hsh.times[i1 - 1], hsh.times[i0]),
                             "first_step": int(hsh.nums[i0]),
                             "last_step": int(hsh.nums[i1 - 1]),
                         }
                     )
-                for st, d, step in _stalls(hsh, threshold, i0, max(i0, i1 - 1))[:MAX_STALLS]:
-                    segs.append({"phase": "stall", "start": st, "end": st + d, "step": step})
-            lanes.append({"lane": f"host {h}", "kind": "host", "host": h, "segments": _reduce_lane(segs, px)})
+            lanes.append({"lane": f"host {h}", "kind": "host", "host": h, "segments": host_segs})
     return {"start": t0, "end": t1, "lanes": lanes, "hidden_hosts": hidden}
+
+
+def drawn(segs: list[tuple[float, float, str]], px: float) -> list[dict[str, Any]]:
+    """Contiguous (start, end, bucket) segments as a screen of `px` seconds a pixel draws them:
+    a segment of a pixel or more as itself; runs of narrower ones as one piece holding each
+    bucket's seconds (`mix`, drawn side by side), so every bucket keeps its exact seconds."""
+    out: list[dict[str, Any]] = []
+    mix: dict[str, float] = {}
+    m0 = m1 = 0.0
+    n = 0
+
+    def flush() -> None:
+        nonlocal mix, n
+        if not mix:
+            return
+        if len(mix) == 1:
+            out.append({"bucket": next(iter(mix)), "start": m0, "end": m1, "n": n})
+        else:
+            out.append({"start": m0, "end": m1, "mix": mix, "n": n})
+        mix, n = {}, 0
+
+    for x, y, bucket in segs:
+        if y - x >= px:
+            flush()
+            out.append({"bucket": bucket, "start": x, "end": y})
+            continue
+        if not mix:
+            m0 = x
+        mix[bucket] = mix.get(bucket, 0.0) + (y - x)
+        m1 = y
+        n += 1
+        if m1 - m0 >= px:
+            flush()
+    flush()
+    return out
 
 
 def _index(hs: HostSeries, t: float) -> int:
     return bisect_left(hs.times, t)
 
 
-def _after(hs: HostSeries, t: float, limit: float) -> float:
-    """The first non-step event after t (where the last step of a finished attempt ended)."""
-    for rec in hs.others:
-        if t < rec[1] <= limit:
-            return rec[1]
-    return limit
-
-
-def _reduce_lane(segs: list[dict[str, Any]], px: float) -> list[dict[str, Any]]:
-    by: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-    for s in segs:
-        by.setdefault((s["phase"], s.get("name")), []).append(s)
-    out: list[dict[str, Any]] = []
-    for k in sorted(by, key=lambda k: (k[0] != "steps", k[0], k[1] or "")):
-        out.extend(_merge(by[k], px))
-    return out
-
-
 def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
     """Step durations of one host (default: the lead) as mean/min/max per pixel bucket, and
-    the stalls (steps longer than 3x the ideal) as points."""
+    the lead host's steps that hold the report's stall as points."""
     r = view.report()
     h = view.lead() if host is None else host
     key = ("steps", width, h)
@@ -198,14 +167,9 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
         hs = view.hosts[h]
         xs, mean, lo, hi = _series(hs, max(10, width))
         ideal = r.ideal_step_time_s
-        firsts = {hs.times[i] for i in (bisect_left(hs.times, js) for js in hs.job_starts) if i < len(hs.times)}
-        st = [
-            x
-            for x in _stalls(hs, STALL_FACTOR * ideal if ideal > 0 else math.inf, 0, len(hs.durs))
-            if x[0] not in firsts
-        ]  # an attempt's first step is its compilation, not a stall
-        st.sort(key=lambda s: -s[1])
-        st = sorted(st[:MAX_STALLS])
+        st = _stalls(view, hs) if h == view.lead() else []  # the partition follows the lead host
+        if len(st) > MAX_STALLS:  # the longest
+            st = sorted(sorted(st, key=lambda x: -x[3])[:MAX_STALLS])
         steps_at = [int(hs.nums[min(i, len(hs.nums) - 1)]) for i in _block_first(hs, xs)]
         return {
             "host": h,
@@ -214,10 +178,9 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
             "min": lo,
             "max": hi,
             "step": steps_at,
-            "stalls": [{"time": t, "seconds": d, "step": s} for t, d, s in st],
+            "stalls": [{"time": t, "seconds": d, "step": n, "stall_s": x} for t, d, n, x in st],
             "ideal_s": ideal,
             "points": len(hs.durs),
-            "stall_factor": STALL_FACTOR,
         }
 
     return view._cached(key, make, r.end)  # type: ignore[no-any-return]

@@ -128,11 +128,20 @@ function kpi(v, k) { return el("div", { class: "kpi", "data-kpi": k }, el("div",
 function timelineCard() {
   const box = el("div", { class: "timeline", id: "timeline" });
   const legend = el("div", { class: "legend" });
-  return { node: card("Attempt timeline", "One lane per attempt (the lead host) and per host; hover a segment for its times.", box, legend), box, legend };
+  return { node: card("Attempt timeline", "The breakdown above laid out in time: one lane per attempt (the lead host, whose events the accounting follows), every second in the colour of the bucket the report counts it in. Host lanes show when each host stepped. Hover for times.", box, legend), box, legend };
+}
+// the order in which a piece of several buckets (narrower than a pixel each) is drawn
+const BUCKET_ORDER = Object.keys(BUCKET_COLORS);
+function bucketRank(key) { const i = BUCKET_ORDER.indexOf(key.split(":")[0]); return i < 0 ? BUCKET_ORDER.length : i; }
+function bucketLabel(key, labels) {
+  if (key === "productive") return "productive";
+  const [k, name] = key.split(":");
+  return name !== undefined ? "custom: " + name : (labels[k] || k);
 }
 function drawTimeline(tl, box, legend) {
-  const W = Math.max(600, box.clientWidth || 1000);
-  const laneH = 26, gap = 6, left = 92, right = 10, top = 4;
+  const labels = tl.labels || {};
+  const W = Math.max(300, box.clientWidth || 1000);
+  const laneH = 26, gap = 6, left = W < 500 ? 64 : 92, right = 10, top = 4;
   const lanes = tl.lanes;
   const axisH = 22;
   const H = top + lanes.length * (laneH + gap) + axisH;
@@ -140,6 +149,8 @@ function drawTimeline(tl, box, legend) {
   const span = Math.max(tl.end - tl.start, 1e-9);
   const X = (t) => left + (W - left - right) * (t - tl.start) / span;
   const used = new Set();
+  let hostLanes = false;
+  const tip = (r, lines) => { r.addEventListener("mousemove", (ev) => showTip(ev, lines.join("\n"))); r.addEventListener("mouseleave", hideTip); };
   lanes.forEach((lane, i) => {
     const y = top + i * (laneH + gap);
     const lab = svg("text", { x: 0, y: y + laneH / 2 + 4, class: "lane-label" });
@@ -147,23 +158,30 @@ function drawTimeline(tl, box, legend) {
     s.append(lab);
     s.append(svg("rect", { x: left, y, width: W - left - right, height: laneH, fill: "#f2f4f7", rx: 3 }));
     for (const g of lane.segments) {
-      const ph = PHASES[g.phase] || [g.phase, "#98a2b3"];
-      used.add(g.phase);
-      const x0 = X(g.start), x1 = X(Math.max(g.end, g.start));
-      const thin = g.phase === "data";  // often overlaps the steps (asynchronous loading): a strip below them
-      const r = svg("rect", { x: x0, y: thin ? y + laneH * 0.62 : y, width: Math.max(1.5, x1 - x0), height: thin ? laneH * 0.38 : laneH, fill: ph[1], class: "seg", "data-phase": g.phase, "data-lane": lane.lane });
-      const name = (g.label || ph[0]) + (g.name ? ": " + g.name : "");
-      const lines = [name, clock(g.start) + " → " + clock(g.end) + "  (" + secs(g.end - g.start) + ")"];
-      if (g.step !== undefined) lines.push("step " + g.step);
-      if (g.first_step !== undefined) lines.push("steps " + g.first_step + " … " + g.last_step);
-      if (g.n) lines.push(g.n + " merged at this zoom");
-      r.addEventListener("mousemove", (ev) => showTip(ev, lines.join("\n")));
-      r.addEventListener("mouseleave", hideTip);
-      s.append(r);
+      const when2 = clock(g.start) + " → " + clock(g.end) + "  (" + secs(g.end - g.start) + ")";
+      if (lane.kind === "host") {  // when the host stepped: not part of the partition
+        hostLanes = true;
+        const r = svg("rect", { x: X(g.start), y: y + laneH * 0.3, width: Math.max(1, X(g.end) - X(g.start)), height: laneH * 0.4, fill: "#98a2b3", class: "host-seg", "data-lane": lane.lane });
+        tip(r, [lane.lane + " stepping", when2, "steps " + g.first_step + " … " + g.last_step]);
+        s.append(r);
+        continue;
+      }
+      // one bucket, or a piece narrower than a pixel per bucket: each bucket's seconds side by side
+      const parts = g.mix ? Object.entries(g.mix).sort((p, q) => bucketRank(p[0]) - bucketRank(q[0]) || (p[0] < q[0] ? -1 : 1)) : [[g.bucket, g.end - g.start]];
+      const lines = g.mix ? [g.n + " pieces narrower than a pixel", when2].concat(parts.map(([b, sec]) => bucketLabel(b, labels) + ": " + secs(sec)))
+        : [bucketLabel(g.bucket, labels), when2];
+      let t = g.start;
+      for (const [b, sec] of parts) {
+        used.add(b);
+        const r = svg("rect", { x: X(t), y, width: Math.max(0, X(t + sec) - X(t)), height: laneH, fill: bucketColor(b), class: "seg", "data-bucket": b, "data-seconds": sec, "data-lane": lane.lane });
+        tip(r, lines);
+        s.append(r);
+        t += sec;
+      }
     }
   });
   const ay = top + lanes.length * (laneH + gap) + 14;
-  const ticks = 8;
+  const ticks = W < 500 ? 3 : 8;
   for (let k = 0; k <= ticks; k++) {
     const t = tl.start + span * k / ticks;
     const tx = svg("text", { x: Math.min(X(t), W - 50), y: ay, class: "axis", "text-anchor": k === 0 ? "start" : "middle" });
@@ -171,8 +189,9 @@ function drawTimeline(tl, box, legend) {
     s.append(tx);
   }
   box.replaceChildren(s);
-  legend.replaceChildren(...Object.entries(PHASES).filter(([k]) => used.has(k)).map(([, [label, color]]) =>
-    el("span", {}, el("span", { class: "sw", style: "background:" + color }), label)),
+  const order = [...used].sort((p, q) => bucketRank(p) - bucketRank(q) || (p < q ? -1 : 1));
+  legend.replaceChildren(...order.map((b) => el("span", { "data-bucket": b }, el("span", { class: "sw", style: "background:" + bucketColor(b) }), bucketLabel(b, labels))),
+    hostLanes ? el("span", {}, el("span", { class: "sw", style: "background:#98a2b3" }), "host stepping (not in the breakdown)") : "",
     tl.hidden_hosts ? el("span", { class: "muted", text: "· " + tl.hidden_hosts + " more hosts not drawn (the lanes above are the lead host and the hosts with the most time beyond the ideal step; every host is in the Hosts table)" }) : "");
 }
 
@@ -225,7 +244,7 @@ async function jobPage(job) {
   $main.replaceChildren(title, sub, head, tlc.node,
     el("div", { class: "row" },
       card("Goodput over time", "Cumulative since the job started, and over a rolling window.", el("div", { class: "tools" }, el("span", { class: "muted", text: "rolling window" }), wsel), gpBox),
-      card("Step time", "Time between step starts (mean per pixel, band: min…max); red: stalls (steps over 3× the ideal).", el("div", { class: "tools" }, hostSel), stBox)),
+      card("Step time", "Time between step starts (mean per pixel, band: min…max); red: the steps that hold the report's stall time (hover the timeline for where it lies).", el("div", { class: "tools" }, hostSel), stBox)),
     tables);
   let gpPlot = null, stPlot = null, stalls = [];
   // the straggler verdict and its evidence, as the torch analysis states it (docs/torch.md)
@@ -308,7 +327,7 @@ async function jobPage(job) {
       plugins: [stallDots],
     }, data);
     stBox.append(el("div", { class: "legend", style: "margin-top:4px" }, el("span", {}, el("span", { class: "sw", style: "background:#d92d20;border-radius:50%" }),
-      stalls.length + " stall" + (stalls.length === 1 ? "" : "s") + " (steps over " + s.stall_factor + "× the ideal)")));
+      stalls.length + " step" + (stalls.length === 1 ? "" : "s") + " holding the report's stall" + (s.host === undefined || stalls.length || stepHost === "" ? "" : " (counted on the lead host only)"))));
   }
   async function loadGoodput() {
     const g = await api(base + "/goodput?points=120&window=" + windowS + amp);
