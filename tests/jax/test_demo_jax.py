@@ -4,7 +4,6 @@ checkpoint time; TensorBoard files are written."""
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +13,8 @@ pytest.importorskip("jax", reason="JAX is an optional extra: pip install 'mlgood
 pytest.importorskip("orbax.checkpoint", reason="Orbax is part of the jax extra")
 pytest.importorskip("optax", reason="Optax is part of the jax extra")
 
-from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo
+from mlgoodput import cli
+from mlgoodput._demo.supervisor import JAX_WORKLOAD, default_workload
 from mlgoodput.accounting import BadputType, GoodputCalculator
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
@@ -23,14 +23,13 @@ from mlgoodput.store import open_store
 @pytest.mark.slow
 def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert default_workload() == JAX_WORKLOAD
-    out = io.StringIO()
     outdir = tmp_path / "demo-output"
-    cfg = DemoConfig(output_dir=outdir, steps=40, kill_at_step=25, time_scale=0.1)
-    assert run_demo(cfg, out) == 0
-    text = out.getvalue()
+    argv = ["demo", "--output-dir", str(outdir), "--steps", "40", "--kill-at-step", "25", "--time-scale", "0.1"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out  # the progress, the report and the next commands
     assert "killed with SIGKILL after step 25" in text
     assert "restore (step " in text
-    assert f"tensorboard --logdir {outdir.resolve() / 'tensorboard'}" in text
+    assert f"tensorboard --logdir {outdir.resolve() / 'demo' / 'tensorboard'}" in text
 
     st = open_store(str(outdir / "demo.db"))
     events = list(st.read("goodput_demo", "demo").columns.events())
@@ -66,7 +65,7 @@ def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path, capsys: pytes
         assert r.badput_total_s(bucket) > 0, bucket
     assert r.productive_s > 0
     # the report's lines are in the terminal output
-    low = (text + capsys.readouterr().out).lower().replace("_", " ")  # the report command prints
+    low = text.lower().replace("_", " ")
     for word in ("wasted progress", "program startup", "checkpoint save", "disruption"):
         assert word in low, word
     # productivity: FLOPs from the compiler, the configured CPU peak, MPG and the advice
@@ -77,8 +76,11 @@ def test_jax_demo_is_killed_restarted_and_reported(tmp_path: Path, capsys: pytes
     for word in ("ml productivity goodput", "mfu", "(configured)", "optimal interval"):
         assert word in low, word
 
-    tb = outdir / "tensorboard"
+    tb = outdir / "demo" / "tensorboard"
     assert list((tb / "goodput").glob("events.out.tfevents.*"))
     assert list((tb / "jax").glob("events.out.tfevents.*"))
     # the JAX aggregates reached the store too
     assert any(j.namespace == "mlgoodput.jax" and j.job == "demo" for j in st.jobs())
+    # and its loss is the job's ML run, its logs the job's console
+    assert any(j.namespace == "mlgoodput.run" and j.job.startswith("demo-") for j in st.jobs())
+    assert any(j.namespace == "mlgoodput.console" and j.job == "demo" for j in st.jobs())

@@ -9,28 +9,48 @@ with at least `phase` ("start", "init", "prep", "restore", "step", "eval", "chec
 (a real JAX job) when JAX, Orbax and Optax are installed, else `mlgoodput._demo.workload_sim`.
 A workload that says where it wrote TensorBoard files (`tensorboard_dir` in its "start"
 message) gets a line on how to open them after the report.
+
+Every demo keeps its own job name (`demo` for the JAX workload, `demo-sim` for the simulated
+one, `demo-torch` for torchrun) in one store, `demo-output/demo.db`: running a demo again
+replaces its own job and its own folder `demo-output/JOB/` (checkpoints, TensorBoard files)
+and leaves the other demos' alone. The attempts run inside a console session named after
+the job, so the workload's log lines and the supervisor's notes are the job's console.
+The report and the next commands are the caller's (`mlgoodput._cli.demo`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
-from mlgoodput._journal import journal_dirs, recover_journals
+from mlgoodput._demo._store import forget_job
+from mlgoodput._journal import recover_journals
 from mlgoodput._spawn import start_python
-from mlgoodput.store import open_store, resolve_store_url, store_file
+from mlgoodput.store import resolve_store_url, store_file
 
 DEFAULT_WORKLOAD = "mlgoodput._demo.workload_sim"
 JAX_WORKLOAD = "mlgoodput._demo.workload_jax"
+DEMO_DB = "demo.db"  # the one store of every demo, in the output folder
+log = logging.getLogger("demo")
+
+
+def default_job(workload: str) -> str:
+    """The demo's job name for a workload: `demo` (JAX), `demo-sim`, else `demo-<module>`."""
+    if workload == JAX_WORKLOAD:
+        return "demo"
+    return "demo-" + workload.rsplit(".", 1)[-1].removeprefix("workload_")
 
 
 def default_workload() -> str:
@@ -50,8 +70,8 @@ class DemoConfig:
     """What the demo runs; durations scale with `time_scale`."""
 
     output_dir: Path = Path("demo-output")
-    store: str | None = None  # default: a fresh SQLite file in output_dir
-    job: str = "demo"
+    store: str | None = None  # default: output_dir/demo.db, where this job replaces its old self
+    job: str = ""  # default: default_job(workload)
     workload: str = field(default_factory=default_workload)
     steps: int = 100
     kill_at_step: int | None = None  # default: just past the middle
@@ -59,6 +79,8 @@ class DemoConfig:
     restart_delay_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if not self.job:
+            object.__setattr__(self, "job", default_job(self.workload))
         if self.steps < 4:
             raise ValueError(f"steps must be at least 4, got {self.steps!r}")
         if not self.time_scale > 0:
@@ -101,19 +123,46 @@ class _Progress:
             self.last_line = ""
         self.out.write(text + "\n")
         self.out.flush()
+        log.info("%s", text)  # into the job's console while its session is open
 
 
-def _fresh_store(cfg: DemoConfig) -> str:
-    if cfg.store is not None:
-        return resolve_store_url(cfg.store)
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    db = cfg.output_dir.resolve() / "demo.db"
-    url = resolve_store_url(str(db))
-    for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        p.unlink(missing_ok=True)
-    for d in journal_dirs(url):
-        shutil.rmtree(d, ignore_errors=True)
-    return url
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """Where a demo's job is, and what went wrong (`error`, one line) if an attempt failed."""
+
+    job: str
+    store: str
+    error: str | None = None
+    tensorboard_dir: str | None = None
+
+
+def prepare(output_dir: Path, store: str | None, job: str, out: IO[str]) -> tuple[str, Path]:
+    """(store URL, the job's own folder): the default store is `output_dir/demo.db`, shared by
+    every demo, where this job's earlier run and its folder are removed (nothing else is)."""
+    workdir = output_dir / job
+    if store is not None:
+        return resolve_store_url(store), workdir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    url = resolve_store_url(str(output_dir.resolve() / DEMO_DB))
+    recover_journals(url)  # what an earlier demo left unshipped goes in before its job is removed
+    if forget_job(url, job):
+        out.write(f"replacing the earlier demo job {job!r} in {store_file(url) or url}\n")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return url, workdir
+
+
+@contextlib.contextmanager
+def console_session(job: str, url: str, out: IO[str]) -> Iterator[None]:
+    """The job's console session around the attempts (none when the console's extra is
+    missing: the demo says so and goes on)."""
+    try:
+        from mlgoodput import console
+    except ImportError as e:
+        out.write(f"(no console job: {e})\n")
+        yield
+        return
+    with console.session(job=job, store=url, display=False):
+        yield
 
 
 #: The CPU peak the demo configures for MFU (unless $MLGOODPUT_CPU_PEAK_FLOPS is set): 100 GFLOP/s,
@@ -177,55 +226,36 @@ def _attempt(
             p.wait()
 
 
-def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> int:
-    """Run the demo; returns the exit code of the report (0 when all went well)."""
+def run_demo(cfg: DemoConfig, out: IO[str] | None = None) -> DemoResult:
+    """Run both attempts of the demo job; its report is the caller's."""
     out = out or sys.stdout
     ui = _Progress(out)
-    url = _fresh_store(cfg)
-    ckpt = cfg.output_dir / "checkpoints"
-    if cfg.store is None:
-        shutil.rmtree(ckpt, ignore_errors=True)
+    url, workdir = prepare(cfg.output_dir, cfg.store, cfg.job, out)
+    ckpt = workdir / "checkpoints"
     kill_at = cfg.kill_at_step if cfg.kill_at_step is not None else cfg.steps // 2 + 5
     ui.note(f"mlgoodput demo: job {cfg.job!r}, workload {cfg.workload}, store {url}")
-    t0 = time.monotonic()
-    rc = _attempt(cfg, url, ckpt, 1, kill_at, ui)
-    if rc != -signal.SIGKILL:
-        ui.note(f"the first attempt ended with exit code {rc} before it could be killed")
-        return 1
-    ui.note(f"restarting in {cfg.restart_delay_s * cfg.time_scale:.1f} s (infrastructure recovery) ...")
-    time.sleep(cfg.restart_delay_s * cfg.time_scale)
     seen: dict[str, Any] = {}
-    rc = _attempt(cfg, url, ckpt, 2, None, ui, seen)
-    if rc != 0:
-        ui.note(f"the restarted worker failed with exit code {rc}")
-        return 1
-    ui.note(f"both attempts took {time.monotonic() - t0:.1f} s of wall time")
+    with console_session(cfg.job, url, out):
+        t0 = time.monotonic()
+        rc = _attempt(cfg, url, ckpt, 1, kill_at, ui)
+        if rc != -signal.SIGKILL:
+            return DemoResult(cfg.job, url, f"the first attempt ended with exit code {rc} before it could be killed")
+        ui.note(f"restarting in {cfg.restart_delay_s * cfg.time_scale:.1f} s (infrastructure recovery) ...")
+        time.sleep(cfg.restart_delay_s * cfg.time_scale)
+        rc = _attempt(cfg, url, ckpt, 2, None, ui, seen)
+        if rc != 0:
+            return DemoResult(cfg.job, url, f"the restarted worker failed with exit code {rc}")
+        ui.note(f"both attempts took {time.monotonic() - t0:.1f} s of wall time")
     shipped = recover_journals(url)  # the restarted worker already shipped the killed one's journal
     if shipped:
         ui.note(f"recovered {shipped} journaled events")
-    rc = _report(cfg.job, url, ui)
-    if rc == 0:
-        _advise(cfg.job, url, ui)
-    ui.note(next_steps(cfg.job, url, seen.get("tensorboard_dir")))
-    return rc
-
-
-def _advise(job: str, url: str, ui: _Progress) -> None:
-    """The checkpoint-interval advice for the demo job (`mlgoodput advise`)."""
-    from mlgoodput import cli
-
-    argv = ["advise", "--job", job, "--store", url]
-    ui.note("\n$ mlgoodput " + " ".join(argv))
-    try:
-        cli.main(argv)
-    except ImportError:
-        pass
+    return DemoResult(cfg.job, url, tensorboard_dir=seen.get("tensorboard_dir"))
 
 
 def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
-    """The commands to try after the demo, exactly as they run in this environment."""
+    """The commands to try after a demo, exactly as they run in this environment."""
     path = store_file(url) or url
-    lines = ["", "Next, try these (the demo's job is in its own store):"]
+    lines = ["", f"Next, try these (every demo keeps its job in this store; this one is {job!r}):"]
     bindir = os.path.dirname(sys.executable)
     on_path = shutil.which("mlgoodput")
     if on_path is None or os.path.dirname(os.path.abspath(on_path)) != bindir:
@@ -235,37 +265,16 @@ def next_steps(job: str, url: str, tensorboard_dir: str | None) -> str:
             lines.append(
                 f"  source {activate if rel.startswith('..') else rel}   # puts mlgoodput and tensorboard on the PATH"
             )
-    lines.append(f"  export MLGOODPUT_STORE={path}")
-    lines.append("  mlgoodput jobs                              # goodput, duration and status of each job")
-    lines.append(f"  mlgoodput report --job {job} --window 30     # the last 30 s of the job")
-    lines.append(
-        f"  mlgoodput ui                                # then open http://127.0.0.1:8787/jobs/{quote(job, safe='')}"
-    )
+    cmds = [
+        (f"export MLGOODPUT_STORE={path}", ""),
+        ("mlgoodput jobs", "goodput, duration and status of each job"),
+        (f"mlgoodput report --job {job} --window 30", "the last 30 s of the job"),
+        ("mlgoodput runs", "its ML run: configs and the loss"),
+        (f"mlgoodput console logs --job {job}", "its logs, from every process"),
+        ("mlgoodput ui", f"then open http://127.0.0.1:8787/jobs/{quote(job, safe='')}"),
+    ]
     if tensorboard_dir:
-        lines.append(f"  tensorboard --logdir {tensorboard_dir}   # then open http://localhost:6006")
+        cmds.append((f"tensorboard --logdir {tensorboard_dir}", "then open http://localhost:6006"))
+    width = max(len(c) for c, why in cmds if why)
+    lines += [f"  {c.ljust(width)}   # {why}" if why else f"  {c}" for c, why in cmds]
     return "\n".join(lines)
-
-
-def _report(job: str, url: str, ui: _Progress) -> int:
-    from mlgoodput import cli
-
-    argv = ["report", "--job", job, "--store", url]
-    ui.note("\n$ mlgoodput " + " ".join(argv))
-    try:
-        return cli.main(argv)
-    except ImportError:  # the report command is not in this build: print the calculator's report
-        try:
-            from mlgoodput._demo._render import render_report
-            from mlgoodput.accounting import GoodputCalculator
-
-            render_report(GoodputCalculator(job, f"goodput_{job}", store=url).report(), ui.out)
-            return 0
-        except ImportError:
-            pass
-        st = open_store(url)
-        counts: dict[str, int] = {}
-        for e in st.read(f"goodput_{job}", job).columns.events():
-            counts[e.kind.name] = counts.get(e.kind.name, 0) + 1
-        st.close()
-        ui.note("(report command unavailable) events stored: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
-        return 0

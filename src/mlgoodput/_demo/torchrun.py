@@ -2,20 +2,24 @@
 
 torchrun (gloo on 127.0.0.1) runs `mlgoodput.torch._workload` with two ranks; rank 1
 SIGKILLs itself at `kill_at_step`, torchrun restarts both, they restore the newest
-torch.distributed.checkpoint and finish. Then the job's report, with the straggler lines.
+torch.distributed.checkpoint and finish. Every rank records its loss into the job's ML run
+and logs into the job's console session. The job is `demo-torch` in the demos' one store
+(see `supervisor.py`); the report, with the straggler lines, is the caller's.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import IO
 
+from mlgoodput._demo.supervisor import DemoResult, console_session, prepare
 from mlgoodput._spawn import start_python
+
+TORCH_JOB = "demo-torch"
 
 
 def _free_port() -> int:
@@ -31,8 +35,8 @@ def run_torch_demo(
     steps: int = 40,
     kill_at_step: int | None = None,
     out: IO[str] | None = None,
-) -> int:
-    """Run the demo; returns the report's exit code (non-zero when torchrun failed)."""
+) -> DemoResult:
+    """Run the demo under torchrun (rc 1 when torchrun failed)."""
     out = out or sys.stdout
     if steps < 4:
         raise ValueError(f"--steps must be at least 4 for the torch demo, got {steps!r}")
@@ -43,15 +47,9 @@ def run_torch_demo(
         import torch  # noqa: F401
     except ImportError as e:
         raise ImportError("the torch demo needs PyTorch: pip install 'mlgoodput[torch]'") from e
-    output_dir.mkdir(parents=True, exist_ok=True)
-    ckpt = output_dir / "torch-checkpoints"
-    shutil.rmtree(ckpt, ignore_errors=True)
-    ckpt.mkdir()
-    if store is None:
-        db = output_dir / "demo-torch.db"
-        for p in output_dir.glob("demo-torch.db*"):
-            p.unlink()
-        store = "sqlite://" + str(db.resolve())
+    url, workdir = prepare(output_dir, store, job, out)
+    ckpt = workdir / "checkpoints"
+    ckpt.mkdir(parents=True, exist_ok=True)
     cmd = [
         "-m",
         "torch.distributed.run",
@@ -64,7 +62,7 @@ def run_torch_demo(
         "-m",
         "mlgoodput.torch._workload",
         "--store",
-        store,
+        url,
         "--job",
         job,
         "--ckpt-dir",
@@ -79,6 +77,7 @@ def run_torch_demo(
         "1",
         "--step-s",
         "0.1",
+        "--track",
     ]
     print(
         f"$ torchrun --nproc-per-node 2 --max-restarts 1 -m mlgoodput.torch._workload ... "
@@ -86,30 +85,31 @@ def run_torch_demo(
         file=out,
         flush=True,
     )
-    proc = start_python(
-        cmd,
-        extra_env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            continue
-        phase = msg.get("phase")
-        if phase in ("job_start", "restore", "checkpoint", "done") or (
-            phase == "step" and (msg.get("step", 0) % 5 == 0 or msg.get("step") == kill)
-        ):
-            extra = f" step {msg['step']}" if "step" in msg else ""
-            print(f"  attempt {msg.get('attempt')}: {phase}{extra}", file=out, flush=True)
-    rc = proc.wait()
-    if rc != 0:
-        print(f"mlgoodput: error: torchrun exited with {rc}", file=sys.stderr)
-        return 1
-    from mlgoodput import cli
-
-    print(f"\n$ mlgoodput report --job {job} --store {store}", file=out, flush=True)
-    return cli.main(["report", "--job", job, "--store", store])
+    with console_session(job, url, out):
+        proc = start_python(
+            cmd,
+            extra_env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            phase = msg.get("phase")
+            if phase in ("job_start", "restore", "checkpoint", "done") or (
+                phase == "step" and (msg.get("step", 0) % 5 == 0 or msg.get("step") == kill)
+            ):
+                what = (
+                    f"step {msg['step']}"
+                    if phase == "step"
+                    else f"{phase} (step {msg['step']})"
+                    if "step" in msg
+                    else phase
+                )
+                print(f"  attempt {msg.get('attempt')}: {what}", file=out, flush=True)
+        rc = proc.wait()
+    return DemoResult(job, url, None if rc == 0 else f"torchrun exited with {rc}")

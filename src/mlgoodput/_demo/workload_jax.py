@@ -11,7 +11,8 @@ The model is a small MLP classifier trained with Adam on synthetic data (a fixed
 - `mlgoodput.jax.init(recorder=...)`: every compile is measured, so the first step's and a
   later recompilation (the batch grows at three quarters of the run) are program startup;
 - Orbax checkpoints (async saves) through `mlgoodput.jax.OrbaxLogger`, restored on restart;
-- a `GoodputMonitor` writing TensorBoard files, and the JAX metrics to TensorBoard too.
+- a `GoodputMonitor` writing TensorBoard files, and the JAX metrics to TensorBoard too;
+- the loss as an ML run and the log lines through the demo's console, under the job's name.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlgoodput._demo._track import Tracking
 from mlgoodput.goodput import GoodputRecorder
 
 IN, HIDDEN, CLASSES = 256, 1024, 10
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     # -- training preparation: model, optimizer, checkpoint manager, restore -------------
     say(phase="prep", devices=len(devices))
     rec.record_training_preparation_start_time()
+    model = {"layers": 3, "in": IN, "hidden": HIDDEN, "classes": CLASSES}
+    track = Tracking(a.job, a.store, {"model": model, "optimizer": "adam", "lr": 1e-3, "batch": a.batch}, "JAX")
     key = jax.random.PRNGKey(0)
     k1, k2, k3 = jax.random.split(key, 3)
     params = {
@@ -183,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         rec.record_data_loading_end_time()
         loss = float(loss)  # waits for the device
         say(phase="step", step=step, steps=a.steps, loss=round(loss, 4))
+        track.step(step, loss)
         if step == grow_at and step != start:
             say(phase=f"recompiled train_step for batch {size_at(step)}", step=step)
         if a.eval_every and (step + 1) % a.eval_every == 0:
@@ -202,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     jm.shutdown()
     monitor.stop_goodput_uploader()
     rec.close()
+    track.close()
     say(phase="done", steps=a.steps, tensorboard_dir=str(tb_dir))
     return 0
 

@@ -5,7 +5,8 @@ It initializes, prepares (restoring the newest checkpoint file in DIR, if any), 
 first batch, then runs steps with a compile-heavy first step, overlapped data loading,
 an evaluation every `--eval-every` steps and a blocking checkpoint save every
 `--ckpt-every` steps. Progress goes to stdout as one JSON object per line (the workload
-protocol the demo supervisor reads; see `supervisor.py`).
+protocol the demo supervisor reads; see `supervisor.py`); the loss goes to an ML run and
+the log lines to the supervisor's console, under the job's name (`_track.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlgoodput._demo._track import Tracking
 from mlgoodput.goodput import Recorder
 
 
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
 
     say(phase="prep")
     rec.record_training_preparation_start_time()
+    # the ML run and the console (part of preparing): a real job's configs go here
+    track = Tracking(a.job, a.store, {"steps": a.steps, "step_time_s": a.step_time, "ckpt_every": a.ckpt_every}, "JAX")
     work(0.8)  # build the model and optimizer
     state: dict[str, Any] = {"loss": 10.0}
     start = 0
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         work(a.step_time * 0.7)
         state["loss"] = round(state["loss"] * 0.97, 6)
         say(phase="step", step=step, steps=a.steps, loss=state["loss"])
+        track.step(step, state["loss"])
         if a.eval_every and (step + 1) % a.eval_every == 0:
             rec.record_custom_badput_event_start_time(custom_badput_event_type="eval_step")
             say(phase="eval", step=step)
@@ -112,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             say(phase="checkpoint", step=step)
     rec.record_job_end_time()
     rec.close()
+    track.close()
     say(phase="done", steps=a.steps)
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import signal
@@ -45,6 +46,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--compile", action="store_true", help="torch.compile the model (aot_eager)")
     p.add_argument("--truth", type=Path, default=None)
+    p.add_argument(
+        "--track",
+        action="store_true",
+        help="also record the loss as an ML run named after the job, and log into $MLGOODPUT_CONSOLE if set",
+    )
     return p.parse_args(argv)
 
 
@@ -74,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(line + "\n")
 
     say(phase="start", t=t_process, world_size=ident.world_size)
+    run = _track(a) if a.track else None
     if a.compile:
         mt.init(job_name=a.job, recorder=gp, store=a.store, interval_s=0.5)
     with gp.job():
@@ -127,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
             opt.step()
             time.sleep(a.step_s)
             say(phase="step_end", step=step, loss=float(loss.detach()))
+            if run is not None:
+                from mlgoodput.diagnostics import metrics
+
+                metrics.record("loss", float(loss.detach()), step=step)
+                logging.getLogger("demo").info("rank %d step %d loss %.4f", ident.rank, step, float(loss.detach()))
             if (step + 1) % a.ckpt_every == 0:
                 path = a.ckpt_dir / f"step_{step}"
                 ckpt.save(
@@ -147,7 +159,24 @@ def main(argv: list[str] | None = None) -> int:
         mt.shutdown()
     say(phase="done", step_flops=gp.step_flops)
     gp.close()
+    if run is not None:
+        from mlgoodput import console
+
+        run.end(10)
+        console.disconnect(5)
     return 0
+
+
+def _track(a: argparse.Namespace) -> Any:
+    """The job's ML run on this rank (the workload id is the job: a restart continues it),
+    after joining the console session named in the environment, if any."""
+    from mlgoodput import _env, console
+    from mlgoodput.diagnostics import machinelearning_run
+
+    if os.environ.get(_env.CONSOLE):
+        console.connect()
+    configs = {"model": "Linear(32, 64) ReLU Linear(64, 1)", "optimizer": "SGD", "lr": 0.01, "steps": a.steps}
+    return machinelearning_run(name=a.job, configs=configs, framework="PYTORCH", run_workload_id=a.job, store=a.store)
 
 
 if __name__ == "__main__":
