@@ -16,7 +16,7 @@ per-step code (`Query.step_pieces`).
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -113,41 +113,47 @@ def _steps(engine: Engine, ctx: Query, a: float, b: float, out: list[tuple[float
         i0 = max(att.i0, bisect_right(times, a, att.i0, att.i1) - 1)
         i1 = bisect_right(times, b, att.i0, att.i1)
         cuts = {att.i0, att.i1 - 1, *special.range(i0, i1), *(i for i in wasted if i0 <= i < i1)}
+        long = _long_gaps(times, i0, i1, stall)  # every step of the range that runs past the limit
         start = i0
         for i in sorted(c for c in cuts if i0 <= c < i1):
             if i > start:
-                _plain(times, start, i, stall, ctx.ideal, a, b, out)
+                _plain(times, start, i, long, ctx.ideal, a, b, out)
             start = i + 1
             for key, x, y in ctx.step_pieces(k, i, i in wasted):
                 lo_t, hi_t = max(x, a), min(y, b)
                 if hi_t > lo_t:
                     out.append((lo_t, hi_t, _STEP_BUCKET[key]))
         if i1 > start:
-            _plain(times, start, i1, stall, ctx.ideal, a, b, out)
+            _plain(times, start, i1, long, ctx.ideal, a, b, out)
+
+
+def _long_gaps(ts: array[float], lo: int, hi: int, stall: float) -> list[int]:
+    """Indices i in [lo, hi) whose gap to the next step start is over `stall`, in order."""
+    hi = min(hi, len(ts) - 1)
+    if hi <= lo:
+        return []
+    np = _fast.numpy()
+    if np is not None and hi - lo >= _fast.MIN:
+        t = np.frombuffer(ts, dtype=np.float64)
+        return (np.nonzero(t[lo + 1 : hi + 1] - t[lo:hi] > stall)[0] + lo).tolist()  # type: ignore[no-any-return]
+    return [i for i in range(lo, hi) if ts[i + 1] - ts[i] > stall]
 
 
 def _plain(
     ts: array[float],
     lo: int,
     hi: int,
-    stall: float,
+    long: list[int],
     ideal: float,
     a: float,
     b: float,
     out: list[tuple[float, float, str]],
 ) -> None:
     """Plain steps lo..hi-1: productive from their start for their gap, or for the ideal step
-    time and the rest stall when the gap is longer than the stall limit."""
-    stalled: list[int]
-    np = _fast.numpy()
-    if np is not None and hi - lo >= _fast.MIN:
-        t = np.frombuffer(ts, dtype=np.float64)
-        g = t[lo + 1 : hi + 1] - t[lo:hi]
-        stalled = (np.nonzero(g > stall)[0] + lo).tolist()
-    else:
-        stalled = [i for i in range(lo, hi) if ts[i + 1] - ts[i] > stall]
+    time and the rest stall when the gap is longer than the stall limit (`long`)."""
     run = lo
-    for i in stalled:
+    for j in range(bisect_left(long, lo), bisect_left(long, hi)):
+        i = long[j]
         s, e = ts[i], ts[i + 1]
         _add(ts[run], s + ideal, "productive", a, b, out)
         _add(s + ideal, e, "stall", a, b, out)
