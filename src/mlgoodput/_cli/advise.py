@@ -57,9 +57,9 @@ def advice_for(calc: GoodputCalculator, **overrides: Any) -> Advice:
 
 
 def _s(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
+    from mlgoodput._format import duration
+
+    return duration(v)
 
 
 def _pct(v: float | None) -> str:

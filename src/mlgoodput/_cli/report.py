@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from mlgoodput._cli._common import CLIError, open_read_store, rich_console
+from mlgoodput._format import duration, flops_rate, goodput_level, timestamp
 
 if TYPE_CHECKING:
     from mlgoodput.accounting import GoodputReport
@@ -146,7 +147,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 " (`mlgoodput jobs` lists them)"
             )
         raise CLIError(
-            f"no data in this window: job {args.job!r} has no recorded time in {_fmt_time(r.start)} .. {_fmt_time(r.end)}"
+            f"no data in this window: job {args.job!r} has no recorded time in {timestamp(r.start)} .. {timestamp(r.end)}"
         )
     if args.json:
         d = r.to_dict()
@@ -199,20 +200,8 @@ def print_losses(losses: dict[tuple[str, str], int], out: Any) -> None:
 CONSOLE_NAMESPACE = "mlgoodput.console"  # the live console's stream (console/_sink.NAMESPACE)
 
 
-def _fmt_time(t: float) -> str:
-    try:
-        return dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    except (ValueError, OverflowError, OSError):
-        return f"{t:.0f}"
-
-
-def _fmt_duration(s: float) -> str:
-    s = max(0.0, s)
-    if s < 60:
-        return f"{s:.1f} s"
-    if s < 3600:
-        return f"{int(s // 60)} min {int(s % 60):02d} s"
-    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} min"
+#: rich styles of the goodput levels (mlgoodput._format.goodput_level; the UI's colours)
+_LEVEL_STYLE = {"good": "green", "fair": "dark_orange", "poor": "red", "none": ""}
 
 
 def _is_elastic(r: GoodputReport) -> bool:
@@ -243,15 +232,17 @@ def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
 
 def print_report(r: GoodputReport, out: Any) -> None:
     overlapped = sum(v for b, v in r.overlapped_s.items() if b.name == "DATA_LOADING_ASYNC")
-    head = f"Job {r.job_name} (logger {r.logger_name}): {_fmt_time(r.start)} .. {_fmt_time(r.end)} ({r.total_s:,.1f} s)"
+    head = (
+        f"Job {r.job_name} (logger {r.logger_name}): {timestamp(r.start)} .. {timestamp(r.end)} ({duration(r.total_s)})"
+    )
     facts = [
         ("goodput", f"{r.goodput_pct:.2f} %"),
         ("status", r.status),
         ("disruptions", str(r.disruptions)),
         ("last step", "-" if r.last_step is None else str(r.last_step)),
         ("max productive step", "-" if r.max_productive_step is None else str(r.max_productive_step)),
-        ("ideal step time", f"{r.ideal_step_time_s:.4g} s"),
-        ("overlapped data loading", f"{overlapped:,.2f} s (not badput)"),
+        ("ideal step time", duration(r.ideal_step_time_s)),
+        ("overlapped data loading", f"{duration(overlapped)} (not badput)"),
     ]
     if r.slice_efficiency is not None:
         facts.append(
@@ -264,10 +255,17 @@ def print_report(r: GoodputReport, out: Any) -> None:
     facts += [("note", n) for n in (r.productivity.notes if r.productivity is not None else ())]
     rows = report_rows(r)
     hosts = [
-        (str(h.host), str(h.steps), f"{h.median_s:.4g}", f"{h.p90_s:.4g}", f"{h.max_s:.4g}", _straggler(h.median_s, r))
+        (
+            str(h.host),
+            str(h.steps),
+            duration(h.median_s),
+            duration(h.p90_s),
+            duration(h.max_s),
+            _straggler(h.median_s, r),
+        )
         for h in r.hosts
     ]
-    host_head = ("host", "steps", "median s", "p90 s", "max s", "vs. fastest median")
+    host_head = ("host", "steps", "median", "p90", "max", "vs. fastest median")
     try:
         from rich.table import Table
     except ImportError:
@@ -283,9 +281,10 @@ def print_report(r: GoodputReport, out: Any) -> None:
                 print("  " + "  ".join(c.rjust(10) for c in row), file=out)
         return
     console = rich_console(file=out, highlight=False, soft_wrap=True)
-    console.print(f"[bold]{head}[/bold]")
+    console.print(head, markup=False, style="bold")
+    level = _LEVEL_STYLE[goodput_level(r.goodput_pct)]
     for k, v in facts:
-        console.print(f"  {k:<24} {v}")
+        console.print(f"  {k:<24} {v}", markup=False, style=level if k == "goodput" else None)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("where the time went")
     table.add_column("seconds", justify="right")
@@ -330,31 +329,25 @@ def productivity_facts(r: GoodputReport) -> list[tuple[str, str]]:
     def secs(v: float | None, why: str = "") -> str:
         if v is None:
             return "-" + (f" ({why})" if why else "")
-        return f"{v:,.1f} s" if abs(v) >= 10 else f"{v:.3g} s"
-
-    def rate(v: float) -> str:
-        for scale, unit in ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")):
-            if v >= scale:
-                return f"{v / scale:,.4g} {unit}"
-        return f"{v:,.4g} FLOP/s"
+        return duration(v)
 
     peak = (
         "unknown (record_peak_flops)"
         if p.peak_flops_per_s is None
-        else (f"{rate(p.peak_flops_per_s)} ({p.peak_source})")
+        else (f"{flops_rate(p.peak_flops_per_s)} ({p.peak_source})")
     )
     rows = [
         ("ML productivity goodput", pct(p.ml_productivity_goodput, "needs submit time, FLOPs and peak")),
         (
             "scheduling goodput",
             pct(p.scheduling_goodput, "no submit time")
-            + ("" if p.queue_s is None else f", queued {p.queue_s:,.1f} s ({p.submit_source})"),
+            + ("" if p.queue_s is None else f", queued {duration(p.queue_s)} ({p.submit_source})"),
         ),
         ("runtime goodput", pct(p.runtime_goodput)),
         ("program goodput", pct(p.program_goodput, "needs step FLOPs and peak")),
         ("MFU", pct(p.mfu, "needs step FLOPs and peak")),
         ("peak FLOP/s", peak),
-        ("achieved FLOP/s", "-" if p.achieved_flops_per_s is None else rate(p.achieved_flops_per_s)),
+        ("achieved FLOP/s", flops_rate(p.achieved_flops_per_s)),
         ("ETTR", pct(p.ettr)),
         ("interruptions", str(p.interruptions)),
         ("MTBI", secs(p.mtbi_s, "no interruptions")),
@@ -430,10 +423,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 row["job"],
                 row["logger"],
                 "-" if g is None else f"{g:.2f} %",
-                _fmt_duration(row["duration_s"]) if "duration_s" in row else "-",
+                duration(row["duration_s"]) if "duration_s" in row else "-",
                 row.get("status", "-"),
                 str(row["events"]),
-                _fmt_time(row["last_time"]),
+                timestamp(row["last_time"]),
             )
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]

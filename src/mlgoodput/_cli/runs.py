@@ -10,6 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput._format import duration, timestamp
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("runs", help="list ML runs, or show one (configs, metrics, profiles)")
@@ -25,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return timestamp(t)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -137,14 +139,14 @@ def _show(args: argparse.Namespace) -> int:
     if not run.profiles:
         print("  (none)")
     else:
-        rows = [("SESSION", "TRIGGER", "STARTED", "SECONDS", "HOSTS", "FILES", "PATH")]
+        rows = [("SESSION", "TRIGGER", "STARTED", "DURATION", "HOSTS", "FILES", "PATH")]
         for p in run.profiles:
             rows.append(
                 (
                     p["session"],
                     p["trigger"] or "-",
                     _when(p["start"]),
-                    _num(p["duration_s"]) if p["complete"] else "running",
+                    duration(p["duration_s"]) if p["complete"] else "running",
                     ",".join(map(str, p["hosts"])),
                     str(len(p["files"])),
                     p["path"] or "-",
@@ -155,15 +157,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _secs(v: float | None) -> str:
-    """A duration as the pages show it: "4.27 s", "12 min 05 s", "27 h 48 min"."""
-    if v is None:
-        return "-"
-    if v < 60:
-        return f"{v:.2f} s"
-    m = int(v // 60)
-    if m < 60:
-        return f"{m} min {int(v % 60):02d} s"
-    return f"{m // 60} h {m % 60:02d} min"
+    """A duration as the pages show it: "4.27 s", "12 min 05 s", "27 h 48 min" (mlgoodput._format)."""
+    return duration(v)
 
 
 def _num(v: float | None) -> str:
