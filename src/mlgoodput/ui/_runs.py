@@ -16,11 +16,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from mlgoodput.diagnostics._load import Run, resolve_run_name
-from mlgoodput.diagnostics._sink import NAMESPACE
+from mlgoodput.diagnostics import Run
 from mlgoodput.store import NO_STEP, Store
 from mlgoodput.ui._reduce import minmax_points
 
+NAMESPACE = "mlgoodput.run"  # the runs' streams (mlgoodput.diagnostics)
 FULL_RUNS = 16  # runs whose points are kept (open pages, compared runs), least recently used out
 MARKS = 512  # cursors a page may poll after (one per refresh of a run)
 MAX_NEW = 4000  # new points of one series in a poll above which the page reloads the run instead
@@ -164,8 +164,17 @@ class RunIndex:
         return [j.job for j in self.store.jobs() if j.namespace == NAMESPACE]
 
     def resolve(self, name: str) -> str:
-        """The full name of a run (a unique prefix works); LookupError when none."""
-        return resolve_run_name(self.store, name)
+        """The full name of a run, or the unique run that starts with `name` (the name given
+        to machinelearning_run); LookupError when none or several do."""
+        names = self._names()
+        if name in names:
+            return name
+        matches = [n for n in names if n.startswith(name)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise LookupError(f"no run named {name!r} in store {self.store.url}")
+        raise LookupError(f"{name!r} matches several runs: {', '.join(sorted(matches))}")
 
     def listing(self) -> list[dict[str, Any]]:
         """One summary row per run (Run.summary), newest first, with its metric names."""
