@@ -66,7 +66,8 @@ def _check_windows(windows: object, arg: str) -> tuple[int, ...]:
 
 
 class GoodputMonitor:
-    """Query a job's goodput at an interval and upload it to the configured exporters.
+    """Query a job's goodput when an uploader starts, then every `upload_interval`, and
+    upload it to the configured exporters.
 
     All querying and uploading happens in one background process per monitor (an
     `ExporterProcess`): the training process only starts and stops it. That process owns
@@ -266,7 +267,7 @@ class GoodputMonitor:
                 self._proc = self._new_process()
                 return self._track(key, timeout, proc.upload_once_in_background(key, source, timeout), retiring=True)
             try:  # another uploader runs: one more source in its process, removed with a final upload
-                proc.add_source(key, source)
+                proc.add_source(key, source, upload_now=False)
             except Exception as e:  # a stop never raises into the caller for a backend
                 log.warning("GoodputMonitor(%s): the final %s upload could not start: %s", self.job_name, key, e)
                 return False
@@ -361,6 +362,13 @@ class GoodputMonitor:
     def uploader_pid(self) -> int | None:
         """The process id of the uploader process, while one runs."""
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The URLs the uploader process serves (a PrometheusExporter's `/metrics`), once an
+        uploader started: with `port=0` this is where to find the port it picked."""
+        proc = self._proc
+        return [] if proc is None else [a for a in proc.addresses if a]
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Compute and upload everything now; True if every exporter took it."""

@@ -11,7 +11,9 @@ An exporter's life, and what each step may do:
    what must be open before the first sample (binds a port, takes a folder's lock). An
    OSError (the backend: a full or read-only disk) is warned about and start is tried again
    before each export, with backoff; any other error is a configuration error, and the
-   exporter process then fails its own `start()` with that message.
+   exporter process then fails its own `start()` with that message. An exporter that
+   serves (Prometheus) says where in a `url` attribute once it does; the exporter
+   process reports it back (`ExporterProcess.addresses`).
 4. **export(samples)**: sends samples (the latest value of each series). It raises on
    failure; the caller keeps the samples and retries with backoff, never blocking the
    others.
@@ -61,6 +63,12 @@ def start(exporter: Exporter) -> None:
     """Open the exporter's backend, for exporters that have a start step (may raise)."""
     if isinstance(exporter, Startable):
         exporter.start()
+
+
+def address(exporter: Exporter) -> str | None:
+    """Where clients reach the exporter (a serving exporter's `url`), or None."""
+    url = getattr(exporter, "url", None)
+    return url if isinstance(url, str) else None
 
 
 def flush(exporter: Exporter, timeout_s: float | None = None) -> None:

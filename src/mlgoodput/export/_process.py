@@ -6,7 +6,7 @@ child Python interpreter and hands it samples through a socket pair. The API:
     proc = ExporterProcess([TensorBoardExporter(d), PrometheusExporter(port=9100)], interval_s=10)
     proc.start()                      # raises for an exporter's configuration error only
     proc.submit(samples)              # never blocks on a backend, never raises
-    proc.add_source("goodput", src)   # src.collect(now, final) -> samples, called in the child each interval
+    proc.add_source("goodput", src)   # src.collect(now, final) -> samples: in the child at once, then each interval
     proc.flush(timeout_s=5)           # collect now and export everything pending; True if all went out
     proc.remove_source("goodput")     # one last collect and export of that source
     proc.stop(timeout_s=10)           # final flush, then the child exits; returns within timeout_s
@@ -208,6 +208,7 @@ class ExporterProcess:
         self._sources: dict[str, SampleSource] = {}
         self._latest: dict[SeriesKey, Sample] = {}
         self._popen: subprocess.Popen[bytes] | None = None
+        self._addresses: list[str | None] = [None] * len(self.exporters)
         self._conn: Connection | None = None
         self._seq = 0
         self._replies: dict[int, tuple[threading.Event, list[Any]]] = {}
@@ -229,6 +230,12 @@ class ExporterProcess:
     def alive(self) -> bool:
         p = self._popen
         return p is not None and p.poll() is None
+
+    @property
+    def addresses(self) -> list[str | None]:
+        """Where each exporter serves (a PrometheusExporter's URL, its port picked by then),
+        as the child reported when it started; None for one that does not serve (yet)."""
+        return list(self._addresses)
 
     def start(self, timeout_s: float | None = None) -> None:
         """Start the child and open every exporter in it. A configuration error raises
@@ -252,8 +259,9 @@ class ExporterProcess:
             self._latest.update(latest_by_series(samples))
             self._send_quietly(("samples", samples))
 
-    def add_source(self, key: str, source: SampleSource) -> None:
-        """Have the child call `source.collect(now)` every interval (raises if not picklable)."""
+    def add_source(self, key: str, source: SampleSource, *, upload_now: bool = True) -> None:
+        """Have the child call `source.collect(now)` at once (unless `upload_now` is False),
+        then every interval (raises if not picklable)."""
         if not isinstance(source, SampleSource):
             raise TypeError(f"source must have collect(now), got {source!r}")
         pickle.dumps(source)
@@ -261,7 +269,7 @@ class ExporterProcess:
             if key in self._sources:
                 raise ValueError(f"a source named {key!r} is already running")
             self._sources[key] = source
-            self._send_quietly(("add", key, source))
+            self._send_quietly(("add", key, source, upload_now))
 
     def has_source(self, key: str) -> bool:
         return key in self._sources
@@ -415,9 +423,11 @@ class ExporterProcess:
             raise exc(f"{self.name}: an exporter could not open: {message}")
         for problem in reply[1] if len(reply) > 1 else ():  # said here too: the training process's log
             log.warning("%s: %s", self.name, problem)
+        if len(reply) > 2:
+            self._addresses = list(reply[2])
         self._popen, self._conn = popen, conn
         for key, src in self._sources.items():
-            conn.send(("add", key, src))
+            conn.send(("add", key, src, True))  # a restarted child uploads at once too
         if self._latest:
             conn.send(("samples", list(self._latest.values())))
 
@@ -740,7 +750,7 @@ class _UploadOnce:
                     proc._stopped = True
                 self.handle._finish(False)
                 return True
-            proc.add_source(self.key, self.source)
+            proc.add_source(self.key, self.source, upload_now=False)  # the stop's collect uploads it
             self.handle.deadline = time.monotonic() + self.timeout_s
             with proc._lock:
                 proc._stopping = True

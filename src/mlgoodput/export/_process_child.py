@@ -191,6 +191,8 @@ class _Child:
                     opener()
                 except Exception as e:
                     log.warning("%s: source %r failed to open: %s", self.name, msg[1], e)
+            if len(msg) < 4 or msg[3]:  # its first upload happens now, not one interval later
+                self.collect([msg[1]], final=False)
         elif op == "parent-gone":
             self.collect()
             self.flush_workers(10.0, final=True)
@@ -304,7 +306,7 @@ def child_main(fd: int) -> None:
     child = _Child(conn, list(exporters), interval_s, export_interval_s, max_backoff_s, name, ppid, frozenset(unopened))
     for w in child.workers:
         w.start()
-    conn.send(("ready", problems))
+    conn.send(("ready", problems, [_contract.address(e) for e in exporters]))
     try:
         child.run()
     finally:
