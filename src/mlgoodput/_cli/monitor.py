@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -113,11 +114,14 @@ def run(args: argparse.Namespace) -> int:
         if args.rolling_windows:
             monitor.start_rolling_window_goodput_uploader(args.rolling_windows)
             running.append("rolling")
+        print(_started_line(args, monitor.endpoints), flush=True)  # the first upload is under way
         calc = (
             None if args.quiet else GoodputCalculator(args.job, logger_name, store=monitor.store_url, save_growth=1.0)
         )
         started = time.time()
-        while not stop.wait(args.interval):
+        wait_s = 0.0  # the first progress line at once, then one each interval
+        while not stop.wait(wait_s):
+            wait_s = args.interval
             if calc is not None:
                 r = calc.report()
                 if not r.total_s > 0:
@@ -150,6 +154,26 @@ def run(args: argparse.Namespace) -> int:
         ok = monitor.wait_for_final_uploads() and ok  # the stops hand it to the background
     print("mlgoodput monitor: stopped" + ("" if ok else " (final upload incomplete)"), file=sys.stderr)
     return 0 if ok else 1
+
+
+def _started_line(args: argparse.Namespace, endpoints: Sequence[str]) -> str:
+    """The one line said at start: where the job's goodput goes (the endpoint's URL first,
+    with the port it picked for --prometheus-port 0)."""
+    where = [f"TensorBoard {os.path.join(args.tensorboard_dir, 'goodput')}"] if args.tensorboard_dir else []
+    if args.otlp_endpoint:
+        where.append(f"OTLP {args.otlp_endpoint}")
+    if args.gcp_project:
+        where.append(f"Cloud Monitoring project {args.gcp_project}")
+    every = f"every {args.interval:g} s (Ctrl-C to stop)"
+    if args.prometheus_port is None:
+        return f"mlgoodput monitor: uploading job {args.job} to {', '.join(where)} {every}"
+    also = "".join(f"; {w}" for w in where)
+    if endpoints:
+        return f"mlgoodput monitor: serving {endpoints[0]} for job {args.job}{also}, {every}"
+    return (
+        f"mlgoodput monitor: port {args.prometheus_port} on {args.prometheus_addr} is busy; serving job"
+        f" {args.job} there once it is free{also}, {every}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

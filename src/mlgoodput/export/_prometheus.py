@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -41,19 +42,33 @@ class PrometheusExporter:
 
     `export` only updates the values in memory, so it never fails; the server starts in the
     process that first exports (the exporter process), on loopback unless `addr` says
-    otherwise. `port=0` picks a free port (read it back from `.port` in that process).
+    otherwise. `port=0` picks a free port (read it back from `.url` in that process, or
+    from `ExporterProcess.addresses`).
+
+    Until its first export the endpoint has nothing to show: a scrape then waits for that
+    export, `first_scrape_wait_s` after the start at the latest, rather than read an empty
+    page as "no series".
     """
 
-    def __init__(self, port: int = 9464, addr: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 9464, addr: str = "127.0.0.1", *, first_scrape_wait_s: float = 5.0) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
         if not isinstance(addr, str) or not addr:
             raise TypeError(f"addr must be a host address string, got {addr!r}")
+        if (
+            isinstance(first_scrape_wait_s, bool)
+            or not isinstance(first_scrape_wait_s, (int, float))
+            or not 0 <= first_scrape_wait_s < float("inf")
+        ):
+            raise ValueError(f"first_scrape_wait_s must be seconds >= 0, got {first_scrape_wait_s!r}")
         addr = check_host(addr, "addr")
         if port:
             _warn_if_busy(addr, port)
         self.port = port
         self.addr = addr
+        self.first_scrape_wait_s = float(first_scrape_wait_s)
+        self._exported = threading.Event()  # set by the first export: scrapes stop waiting for it
+        self._wait_until = 0.0  # (time.monotonic) the latest a scrape waits for the first export
         self._values: dict[SeriesKey, Sample] = {}
         self._version = 0  # exports so far: a scrape with none since the last renders nothing anew
         self.pages_made = 0  # metrics pages rendered (a scrape with nothing new reuses the last)
@@ -64,10 +79,11 @@ class PrometheusExporter:
         return f"PrometheusExporter(port={self.port}, addr={self.addr!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"port": self.port, "addr": self.addr}
+        return {"port": self.port, "addr": self.addr, "first_scrape_wait_s": self.first_scrape_wait_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(port=0, addr=state["addr"])  # type: ignore[misc]
+        wait_s = state.get("first_scrape_wait_s", 5.0)
+        self.__init__(port=0, addr=state["addr"], first_scrape_wait_s=wait_s)  # type: ignore[misc]
         self.port = state["port"]
 
     def start(self) -> None:
@@ -79,6 +95,7 @@ class PrometheusExporter:
         registry = core.CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self))
         render = self._rendered_once(render_registry(registry))
+        self._wait_until = time.monotonic() + self.first_scrape_wait_s
         ep = ScrapeEndpoint(self.addr, self.port, render, f"mlgoodput-prometheus-{self.port}")
         self._endpoint = ep
         ep.open()
@@ -91,6 +108,8 @@ class PrometheusExporter:
         pages: dict[str, tuple[int, bytes, str]] = {}
 
         def cached(accept: str) -> tuple[bytes, str]:
+            if not self._exported.is_set():  # started, nothing exported yet: wait for it (bounded)
+                self._exported.wait(max(0.0, self._wait_until - time.monotonic()))
             version = self._version  # read first: an export while rendering makes the next scrape render
             got = pages.get(accept)
             if got is not None and got[0] == version:
@@ -113,6 +132,15 @@ class PrometheusExporter:
     def serving(self) -> bool:
         return self._endpoint is not None and self._endpoint.server is not None
 
+    @property
+    def url(self) -> str | None:
+        """`http://addr:port/metrics` while the endpoint serves (its port picked), else None."""
+        ep = self._endpoint
+        if ep is None or ep.server is None:
+            return None
+        host = f"[{self.addr}]" if ":" in self.addr else self.addr
+        return f"http://{host}:{ep.port}/metrics"
+
     def export(self, samples: Sequence[Sample]) -> None:
         if self._endpoint is None:
             self.start()
@@ -129,12 +157,14 @@ class PrometheusExporter:
                 else:
                     check_name(s.name, labels)
                     values[series_key(s)] = s
+        self._exported.set()
 
     def snapshot(self) -> list[Sample]:
         with self._lock:
             return list(self._values.values())
 
     def shutdown(self, timeout_s: float | None = None) -> None:
+        self._exported.set()  # a scrape still waiting for the first export is answered now
         ep, self._endpoint = self._endpoint, None
         if ep is not None:
             ep.close(2.0 if timeout_s is None else min(2.0, timeout_s))
