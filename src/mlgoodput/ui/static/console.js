@@ -6,8 +6,8 @@ async function consolesPage() {
   document.title = "Console · mlgoodput";
   const d = await api("console");
   $main.replaceChildren(el("h1", { text: "Console" }), el("div", { class: "sub", text: "Logs, progress bars and resource usage that the console server stored." }),
-    card(null, null, d.consoles.length ? el("table", { id: "consoles" }, el("thead", {}, el("tr", {}, ["job", "first event", "last event", "records"].map((h, i) => el("th", { class: i === 3 ? "num" : null, text: h })))),
-      el("tbody", {}, d.consoles.map((c) => el("tr", {}, el("td", {}, el("a", { href: "/console/" + enc(c.job), text: c.job })), el("td", { text: when(c.first_time) }), el("td", { text: when(c.last_time) }), el("td", { class: "num", text: num(c.events, 0) })))))
+    card(null, null, d.consoles.length ? el("div", { class: "scroll full" }, el("table", { id: "consoles" }, el("thead", {}, el("tr", {}, ["job", "first event", "last event", "records"].map((h, i) => el("th", { class: i === 3 ? "num" : null, text: h })))),
+      el("tbody", {}, d.consoles.map((c) => el("tr", {}, el("td", {}, el("a", { href: "/console/" + enc(c.job), text: c.job })), el("td", { text: when(c.first_time) }), el("td", { text: when(c.last_time) }), el("td", { class: "num", text: num(c.events, 0) }))))))
       : el("div", { class: "empty" }, "No console jobs in this store. A job's logs, progress bars and usage land here when it runs inside ", el("code", { text: "with mlgoodput.console.session(job=NAME):" }), " (or run ", el("code", { text: "make demo" }), ").")));
 }
 async function consolePage(job) {
@@ -24,7 +24,7 @@ async function consolePage(job) {
   const sub = el("div", { class: "sub" }, el("span", { text: "console" }));
   let next = -1, marks = [];
   $main.replaceChildren(el("h1", { text: job }), sub,
-    card("Logs", null, el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), lost, logs),
+    card("Logs", "Times in UTC.", el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), lost, logs),
     el("div", { class: "row" }, card("Progress", null, bars), card("CPU usage", "Per process; dashed lines: checkpoints.", uBox)));
   function reset() { next = -1; logs.replaceChildren(); loadLogs().catch(() => {}); }
   for (const c of [proc, lvl]) c.addEventListener("change", reset);
@@ -63,7 +63,7 @@ async function consolePage(job) {
     const data = [xs].concat(u.processes.map((p) => { const ys = xs.map(() => null); p.cpu.x.forEach((x, i) => { ys[idx.get(x)] = p.cpu.y[i]; }); return ys; }));
     if (uPlotRef && uPlotRef.series.length === data.length) { uPlotRef.setData(data); return; }
     uPlotRef = plot(uBox, { series: [{ label: "time", value: (uu, v) => v === null ? "–" : when(v) }].concat(u.processes.map((p, i) => ({ label: "#" + p.process + " CPU", stroke: PALETTE[i % PALETTE.length], spanGaps: true, value: (uu, v) => v === null ? "–" : v.toFixed(1) + " %" }))),
-      axes: [{}, axisPct()], plugins: [vlinesPlugin(() => marks.map((m) => [m.time, "#7a5af8"]))] }, data);
+      axes: [axisTime(), axisPct("CPU (%)")], plugins: [vlinesPlugin(() => marks.map((m) => [m.time, "#7a5af8"]))] }, data);
   }
   await Promise.all([loadLogs(), loadUsage()]);
   every(2000, () => { if (follow.checked) { loadLogs().catch(() => {}); loadUsage().catch(() => {}); } });

@@ -10,8 +10,8 @@ async function jobsPage() {
   const search = el("input", { type: "search", placeholder: "Search jobs…", id: "job-search", oninput: (e) => { state.q = e.target.value.toLowerCase(); draw(); } });
   const status = el("select", { id: "job-status", onchange: (e) => { state.status = e.target.value; draw(); } },
     ["", "running", "finished", "stale", "crashed", "loading"].map((s) => el("option", { value: s, text: s || "any status" })));
-  const cols = [["job", "Job"], ["status", "Status"], ["start", "Started"], ["wall_s", "Wall time", 1], ["goodput_pct", "Goodput", 1],
-    ["last_step", "Last step", 1], ["attempts", "Attempts", 1], ["hosts", "Hosts", 1]];
+  const cols = [["job", "Job"], ["goodput_pct", "Goodput", 1], ["status", "Status"], ["wall_s", "Wall time", 1], ["start", "Started"],
+    ["last_step", "Last step", 1], ["attempts", "Attempts", 1], ["hosts", "Hosts", 1]];  // goodput second: a phone shows it
   const head = el("tr", {}, cols.map(([k, label, n]) => el("th", { class: "sort" + (n ? " num" : ""), "data-key": k, text: label,
     onclick: () => { state.desc = state.sort === k ? !state.desc : k !== "job"; state.sort = k; draw(); } })));
   let rows = [];
@@ -28,17 +28,17 @@ async function jobsPage() {
       const href = "/jobs/" + enc(r.job) + (rows.filter((x) => x.job === r.job).length > 1 ? "?logger=" + enc(r.logger) : "");
       return el("tr", { "data-job": r.job },
         el("td", {}, el("a", { href, class: "job-link", text: r.job }), r.logger !== "goodput_" + r.job ? el("span", { class: "muted", text: "  " + r.logger }) : null),
+        el("td", { class: "num" }, r.goodput_pct === null ? "–" : el("span", { class: "lvl-" + goodputLevel(r.goodput_pct) }, el("span", { class: "bar-cell" }, el("i", { style: "width:" + Math.max(0, Math.min(100, r.goodput_pct)) + "%" })), el("span", { class: "goodput", text: pct(r.goodput_pct) }))),
         el("td", {}, badge(r.status)),
-        el("td", { text: when(r.start) }),
         el("td", { class: "num", text: r.wall_s === null ? "–" : secs(r.wall_s) }),
-        el("td", { class: "num" }, r.goodput_pct === null ? "–" : el("span", {}, el("span", { class: "bar-cell" }, el("i", { style: "width:" + Math.max(0, Math.min(100, r.goodput_pct)) + "%" })), el("span", { class: "goodput", text: pct(r.goodput_pct) }))),
+        el("td", { text: when(r.start) }),
         el("td", { class: "num", text: num(r.last_step, 0) }),
         el("td", { class: "num", text: num(r.attempts, 0) }),
         el("td", { class: "num", text: num(r.hosts, 0) }));
     }));
   }
   const table = el("table", { id: "jobs" }, el("thead", {}, head), tbody);
-  const body = el("div", {}, el("div", { class: "tools" }, search, status, count), table);
+  const body = el("div", {}, el("div", { class: "tools" }, search, status, count), el("div", { class: "scroll full" }, table));
   $main.replaceChildren(el("h1", { text: "Jobs" }), el("div", { class: "sub" }, el("span", { text: "Every goodput job in the store. Figures are the same accounting as " }, el("code", { text: "mlgoodput report" }))), card(null, null, body));
   async function load() {
     const d = await api("jobs");
@@ -77,7 +77,7 @@ function headlineCard(d) {
   const tbody = el("tbody");
   function drawRows() {
     tbody.replaceChildren(...rows.filter((r) => showZeros.checked || r.s > 0 || r.key === "productive").map((r) =>
-      el("tr", { "data-bucket": r.key }, el("td", {}, el("span", { class: "sw", style: "background:" + bucketColor(r.key) }), r.label),
+      el("tr", { "data-bucket": r.key }, el("td", { class: "label" }, el("span", { class: "sw", style: "background:" + bucketColor(r.key) }), r.label),
         el("td", { class: "num seconds", text: r.s.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }) }), el("td", { class: "num pct", text: r.pct.toFixed(2) }))));
   }
   showZeros.addEventListener("change", drawRows);
@@ -89,31 +89,32 @@ function headlineCard(d) {
   const prod = [];
   for (const [k, v] of Object.entries(rep)) {
     if (KNOWN.has(k) || typeof v !== "number" || !isFinite(v)) continue;
-    prod.push(kpi(FRACTIONS.has(k) ? (100 * v).toFixed(2) + " %" : /_s$/.test(k) ? secs(v) : /_pct$/.test(k) ? v.toFixed(2) + " %" : num(v, 3),
+    prod.push(kpi(FRACTIONS.has(k) ? (100 * v).toFixed(2) + " %" : /flops_per_s$/.test(k) ? flops(v) : /_s$/.test(k) ? secs(v) : /_pct$/.test(k) ? v.toFixed(2) + " %" : num(v, 3),
       LABELS_EXTRA[k] || k.replace(/_(pct|s)$/, "").replace(/_/g, " ")));
   }
   return card(null, null,
     el("div", { class: "headline" },
-      el("div", {}, el("div", { class: "big", id: "goodput" }, rep.goodput_pct.toFixed(2), el("small", { text: " % goodput" })),
+      el("div", {}, el("div", { class: "big lvl-" + goodputLevel(rep.goodput_pct), id: "goodput", "data-level": goodputLevel(rep.goodput_pct) }, rep.goodput_pct.toFixed(2), el("small", { text: " % goodput" })),
         el("div", { class: "muted", text: secs(rep.productive_s) + " productive of " + secs(rep.total_s) })),
-      el("div", { class: "kpis" },
+      evenGrid(el("div", { class: "kpis" },
         kpi(secs(rep.total_s - rep.productive_s), "badput"), kpi(num(rep.disruptions, 0), "disruptions"),
         kpi(num(rep.last_step, 0), "last step"), kpi(secs(rep.ideal_step_time_s), "ideal step time"),
         kpi(secs((rep.overlapped_s || {}).data_loading_async || 0), "overlapped data loading"),
-        rep.slice_efficiency ? kpi(rep.slice_efficiency.stepping.toFixed(1) + " %", "slice efficiency") : null, prod)),
+        rep.slice_efficiency ? kpi(rep.slice_efficiency.stepping.toFixed(1) + " %", "slice efficiency") : null, prod), 128)),
     stack,
     el("div", { class: "tools" }, el("label", {}, showZeros, " show empty buckets")),
-    el("table", { id: "breakdown" }, el("thead", {}, el("tr", {}, el("th", { text: "Where the time went" }), el("th", { class: "num", text: "Seconds" }), el("th", { class: "num", text: "%" }))), tbody));
+    el("div", { class: "scroll full" }, el("table", { id: "breakdown" }, el("thead", {}, el("tr", {}, el("th", { text: "Where the time went" }), el("th", { class: "num", text: "Seconds" }), el("th", { class: "num", text: "%" }))), tbody)));
 }
 function productivityCard(p) {
   if (!p || typeof p !== "object") return null;
   const rows = Object.entries(p).filter(([, v]) => v !== null && v !== undefined && !Array.isArray(v)
-    && (typeof v !== "object" || Object.values(v).some((x) => x !== null)));
+    && (typeof v !== "object" || (Object.values(v).some((x) => x !== null) && v.count !== 0)));  // "count 0": nothing to show
   const fmt = (k, v) => {
     if (typeof v === "object") return Object.entries(v).filter(([, x]) => x !== null).map(([a, x]) => a.replace(/_s$/, "") + " " + (typeof x === "number" ? (/_s$/.test(a) ? secs(x) : num(x, 3)) : x)).join(", ") || "–";
     if (typeof v !== "number") return String(v);
     if (FRACTIONS.has(k)) return (100 * v).toFixed(2) + " %";
-    if (/flops/.test(k)) return v.toExponential(3);  // before "_s": flops per second are no duration
+    if (/flops_per_s$/.test(k)) return flops(v);  // before "_s": flops per second are no duration
+    if (/flops/.test(k)) return flops(v, "FLOP");  // a count (per step)
     if (/_time$/.test(k) && v > 1e9) return when(v);  // a UNIX time (the job's submit time)
     if (/_s$/.test(k)) return secs(v);
     return num(v, 3);
@@ -266,29 +267,31 @@ async function jobPage(job) {
     head.replaceChildren(headlineCard(d));
     fillHosts();
     const hosts = d.hosts.slice().sort((a, b) => b.lost_s - a.lost_s);
+    // a card with nothing to show is not drawn (a job without checkpoints has no Checkpoints card)
+    const tcard = (title, hint, id, cols, rows, wide) => rows.length ? el("section", { class: "card" + (wide ? " wide" : ""), "data-card": id },
+      el("h2", { text: title }), hint ? el("div", { class: "hint", text: hint }) : null, table(id, cols, rows, "")) : null;
     tables.replaceChildren(
       el("div", { class: "row" },
-        card("Attempts", null, table("attempts", [
-          ["#", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
-          ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, "No attempts.")),
-        card("Disruptions", "Each crash, as the accounting counts it: when the work stopped, the restart; down: the time until the restart (its infrastructure recovery); until productive: the time until training was productive again (MTTR is its mean).", table("disruptions", [
+        tcard("Attempts", null, "attempts", [
+          ["attempt", (r) => r.attempt, 1], ["start", (r) => when(r.start)], ["end", (r) => when(r.end)], ["ended", (r) => r.ended],
+          ["steps", (r) => num(r.steps, 0), 1], ["first step", (r) => num(r.first_step, 0), 1], ["last step", (r) => num(r.last_step, 0), 1]], d.attempts, true),
+        tcard("Disruptions", "Each crash, as the accounting counts it: when the work stopped, the restart (UTC); down: the time until the restart (its infrastructure recovery); until productive: the time until training was productive again (MTTR is its mean).", "disruptions", [
           ["attempt", (r) => r.attempt, 1], ["work stopped", (r) => clock(r.crashed_at)], ["restarted", (r) => clock(r.restarted_at)],
           ["down", (r) => secs(r.recovery_s), 1],
           ["until productive", (r) => (r.to_recover_s == null ? "not yet" : secs(r.to_recover_s)), 1],
-          ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions, "No disruptions."))),
-      el("div", { class: "row" },
-        card("Hosts", "Step statistics per host (the accounting's), the seconds each spent beyond the ideal step time (most first), how late it started steps on average and the seconds it held the others back." + stragglerText(d), table("hosts", [
+          ["last step", (r) => num(r.last_step, 0), 1], ["resumed at", (r) => num(r.resumed_step, 0), 1]], d.disruptions),
+        tcard("Hosts", "Step statistics per host (the accounting's), the time each spent beyond the ideal step time (most first), how late it started steps on average and the time it held the others back." + stragglerText(d), "hosts", [
           ["host", (r) => r.host, 1], ["steps", (r) => num(r.steps, 0), 1], ["median", (r) => secs(r.median_s), 1], ["p90", (r) => secs(r.p90_s), 1],
           ["max", (r) => secs(r.max_s), 1], ["lost vs ideal", (r) => secs(r.lost_s), 1],
-          ["late by", (r) => secs(r.late_s), 1], ["held others back", (r) => secs(r.held_back_s), 1]], hosts, "No steps yet.")),
-        card("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), table("checkpoints", [
-          ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints, "No checkpoints recorded."))),
-      productivityCard(d.report.productivity),
-      el("div", { class: "row" },
-        card("Compilations", "Compile events recorded by the JAX listeners or mlgoodput.torch.", table("compiles", [
-          ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["seconds", (r) => secs(r.seconds), 1]], d.compiles, "No compile events.")),
-        card("Elastic slices", null, table("slices", [
-          ["time", (r) => when(r.time)], ["active", (r) => num(r.active, 0), 1], ["available", (r) => num(r.available, 0), 1], ["total", (r) => num(r.total, 0), 1]], d.slices, "Not an elastic job."))));
+          ["late by", (r) => secs(r.late_s), 1], ["held others back", (r) => secs(r.held_back_s), 1]], hosts, true),
+        tcard("Checkpoints", "Blocking time of each save and restore" + (d.checkpoints_total > d.checkpoints.length ? " (the latest " + d.checkpoints.length + " of " + num(d.checkpoints_total, 0) + ")." : "."), "checkpoints", [
+          ["kind", (r) => r.kind], ["step", (r) => num(r.step, 0), 1], ["start", (r) => when(r.start)], ["blocking", (r) => secs(r.seconds), 1]], d.checkpoints),
+        tcard("Compilations", "Compile events recorded by the JAX listeners or mlgoodput.torch.", "compiles", [
+          ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["duration", (r) => secs(r.seconds), 1]], d.compiles),
+        tcard("Elastic slices", "Slice counts the job recorded.", "slices", [
+          ["time", (r) => when(r.time)], ["active", (r) => num(r.active, 0), 1], ["available", (r) => num(r.available, 0), 1], ["total", (r) => num(r.total, 0), 1]], d.slices)),
+      productivityCard(d.report.productivity));
+    fitScrolls(tables);
     setLive(d.status === "running");
   }
   async function loadTimeline(pre) { drawTimeline(await (pre || api(base + "/timeline?width=" + Math.round(tlc.box.clientWidth || 1200) + amp)), tlc.box, tlc.legend); }
@@ -316,13 +319,13 @@ async function jobPage(job) {
     const maxStall = stalls.reduce((m, st) => Math.max(m, st.seconds), 0);
     stPlot = plot(stBox, {
       height: 260,
-      series: [{ label: "time", value: (u, v) => v === null ? "–" : clock(v) + "  (step " + stepAt(v) + ")" },
+      series: [{ label: "time (UTC)", value: (u, v) => v === null ? "–" : clock(v) + "  (step " + stepAt(v) + ")" },
         { label: "step time (mean)", stroke: "#2463eb", width: 1.5, value: (u, v) => secs(v) },
         { label: "min", stroke: "rgba(36,99,235,.25)", value: (u, v) => secs(v) },
         { label: "max", stroke: "rgba(36,99,235,.25)", value: (u, v) => secs(v) },
         { label: "ideal", stroke: "#22a06b", dash: [6, 4], width: 1, value: (u, v) => secs(v) }],
       bands: [{ series: [3, 2], fill: "rgba(36,99,235,.12)" }],
-      axes: [{}, axisSecs()],
+      axes: [axisTime(), axisSecs("step time (log scale)")],
       scales: { y: { distr: 3, range: (u, lo, hi) => [Math.max(1e-6, (lo || s.ideal_s || 1) * 0.8), Math.max(hi || 0, maxStall) * 1.25] } },
       plugins: [stallDots],
     }, data);
@@ -343,7 +346,7 @@ async function jobPage(job) {
       series: [{ label: "time", value: (u, v) => v === null ? "–" : when(v) },
         { label: "cumulative", stroke: "#22a06b", width: 2, fill: "rgba(34,160,107,.08)", value: (u, v) => pct(v) },
         { label: "rolling " + (windows.find(([w]) => w === windowS) || [0, secs(g.window_s)])[1], stroke: "#7a5af8", width: 1.5, value: (u, v) => pct(v) }],
-      axes: [{ space: 90 }, axisPct()],
+      axes: [axisTime(), axisPct("goodput (%)")],
       scales: { y: { range: [0, 100] } },
       plugins: [vlinesPlugin(() => d.disruptions.map((x) => [x.crashed_at, "#d92d20"]))],
     }, data);
