@@ -101,13 +101,28 @@ MetricGrid.prototype.opts = function (name) {
     : { space: 70, label: v.x === "step" ? "step" : "time since start", values: (u, vs) => vs.map((x) => (x === null ? "" : v.x === "step" ? num(x, 0) : secs(x))) };
   return {
     height: 220,
-    legend: { show: single && v.smooth > 0, live: true },  // compared runs: the runs table has the colours
+    legend: { show: false },  // the values under the cursor go in a tooltip (tip), the colours in the runs table
     cursor: { sync: { key: "runs-metrics" }, drag: { x: true, y: false } },
     scales: { x: { time: v.x === "time" }, y: v.log ? { distr: 3 } : {} },
     series,
     axes: [xAxis, { size: 64, values: (u, vs) => vs.map((y) => (y === null ? "" : metricValue(y))) }],
-    hooks: { setScale: [(u, key) => { if (key === "x") self.zoomed(u); }] },
+    hooks: { setScale: [(u, key) => { if (key === "x") self.zoomed(u); }], setCursor: [(u) => self.tip(u, name)] },
   };
+};
+MetricGrid.prototype.tip = function (u, name) {  // the values at the cursor, one line per series
+  const i = u.cursor.idx;
+  if (i === null || i === undefined || u.cursor.left < 0) { hideTip(); return; }
+  const lines = [name + "  " + u.series[0].label + " " + u.series[0].value(u, u.data[0][i])];
+  for (let k = 1; k < u.series.length; k++) {  // a run without a point at this x: its nearest one
+    const ys = u.data[k];
+    let y = null;
+    for (let d = 0; d < 64 && y === null; d++) {
+      for (const j of [i - d, i + d]) if (y === null && j >= 0 && j < ys.length && ys[j] !== null && ys[j] !== undefined) y = ys[j];
+    }
+    if (y !== null) lines.push(u.series[k].label + ": " + metricValue(y));
+  }
+  const r = u.over.getBoundingClientRect();
+  showTip({ clientX: r.left + u.cursor.left, clientY: r.top + u.cursor.top }, lines.join("\n"));
 };
 MetricGrid.prototype.zoomed = function (u) {  // a drag-zoom on one chart: every chart and the URL follow
   if (this.syncing) return;
@@ -150,7 +165,7 @@ MetricGrid.prototype.draw = function () {  // everything again (a view setting c
   for (const name of names) this.addTile(name);
 };
 MetricGrid.prototype.addTile = function (name) {
-  const chart = el("div", { class: "chart" });
+  const chart = el("div", { class: "chart", onmouseleave: hideTip });
   const val = el("span", { class: "metric-last" });
   const tile = el("div", { class: "metric-tile", "data-metric": name }, el("div", { class: "metric-head" }, el("span", { class: "mini-title", text: name }), val), chart);
   if (!this.tiles.size) chart.id = "metric-chart";  // the first chart (loss when there is one)
