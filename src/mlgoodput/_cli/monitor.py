@@ -72,6 +72,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlgoodput._format import duration, timestamp
     from mlgoodput.accounting import GoodputCalculator
     from mlgoodput.export import GCPOptions, make_exporter
     from mlgoodput.monitoring import GoodputMonitor
@@ -126,16 +127,16 @@ def run(args: argparse.Namespace) -> int:
                 r = calc.report()
                 if not r.total_s > 0:
                     print(
-                        f"\r{time.strftime('%H:%M:%S')} {args.job}: no data yet (waiting for the job to record)",
+                        f"\r{timestamp(time.time())} {args.job}: no data yet (waiting for the job to record)",
                         end="",
                         file=sys.stderr,
                         flush=True,
                     )
                     continue
                 print(
-                    f"\r{time.strftime('%H:%M:%S')} {args.job}: goodput {r.goodput_pct:6.2f}%  "
+                    f"\r{timestamp(time.time())} {args.job}: goodput {r.goodput_pct:6.2f}%  "
                     f"last step {r.last_step}  disruptions {r.disruptions}  "
-                    f"uploading for {time.time() - started:,.0f} s (Ctrl-C to stop)",
+                    f"uploading for {duration(round(time.time() - started))} (Ctrl-C to stop)",
                     end="",
                     file=sys.stderr,
                     flush=True,
