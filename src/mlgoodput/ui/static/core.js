@@ -133,7 +133,7 @@ function showTip(ev, text) {
 function hideTip() { $tip.hidden = true; }
 function failed(e) { $main.replaceChildren(el("div", { class: "card err", text: String(e.message || e) })); }
 
-// ---- colors: one per badput bucket and per timeline phase ----------------------------------
+// ---- colors: one per badput bucket (the breakdown, its stacked bar and the timeline) -------
 const BUCKET_COLORS = {
   productive: "#22a06b", tpu_initialization: "#f79009", training_prep: "#fdb022",
   program_startup: "#7a5af8", data_loading_sync: "#36bffa", unproductive_checkpoint_save_time: "#2e90fa",
@@ -141,14 +141,6 @@ const BUCKET_COLORS = {
   infrastructure_recovery_from_disruption: "#98a2b3", custom_badput_events: "#ee46bc",
   elastic_slice_down: "#b54708", elastic_scale_up: "#dc6803", elastic_reinitialization: "#93370d",
   stall: "#d92d20", other: "#d0d5dd",
-};
-const PHASES = {
-  init: ["accelerator init", "#f79009"], prep: ["training preparation", "#fdb022"],
-  compile: ["compilation (first step)", "#7a5af8"], steps: ["productive steps", "#22a06b"],
-  data: ["data loading", "#36bffa"], ckpt_save: ["checkpoint save", "#2e90fa"],
-  ckpt_restore: ["checkpoint restore", "#1849a9"], custom: ["evaluation / custom", "#ee46bc"],
-  stall: ["stall (hang, straggler)", "#d92d20"], recovery: ["crash and recovery", "#98a2b3"],
-  elastic_wait: ["elastic wait", "#b54708"], elastic_reinit: ["elastic re-init", "#93370d"],
 };
 const FRACTIONS = new Set(["mfu", "step_mfu", "program_goodput", "scheduling_goodput", "runtime_goodput", "ml_productivity_goodput", "ettr", "available_slice_fraction"]);
 const LABELS_EXTRA = { mfu: "MFU", step_mfu: "step MFU", ml_productivity_goodput: "ML productivity goodput", ettr: "ETTR", mtbi_s: "MTBI", mttr_s: "MTTR",

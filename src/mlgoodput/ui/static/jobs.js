@@ -141,10 +141,10 @@ function bucketLabel(key, labels) {
 }
 function drawTimeline(tl, box, legend) {
   const labels = tl.labels || {};
-  const W = Math.max(300, box.clientWidth || 1000);
+  const W = Math.max(200, box.clientWidth || 1000);
   const laneH = 26, gap = 6, left = W < 500 ? 64 : 92, right = 10, top = 4;
   const lanes = tl.lanes;
-  const axisH = 22;
+  const axisH = 38;
   const H = top + lanes.length * (laneH + gap) + axisH;
   const s = svg("svg", { viewBox: "0 0 " + W + " " + H, height: H, role: "img" });
   const span = Math.max(tl.end - tl.start, 1e-9);
@@ -182,13 +182,16 @@ function drawTimeline(tl, box, legend) {
     }
   });
   const ay = top + lanes.length * (laneH + gap) + 14;
-  const ticks = W < 500 ? 3 : 8;
+  const ticks = Math.max(2, Math.min(8, Math.floor((W - left) / 110)));
   for (let k = 0; k <= ticks; k++) {
     const t = tl.start + span * k / ticks;
-    const tx = svg("text", { x: Math.min(X(t), W - 50), y: ay, class: "axis", "text-anchor": k === 0 ? "start" : "middle" });
+    const tx = svg("text", { x: X(t), y: ay, class: "axis", "text-anchor": k === 0 ? "start" : k === ticks ? "end" : "middle" });
     tx.textContent = span > 86400 ? when(t).slice(5, 16) : clock(t);
     s.append(tx);
   }
+  const title = svg("text", { x: left + (W - left - right) / 2, y: ay + 15, class: "axis", "text-anchor": "middle" });
+  title.textContent = "time (UTC)";
+  s.append(title);
   box.replaceChildren(s);
   const order = [...used].sort((p, q) => bucketRank(p) - bucketRank(q) || (p < q ? -1 : 1));
   legend.replaceChildren(...order.map((b) => el("span", { "data-bucket": b }, el("span", { class: "sw", style: "background:" + bucketColor(b) }), bucketLabel(b, labels))),
@@ -261,7 +264,7 @@ async function jobPage(job) {
       el("span", {}, "wall time ", el("b", { text: secs(d.report.total_s) })),
       el("span", {}, "attempts ", el("b", { text: d.attempts.length })),
       el("span", {}, "hosts ", el("b", { text: d.hosts.length })),
-      pageLinks(d.links, "job"),
+      ...pageLinks(d.links, "job"),
       el("a", { href: "/compare?job=" + enc(job), text: "compare" }),
       el("a", { href: "/api/" + base + "/report" + lq, text: "report JSON" }));
     head.replaceChildren(headlineCard(d));
