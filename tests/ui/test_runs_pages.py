@@ -119,6 +119,24 @@ def test_a_long_run_is_reduced_to_the_screen(store: SQLiteStore, serve: Any) -> 
     assert took < 30, took
 
 
+def test_reduction_is_the_same_kind_of_line_with_and_without_numpy(numpy_mode: str) -> None:
+    from mlgoodput import _numpy
+    from mlgoodput.ui._runs import Series
+
+    _numpy.reset()
+    s = Series()
+    for i in range(20_000):
+        s.add(i if i != 5_000 else None, math.nan if i == 7 else math.cos(i / 100), T0 + i)
+    s.add(3, 99.0, T0 + 30_000)  # a step again (a restart): the step axis is sorted again
+    r = s.reduced(200)
+    assert r["count"] == 20_001 and r["max"] == 99.0 and r["min"] == min(math.cos(i / 100) for i in range(8, 20_000))
+    assert 200 <= len(r["time"]["x"]) <= 400 and len(r["step"]["x"]) <= 400
+    assert r["step"]["x"] == sorted(r["step"]["x"]) and 99.0 in r["step"]["y"]
+    assert r["time"]["x"] == sorted(r["time"]["x"]) and r["time"]["y"][-1] == 99.0
+    assert r["last"] == 99.0 and r["last_step"] == 3
+    _numpy.reset()
+
+
 def test_csv_has_every_point(store: SQLiteStore, serve: Any) -> None:
     a_run(store, "c", {}, 4)
     put(store, "c", [Event(Kind.METRIC, T0 + 50, value=3.5, name="=cmd|' /C calc'!A0")])  # no step; a formula
