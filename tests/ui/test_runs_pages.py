@@ -251,6 +251,12 @@ def test_every_metric_is_charted_loss_first_and_the_state_is_in_the_url(
         "accuracy"
     ]
     assert js(b, "return document.getElementById('csv').getAttribute('href')") == "/api/runs/r/csv"
+    # the zoom window: from the URL onto every chart, and back out with "reset zoom"
+    open_page(b, srv.url + "runs/r?from=5&to=15", "document.body.dataset.runReady")
+    scales = "return charts.map((u) => [u.scales.x.min, u.scales.x.max])"
+    assert js(b, scales) == [[5, 15]] * 3
+    js(b, "document.getElementById('reset-zoom').click()")
+    assert js(b, scales) == [[0, 29]] * 3 and "from=" not in b.driver.current_url
     assert b.console_errors() == []
 
 
