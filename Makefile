@@ -11,17 +11,19 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml $(UI_VENDOR)
+$(VENV)/.installed: $(PY) pyproject.toml
 	$(PIP) install -q -e '.[all]'
 	touch $@
 
 # The web UI's charting library (uPlot), from npm with the lockfile in js/; never committed.
+# UI_ASSETS_IF=--if-npm: without npm, say so in one line and go on (the demo needs no charts).
 $(UI_VENDOR): js/package.json js/package-lock.json scripts/build-ui-assets.sh
-	bash scripts/build-ui-assets.sh
+	bash scripts/build-ui-assets.sh $(UI_ASSETS_IF)
 
 ui-assets: $(UI_VENDOR)
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# the tests need the charts (the browser tests): here npm is required
+$(VENV)/.installed-test: $(VENV)/.installed $(UI_VENDOR)
 	$(PIP) install -q -e '.[all,test]'
 	touch $@
 
@@ -32,7 +34,9 @@ install-test: $(VENV)/.installed-test system-deps
 system-deps:
 	bash scripts/install-system-deps.sh
 
+# Python is all the demo needs; the web UI's charts are built too where npm is installed.
 demo: install
+	@$(MAKE) --no-print-directory ui-assets UI_ASSETS_IF=--if-npm
 	$(PY) -m mlgoodput demo
 
 lint: install-test

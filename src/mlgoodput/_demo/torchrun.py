@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from mlgoodput._demo.supervisor import DemoResult, console_session, prepare
+from mlgoodput._journal import recover_journals
 from mlgoodput._spawn import start_python
 
 TORCH_JOB = "demo-torch"
@@ -112,4 +113,5 @@ def run_torch_demo(
                 )
                 print(f"  attempt {msg.get('attempt')}: {what}", file=out, flush=True)
         rc = proc.wait()
+    recover_journals(url)  # what the console or a killed rank journaled while the store was busy
     return DemoResult(job, url, None if rc == 0 else f"torchrun exited with {rc}")

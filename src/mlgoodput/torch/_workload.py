@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,7 +175,10 @@ def _track(a: argparse.Namespace) -> Any:
     from mlgoodput.diagnostics import machinelearning_run
 
     if os.environ.get(_env.CONSOLE):
-        console.connect()
+        try:
+            console.connect()
+        except (OSError, ValueError) as e:  # the training goes on without its logs
+            print(f"rank {os.environ.get('RANK')}: logs not sent to the console ({e})", file=sys.stderr)
     configs = {"model": "Linear(32, 64) ReLU Linear(64, 1)", "optimizer": "SGD", "lr": 0.01, "steps": a.steps}
     return machinelearning_run(name=a.job, configs=configs, framework="PYTORCH", run_workload_id=a.job, store=a.store)
 

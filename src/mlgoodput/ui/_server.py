@@ -39,7 +39,10 @@ from mlgoodput.ui._profiles import MAX_PROFILE_BYTES, NotServed, ProfileFiles
 
 STATIC = Path(str(resources.files("mlgoodput.ui") / "static"))
 VENDOR = STATIC / "vendor"
-BUILD_HINT = "make ui-assets  (or: bash scripts/build-ui-assets.sh, which runs npm ci in js/)"
+BUILD_HINT = (
+    "make ui-assets  (it runs npm ci in js/: install npm first where it is missing,"
+    " e.g. Debian/Ubuntu: apt-get install npm; macOS: brew install node)"
+)
 COOKIE = "mlgoodput_ui_token"
 _PAGES = re.compile(r"^/(|jobs/[^/]+|runs|runs/[^/]+|console|console/[^/]+|compare)$")
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
