@@ -209,3 +209,22 @@ def test_a_with_block_that_raises_is_failed() -> None:
     with pytest.raises(ValueError), machinelearning_run(name="blk") as run:
         raise ValueError("bad batch")
     assert load_run(run.name).status(time.time()) == "failed"
+
+
+@needs_git
+def test_cli_lists_status_and_shows_provenance(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from diag_helpers import run_cli
+
+    monkeypatch.setattr(sys, "argv", [str(repo / "train.py")])
+    run = machinelearning_run(name="cli")
+    run.end()
+    capsys.readouterr()
+    assert run_cli(["runs"]) == 0
+    listing = capsys.readouterr().out
+    assert "STATUS" in listing and "finished" in listing
+    assert run_cli(["runs", "show", run.name]) == 0
+    shown = capsys.readouterr().out
+    assert "status: finished" in shown and f"git: {_git(repo, 'rev-parse', 'HEAD')[:12]}" in shown
+    assert f"user: {getpass.getuser()}" in shown
