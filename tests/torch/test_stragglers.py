@@ -59,7 +59,7 @@ def test_report_shows_stragglers(tmp_path: Path, capsys: pytest.CaptureFixture[s
     record(store)
     assert cli.main(["report", "--job", "j", "--store", store]) == 0
     text = capsys.readouterr().out
-    assert "straggler: rank 2 held the others back 2.600 s over 12 steps" in text
+    assert "straggler: rank 2 held the others back 2.60 s over 12 steps" in text
     assert cli.main(["report", "--job", "j", "--store", store, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["stragglers"]["straggler"] == 2 and len(d["stragglers"]["ranks"]) == 3

@@ -75,7 +75,7 @@ def test_the_verdict_states_its_evidence() -> None:
     assert v.p_value == pytest.approx(2 * 0.5**20)
     assert rep.straggler_cost_s == pytest.approx(20 * 0.1)
     assert "rank 1 started 20 of 60 steps at least 57.9 ms behind the other ranks (chance gives 10.0" in v.text()
-    assert rep.lines()[0].startswith("straggler: rank 1 held the others back 2.000 s over 60 steps: rank 1 started")
+    assert rep.lines()[0].startswith("straggler: rank 1 held the others back 2.00 s over 60 steps: rank 1 started")
     # the same lateness on 4 of 60 steps: chance explains it (p >= 0.01): no straggler, and said why
     few = {r: [(100.0 + n + (0.1 if r == 1 and n % 15 == 0 else 0.0), n) for n in range(60)] for r in (0, 1)}
     rep = analyze({0: [99.0], 1: [99.0]}, few)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from mlgoodput._format import timestamp
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console._protocol import LogRec, ProgressRec
 
@@ -118,7 +119,7 @@ class Display(BackgroundWorker):
         from rich.text import Text
 
         t = Text()
-        t.append(time.strftime("%H:%M:%S", time.localtime(rec.time)), style="dim")
+        t.append(timestamp(rec.time)[11:19], style="dim")  # the clock in UTC, as every screen
         t.append(f" [#{process}] ", style="cyan")
         t.append(f"{level_name(rec.level):<8}", style=_LEVEL_STYLE.get(rec.level, ""))
         t.append(" ")

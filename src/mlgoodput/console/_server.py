@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from mlgoodput._endpoint import check_exposure
+from mlgoodput._format import duration, timestamp
 from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
 from mlgoodput.console import _protocol as P
@@ -622,11 +623,11 @@ def _goodput_line(get_store: Callable[[], Store | None], job: str) -> Any:
                     default=None,
                 )
                 text = (
-                    f"goodput {r.goodput_pct:.1f}% of {r.total_s:.0f} s (as of {time.strftime('%H:%M:%S')})"
-                    f" · productive {r.productive_s:.0f} s · last step {r.last_step}"
+                    f"goodput {r.goodput_pct:.1f}% of {duration(r.total_s)} (as of {timestamp(time.time())})"
+                    f" · productive {duration(r.productive_s)} · last step {r.last_step}"
                 )
                 if worst is not None and worst[1] > 0:
-                    text += f" · top badput {str(getattr(worst[0], 'name', worst[0])).lower()} {worst[1]:.0f} s"
+                    text += f" · top badput {str(getattr(worst[0], 'name', worst[0])).lower()} {duration(worst[1])}"
                 return text
         return None
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any, cast
 
+from mlgoodput._format import duration
 from mlgoodput.accounting import SortedFloats, fast_numpy
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, open_store
@@ -113,19 +114,19 @@ class StragglerReport:
         if self.straggler is None:
             out.append(
                 f"stragglers: none ({self.verdict.text()}; ranks started each step within"
-                f" {self.max_spread_s:.3f} s of each other)"
+                f" {duration(self.max_spread_s)} of each other)"
             )
         else:
             out.append(
                 f"straggler: rank {self.straggler} held the others back "
-                f"{self.straggler_cost_s:.3f} s over {self.steps_compared} steps: {self.verdict.text()}"
+                f"{duration(self.straggler_cost_s)} over {self.steps_compared} steps: {self.verdict.text()}"
             )
         for r in self.ranks:
             out.append(
-                f"  rank {r.rank}: {r.steps} steps, median {r.median_step_s:.3f} s, "
-                f"p90 {r.p90_step_s:.3f} s, max {r.max_step_s:.3f} s, late by "
-                f"{r.mean_lag_s:.3f} s on average, last in {r.last_steps}, held back "
-                f"{r.held_back_s:.3f} s"
+                f"  rank {r.rank}: {r.steps} steps, median {duration(r.median_step_s)}, "
+                f"p90 {duration(r.p90_step_s)}, max {duration(r.max_step_s)}, late by "
+                f"{duration(r.mean_lag_s)} on average, last in {r.last_steps}, held back "
+                f"{duration(r.held_back_s)}"
             )
         return out
 
