@@ -151,12 +151,13 @@ class LiveRun(Run):
     """A run read a piece at a time from its stream. With `points`, every metric point is
     kept in a Series; without, only the last point of each metric (for the listing)."""
 
-    __slots__ = ("cursor", "keep", "lock", "marks", "series", "sys_series")
+    __slots__ = ("cursor", "keep", "lock", "marks", "seen", "series", "sys_series")
 
     def __init__(self, name: str, *, points: bool) -> None:
         super().__init__(name)
         self.keep = points
         self.cursor = 0
+        self.seen = -1  # the stream's event count at the last refresh (the listing's)
         self.series: dict[str, Series] = {}
         self.sys_series: dict[str, Series] = {}
         self.marks: OrderedDict[int, tuple[dict[str, int], dict[str, int]]] = OrderedDict()
@@ -229,13 +230,18 @@ class RunIndex:
         """One summary row per run (Run.summary), newest first, with its metric names."""
         now = self.clock()
         rows = []
-        for name in self._names():
+        for info in self.store.jobs():
+            if info.namespace != NAMESPACE:
+                continue
+            name = info.job
             with self._lock:
                 r = self._rows.get(name)
                 if r is None:
                     r = self._rows[name] = LiveRun(name, points=False)
             with r.lock:
-                r.refresh(self.store)
+                if r.seen != info.events:  # a run that stored nothing new is not read again
+                    r.refresh(self.store)
+                    r.seen = info.events
                 row = r.summary(now)
             row["metrics"] = metric_order(list(row["last"]))
             rows.append(row)
