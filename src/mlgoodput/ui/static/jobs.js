@@ -329,7 +329,8 @@ async function jobPage(job) {
         { label: "ideal", stroke: "#22a06b", dash: [6, 4], width: 1, value: (u, v) => secs(v) }],
       bands: [{ series: [3, 2], fill: "rgba(36,99,235,.12)" }],
       axes: [axisTime(), axisSecs("step time (log scale)")],
-      scales: { y: { distr: 3, range: (u, lo, hi) => [Math.max(1e-6, (lo || s.ideal_s || 1) * 0.8), Math.max(hi || 0, maxStall) * 1.25] } },
+      // a log scale's ends on its own ticks (uPlot.rangeLog): its tick loop never ends from 0.0965
+      scales: { y: { distr: 3, range: (u, lo, hi) => { const a = Math.max(1e-6, (lo || s.ideal_s || 1) * 0.8); return uPlot.rangeLog(a, Math.max(hi || 0, maxStall, a) * 1.25, 10, false); } } },
       plugins: [stallDots],
     }, data);
     stBox.append(el("div", { class: "legend", style: "margin-top:4px" }, el("span", {}, el("span", { class: "sw", style: "background:#d92d20;border-radius:50%" }),
