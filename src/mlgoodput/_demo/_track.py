@@ -29,7 +29,12 @@ class Tracking:
             try:
                 from mlgoodput import console
 
-                console.connect()
+                root = logging.getLogger()
+                shown, before = root.getEffectiveLevel(), list(root.handlers)
+                console.connect()  # lowers the root logger to INFO, for the console's handler
+                for h in before:  # a handler a library installed (absl's) shows on the terminal what it did
+                    if h.level == logging.NOTSET:
+                        h.setLevel(shown)
                 self.connected = True
             except (ImportError, OSError, ValueError) as e:
                 print(f"demo: logs not sent to the console ({e})", file=sys.stderr, flush=True)
