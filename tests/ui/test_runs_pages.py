@@ -157,7 +157,10 @@ def test_csv_has_every_point(store: SQLiteStore, serve: Any) -> None:
 
 @pytest.fixture
 def sized(browser: Browser) -> Iterator[Browser]:
-    """The session's browser, back at its own size after the test."""
+    """The session's browser on a blank page (an earlier test's page and its timers gone, its
+    console errors drained), back at its own size after the test."""
+    browser.driver.get("about:blank")
+    browser.console_errors()
     yield browser
     browser.driver.set_window_size(1280, 900)
 
