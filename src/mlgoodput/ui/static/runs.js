@@ -452,7 +452,9 @@ async function runPage(name) {
     busy = true;
     try {
       const p = await api("runs/" + enc(d.name) + "/points?after=" + cursor);
-      if (p.reset) {  // too much is new (or the server restarted): load the run again
+      // far more points here than the charts are wide (a long live session): reduced again
+      const grown = Object.values(run.metrics).some((m) => (m.time ? m.time.x.length : 0) > 8 * chartWidth());
+      if (p.reset || grown) {  // too much is new (or the server restarted): load the run again
         d = await api("runs/" + enc(name) + "?width=" + chartWidth());
         run.metrics = d.metrics; cursor = d.cursor;
         grid.draw(); systemCharts(sBox, d);
