@@ -1,5 +1,5 @@
-"""The demo supervisor: runs a workload process, kills it for real midway, restarts it,
-and prints the goodput report of the whole job.
+"""The demo supervisor: runs a workload process, kills it for real midway and restarts it;
+the caller (`mlgoodput._cli.demo`) then prints the goodput report of the whole job.
 
 A workload is any module run as `python -m MODULE --store URL --job JOB --ckpt-dir DIR
 --steps N --time-scale F` that records with the public recorder API, restores from the
@@ -15,7 +15,6 @@ one, `demo-torch` for torchrun) in one store, `demo-output/demo.db`: running a d
 replaces its own job and its own folder `demo-output/JOB/` (checkpoints, TensorBoard files)
 and leaves the other demos' alone. The attempts run inside a console session named after
 the job, so the workload's log lines and the supervisor's notes are the job's console.
-The report and the next commands are the caller's (`mlgoodput._cli.demo`).
 """
 
 from __future__ import annotations

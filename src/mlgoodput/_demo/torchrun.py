@@ -10,6 +10,7 @@ and logs into the job's console session. The job is `demo-torch` in the demos' o
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def run_torch_demo(
     kill_at_step: int | None = None,
     out: IO[str] | None = None,
 ) -> DemoResult:
-    """Run the demo under torchrun (rc 1 when torchrun failed)."""
+    """Run the demo under torchrun; `error` in the result says how torchrun failed."""
     out = out or sys.stdout
     if steps < 4:
         raise ValueError(f"--steps must be at least 4 for the torch demo, got {steps!r}")
@@ -50,7 +51,8 @@ def run_torch_demo(
         raise ImportError("the torch demo needs PyTorch: pip install 'mlgoodput[torch]'") from e
     url, workdir = prepare(output_dir, store, job, out)
     ckpt = workdir / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(ckpt, ignore_errors=True)  # a fresh start, also in a store of your own
+    ckpt.mkdir(parents=True)
     cmd = [
         "-m",
         "torch.distributed.run",
