@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
         from mlgoodput._demo.torchrun import TORCH_JOB, run_torch_demo
 
         res = run_torch_demo(
-            Path(args.output_dir), args.store, args.job or TORCH_JOB, args.steps or 40, args.kill_at_step
+            Path(args.output_dir), args.store, args.job or TORCH_JOB, _or(args.steps, 40), args.kill_at_step
         )
     else:
         from mlgoodput._demo.supervisor import JAX_WORKLOAD, DemoConfig, default_workload, run_demo
@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
             store=args.store,
             job=args.job or "",
             workload=args.workload or (JAX_WORKLOAD if args.framework == "jax" else default_workload()),
-            steps=args.steps or 100,
+            steps=_or(args.steps, 100),
             kill_at_step=args.kill_at_step,
             time_scale=args.time_scale,
         )
@@ -75,6 +75,10 @@ def _run(args: argparse.Namespace) -> int:
 
     print(next_steps(res.job, res.store, res.tensorboard_dir), flush=True)
     return rc
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _command(module: str, argv: list[str]) -> int:
