@@ -293,7 +293,7 @@ async function jobPage(job) {
           ["time", (r) => when(r.time)], ["host", (r) => r.host, 1], ["function", (r) => r.name || "–"], ["duration", (r) => secs(r.seconds), 1]], d.compiles),
         tcard("Elastic slices", "Slice counts the job recorded.", "slices", [
           ["time", (r) => when(r.time)], ["active", (r) => num(r.active, 0), 1], ["available", (r) => num(r.available, 0), 1], ["total", (r) => num(r.total, 0), 1]], d.slices)),
-      productivityCard(d.report.productivity));
+      productivityCard(d.report.productivity) || "");
     fitScrolls(tables);
     setLive(d.status === "running");
   }

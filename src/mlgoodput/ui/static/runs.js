@@ -431,13 +431,14 @@ async function runPage(name) {
     el("div", { class: "row" },
       card("Configs", null, configTable([d], false)),
       card("Provenance", "Recorded when the run started.", prov.length ? el("div", { class: "runs-scroll" }, el("table", { id: "provenance", class: "kv" }, el("tbody", {}, prov.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: String(v) })))))) : el("div", { class: "empty", text: "No provenance recorded (a run from an older mlgoodput, or provenance=False)." }))),
-    card("System usage", "Sampled by the run's system metrics (machinelearning_run(log_system_metrics=True)).", sBox),
-    card("Profiles", "Profiler sessions; download the files they wrote.", d.profiles.length ? el("div", { class: "scroll" }, el("table", { id: "profiles" },
+    // a card with nothing to show is not drawn (no system metrics, no profiles)
+    Object.keys(d.system_metrics || {}).length ? card("System usage", "Sampled by the run's system metrics (machinelearning_run(log_system_metrics=True)).", sBox) : "",
+    d.profiles.length ? card("Profiles", "Profiler sessions; download the files they wrote.", el("div", { class: "scroll" }, el("table", { id: "profiles" },
       el("thead", {}, el("tr", {}, ["session", "trigger", "started", "duration", "hosts", "files"].map((h) => el("th", { text: h })))),
       el("tbody", {}, d.profiles.map((p) => el("tr", {}, el("td", { text: p.session }), el("td", { text: p.trigger || "–" }), el("td", { text: when(p.start) }),
         el("td", { class: "num", text: p.complete ? secs(p.duration_s) : "running" }), el("td", { text: p.hosts.join(", ") }),
-        el("td", {}, p.files.length ? p.files.map((f, j) => el("a", { href: "/api/runs/" + enc(d.name) + "/profiles/" + p.index + "/" + j, download: "", text: f.split("/").pop(), style: "margin-right:8px" })) : "–"))))))
-      : el("div", { class: "empty", text: "No profiles." })));
+        el("td", {}, p.files.length ? p.files.map((f, j) => el("a", { href: "/api/runs/" + enc(d.name) + "/profiles/" + p.index + "/" + j, download: "", text: f.split("/").pop(), style: "margin-right:8px" })) : "–")))))))
+      : null);
   grid.draw();
   systemCharts(sBox, d);
   document.body.dataset.runReady = "1";
