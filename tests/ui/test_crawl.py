@@ -187,3 +187,23 @@ def test_empty_store_pages_say_how_to_fill_them(tmp_path: Path, browser: Browser
         text = browser.driver.execute_script("return document.querySelector('#main .empty').textContent")
         assert words in text and "make demo" in text, text
     st.close()
+
+
+def test_every_demo_timeline_is_its_breakdown(demo_store: Path, serve: Any) -> None:
+    """On every demo's job the timeline colours the report's seconds per bucket, and no
+    segment is stall-red where the report counts no stall."""
+    from test_api import lane_seconds, report_seconds
+    from ui_helpers import get
+
+    st = SQLiteStore(demo_store)
+    srv = serve(st)
+    jobs = [j.job for j in st.jobs() if j.namespace.startswith("goodput")]
+    assert {"demo-sim", "ui-sample"} <= set(jobs), jobs
+    for job in jobs:
+        _, rep, _ = get(f"{srv.url}api/jobs/{job}/report")
+        _, tl, _ = get(f"{srv.url}api/jobs/{job}/timeline?width=1200")
+        want, got = report_seconds(rep), lane_seconds(tl)
+        for k in set(want) | set(got):
+            assert got.get(k, 0.0) == pytest.approx(want.get(k, 0.0), abs=1e-6), (job, k)
+        assert ("stall" in got) == (want.get("stall", 0.0) > 0), (job, got)
+    st.close()

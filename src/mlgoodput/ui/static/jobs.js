@@ -186,7 +186,8 @@ function drawTimeline(tl, box, legend) {
   for (let k = 0; k <= ticks; k++) {
     const t = tl.start + span * k / ticks;
     const tx = svg("text", { x: X(t), y: ay, class: "axis", "text-anchor": k === 0 ? "start" : k === ticks ? "end" : "middle" });
-    tx.textContent = span > 86400 ? when(t).slice(5, 16) : clock(t);
+    // ticks under two seconds apart show tenths (twelve ticks of one second would repeat)
+    tx.textContent = span > 86400 ? when(t).slice(5, 16) : span / ticks < 2 ? clock(t) + "." + Math.floor((t * 10) % 10) : clock(t);
     s.append(tx);
   }
   const title = svg("text", { x: left + (W - left - right) / 2, y: ay + 15, class: "axis", "text-anchor": "middle" });
