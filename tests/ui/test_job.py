@@ -121,3 +121,31 @@ def test_block_summaries_grown_with_restarts_equal_one_pass(tmp_path: Path) -> N
     assert _charts.steps(live, 60) == _charts.steps(once, 60)
     grown.close()
     whole.close()
+
+
+def test_a_running_jobs_timeline_is_its_report(tmp_path: Path) -> None:
+    """While a job runs (a clock that moves at every look), the timeline colours exactly the
+    seconds of the report the page shows beside it, not the job a moment later."""
+    from test_api import lane_seconds, report_seconds
+
+    from mlgoodput.events import Event, Kind
+
+    t0 = 1_700_000_000.0
+    ev = [Event(Kind.JOB_START, t0)] + [Event(Kind.STEP_START, t0 + 1 + 0.5 * k, step=k) for k in range(40)]
+    st = SQLiteStore(tmp_path / "s.db")
+    st.append("g", "live", EventBatch(1, 0, ev))
+    now = [t0 + 30.0]
+
+    def clock() -> float:
+        now[0] += 0.25  # every look is a quarter second later
+        return now[0]
+
+    view = JobView(st, "live", "g", clock=clock)
+    tl = _charts.timeline(view, 800)
+    rep = view.report(max_age_s=1e9)  # the report the timeline was drawn beside
+    assert rep.status == "running"
+    want, got = report_seconds(rep.to_dict()), lane_seconds(tl)
+    assert want.get("stall", 0.0) > 0  # the step still running stalls
+    for k in set(want) | set(got):
+        assert got.get(k, 0.0) == pytest.approx(want.get(k, 0.0), abs=1e-9), k
+    st.close()

@@ -3,6 +3,7 @@ every bucket keeps its true min, max and mean."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from array import array
@@ -112,6 +113,6 @@ def test_timeline_pieces_keep_every_buckets_seconds(seed: int) -> None:
     assert got.keys() == want.keys()
     for b, v in want.items():
         assert got[b] == pytest.approx(v, abs=1e-6)
-    for a, b in zip(out, out[1:], strict=False):
+    for a, b in itertools.pairwise(out):
         assert a["end"] <= b["start"] + 1e-9
     assert len(out) <= 2 * (t - segs[0][0]) / px + 2 if segs else not out

@@ -7,7 +7,7 @@ import math
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from mlgoodput.accounting import Segment
+from mlgoodput.accounting import Segment, partition_as_read
 from mlgoodput.ui._job import HostSeries, JobView
 from mlgoodput.ui._reduce import BLOCK
 
@@ -17,12 +17,14 @@ MAX_HOST_LANES = 16  # beyond this, the timeline shows the lead host and the wor
 
 def partition(view: JobView) -> tuple[Segment, ...]:
     """The job's partition in time as of the page's report (the accounting's own, computed
-    once per report)."""
+    once per report from what that report read): the timeline is the table beside it."""
     r = view.report()
 
     def make() -> tuple[Segment, ...]:
-        with view.lock:  # the calculator as the page's report left it, and what came since
-            return view.calc.partition()
+        with view.lock:  # no read in between: the report's events, at the report's time
+            rep = view.report()
+            q = rep.end if rep.status == "running" else max(view.now(), view.calc.timeline.max_time)
+            return tuple(partition_as_read(view.calc, q))
 
     return view._cached(("partition",), make, r.end)  # type: ignore[no-any-return]
 

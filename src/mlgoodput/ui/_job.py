@@ -519,6 +519,10 @@ class JobView:
             )
         return out
 
+    def now(self) -> float:
+        """The view's clock (the calculator's too)."""
+        return self._clock()
+
     def status(self) -> str:
         """The accounting's word for the job (finished, running, crashed, stale or empty): the
         same the report, `mlgoodput jobs` and the monitor say."""
