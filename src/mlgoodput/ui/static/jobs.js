@@ -139,10 +139,13 @@ function bucketLabel(key, labels) {
   const [k, name] = key.split(":");
   return name !== undefined ? "custom: " + name : (labels[k] || k);
 }
+// the lanes' drawn width in a box this wide: the server reduces the timeline to its pixels
+function laneLeft(w) { return w < 500 ? 64 : 92; }
+function laneWidth(w) { return Math.max(50, Math.round(Math.max(200, w) - laneLeft(w) - 10)); }
 function drawTimeline(tl, box, legend) {
   const labels = tl.labels || {};
   const W = Math.max(200, box.clientWidth || 1000);
-  const laneH = 26, gap = 6, left = W < 500 ? 64 : 92, right = 10, top = 4;
+  const laneH = 26, gap = 6, left = laneLeft(W), right = 10, top = 4;
   const lanes = tl.lanes;
   const axisH = 38;
   const H = top + lanes.length * (laneH + gap) + axisH;
@@ -222,7 +225,7 @@ async function jobPage(job) {
   const base = "jobs/" + enc(job);
   // the charts' data is fetched at once, beside the job's (it does not depend on it)
   const wMain = Math.max(600, Math.min(1500, document.documentElement.clientWidth) - 84);
-  const firstTimeline = api(base + "/timeline?width=" + wMain + amp);
+  const firstTimeline = api(base + "/timeline?width=" + laneWidth(Math.min(1500, document.documentElement.clientWidth) - 84) + amp);
   const firstSteps = api(base + "/steps?width=" + Math.round(wMain / 2 - 40) + amp);
   firstTimeline.catch(() => {}); firstSteps.catch(() => {});
   let d = await api(base + lq);
@@ -298,7 +301,7 @@ async function jobPage(job) {
     fitScrolls(tables);
     setLive(d.status === "running");
   }
-  async function loadTimeline(pre) { drawTimeline(await (pre || api(base + "/timeline?width=" + Math.round(tlc.box.clientWidth || 1200) + amp)), tlc.box, tlc.legend); }
+  async function loadTimeline(pre) { drawTimeline(await (pre || api(base + "/timeline?width=" + laneWidth(tlc.box.clientWidth || 1200) + amp)), tlc.box, tlc.legend); }
   async function loadSteps(pre) {
     const s = await (pre || api(base + "/steps?width=" + Math.round(stBox.clientWidth || 700) + amp + (stepHost !== "" ? "&host=" + stepHost : "")));
     stalls = s.stalls;
