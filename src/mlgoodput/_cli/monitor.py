@@ -111,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
     running: list[str] = []
     try:
         monitor.start_goodput_uploader()  # a bad exporter (a port or folder in use) raises here
+        if monitor.uploader_pid is None:  # the uploader process could not start (the monitor warned why)
+            print(
+                "mlgoodput monitor: error: the uploader process could not start (see the warning above)",
+                file=sys.stderr,
+            )
+            return 1
         running.append("cumulative")
         if args.rolling_windows:
             monitor.start_rolling_window_goodput_uploader(args.rolling_windows)
