@@ -132,7 +132,10 @@ def describe_error(e: BaseException) -> tuple[str, int]:
     if isinstance(e, ImportError):
         if "mlgoodput[" in text:  # the message names the extra that holds the package
             return text, EXIT_FAILURE
-        return f"{text} (a missing optional dependency: `pip install 'mlgoodput[all]'` installs all but torch)", EXIT_FAILURE
+        return (
+            f"{text} (a missing optional dependency: `pip install 'mlgoodput[all]'` installs all but torch)",
+            EXIT_FAILURE,
+        )
     if isinstance(e, OSError):  # StoreError is an OSError: what failed is in its text
         return text, EXIT_FAILURE
     return f"unexpected {type(e).__name__}: {text} (run again with --debug for the traceback)", EXIT_FAILURE
