@@ -8,7 +8,7 @@ from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._overtime import productive_by_piece
-from mlgoodput.accounting._partition import Segment, partition_as_read
+from mlgoodput.accounting._partition import Segment
 from mlgoodput.accounting._report import (
     PARTITION_BUCKETS,
     BadputType,
@@ -41,7 +41,6 @@ __all__ = [
     "Timeline",
     "advise",
     "fast_numpy",
-    "partition_as_read",
     "productive_by_piece",
     "retention_period",
     "snapshot_policy",

@@ -475,15 +475,22 @@ class GoodputCalculator:
         *,
         configured_ideal_step_time: float | None = None,
         at: TimeArg = None,
+        read: bool = True,
     ) -> tuple[Segment, ...]:
         """Where each second of `report(start, end, ...)` lies: sorted, disjoint segments of one
-        bucket each, covering the window; their seconds per bucket are the report's."""
+        bucket each, covering the window; their seconds per bucket are the report's. With
+        `read=False` nothing new is read: the events of the last query, as of `at` (a page lays
+        out exactly the report it shows)."""
         a = _when(start, "start")
         b = _when(end, "end")
         q_at = _when(at, "at")
         ideal = _check_ideal(configured_ideal_step_time)
 
         def segments() -> tuple[Segment, ...]:
+            if not read:
+                engine = self._engine
+                q = max(self._clock(), engine.timeline.max_time) if q_at is None else q_at
+                return tuple(partition(engine, q, a, b, ideal))
             self._refresh()
             q = self._clock() if q_at is None else q_at
             if q_at is not None and q_at < self._engine.timeline.max_time:

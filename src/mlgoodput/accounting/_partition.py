@@ -26,7 +26,6 @@ from mlgoodput.accounting._query import Query
 from mlgoodput.accounting._report import BadputType
 
 if TYPE_CHECKING:
-    from mlgoodput.accounting._calculator import GoodputCalculator
     from mlgoodput.accounting._engine import Engine
 
 #: the bucket of a step piece (`Query.step_pieces`) as the report names it
@@ -96,12 +95,6 @@ def partition(
         cur = max(cur, y)
     raw.sort()
     return _joined(raw)
-
-
-def partition_as_read(calc: GoodputCalculator, q: float) -> list[Segment]:
-    """The whole job's segments as of q from what the calculator last read (no store read:
-    query it first), so that a page draws exactly the report it shows beside them."""
-    return calc._guarded(lambda: partition(calc._engine, q, None, None, None))
 
 
 def _steps(engine: Engine, ctx: Query, a: float, b: float, out: list[tuple[float, float, str]]) -> None:

@@ -7,7 +7,7 @@ import math
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from mlgoodput.accounting import Segment, partition_as_read
+from mlgoodput.accounting import Segment
 from mlgoodput.ui._job import HostSeries, JobView
 from mlgoodput.ui._reduce import BLOCK
 
@@ -24,7 +24,7 @@ def partition(view: JobView) -> tuple[Segment, ...]:
         with view.lock:  # no read in between: the report's events, at the report's time
             rep = view.report()
             q = rep.end if rep.status == "running" else max(view.now(), view.calc.timeline.max_time)
-            return tuple(partition_as_read(view.calc, q))
+            return view.calc.partition(at=q, read=False)
 
     return view._cached(("partition",), make, r.end)  # type: ignore[no-any-return]
 
