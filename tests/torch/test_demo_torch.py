@@ -26,7 +26,7 @@ def test_torch_demo_kills_a_rank_and_reports(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     out = p.stdout
     assert "rank 1 is killed at step 5" in out
-    assert "attempt 1: restore (step" in out and "attempt 1: done" in out
+    assert "attempt 2: restore (step" in out and "attempt 2: done" in out
     assert any(line.split() == ["disruptions", "1"] for line in out.splitlines())
     assert "rank 0:" in out and "rank 1:" in out  # per-rank step times
     # its own job in the demos' one store, with its run and console, and its next commands

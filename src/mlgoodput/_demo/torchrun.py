@@ -113,7 +113,8 @@ def run_torch_demo(
                     if "step" in msg
                     else phase
                 )
-                print(f"  attempt {msg.get('attempt')}: {what}", file=out, flush=True)
+                att = msg.get("attempt")  # torchrun's restart count, from 0: attempts count from 1 here
+                print(f"  attempt {att + 1 if isinstance(att, int) else att}: {what}", file=out, flush=True)
         rc = proc.wait()
     recover_journals(url)  # what the console or a killed rank journaled while the store was busy
     return DemoResult(job, url, None if rc == 0 else f"torchrun exited with {rc}")
