@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -191,8 +192,10 @@ def test_the_wait_for_the_first_export_is_bounded() -> None:
     try:
         assert exp.url is not None
         port = int(exp.url.rsplit(":", 1)[1].split("/")[0])
+        t0 = time.monotonic()
         with _raw_get(port) as s:
             reply = _read_all(s)  # nothing ever exported: answered after the wait, empty
+        assert time.monotonic() - t0 >= 0.2 * 0.9  # it did wait (a lower bound holds on any load)
         assert reply.startswith("HTTP/1.1 200") and reply.endswith("\r\n\r\n"), reply
     finally:
         exp.shutdown()
