@@ -22,10 +22,13 @@ async function consolePage(job) {
   const bars = el("div", { id: "bars" });
   const uBox = el("div", { class: "chart", id: "usage-chart" });
   const sub = el("div", { class: "sub" }, el("span", { text: "console" }));
+  const barsCard = card("Progress", null, bars), usageCard = card("CPU usage", "Per process; dashed lines: checkpoints.", uBox);
+  barsCard.hidden = usageCard.hidden = true;
   let next = -1, marks = [];
   $main.replaceChildren(el("h1", { text: job }), sub,
     card("Logs", "Times in UTC.", el("div", { class: "tools" }, proc, lvl, text, el("label", {}, follow, " follow")), lost, logs),
-    el("div", { class: "row" }, card("Progress", null, bars), card("CPU usage", "Per process; dashed lines: checkpoints.", uBox)));
+    // progress and usage cards appear once they have something to show (a card is never empty)
+    el("div", { class: "row" }, barsCard, usageCard));
   function reset() { next = -1; logs.replaceChildren(); loadLogs().catch(() => {}); }
   for (const c of [proc, lvl]) c.addEventListener("change", reset);
   text.addEventListener("input", reset);
@@ -47,17 +50,19 @@ async function consolePage(job) {
     next = r.next;
     if (!logs.childElementCount) logs.replaceChildren(el("div", { class: "muted", text: "No log lines match." }));
     if (follow.checked) logs.scrollTop = logs.scrollHeight;
+    barsCard.hidden = !r.bars.length;
     bars.replaceChildren(...(r.bars.length ? r.bars.map((b) => {
       const frac = b.total ? Math.min(1, b.completed / b.total) : 0;
       return el("div", { class: "progress" }, el("div", {}, el("b", { text: b.desc || b.bar }), el("span", { class: "muted", text: "  #" + b.process + "  " + num(b.completed, 0) + (b.total ? " / " + num(b.total, 0) : "") + (b.done ? "  done" : "") })),
         el("div", { class: "track" }, el("div", { class: "fill", style: "width:" + (100 * frac) + "%" })));
-    }) : [el("div", { class: "empty", text: "No progress bars." })]));
+    }) : []));
   }
   let uPlotRef = null;
   async function loadUsage() {
-    const u = await api("console/" + enc(job) + "/usage?width=" + Math.round(uBox.clientWidth || 600));
+    const u = await api("console/" + enc(job) + "/usage?width=" + Math.round(uBox.clientWidth || Math.min(600, $main.clientWidth - 80)));
     marks = u.checkpoints;
-    if (!u.processes.length) { uBox.replaceChildren(el("div", { class: "empty", text: "No usage samples (enable them with session(usage=True))." })); return; }
+    usageCard.hidden = !u.processes.length;  // none yet (sampled with session(usage=True))
+    if (!u.processes.length) return;
     const xs = Array.from(new Set(u.processes.flatMap((p) => p.cpu.x))).sort((a, b) => a - b);
     const idx = new Map(xs.map((x, i) => [x, i]));
     const data = [xs].concat(u.processes.map((p) => { const ys = xs.map(() => null); p.cpu.x.forEach((x, i) => { ys[idx.get(x)] = p.cpu.y[i]; }); return ys; }));
