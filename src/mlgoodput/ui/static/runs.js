@@ -424,6 +424,9 @@ async function runPage(name) {
   const tools = metricTools(view, () => grid.draw(), csv);
   grid.onWindow = tools.onWindow;
   const sBox = el("div", { class: "metric-grid", id: "system-charts" });
+  // a card with nothing to show is not drawn: shown once the run samples its system
+  const sCard = card("System usage", "Sampled by the run's system metrics (machinelearning_run(log_system_metrics=True)).", sBox);
+  sCard.hidden = !Object.keys(d.system_metrics || {}).length;
   const head = runHeader(d, links);
   const prov = provenanceRows(d);
   $main.replaceChildren(head.h1, head.sub,
@@ -431,8 +434,8 @@ async function runPage(name) {
     el("div", { class: "row" },
       card("Configs", null, configTable([d], false)),
       card("Provenance", "Recorded when the run started.", prov.length ? el("div", { class: "runs-scroll" }, el("table", { id: "provenance", class: "kv" }, el("tbody", {}, prov.map(([k, v]) => el("tr", {}, el("th", { text: k }), el("td", { text: String(v) })))))) : el("div", { class: "empty", text: "No provenance recorded (a run from an older mlgoodput, or provenance=False)." }))),
-    // a card with nothing to show is not drawn (no system metrics, no profiles)
-    Object.keys(d.system_metrics || {}).length ? card("System usage", "Sampled by the run's system metrics (machinelearning_run(log_system_metrics=True)).", sBox) : "",
+    // a card with nothing to show is not drawn (no profiles; system usage waits hidden for samples)
+    sCard,
     d.profiles.length ? card("Profiles", "Profiler sessions; download the files they wrote.", el("div", { class: "scroll" }, el("table", { id: "profiles" },
       el("thead", {}, el("tr", {}, ["session", "trigger", "started", "duration", "hosts", "files"].map((h) => el("th", { text: h })))),
       el("tbody", {}, d.profiles.map((p) => el("tr", {}, el("td", { text: p.session }), el("td", { text: p.trigger || "–" }), el("td", { text: when(p.start) }),
@@ -448,8 +451,11 @@ async function runPage(name) {
   let cursor = d.cursor, busy = false, live = d.status === "running";
   setLive(live);
   const here = location.pathname;
+  let ticks = 0;
   async function poll() {
-    if (busy || !live || location.pathname !== here) return;
+    ticks++;
+    if (busy || document.hidden || location.pathname !== here) return;
+    if (!live && ticks % 15) return;  // a run that stopped is looked at every 15 s (it may resume)
     busy = true;
     try {
       const p = await api("runs/" + enc(d.name) + "/points?after=" + cursor);
@@ -458,13 +464,13 @@ async function runPage(name) {
       if (p.reset || grown) {  // too much is new (or the server restarted): load the run again
         d = await api("runs/" + enc(name) + "?width=" + chartWidth());
         run.metrics = d.metrics; cursor = d.cursor;
-        grid.draw(); systemCharts(sBox, d);
+        grid.draw(); sCard.hidden = !Object.keys(d.system_metrics || {}).length; systemCharts(sBox, d);
       } else if (p.cursor !== cursor) {
         mergePoints(run.metrics, p.metrics);
         mergePoints(d.system_metrics, p.system_metrics);
         cursor = p.cursor;
         grid.update();
-        if (Object.keys(p.system_metrics).length) systemCharts(sBox, d);
+        if (Object.keys(p.system_metrics).length) { sCard.hidden = false; systemCharts(sBox, d); }
       }
       mBox.dataset.cursor = cursor;
       head.status.replaceChildren(badge(p.status));
