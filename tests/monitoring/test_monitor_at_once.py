@@ -8,6 +8,7 @@ conditions the tests wait on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,10 +46,18 @@ class _Lines:
         self._t.start()
 
 
-def _monitor_cli(db: Path, *extra: str) -> subprocess.Popen[str]:
+@contextlib.contextmanager
+def _monitor_cli(db: Path, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    """`mlgoodput monitor` in its own process, killed on the way out if still running."""
     cmd = [sys.executable, "-m", "mlgoodput", "monitor", "--job", JOB, "--store", str(db), "--interval", "600"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.Popen([*cmd, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([*cmd, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def _stop(p: subprocess.Popen[str]) -> tuple[int, str]:
@@ -62,8 +72,7 @@ def test_metrics_hold_the_job_as_soon_as_the_monitor_says_where(db: Path, t0: fl
 
     write_events(db, LOGGER, JOB, finished_job(t0))
     want = GoodputCalculator(JOB, LOGGER, store=str(db)).report()
-    p = _monitor_cli(db, "--prometheus-port", "0", "--prometheus-addr", "127.0.0.1")
-    try:
+    with _monitor_cli(db, "--prometheus-port", "0", "--prometheus-addr", "127.0.0.1") as p:
         out = _Lines(p)
         first = wait_for(lambda: out.lines[:1], 120, "the monitor's first line")[0]
         assert first.startswith("mlgoodput monitor: serving http://127.0.0.1:"), first
@@ -80,10 +89,6 @@ def test_metrics_hold_the_job_as_soon_as_the_monitor_says_where(db: Path, t0: fl
             check = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True)
             assert check.returncode == 0, check.stdout + check.stderr
         code, err = _stop(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert code == 0, err
     assert "stopped" in err and "Traceback" not in err, err
     assert out.lines == [first], out.lines  # one line on stdout, said once
@@ -92,17 +97,12 @@ def test_metrics_hold_the_job_as_soon_as_the_monitor_says_where(db: Path, t0: fl
 def test_the_cli_uploads_to_tensorboard_at_start(db: Path, t0: float, tmp_path: Path) -> None:
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
-    p = _monitor_cli(db, "--tensorboard-dir", str(tb), "--quiet")
-    try:
+    with _monitor_cli(db, "--tensorboard-dir", str(tb), "--quiet") as p:
         out = _Lines(p)
         line = wait_for(lambda: out.lines[:1], 120, "the monitor's first line")[0]
         assert line.startswith(f"mlgoodput monitor: uploading job {JOB} to TensorBoard {tb / 'goodput'}"), line
         wait_for(lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"), 120, "the upload at start")
         code, err = _stop(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert code == 0, err
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from test_pages import js, open_page
 from ui_helpers import get
 
 from mlgoodput.events import Event, EventBatch, Kind
@@ -26,17 +27,6 @@ from waiting import wait_for
 NS = "mlgoodput.run"
 T0 = 1_700_000_000.0
 _writers = iter(range(100, 10**6))
-
-
-def js(b: Browser, script: str) -> Any:
-    return b.driver.execute_script(script)
-
-
-def open_page(b: Browser, url: str, ready: str, timeout_s: float = 20.0) -> None:
-    b.driver.get(url)
-    assert wait_for(lambda: js(b, f"return !!({ready})"), timeout_s), (
-        f"{url}: {ready} never held; errors {b.console_errors()}"
-    )
 
 
 def put(store: SQLiteStore, run: str, events: list[Event]) -> None:

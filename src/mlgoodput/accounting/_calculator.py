@@ -450,12 +450,7 @@ class GoodputCalculator:
             r0 = p.answer(max(self._clock(), float(p.head["max_time"])) if q_at is None else q_at)
             if r0 is not None:
                 return r0
-        q = self._clock() if q_at is None else q_at
-        if q_at is not None and q_at < self._engine.timeline.max_time:
-            engine = self._engine_as_of(q_at)
-        else:
-            engine = self._engine
-            q = max(q, engine.timeline.max_time) if q_at is None else q
+        engine, q = self._engine_at(q_at)
         r = _with_productivity(
             engine,
             engine.report(self.job_name, self.logger_name, q, a, b, ideal),
@@ -492,13 +487,7 @@ class GoodputCalculator:
                 q = max(self._clock(), engine.timeline.max_time) if q_at is None else q_at
                 return tuple(partition(engine, q, a, b, ideal))
             self._refresh()
-            q = self._clock() if q_at is None else q_at
-            if q_at is not None and q_at < self._engine.timeline.max_time:
-                engine = self._engine_as_of(q_at)
-            else:
-                engine = self._engine
-                q = max(q, engine.timeline.max_time) if q_at is None else q
-            return tuple(partition(engine, q, a, b, ideal))
+            return tuple(partition(*self._engine_at(q_at), a, b, ideal))
 
         return self._guarded(segments)
 
@@ -513,6 +502,14 @@ class GoodputCalculator:
             if key not in said:
                 said.add(key)
                 log.warning("mlgoodput: job %r: %s", self.job_name, note)
+
+    def _engine_at(self, q_at: float | None) -> tuple[Engine, float]:
+        """The engine and query time of a query as of `q_at` (default: now, or the latest event
+        when that is later); a time before the latest event read gets the job as it was then."""
+        if q_at is not None and q_at < self._engine.timeline.max_time:
+            return self._engine_as_of(q_at), q_at
+        engine = self._engine
+        return engine, max(self._clock(), engine.timeline.max_time) if q_at is None else q_at
 
     def _engine_as_of(self, q: float) -> Engine:
         res = self._store.read(self.logger_name, self.job_name, 0)

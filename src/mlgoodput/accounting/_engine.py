@@ -279,6 +279,27 @@ class Engine:
         self._derived = d
         return d
 
+    def query(
+        self, q: float, start: float | None, end: float | None, configured_ideal: float | None
+    ) -> tuple[Query, float, float] | None:
+        """One query's working state as of q for the window [start, end] clamped to the job
+        (its ideal step time and infrastructure gaps computed), or None before any job start."""
+        tl = self.timeline
+        lead = tl.lead_host(q)
+        if lead is None:
+            return None
+        log = tl.hosts[lead]
+        atts = self.attempts(log, q)
+        acts = self.activities(log, atts)
+        d = self._derive(log, atts, acts)
+        w0, w1 = atts[0].start, atts[-1].end
+        a = w0 if start is None else max(start, w0)
+        b = max(a, w1 if end is None else min(end, w1))
+        ctx = Query(self, log, atts, acts, d, q, configured_ideal)
+        ctx.compute_ideal(None if b >= w1 else b)
+        ctx.compute_infra()
+        return ctx, a, b
+
     # -- the report --------------------------------------------------------------------
     def report(
         self,
@@ -292,22 +313,12 @@ class Engine:
         force_layout: bool = False,
     ) -> GoodputReport:
         tl = self.timeline
-        lead = tl.lead_host(q)
-        if lead is None:
+        found = self.query(q, start, end, configured_ideal)
+        if found is None:
             return _empty(job_name, logger_name, q if start is None else start, q)
-        log = tl.hosts[lead]
-        atts = self.attempts(log, q)
-        acts = self.activities(log, atts)
-        d = self._derive(log, atts, acts)
-        w0, w1 = atts[0].start, atts[-1].end
-        a = w0 if start is None else max(start, w0)
-        b = w1 if end is None else min(end, w1)
-        if b < a:
-            b = a
-        whole = a <= w0 and b >= w1 and not force_layout
-        ctx = Query(self, log, atts, acts, d, q, configured_ideal)
-        ctx.compute_ideal(None if b >= w1 else b)
-        ctx.compute_infra()
+        ctx, a, b = found
+        atts, acts = ctx.atts, ctx.acts
+        whole = a <= atts[0].start and b >= atts[-1].end and not force_layout
         res, overlapped = self._partition(acts, ctx, a, b)
         parts = ctx.aggregate() if whole else ctx.layout(a, b)
         total = b - a

@@ -65,24 +65,12 @@ def partition(
 ) -> list[Segment]:
     """The segments of the lead host's job in [start, end] (default: the whole job) as of q,
     sorted and disjoint, covering the window whole; what `engine.report` sums."""
-    tl = engine.timeline
-    lead = tl.lead_host(q)
-    if lead is None:
+    found = engine.query(q, start, end, configured)
+    if found is None or found[2] <= found[1]:
         return []
-    log = tl.hosts[lead]
-    atts = engine.attempts(log, q)
-    acts = engine.activities(log, atts)
-    d = engine._derive(log, atts, acts)
-    w0, w1 = atts[0].start, atts[-1].end
-    a = w0 if start is None else max(start, w0)
-    b = w1 if end is None else min(end, w1)
-    if b <= a:
-        return []
-    ctx = Query(engine, log, atts, acts, d, q, configured)
-    ctx.compute_ideal(None if b >= w1 else b)
-    ctx.compute_infra()
+    ctx, a, b = found
     raw: list[tuple[float, float, str]] = []
-    for key, xs in engine.claimed(acts, ctx, a, b):
+    for key, xs in engine.claimed(ctx.acts, ctx, a, b):
         name = bucket_name(key)
         raw.extend((x, y, name) for x, y in xs)
     _steps(engine, ctx, a, b, raw)
