@@ -214,7 +214,10 @@ def _fuzz(server: ConsoleServer) -> None:
     assert "still alive" in [r["message"] for r in stored_logs(server.store.url, "t")]
 
 
-def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(sockdir: str) -> None:
+def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(
+    sockdir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mlgoodput.console")
     address = f"unix:{sockdir}/late.sock"
     late = ConsoleClient(address)
     small = ConsoleClient(address, max_buffer=50)
@@ -223,7 +226,12 @@ def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(sockdir: str
         for i in range(120):
             c.put(P.LogRec(time.time(), 20, "late", f"r{i}", "f.py", i))
     wait_for(lambda: small.dropped == 70, what="the bounded buffer to drop the oldest")
-    time.sleep(0.3)  # both are retrying against nothing
+    # both have tried the address and found nothing (each says so once): they buffer meanwhile
+    wait_for(
+        lambda: sum("cannot reach" in r.getMessage() for r in caplog.records) >= 2,
+        what="both clients to find no server",
+    )
+    assert late.connects == small.connects == 0
     srv = ConsoleServer(address, job="late", store=f"{sockdir}/store.db", display=False)
     srv.start()
     try:
@@ -253,7 +261,7 @@ def test_a_silent_client_is_reported_lost(sockdir: str) -> None:
         c = ConsoleClient(srv.address, heartbeat_s=0.1)
         c.start()
         wait_for(lambda: c.process is not None, what="connection")
-        time.sleep(1.2)
+        time.sleep(1.2)  # the time passing is the test: over twice the timeout with pings only
         assert c.connects == 1 and not srv.clients[c.client_id].lost
         c.close(2)
     finally:
@@ -272,8 +280,10 @@ def test_a_reconnect_supersedes_the_old_connection(sockdir: str) -> None:
             s.sendall(P.frame(P.Hello(P.VERSION, 99, 1, "h", "rc", b"")))
             assert isinstance(_read_reply(s), P.Welcome)
             socks.append(s)
-        socks[0].close()  # the old connection breaks
-        time.sleep(0.3)
+        socks[0].shutdown(socket.SHUT_WR)  # the old connection breaks
+        socks[0].settimeout(20)
+        assert socks[0].recv(1) == b""  # the server is done with it: it closes its end last
+        socks[0].close()
         assert not srv.clients[99].lost and srv.clients[99].connected
         socks[1].close()  # now the live one breaks
         wait_for(lambda: srv.clients[99].lost, what="the client marked lost")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from mlgoodput._gcp_metadata import metadata_value
 from mlgoodput.export import CloudMonitoringExporter, GCPOptions, Sample
 from mlgoodput.export._gcp import resolve_gcp_options
 from mlgoodput.testing import FakeMetadataServer, FakeMetricService
+from waiting import wait_for
 
 JOB = {"job_name": "run-1", "logger_name": "goodput_run-1"}
 OPTS = GCPOptions(project_id="proj", location="us-east5-a", acc_type="v5p-128", replica_id="3")
@@ -79,9 +79,14 @@ def test_one_point_per_series_per_request_and_ten_second_rule() -> None:
         exp.export([Sample("goodput/productive_seconds", 3.0, JOB)])  # too soon: waits
         exp.export([Sample("goodput/productive_seconds", 4.0, JOB)])
         assert [p.value for p in svc.points] == [2.0] and exp.pending == 1
-        time.sleep(0.55)
-        exp.export([])
-        assert [p.value for p in svc.points] == [2.0, 4.0]  # the latest waiting value went out
+        # once the rule allows it, the next export sends the latest waiting value (the fake
+        # service would reject a point sent too soon: `rejected` stays 0 below)
+        wait_for(
+            lambda: exp.export([]) or [p.value for p in svc.points] == [2.0, 4.0],
+            timeout_s=10,
+            what="the latest waiting value to go out",
+        )
+        assert exp.pending == 0
         exp.export([Sample("goodput/productive_seconds", 5.0, JOB)])
         exp.shutdown(timeout_s=3)  # shutdown waits out the rule for the final value
         assert [p.value for p in svc.points] == [2.0, 4.0, 5.0]

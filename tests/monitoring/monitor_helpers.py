@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.export import Sample
 from mlgoodput.store import open_store
+from mlgoodput.testing import FileExporter
 
 _writer_ids = itertools.count(1000)
 
@@ -39,3 +42,25 @@ def finished_job(t0: float, steps: int = 40, step_s: float = 1.0) -> list[Event]
             t += 3.5
     ev.append(Event(Kind.JOB_END, t))
     return ev
+
+
+class CountingFileExporter(FileExporter):
+    """A FileExporter that first appends one line to `attempts` per export call (a failed one
+    too), so a test can wait for the uploader's rounds instead of sleeping for them."""
+
+    def __init__(self, path: str | Path, attempts: str | Path, *, fail_flag: str | None = None) -> None:
+        super().__init__(path, fail_flag=fail_flag)
+        self.attempts = str(attempts)
+
+    def export(self, samples: Sequence[Sample]) -> None:
+        with open(self.attempts, "a") as f:
+            f.write("1\n")
+        super().export(samples)
+
+    @staticmethod
+    def count(attempts: str | Path) -> int:
+        """Export calls so far (0 before the first)."""
+        try:
+            return len(Path(attempts).read_text().splitlines())
+        except FileNotFoundError:
+            return 0

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from monitor_helpers import finished_job, write_events
+from monitor_helpers import CountingFileExporter, finished_job, write_events
 
 from mlgoodput import MlGoodputMisuseError, MlGoodputWarning, monitoring, monitoring_elastic
 from mlgoodput.accounting import BadputType, GoodputCalculator
@@ -145,7 +145,7 @@ def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) ->
 
 
 def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path) -> None:
-    out, flag = tmp_path / "out.jsonl", tmp_path / "down"
+    out, flag, tries = tmp_path / "out.jsonl", tmp_path / "down", tmp_path / "tries"
     events = finished_job(t0)
     write_events(db, LOGGER, JOB, events[: len(events) // 2])
     flag.write_text("")
@@ -156,10 +156,10 @@ def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path
         monitoring_enabled=True,
         include_badput_breakdown=True,
         store=str(db),
-        exporters=[FileExporter(out, fail_flag=str(flag))],
+        exporters=[CountingFileExporter(out, tries, fail_flag=str(flag))],
     )
     m.start_goodput_uploader()
-    time.sleep(0.8)  # several failing rounds
+    wait_for(lambda: CountingFileExporter.count(tries) >= 3, what="several failing rounds")
     assert FileExporter.read(out) == []
     write_events(db, LOGGER, JOB, events[len(events) // 2 :])
     flag.unlink()  # the backend comes back
@@ -293,17 +293,21 @@ def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path
         "--rolling-windows",
         "60,300",
     ]
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_file = tmp_path / "stderr"
+    with open(err_file, "w") as errors:
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True)
     try:
         # the first upload, not just the folder: the exporter process may still be importing
         # its writer (seconds on a loaded machine), and a final upload is bounded by 10 s
         assert wait_for(lambda: tensorboard_has(tb / "goodput", "goodput/goodput_pct"), 180)
-        time.sleep(0.7)
+        # and its loop: the progress line says the command is past its start, Ctrl-C is its own
+        wait_for(lambda: "disruptions" in err_file.read_text(), 60, what="the monitor's progress line")
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
+        p.wait(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
+    err = err_file.read_text()
     assert p.returncode == 0, err
     assert "goodput" in err and "stopped" in err
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
