@@ -1,10 +1,18 @@
 """mlgoodput: where the accelerator time of ML training jobs goes.
 
-The public modules are `mlgoodput.goodput` (recorder and calculator), `goodput_utils`,
-`goodput_elastic`, `monitoring`, `monitoring_elastic`, `export`, `flops`, `jax`,
-`diagnostics`, `console`, `store`, `accounting` and `testing`. Importing this package imports none of
-them: each loads on first attribute access (`mlgoodput.goodput`), so `import mlgoodput`
-stays fast.
+The public modules, by what they are for:
+
+- recording: `goodput` (the seed-compatible recorder and calculator), `goodput_utils`,
+  `goodput_elastic`, `events` (the event model) and `identity` (which process this is);
+- frameworks: `jax`, `torch` and `flops` (FLOPs per step and peak FLOP/s);
+- accounting: `accounting` (events in, a report out) over a `store`;
+- looking: `monitoring` and `monitoring_elastic` (uploaders), `export` (the backends),
+  `console`, `ui` (the web app) and `diagnostics` (runs, metrics, profiles);
+- `testing` (fakes for tests) and `src` (the seed's `ml_goodput_measurement.src` layout).
+
+`mlgoodput.cli` is the `mlgoodput` command. Importing this package imports none of the
+modules above: each loads on first attribute access (`mlgoodput.goodput`, `mlgoodput.torch`),
+so `import mlgoodput` stays fast. docs/architecture.md shows how they fit together.
 """
 
 from __future__ import annotations
@@ -31,12 +39,15 @@ _LAZY_MODULES = frozenset(
         "goodput",
         "goodput_elastic",
         "goodput_utils",
+        "identity",
         "jax",
         "monitoring",
         "monitoring_elastic",
         "src",
         "store",
         "testing",
+        "torch",
+        "ui",
     }
 )
 #: Names re-exported from a private module, loaded on first access.

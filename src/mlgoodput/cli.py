@@ -5,7 +5,10 @@ Each module there has `register(subparsers)`, which adds its parser and sets `fu
 the parser (and `--help`) stays as cheap as starting Python. Every failure is one line on
 stderr and a non-zero exit code; `--debug` (or MLGOODPUT_DEBUG=1) adds the traceback, and
 one status line per background worker at exit.
-Nothing imports this module.
+
+Only entry points import this module: the `mlgoodput` script, `python -m mlgoodput`
+(`__main__.py`) and `python -m mlgoodput.console`; tests call `main(argv)`. No library module
+imports it: it sits above every other folder (docs/architecture.md).
 """
 
 from __future__ import annotations
