@@ -34,6 +34,27 @@ def open_page(b: Browser, url: str, ready: str, timeout_s: float = 20.0) -> None
     )
 
 
+# Counts the page's requests still open: a fetch until it settles, a body until it is read,
+# each let go a task later so the page's own continuation (which may log an error) runs first.
+FETCHING_JS = """(() => {
+  let open = 0;
+  const close = () => setTimeout(() => { open -= 1; }, 0);
+  const track = (p) => { open += 1; p.then(close, close); return p; };
+  const fetch0 = window.fetch;
+  window.fetch = function (...args) { return track(fetch0.apply(this, args)); };
+  for (const m of ["json", "text", "arrayBuffer", "blob"]) {
+    const read = Response.prototype[m];
+    Response.prototype[m] = function (...args) { return track(read.apply(this, args)); };
+  }
+  window.mlgoodputTestFetching = () => open;
+})();"""
+
+
+def settled(b: Browser) -> bool:
+    """True once the page loaded all it asked for and no fetch or body read is open."""
+    return bool(js(b, "return document.readyState === 'complete' && window.mlgoodputTestFetching() === 0"))
+
+
 def sample(store_path: Path, job: str, steps: int, step_s: float) -> subprocess.Popen[bytes]:
     """The sample workload (goodput, console, run) recording into the store, in its own process."""
     return subprocess.Popen(
@@ -79,10 +100,14 @@ def test_every_page_loads_without_console_errors(tmp_path: Path, browser: Browse
         (f"/compare?job={quote(tl.job_name)}&job=sample", "document.querySelector('#compare tbody tr')"),
     ]
     browser.console_errors()
-    for path_, ready in pages:
-        open_page(browser, base + path_, ready)
-        time.sleep(0.2)  # anything the page still fetches after it is drawn
-        assert browser.console_errors() == [], path_
+    hook = browser.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FETCHING_JS})
+    try:
+        for path_, ready in pages:
+            open_page(browser, base + path_, ready)
+            wait_for(lambda: settled(browser), what=f"{path_}: the fetches it made once drawn")
+            assert browser.console_errors() == [], path_
+    finally:
+        browser.driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", hook)
     st.close()
 
 
