@@ -19,9 +19,14 @@ from mlgoodput.accounting._report import (
 )
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting._straggler_rule import MIN_LEAD_FRACTION, MIN_LEAD_S, StragglerVerdict
+from mlgoodput.accounting._stragglers import RankStepStats, StragglerReport, compare_step_starts
+from mlgoodput.accounting._stragglers import analyze as analyze_stragglers
 from mlgoodput.accounting._timeline import HostLog, Timeline
 
 __all__ = [
+    "MIN_LEAD_FRACTION",
+    "MIN_LEAD_S",
     "PARTITION_BUCKETS",
     "Advice",
     "BadputType",
@@ -34,12 +39,17 @@ __all__ = [
     "HostLog",
     "HostStepStats",
     "Productivity",
+    "RankStepStats",
     "Segment",
     "SliceEfficiency",
     "SortedFloats",
     "StepNums",
+    "StragglerReport",
+    "StragglerVerdict",
     "Timeline",
     "advise",
+    "analyze_stragglers",
+    "compare_step_starts",
     "fast_numpy",
     "productive_by_piece",
     "retention_period",

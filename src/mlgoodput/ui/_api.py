@@ -18,6 +18,7 @@ from mlgoodput.ui import _charts
 from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
 from mlgoodput.ui._console import ConsoleView
 from mlgoodput.ui._job import JobView
+from mlgoodput.ui._pieces import PieceWorker
 from mlgoodput.ui._reduce import minmax_points, numpy
 from mlgoodput.ui._runs import RunIndex
 
@@ -108,12 +109,14 @@ class Api:
         self._lost: dict[str, tuple[int, int]] = {}  # console job -> (lost stream cursor, records lost)
         self._lock = threading.Lock()
         self._warm = _Warmer(self)
+        self._pieces = PieceWorker()  # goodput over time of this API's job views
         self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
         self._runs = RunIndex(store, clock=clock)
         numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
         self._warm.close(CLOSE_S)
+        self._pieces.close(CLOSE_S)
 
     def keep_all(self) -> int:
         """Save every view's series that grew enough since their last save (ui/_saved.py) now,
@@ -124,8 +127,8 @@ class Api:
         for v in views:
             try:
                 saved += v.keep()
-            except Exception:  # a store that fails now: the next growth tries again
-                pass
+            except Exception as e:  # a store that fails now: the next growth tries again
+                v.failed("save", e)
         return saved
 
     def warm_all(self) -> None:
@@ -142,21 +145,24 @@ class Api:
         with self._lock:
             v = self._views.get(key)
             if v is None:
-                v = self._views[key] = JobView(self.store, job, logger, clock=self.clock)
+                v = self._views[key] = JobView(self.store, job, logger, clock=self.clock, piece_worker=self._pieces)
         return v
 
     def _warm_one(self, key: tuple[str, str]) -> None:
         """Read a job (its first read is its slowest) and save its series when they grew."""
         keep_only = key in self._ready
+        v = self._view(*key)
+        step = "read"
         try:
-            v = self._view(*key)
             if not keep_only:
                 v.report()
             self._quiet(v)  # a page is open: its requests go first (the GIL is shared)
+            step = "stragglers"
             v.lag_now()  # a long job's straggler analysis, when its page asked for it
+            step = "save"
             v.keep()  # the UI's series saved for the next server start, when they grew enough
-        except Exception:  # a store that fails now is retried by the next request
-            pass
+        except Exception as e:  # a store that fails now is retried by the next request: counted and shown
+            v.failed(step, e)
         self._ready.add(key)
 
     def prefetch(self, job: str, logger: str | None) -> None:
@@ -280,6 +286,7 @@ class Api:
         d["labels"] = BUCKET_LABELS
         d["now"] = self.clock()
         d["links"] = self.links(job)
+        d["errors"] = v.errors()  # background work that failed (the page shows it)
         return d
 
     def timeline(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -294,7 +301,8 @@ class Api:
 
     def goodput(self, job: str, q: Mapping[str, list[str]]) -> dict[str, Any]:
         v = self.view(job, q.get("logger", [None])[0])
-        return _charts.goodput_series(v, _int(q, "points", 200, 4, 2000), _float(q, "window"))
+        g = _charts.goodput_series(v, _int(q, "points", 200, 4, 2000), _float(q, "window"))
+        return {**g, "errors": v.errors()}  # a computation that failed is shown, not an empty chart
 
     def compare(self, q: Mapping[str, list[str]]) -> dict[str, Any]:
         names = [n for n in q.get("job", []) if n]

@@ -26,7 +26,7 @@ def partition(view: JobView) -> tuple[Segment, ...]:
             q = rep.end if rep.status == "running" else max(view.now(), view.calc.timeline.max_time)
             return view.calc.partition(at=q, read=False)
 
-    return view._cached(("partition",), make, r.end)  # type: ignore[no-any-return]
+    return view.cached(("partition",), make, r.end)  # type: ignore[no-any-return]
 
 
 def _stalls(view: JobView, hs: HostSeries) -> list[tuple[float, float, int, float]]:
@@ -55,7 +55,7 @@ def timeline(view: JobView, width: int) -> dict[str, Any]:
     """The report's partition laid out in time (GoodputCalculator.partition): one lane per
     attempt, coloured by bucket, and one lane per host showing when it stepped."""
     r = view.report()
-    return view._cached(("timeline", width), lambda: _timeline(view, width), r.end)  # type: ignore[no-any-return]
+    return view.cached(("timeline", width), lambda: _timeline(view, width), r.end)  # type: ignore[no-any-return]
 
 
 def _timeline(view: JobView, width: int) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def _timeline(view: JobView, width: int) -> dict[str, Any]:
         lead = view.lead()
         shown = sorted(view.hosts)
         if len(shown) > MAX_HOST_LANES:  # the stragglers (most seconds beyond the ideal) and the lead
-            lost = {row["host"]: row["lost_s"] for row in view._host_rows(r)}
+            lost = {row["host"]: row["lost_s"] for row in view.host_rows(r)}
             top = sorted(shown, key=lambda h: -lost.get(h, 0.0))[: MAX_HOST_LANES - 1]
             shown = sorted(set(top) | ({lead} if lead is not None else set()))
             hidden = len(view.hosts) - len(shown)
@@ -185,7 +185,7 @@ def steps(view: JobView, width: int, host: int | None = None) -> dict[str, Any]:
             "points": len(hs.durs),
         }
 
-    return view._cached(key, make, r.end)  # type: ignore[no-any-return]
+    return view.cached(key, make, r.end)  # type: ignore[no-any-return]
 
 
 def _series(

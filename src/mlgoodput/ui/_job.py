@@ -10,31 +10,27 @@ series here only place it in time.
 from __future__ import annotations
 
 import itertools
-import json
+import logging
 import math
-import operator
 import threading
 import time
-from array import array
-from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, overload
+from bisect import bisect_left
+from collections.abc import Callable
+from typing import Any
 
-from mlgoodput.accounting import (
-    Engine,
-    GoodputCalculator,
-    GoodputReport,
-    HostLog,
-    StepNums,
-    Timeline,
-    productive_by_piece,
-)
+from mlgoodput._once import Once
+from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
 from mlgoodput.ui._lag import Lateness, lateness
-from mlgoodput.ui._reduce import FAST_MIN, Blocks, numpy
+from mlgoodput.ui._pairing import Pairing
+from mlgoodput.ui._pieces import Piece, Pieces, PieceWorker, Plan, shared_worker
+from mlgoodput.ui._series import HostSeries, quantiles
+
+__all__ = ["HostSeries", "JobView"]
+
+log = logging.getLogger("mlgoodput.ui")
 
 # a running job with more step starts than this (all hosts) redoes its straggler analysis at
 # most every LAG_EVERY_S seconds (the analysis compares every step that two hosts started)
@@ -43,152 +39,6 @@ LAG_EVERY_S = 10.0
 # a job with more step starts than this (all hosts) has its straggler analysis computed by the
 # server's background worker: the page opens without the lateness columns and asks again
 LAG_LATER_STEPS = 1_000_000
-
-# timeline phases: start kind -> (end kind, phase)
-_PAIRS: dict[int, tuple[int, str]] = {
-    Kind.ACCEL_INIT_START: (Kind.ACCEL_INIT_END, "init"),
-    Kind.TRAINING_PREP_START: (Kind.TRAINING_PREP_END, "prep"),
-    Kind.DATA_LOADING_START: (Kind.DATA_LOADING_END, "data"),
-    Kind.CKPT_SAVE_START: (Kind.CKPT_SAVE_END, "ckpt_save"),
-    Kind.CKPT_RESTORE_START: (Kind.CKPT_RESTORE_END, "ckpt_restore"),
-    Kind.CUSTOM_START: (Kind.CUSTOM_END, "custom"),
-    Kind.ELASTIC_WAIT_START: (Kind.ELASTIC_WAIT_END, "elastic_wait"),
-    Kind.ELASTIC_REINIT_START: (Kind.ELASTIC_REINIT_END, "elastic_reinit"),
-}
-_END_KINDS = {e for e, _ in _PAIRS.values()}
-_SPECIAL = {Kind.COMPILE, Kind.SLICE_COUNTS}
-_DURATIONS: dict[int, str] = {
-    Kind.CKPT_SAVE: "ckpt_save",
-    Kind.CKPT_RESTORE: "ckpt_restore",
-    Kind.COMPILE: "compile",
-}
-
-Rec = tuple[
-    int, float, int | None, float | None, str | None, dict[str, Any] | None
-]  # kind, time, step, value, name, attrs
-
-
-class Durations(Sequence[float]):
-    """One host's step durations (the gap to the next step start; nan across a restart),
-    computed from the accounting's own step starts when asked: a long job is held once."""
-
-    __slots__ = ("_hs",)
-
-    def __init__(self, hs: HostSeries) -> None:
-        self._hs = hs
-
-    def __len__(self) -> int:
-        return max(0, len(self._hs.times) - 1)
-
-    @overload
-    def __getitem__(self, i: int) -> float: ...
-    @overload
-    def __getitem__(self, i: slice) -> array[float]: ...
-    def __getitem__(self, i: int | slice) -> float | array[float]:
-        n = len(self)
-        if isinstance(i, slice):
-            lo, hi, step = i.indices(n)
-            got = self._hs.durations(lo, max(lo, hi))
-            return got if step == 1 else got[::step]
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("step index out of range")
-        return self._hs.durations(i, i + 1)[0]
-
-
-class HostSeries:
-    """One host as the pages see it: the accounting's own record of the host (`log`: step
-    starts, step numbers, job starts, other events), followed as it grows, and what the
-    pages derive from it (block summaries of the step durations, the other events as tuples,
-    the activity pairing). Nothing of the steps is copied."""
-
-    def __init__(self, log: HostLog) -> None:
-        self.log = log
-        self.durs = Durations(self)
-        self.others: list[Rec] = []
-        self.other_times: array[float] = array("d")
-        self.special: list[Rec] = []  # compile and slice-count records (few)
-        self.blocks = Blocks()
-        self.pairing: _Pairing | None = None
-        self._src = 0  # records of log.others converted
-        self._src_last: object = None
-        self._version = log.version
-        self._js = list(log.job_starts)
-
-    @property
-    def times(self) -> array[float]:
-        return self.log.times
-
-    @property
-    def nums(self) -> StepNums:
-        return self.log.nums
-
-    @property
-    def job_starts(self) -> list[float]:
-        return self.log.job_starts
-
-    def durations(self, lo: int, hi: int) -> array[float]:
-        """Durations of steps [lo, hi): start[i+1] - start[i], nan where a restart lies between."""
-        t = self.log.times
-        np = numpy() if hi - lo >= FAST_MIN else None
-        if np is None:
-            out = array("d", map(operator.sub, t[lo + 1 : hi + 1], t[lo:hi]))
-        else:  # the same subtractions, element by element
-            a = np.frombuffer(t, dtype=np.float64)
-            out = array("d")
-            out.frombytes(np.subtract(a[lo + 1 : hi + 1], a[lo:hi]).tobytes())
-        for js in self.log.job_starts:
-            i = bisect_left(t, js) - 1
-            if lo <= i < hi:
-                out[i - lo] = math.nan
-        return out
-
-    def sync(self) -> tuple[bool, float]:
-        """Follow the log: (whether something changed before its end, so that every figure
-        derived so far is redone; the earliest time of a new non-step event, inf if none)."""
-        log = self.log
-        redo = False
-        earliest = math.inf
-        if log.version != self._version:  # a late step or restart: the step arrays were rebuilt
-            self._version = log.version
-            self.blocks = Blocks()
-            redo = True
-        src = log.others
-        k = self._src
-        if k > len(src) or (k and src[k - 1] is not self._src_last):  # a late record went in before
-            self.others, self.special, self.other_times, self.pairing = [], [], array("d"), None
-            k = 0
-            redo = True
-            earliest = -math.inf
-        for r in src[k:]:
-            rec: Rec = (r.kind, r.time, r.step, r.value, r.name, None if r.attrs is None else json.loads(r.attrs))
-            self.others.append(rec)
-            self.other_times.append(r.time)
-            if r.kind in _SPECIAL:
-                self.special.append(rec)
-            if r.kind in (Kind.JOB_START, Kind.JOB_END):
-                redo = True
-            earliest = min(earliest, r.time)
-        self._src = len(src)
-        self._src_last = src[-1] if src else None
-        if len(log.job_starts) != len(self._js):
-            new = set(log.job_starts).difference(self._js)
-            self._js = list(log.job_starts)
-            done = self.blocks.done  # a new restart among the steps summarized: summarize again
-            if done and any(bisect_left(log.times, js) - 1 < done for js in new):
-                self.blocks = Blocks()
-        self.blocks.extend(log.times, self.durs)
-        return redo, earliest
-
-
-def _quantiles(durs: array[float]) -> dict[str, float] | None:
-    xs = sorted(d for d in durs if not math.isnan(d))
-    if not xs:
-        return None
-    n = len(xs)
-    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-    return {"median_s": med, "p90_s": xs[min(n - 1, int(0.9 * n))], "max_s": xs[-1]}
 
 
 class JobView:
@@ -201,7 +51,10 @@ class JobView:
         logger: str,
         *,
         clock: Callable[[], float] = time.time,
+        piece_worker: PieceWorker | None = None,
     ) -> None:
+        """`piece_worker` computes goodput over time in the background (default: the
+        process's shared one, `ui._pieces.shared_worker()`)."""
         self.job = job
         self.logger = logger
         self._clock = clock
@@ -212,17 +65,14 @@ class JobView:
         self._report: GoodputReport | None = None
         self._report_time = 0.0
         self._cache: dict[Any, tuple[tuple[int, Any], Any]] = {}
-        # goodput-over-time pieces: (start, width) -> index ->
-        # (end, ideal, events seen, productive_s, total_s, settled when computed, generation)
-        self.pieces: dict[tuple[float, float], dict[int, tuple[float, float, int, float, float, bool, int]]] = {}
         self._changes: list[tuple[int, float]] = []  # (events after an ingest, its earliest non-step time)
         self.gen = 0  # bumped by a restart, a job end or a late step: every cached figure is redone
         self._store = store
         self._finished = False
-        self._piece_lock = threading.Lock()
-        self._piece_thread: threading.Thread | None = None
-        self._plan: tuple[float, float, float, int, float] | None = None
-        self._pieces_done: tuple[float, float, float, int, float] | None = None
+        # goodput over time, computed on the piece worker
+        self.goodput_pieces = Pieces(self, piece_worker if piece_worker is not None else shared_worker())
+        self._errors = Once()  # failures of background work, per kind (goodput, save, read)
+        self._last_error: dict[str, str] = {}
         self._timeline: Timeline | None = None
         self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
         self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
@@ -231,7 +81,7 @@ class JobView:
         self.lag_wanted = False  # a page asked for an analysis left to the background (lag_now)
         self.asked_at = -math.inf  # when a request last asked for the job (time.monotonic)
         self._saved_pieces: _saved.Pieces | None = None  # saved goodput pieces, until used
-        self._pieces_saved: tuple[float, float, float, int, float] | None = None  # the plan last saved
+        self._pieces_saved: Plan | None = None  # the plan last saved
         self._fit_steps: dict[int, int] = {}  # host -> its step starts the saved series fit
         self._saved_steps = 0  # steps summarized when the UI's series were last saved (or found)
         self._saving = threading.Lock()
@@ -273,7 +123,7 @@ class JobView:
         if redo:
             self.gen += 1
         if self._saved_pieces is not None:
-            self._adopt_pieces(self._saved_pieces, tl.events)
+            self.goodput_pieces.adopt(self._saved_pieces, tl.events, self._fit_steps.get(self._saved_pieces.lead, 0))
             self._saved_pieces = None
         if tl.events != self.events or redo:
             self._changes.append((tl.events, -math.inf if redo else earliest))
@@ -295,44 +145,12 @@ class JobView:
                 if not self._series_due():
                     return state
                 done = sum(hs.blocks.done for hs in self.hosts.values())
-                pieces = self._pieces_to_save()
+                pieces = self.goodput_pieces.to_save()
                 data = _saved.pack(self.hosts, self._lag, pieces)
-                self._pieces_saved = self._pieces_done if pieces is not None else None
+                self._pieces_saved = self.goodput_pieces.done if pieces is not None else None
                 self._saved_steps = done
                 self._lag_saved = None if self._lag is None else self._lag[0]
             return _saved.save(self._store, self.logger, self.job, data) or state
-
-    def _adopt_pieces(self, pc: _saved.Pieces, events: int) -> None:
-        """Saved goodput pieces, where the lead host's steps and other events before their end
-        are those they were computed from."""
-        hs = self.hosts.get(pc.lead)
-        if hs is None or pc.lead != self.lead() or not pc.rows:
-            return
-        last = max(b for b, *_ in pc.rows.values())
-        covered = self._fit_steps.get(pc.lead, 0)  # steps the saved summaries were found to fit
-        if covered < 2 or hs.times[min(covered, len(hs.times)) - 1] < last:
-            return  # pieces reach beyond the steps known unchanged
-        if _saved.others_before(hs.log, last) != pc.others:
-            return
-        got = self.pieces.setdefault((pc.start, pc.width), {})
-        for k, (b, ideal, prod, total) in pc.rows.items():
-            got.setdefault(k, (b, ideal, events, prod, total, True, self.gen))
-
-    def _pieces_to_save(self) -> _saved.Pieces | None:
-        plan = self._pieces_done or self._plan
-        lead = self.lead()
-        if plan is None or lead is None:
-            return None
-        t0, _, width, _, _ = plan
-        rows = {
-            k: (p[0], p[1], p[3], p[4])
-            for k, p in self.pieces.get((t0, width), {}).items()
-            if p[5] and self.settled(p[0], p[2], p[6])
-        }
-        if not rows:
-            return None
-        last = max(b for b, *_ in rows.values())
-        return _saved.Pieces(t0, width, lead, _saved.others_before(self.hosts[lead].log, last), rows)
 
     def keep_due(self) -> bool:
         """Whether `keep` has something to save: the accounting's state or the series."""
@@ -349,67 +167,31 @@ class JobView:
         # analysis changes with every step, and its pieces are saved with its series' growth)
         return self._finished and (
             (self._lag is not None and self._lag[0] != self._lag_saved)
-            or (self._pieces_done is not None and self._pieces_saved != self._pieces_done)
+            or (self.goodput_pieces.done is not None and self._pieces_saved != self.goodput_pieces.done)
         )
 
     # -- goodput over time: pieces computed in the background --------------------------------
-    def pieces_for(self, plan: tuple[float, float, float, int, float], wait_s: float) -> bool:
+    @property
+    def pieces(self) -> dict[tuple[float, float], dict[int, Piece]]:
+        """Goodput-over-time pieces: (start, width) -> index -> (end, ideal, events seen,
+        productive_s, total_s, settled when computed, generation)."""
+        return self.goodput_pieces.rows
+
+    def pieces_for(self, plan: Plan, wait_s: float) -> bool:
         """Have the pieces of `plan` (start, end, width, count, ideal) computed; True when all
-        are there (after waiting up to `wait_s` for the background thread)."""
-        with self._piece_lock:
-            self._plan = plan
-            if self._piece_thread is None or not self._piece_thread.is_alive():
-                self._piece_thread = threading.Thread(
-                    target=self._compute_pieces, name="mlgoodput-ui-pieces", daemon=True
-                )
-                self._piece_thread.start()
-        deadline = time.monotonic() + wait_s
-        while True:
-            if self._pieces_done == plan:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
+        are there (after waiting up to `wait_s` for the piece worker)."""
+        return self.goodput_pieces.want(plan, wait_s)
 
-    def _fresh(self, have: tuple[float, float, int, float, float, bool, int] | None, b: float, ideal: float) -> bool:
-        return (
-            have is not None
-            and have[0] == b
-            and abs(have[1] - ideal) <= 0.01 * ideal
-            and have[5]
-            and self.settled(b, have[2], have[6])
-        )
+    # -- failures of background work: counted, logged once, shown ---------------------------
+    def failed(self, kind: str, e: BaseException) -> None:
+        """Background work of `kind` (goodput, save, read) failed: counted, logged once per
+        kind, and kept for `errors()` (the pages show it: a bug is not an empty chart)."""
+        self._last_error[kind] = f"{type(e).__name__}: {e}"
+        self._errors.warning(log, kind, "mlgoodput ui: job %s: %s failed: %s (logged once)", self.job, kind, e)
 
-    def _compute_pieces(self) -> None:
-        while True:
-            plan = self._plan
-            if plan is None:
-                return
-            t0, t1, width, n, ideal = plan
-            pieces = self.pieces.setdefault((t0, width), {})
-            stale = [k for k in range(n) if not self._fresh(pieces.get(k), min(t1, t0 + (k + 1) * width), ideal)]
-            if stale:  # from the first stale piece to the last, in one pass over their steps
-                lo, hi = stale[0], stale[-1] + 1
-                edges = [t0 + k * width for k in range(lo, hi)] + [min(t1, t0 + hi * width)]
-                try:
-                    with self.lock:  # the calculator as the page's last report left it
-                        prod = productive_by_piece(self.calc, edges, ideal)
-                        settled = self.settled_until()
-                        for k, (a, b, p) in enumerate(zip(edges, edges[1:], prod, strict=False), lo):
-                            pieces[k] = (b, ideal, self.events, p, b - a, b <= settled, self.gen)
-                except Exception:  # the store failed now: the next request retries
-                    return
-            with self._piece_lock:
-                last = self._plan == plan
-                if last:
-                    self._pieces_done = plan
-                    self._piece_thread = None
-            if last:
-                try:
-                    self.keep()  # a finished job's pieces, saved for the next server start
-                except Exception:  # the store failed now: a later growth saves again
-                    pass
-                return
+    def errors(self) -> dict[str, dict[str, Any]]:
+        """Failures of background work so far, per kind: {"count": n, "last": "Type: message"}."""
+        return {str(k): {"count": n, "last": self._last_error.get(str(k))} for k, n in self._errors.counts().items()}
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been
@@ -462,7 +244,7 @@ class JobView:
                 return j.events
         return -1
 
-    def _cached(self, slot: Any, make: Callable[[], Any], version: Any = None) -> Any:
+    def cached(self, slot: Any, make: Callable[[], Any], version: Any = None) -> Any:
         """`make()`, kept in `slot` while neither the events read nor `version` change.
         One value per slot, and a bounded number of slots (widths differ between screens)."""
         stamp = (self.events, version)
@@ -482,7 +264,7 @@ class JobView:
 
     def attempts(self) -> list[dict[str, Any]]:
         """The lead host's attempts: start, end, how it ended, first and last step."""
-        out: list[dict[str, Any]] = self._cached(("attempts",), self._attempts, self.status() == "crashed")
+        out: list[dict[str, Any]] = self.cached(("attempts",), self._attempts, self.status() == "crashed")
         return out
 
     def _attempts(self) -> list[dict[str, Any]]:
@@ -551,7 +333,7 @@ class JobView:
     # -- the job page ----------------------------------------------------------------------
     def detail(self) -> dict[str, Any]:
         r = self.report()
-        out: dict[str, Any] = self._cached(("detail",), lambda: self._detail(r), (r.end, self._lag_at))
+        out: dict[str, Any] = self.cached(("detail",), lambda: self._detail(r), (r.end, self._lag_at))
         return out
 
     def _detail(self, r: GoodputReport) -> dict[str, Any]:
@@ -609,7 +391,7 @@ class JobView:
                     "resumed_step": b["first_step"],
                 }
             )
-        hosts = self._host_rows(r)
+        hosts = self.host_rows(r)
         lag = self._stragglers(r, now=self._steps() <= LAG_LATER_STEPS)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
             for row in hosts:
@@ -672,7 +454,7 @@ class JobView:
         if self.lag_wanted:
             self._stragglers(self.report())
 
-    def _host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
+    def host_rows(self, r: GoodputReport) -> list[dict[str, Any]]:
         """The accounting's per-host step statistics plus the seconds each host spent beyond
         the ideal step time (the gaps between its step starts, minus ideal x steps)."""
         stats = {h.host: h.to_dict() for h in r.hosts}
@@ -685,69 +467,15 @@ class JobView:
             row: dict[str, Any] = {"host": h, "steps": len(hs.times), "lost_s": max(0.0, busy - n * ideal)}
             st = stats.get(h)
             if st is None and len(hs.durs) <= 2_000_000:  # one host: the accounting lists none
-                st = _quantiles(hs.durs[:])
+                st = quantiles(hs.durs[:])
             row.update({k: v for k, v in (st or {}).items() if k not in ("host", "steps")})
             rows.append(row)
         return rows
 
     def _pairs(self, hs: HostSeries) -> list[dict[str, Any]]:
-        """Activities of one host as (phase, start, end): start/end pairs and durations, sorted
-        by start. Kept incrementally: new records are paired as they come; a start waiting for
-        its end is looked at again (its end so far: the next restart or the latest event)."""
+        """Activities of one host as (phase, start, end), sorted by start (ui/_pairing.py),
+        kept for the view's generation: new records are paired as they come."""
         pc = hs.pairing
         if pc is None or pc.gen != self.gen or pc.done > len(hs.others):
-            pc = hs.pairing = _Pairing(self.gen)
-        js = hs.job_starts
-        for rec in hs.others[pc.done :]:
-            kind = rec[0]
-            if kind in _END_KINDS:
-                lst = pc.ends.setdefault((kind, rec[4]), [])
-                if lst and rec[1] < lst[-1]:
-                    insort(lst, rec[1])
-                else:
-                    lst.append(rec[1])
-            elif kind in _PAIRS:
-                pc.open.append(rec)
-            elif kind in _DURATIONS and rec[3] is not None:
-                pc.closed.append(_seg(_DURATIONS[kind], rec, rec[1] + rec[3]))
-        pc.done = len(hs.others)
-        still: list[Rec] = []
-        now_open: list[dict[str, Any]] = []
-        for rec in pc.open:
-            end_kind, phase = _PAIRS[rec[0]]
-            cands = pc.ends.get((end_kind, rec[4] if phase in ("custom", "elastic_wait") else None), [])
-            j = bisect_left(cands, rec[1])
-            k = bisect_right(js, rec[1])
-            nxt = js[k] if k < len(js) else math.inf
-            if j < len(cands) and cands[j] < nxt:
-                pc.closed.append(_seg(phase, rec, cands[j]))
-            else:
-                still.append(rec)
-                now_open.append(_seg(phase, rec, min(nxt, self.max_time)))
-        pc.open = still
-        pc.closed.sort(key=_start)  # nearly sorted: a linear pass
-        return sorted(pc.closed + now_open, key=_start) if now_open else pc.closed
-
-
-def _seg(phase: str, rec: Rec, end: float) -> dict[str, Any]:
-    seg: dict[str, Any] = {"phase": phase, "start": rec[1], "end": end}
-    if rec[4]:
-        seg["name"] = rec[4]
-    if rec[2] is not None:
-        seg["step"] = rec[2]
-    return seg
-
-
-@dataclass(slots=True)
-class _Pairing:
-    """What `JobView._pairs` has worked out for one host so far."""
-
-    gen: int
-    done: int = 0  # records of `others` looked at
-    ends: dict[tuple[int, str | None], list[float]] = field(default_factory=dict)
-    open: list[Rec] = field(default_factory=list)  # starts without their end yet
-    closed: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _start(seg: dict[str, Any]) -> float:
-    return float(seg["start"])
+            pc = hs.pairing = Pairing(self.gen)
+        return pc.activities(hs.others, hs.job_starts, self.max_time)

@@ -234,6 +234,8 @@ async function jobPage(job) {
   const head = el("div");
   const tlc = timelineCard();
   const gpBox = el("div", { class: "chart", id: "goodput-chart" });
+  const gpErr = el("div", { class: "warn", id: "goodput-error", hidden: true });  // goodput over time that failed
+  const jobErr = el("div", { class: "warn", id: "job-errors", hidden: true });  // the job's background work that failed
   const stBox = el("div", { class: "chart", id: "steps-chart" });
   let stepHost = "";  // "" = the lead host
   const hostSel = el("select", { id: "step-host", onchange: () => { stepHost = hostSel.value; if (stPlot) { stPlot.destroy(); charts = charts.filter((c) => c !== stPlot); stPlot = null; } loadSteps().catch(() => {}); } });
@@ -249,9 +251,9 @@ async function jobPage(job) {
   const wsel = el("span", { class: "seg-group" }, windows.map(([w, label]) => el("button", { "data-w": w, class: w === windowS ? "on" : null, text: label,
     onclick: (ev) => { windowS = w; for (const b of wsel.children) b.classList.toggle("on", b === ev.target); if (gpPlot) { gpPlot.destroy(); charts = charts.filter((c) => c !== gpPlot); gpPlot = null; } loadGoodput().catch(() => {}); } })));
   const tables = el("div");
-  $main.replaceChildren(title, sub, head, tlc.node,
+  $main.replaceChildren(title, sub, jobErr, head, tlc.node,
     el("div", { class: "row" },
-      card("Goodput over time", "Cumulative since the job started, and over a rolling window.", el("div", { class: "tools" }, el("span", { class: "muted", text: "rolling window" }), wsel), gpBox),
+      card("Goodput over time", "Cumulative since the job started, and over a rolling window.", el("div", { class: "tools" }, el("span", { class: "muted", text: "rolling window" }), wsel), gpErr, gpBox),
       card("Step time", "Time between step starts (mean per pixel, band: min…max); red: the steps that hold the report's stall time (hover the timeline for where it lies).", el("div", { class: "tools" }, hostSel), stBox)),
     tables);
   let gpPlot = null, stPlot = null, stalls = [];
@@ -262,7 +264,16 @@ async function jobPage(job) {
     return d.straggler ? " Straggler: host " + d.straggler.host + ", held the others back " + secs(d.straggler.cost_s) + "; " + v.text + "."
       : " No straggler (" + v.text + ").";
   }
+  // failures of the server's background work for this job (counted; the last one said): a bug
+  // shows as this note, not as an empty chart
+  function errorText(errors, only) {
+    const kinds = Object.keys(errors || {}).filter((k) => !only || k === only);
+    return kinds.map((k) => k + " failed " + errors[k].count + (errors[k].count === 1 ? " time" : " times") + (errors[k].last ? ": " + errors[k].last : "")).join("; ");
+  }
+  function showErrors(box, text) { box.textContent = text; box.hidden = !text; }
   function drawHead() {
+    // goodput over time's own failures are said on its chart
+    showErrors(jobErr, errorText(Object.fromEntries(Object.entries(d.errors || {}).filter(([k]) => k !== "goodput"))));
     sub.replaceChildren(badge(d.status), el("span", {}, "logger ", el("b", { text: d.logger })),
       el("span", {}, "started ", el("b", { text: when(d.attempts.length ? d.attempts[0].start : d.report.start) })),
       el("span", {}, "wall time ", el("b", { text: secs(d.report.total_s) })),
@@ -342,9 +353,12 @@ async function jobPage(job) {
   }
   async function loadGoodput() {
     const g = await api(base + "/goodput?points=120&window=" + windowS + amp);
+    const failed = errorText(g.errors, "goodput");
+    showErrors(gpErr, failed);
+    const again = failed ? 5000 : 300;  // a failing computation is asked for again, slowly
     if (!g.x.length) {
-      gpBox.replaceChildren(el("div", { class: "empty", text: g.complete ? "No time recorded yet." : "Computing goodput over time…" })); gpPlot = null;
-      if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);  // the pieces are on their way
+      gpBox.replaceChildren(el("div", { class: "empty", text: g.complete ? "No time recorded yet." : failed ? "Goodput over time could not be computed." : "Computing goodput over time…" })); gpPlot = null;
+      if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), again);  // the pieces are on their way
       return;
     }
     const data = [g.x, g.cumulative, g.rolling.length ? g.rolling : g.x.map(() => null)];
@@ -358,7 +372,7 @@ async function jobPage(job) {
       scales: { y: { range: [0, 100] } },
       plugins: [vlinesPlugin(() => d.disruptions.map((x) => [x.crashed_at, "#d92d20"]))],
     }, data);
-    if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), 300);
+    if (!g.complete) setTimeout(() => loadGoodput().catch(() => {}), again);
     else document.body.dataset.goodputComplete = "1";
   }
   drawHead();
