@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import mlgoodput.torch as mt
+from mlgoodput.accounting import _straggler_rule as rule
+from mlgoodput.accounting._stragglers import StragglerReport, analyze
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import SQLiteStore, open_store
-from mlgoodput.torch import _straggler_rule as rule
-from mlgoodput.torch._stragglers import StragglerReport, analyze
 
 STEP = 0.1
 RUNS = 20
@@ -175,7 +175,8 @@ def test_public_names() -> None:
 
 def test_a_saved_analysis_without_a_verdict_is_redone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An analysis `mlgoodput report` saved before verdicts carried evidence is not used."""
-    from mlgoodput.torch import _stragglers as mod
+    from mlgoodput.accounting import GoodputCalculator
+    from mlgoodput.accounting import _stragglers as mod
 
     monkeypatch.setenv("MLGOODPUT_SNAPSHOT", "always")
     st = SQLiteStore(tmp_path / "s.db")
@@ -183,7 +184,9 @@ def test_a_saved_analysis_without_a_verdict_is_redone(tmp_path: Path, monkeypatc
     ev = [Event(Kind.JOB_START, 99.0, r) for r in (0, 1)]
     ev += [Event(Kind.STEP_START, 100.0 + n + (0.3 if r == 1 else 0.0), r, step=n) for n in range(30) for r in (0, 1)]
     st.append("goodput", "j", EventBatch(1, 0, ev))
-    first = mod.saved_stragglers("j", "goodput", store=store)
+    calc = GoodputCalculator("j", "goodput", store=store)
+    calc.report()  # saves the accounting state, and the analysis beside it
+    first = calc.stragglers()
     assert first.straggler == 1
     key = '["goodput", "j"]'
     saved = st.load_state(mod.STATE_NAMESPACE, key)
@@ -192,7 +195,7 @@ def test_a_saved_analysis_without_a_verdict_is_redone(tmp_path: Path, monkeypatc
     del doc["report"]["verdict"]
     doc["report"]["straggler"] = 0  # what an old rule said: never shown now
     st.save_state(mod.STATE_NAMESPACE, key, [json.dumps(doc).encode()])
-    assert mod.saved_stragglers("j", "goodput", store=store) == first
+    assert mt.saved_stragglers("j", "goodput", store=store) == first
     st.close()
 
 

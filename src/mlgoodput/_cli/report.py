@@ -13,7 +13,7 @@ from mlgoodput._cli._common import CLIError, open_read_store, rich_console
 from mlgoodput._format import duration, flops_rate, goodput_level, timestamp
 
 if TYPE_CHECKING:
-    from mlgoodput.accounting import GoodputReport
+    from mlgoodput.accounting import GoodputCalculator, GoodputReport, StragglerReport
     from mlgoodput.store import Store
 
 RESERVED_PREFIX = "mlgoodput."
@@ -134,7 +134,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             r = calc.report(at=at, configured_ideal_step_time=args.ideal_step_time)
         names = loggers_for_quietly(store, args.job) if not r.total_s > 0 and args.logger else []
         lost = journal_losses(store).get((logger, args.job), 0)
-        lag = _stragglers(store, args.job, logger, r) if r.total_s > 0 else None
+        lag = _stragglers(calc, r) if r.total_s > 0 else None
     finally:
         store.close()
     if not r.total_s > 0:
@@ -164,13 +164,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stragglers(store: Store, job: str, logger: str, r: GoodputReport) -> Any:
-    """Per-rank step times and the rank holding collectives back, for jobs of several hosts."""
+def _stragglers(calc: GoodputCalculator, r: GoodputReport) -> StragglerReport | None:
+    """Per-rank step times and the rank holding collectives back, for jobs of several hosts:
+    the calculator's analysis of the events the report was made of (no second read)."""
     if len(r.hosts) < 2:
         return None
-    from mlgoodput.torch import saved_stragglers
-
-    return saved_stragglers(job, logger, store=store, start=r.start, end=r.end)
+    return calc.stragglers(r.start, r.end, read=False)
 
 
 def journal_losses(store: Store) -> dict[tuple[str, str], int]:

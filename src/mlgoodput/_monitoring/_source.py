@@ -28,16 +28,6 @@ def shared_calculator(store_url: str, logger_name: str, job_name: str) -> Any:
     return calc
 
 
-def _host_steps_of(calc: Any) -> Any:
-    """rank -> the calculator's per-host step statistics (HostSteps) of that host, or None."""
-
-    def get(rank: int) -> Any:
-        hosts = getattr(getattr(calc, "_eng", None), "_hosts", None)
-        return None if hosts is None else hosts.get(rank)
-
-    return get
-
-
 @dataclasses.dataclass
 class GoodputSource:
     """What one uploader computes each interval (picklable; built in the parent, run in the child).
@@ -58,7 +48,6 @@ class GoodputSource:
     clock: Any = None  # None: time.time; a picklable callable for tests
     reports: int = 0
     _deviation: float | None = None
-    _lag: Any = None  # the StragglerAnalysis, built in the uploader process
 
     def _calc(self) -> Any:
         return shared_calculator(self.store_url, self.logger_name, self.job_name)
@@ -98,23 +87,12 @@ class GoodputSource:
 
     def _straggler_samples(self, report: Any) -> list[Sample]:
         from mlgoodput._monitoring._straggler_samples import straggler_samples
-        from mlgoodput.torch import StragglerAnalysis
 
-        calc = self._calc()
-        if self._lag is None:
-            self._lag = StragglerAnalysis(self.job_name, self.logger_name, store=self.store_url)
-            calc._part_hooks.append(self._lag.feed)  # the pages the calculator reads, decoded once
-            self._lag.share_gaps(_host_steps_of(calc))  # each rank's step gaps kept once
-        # the whole job up to what is read (no end), so the analysis stays incremental: a
-        # window ending before the latest step is a full pass. While it was fed everything the
-        # calculator read, that is its input; else (the first time, a calculator started from
-        # saved state) it reads the store itself, up to the calculator's cursor and no further
-        # (a shipper storing meanwhile would leave it ahead, and then never fed again)
-        lag = self._lag
-        if lag.cursor != calc._cursor:
-            lag.catch_up(calc._cursor)
-        fed = lag.cursor == calc._cursor  # else (a store read whole) it reads all there is
-        return straggler_samples(report, lag.report(report.start, None, read=not fed))
+        # the whole job up to what is read (no end), so the calculator's analysis stays
+        # incremental (a window ending before the latest step is a full pass); of the events
+        # of this collect's report (no second read: the samples of one upload describe one
+        # state of the job)
+        return straggler_samples(report, self._calc().stragglers(report.start, None, read=False))
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

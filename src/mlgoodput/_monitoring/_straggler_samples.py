@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mlgoodput._monitoring._samples import job_labels
-from mlgoodput.accounting import GoodputReport
+from mlgoodput.accounting import GoodputReport, StragglerReport
 from mlgoodput.export import Sample, SeriesLabels, new_sample
 
 _RANKS: dict[tuple[str, str], dict[int, SeriesLabels]] = {}  # (job, logger) -> rank -> its shared labels
 
 
-def straggler_samples(report: GoodputReport, lag: Any, *, time: float | None = None) -> list[Sample]:
+def straggler_samples(report: GoodputReport, lag: StragglerReport, *, time: float | None = None) -> list[Sample]:
     """Per rank: seconds it held the others back, median step time, mean lag; and the job's
-    straggler rank (-1: none) and what it cost. `lag` is a StragglerReport."""
+    straggler rank (-1: none) and what it cost (`lag`: the calculator's analysis)."""
     job, logger = report.job_name, report.logger_name
     base = job_labels(job, logger)
     step = report.last_step

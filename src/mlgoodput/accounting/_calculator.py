@@ -27,6 +27,7 @@ from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._partition import Segment, partition
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
+from mlgoodput.accounting._stragglers import HostStragglers, StragglerReport
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns, PagedStore, Store, StoredRow, open_store
@@ -138,13 +139,23 @@ class GoodputCalculator:
         self._saved = 0
         self._tried = -1  # the events count at which a save with the answer was last considered
         self._restored = False
+        # the straggler analysis of the engine's host logs (`stragglers`), for that timeline,
+        # and the (cursor, window) whose answer was saved last
+        self._lag: tuple[Timeline, HostStragglers] | None = None
+        self._lag_saved: tuple[int, list[float | None]] | None = None
         # (begin cursor, end cursor, events) of each part read, for readers of the same stream
-        # that decode nothing themselves (the monitor's straggler analysis)
+        # that decode nothing themselves
         self._part_hooks: list[Callable[[int, int, Columns], None]] = []
 
     @property
     def store(self) -> Store:
         return self._store
+
+    @property
+    def cursor(self) -> int:
+        """How far into the job's stream this calculator has read (the store's cursor after
+        the last event read): another reader of the same stream compares its own with it."""
+        return self._cursor
 
     @property
     def _engine(self) -> Engine:
@@ -311,19 +322,13 @@ class GoodputCalculator:
         """What `run.parts()` ingests, when the run holds stored rows of enough hosts, numpy
         helps and every host's step starts increase strictly across its rows: all hosts'
         columns joined once, in the parts' order (each host's rows in stored order), ingested
-        with a few C-level calls per host (`Timeline.ingest_step_block`), and every part hook
-        that takes blocks (`feed_block`, beside its `feed`: the straggler analysis) fed one
-        block for all hosts. False, nothing done, where that does not apply (then part by part)."""
+        with a few C-level calls per host (`Timeline.ingest_step_block`), when no part hook
+        waits for the parts. False, nothing done, where that does not apply (then part by part)."""
         groups = list(run.pages.values())
         if len(groups) < _BLOCK_HOSTS or isinstance(groups[0][0], Columns) or _fast.numpy() is None:
             return False
-        feeds: list[Callable[[int, int, list[int], list[int], bytes, bytes], bool]] = []
-        for hook in self._part_hooks:  # only hooks that also take a block (else each part is needed)
-            owner = getattr(hook, "__self__", None)  # (a bound `feed` of an object that has `feed_block`)
-            fb = getattr(owner, "feed_block", None)
-            if not callable(fb) or hook != getattr(owner, "feed", None):
-                return False
-            feeds.append(fb)
+        if self._part_hooks:  # a hook takes each part (as run.parts gives them)
+            return False
         rows = list(itertools.chain.from_iterable(cast("list[list[StoredRow]]", groups)))
         times = b"".join(map(_TIMES, rows))
         steps = b"".join(map(_STEPS, rows))
@@ -342,18 +347,6 @@ class GoodputCalculator:
             return False  # a host's step starts out of order: its rows one by one (run.parts)
         hosts = list(run.pages)
         timeline.ingest_step_block(hosts, sizes, times, steps, got[1:])
-        for hook, fb in zip(self._part_hooks, feeds, strict=True):
-            if not fb(begin, end, hosts, sizes, times, steps):  # not taken whole: each part, as run.parts gives it
-                values = b"".join(map(_VALUES, rows))
-                at, b = 0, begin
-                for h, n in zip(hosts, sizes, strict=True):
-                    t, st, v = array("d"), array("q"), array("d")
-                    t.frombytes(times[8 * at : 8 * (at + n)])
-                    st.frombytes(steps[8 * at : 8 * (at + n)])
-                    v.frombytes(values[8 * at : 8 * (at + n)])
-                    hook(b, end, Columns(bytearray((_STEP,)) * n, t, array("i", [h]) * n, st, v, None, None))
-                    at += n
-                    b = end
         return True
 
     def _keep(self, answer: tuple[float, GoodputReport] | None = None) -> None:
@@ -490,6 +483,77 @@ class GoodputCalculator:
             return tuple(partition(*self._engine_at(q_at), a, b, ideal))
 
         return self._guarded(segments)
+
+    def stragglers(self, start: TimeArg = None, end: TimeArg = None, *, read: bool = True) -> StragglerReport:
+        """The straggler analysis of the steps started in [start, end] (default: all): each
+        rank's step times, who held the collectives back, and the straggler verdict
+        (docs/torch.md, "Stragglers"; a rank is a host of this job). Worked out from the step
+        starts this calculator has read, kept up to date: asking again costs the steps read
+        since. `read=False`: of the events of the last query, without reading the store (a
+        report and its stragglers describe one state of the job). With the saved state on,
+        a job's analysis is saved with the accounting's and answered from it while nothing
+        new was stored."""
+        a = _when(start, "start")
+        b = _when(end, "end")
+
+        def run() -> StragglerReport:
+            if read:
+                self._refresh()
+            window = [a, b]
+            if self._pending is not None:  # nothing read since the saved state: its analysis?
+                got = self._saved_stragglers(window)
+                if got is not None:
+                    return got
+            e = self._engine
+            tl = e.timeline
+            if self._lag is None or self._lag[0] is not tl:
+                self._lag = (tl, HostStragglers())
+            rep = self._lag[1].report(tl.hosts, {s.host: s for s in e.host_stats(tl.max_time)}, a, b)
+            self._save_stragglers(rep, window)
+            return rep
+
+        return self._guarded(run)
+
+    def _saved_stragglers(self, window: list[float | None]) -> StragglerReport | None:
+        """The straggler analysis saved at this calculator's cursor for the same steps, if any."""
+        from mlgoodput.accounting import _stragglers
+        from mlgoodput.store import StateStore
+
+        st = self._store
+        if self._save_every is None or not isinstance(st, StateStore):
+            return None
+        try:
+            pieces = st.load_state(_stragglers.STATE_NAMESPACE, _stragglers.state_key(self.logger_name, self.job_name))
+        except OSError as e:
+            log.info("mlgoodput: cannot read the saved straggler analysis of %s (%s)", self.job_name, e)
+            return None
+        return _stragglers.from_saved(pieces, getattr(st, "url", None), self._cursor, window)
+
+    def _save_stragglers(self, rep: StragglerReport, window: list[float | None]) -> None:
+        """Save the analysis beside the accounting's saved state when that state was saved at
+        exactly these events (both describe one state of the job) and the job is long enough
+        for a recomputation to cost."""
+        from mlgoodput.accounting import _stragglers
+        from mlgoodput.store import StateStore
+
+        every, st, tl = self._save_every, self._store, self._eng.timeline
+        if every is None or not isinstance(st, StateStore) or self._saved != tl.events or not rep.ranks:
+            return
+        if self._lag_saved == (self._cursor, window):
+            return
+        steps = sum(len(h.times) for h in tl.hosts.values())
+        if steps < min(every, _stragglers.SAVE_FROM):  # small jobs: cheap again
+            return
+        lo = min((h.times[0] for h in tl.hosts.values() if len(h.times)), default=math.inf)
+        hi = max((h.times[-1] for h in tl.hosts.values() if len(h.times)), default=-math.inf)
+        url = getattr(st, "url", None)
+        doc = _stragglers.saved_doc(rep, url, self._cursor, tl.events, (lo, hi), list(window))
+        try:
+            st.save_state(_stragglers.STATE_NAMESPACE, _stragglers.state_key(self.logger_name, self.job_name), [doc])
+        except OSError as e:
+            log.info("mlgoodput: cannot save the straggler analysis of %s (%s)", self.job_name, e)
+            return
+        self._lag_saved = (self._cursor, window)
 
     def _say_notes(self, r: GoodputReport) -> None:
         """Log each of the report's notes (a figure unknown, the host ahead of the device) once."""

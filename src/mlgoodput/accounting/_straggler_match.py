@@ -1,0 +1,464 @@
+"""The straggler analysis's one matcher: step starts of every rank matched by (attempt, step
+number) and summed into the per-rank figures and the straggler rule's counts.
+
+There is one way to match and sum (`StepMatcher`); every straggler figure is made by it. It is
+incremental because the monitor asks again every upload: at 256 ranks stepping together a
+fresh pass over the whole job each time costs seconds, while adding each rank's new step starts
+costs the new steps (`bench/bench_stragglers.py`: under 20 ms an upload). A first pass is the
+same object fed everything at once.
+
+A step's key is (attempt, step number), the attempt being the count of the rank's job starts at
+or before the step. Keys are summed in the order a single pass over the ranks meets them: rank
+by rank in the order given, each rank's steps in time order. Float sums depend on that order,
+so every path (the numpy block pass included) keeps it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import operator
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mlgoodput.accounting._fast import numpy as fast_numpy
+from mlgoodput.accounting._straggler_rule import BINS, count_late, count_late_block
+
+__all__ = ["StepMatcher", "sum_steps"]
+
+#: new step starts from which the numpy pass pays
+LOCKSTEP_MIN = 256
+
+
+class StepMatcher:
+    """Each rank's step starts matched by (attempt, step number), summed as they arrive.
+
+    The per-step totals are summed once for the prefix of steps every rank has reported
+    (`freeze`), again at each report for the rest. `add` refuses (returns False; the caller
+    starts over with a fresh matcher) anything that would reorder or change what was summed:
+    a step earlier than a rank's last, a job start before a rank's last step."""
+
+    TAIL = 4096  # steps beyond which a step some rank never reported is summed anyway
+
+    def __init__(self, job_starts: Mapping[int, Sequence[float]], ranks: Sequence[int]) -> None:
+        self.js = {r: list(v) for r, v in job_starts.items()}
+        self.ranks = list(ranks)
+        self.index = {r: i for i, r in enumerate(self.ranks)}
+        n = len(self.ranks)
+        self.intro: dict[tuple[int, int], int] = {}  # key -> index of the first rank that has it
+        self.starts: dict[tuple[int, int], dict[int, float]] = {}  # key -> rank -> time (not frozen)
+        self.segs: list[list[tuple[int, int]]] = [[] for _ in self.ranks]  # keys by introducing rank
+        self.frozen = 0  # keys of segs[0] summed into the totals below
+        self.moved = 0  # keys in segs[1:]
+        self.compared = 0
+        self.max_spread = 0.0
+        # by rank index, packed (numpy adds into them in place: `_sum_block`): the sum of each
+        # rank's lags and their count, the steps it started last, the seconds it held back
+        self.lag = array("d", bytes(8 * n))
+        self.lag_n = array("q", bytes(8 * n))
+        self.last_steps = array("q", bytes(8 * n))
+        self.held = array("d", bytes(8 * n))
+        # each rank's late starts behind the others' median, by rank index x bin, and every
+        # lateness's size by bin (`count_late`: the straggler rule's counts); the fewest ranks
+        # of a compared step (0: none yet)
+        self.late = array("q", bytes(8 * n * BINS))
+        self.pooled = array("q", bytes(8 * BINS))
+        self.min_ranks = 0
+        # each rank's attempts so far and latest job start, and whether it has a latest step,
+        # its time and number (by rank index, for the numpy pass: `_lockstep`)
+        self.att = array("q", [len(self.js.get(r, ())) for r in self.ranks])
+        self.js_last = array("d", [v[-1] if (v := self.js.get(r)) else -math.inf for r in self.ranks])
+        self.has_last = bytearray(n)
+        self.last_t = array("d", bytes(8 * n))
+        self.last_n = array("q", bytes(8 * n))
+        self.ids: Any = None  # the ranks as a numpy column (`_sum_block`)
+        self.every: Any = None  # every rank index, in numpy (`_lockstep`)
+
+    def _set_last(self, r: int, prev: tuple[float, int]) -> None:
+        i = self.index[r]
+        self.has_last[i] = 1
+        self.last_t[i], self.last_n[i] = prev
+
+    def _last(self, r: int) -> tuple[float, int] | None:
+        """The rank's latest (time, step), if any."""
+        i = self.index.get(r)
+        if i is None or not self.has_last[i]:
+            return None
+        return self.last_t[i], self.last_n[i]
+
+    def _totals(self) -> tuple[dict[int, float], dict[int, int], dict[int, int], dict[int, float]]:
+        """The per-rank totals as dicts by rank (lag, lag count, last steps, held back)."""
+        r = self.ranks
+        return (
+            dict(zip(r, self.lag, strict=True)),
+            dict(zip(r, self.lag_n, strict=True)),
+            dict(zip(r, self.last_steps, strict=True)),
+            dict(zip(r, self.held, strict=True)),
+        )
+
+    def job_start(self, rank: int, t: float) -> bool:
+        """A new job start: fine while it changes no stored step's attempt."""
+        last = self._last(rank)
+        if last is not None and t <= last[0]:
+            return False
+        js = self.js.setdefault(rank, [])
+        bisect.insort(js, t)
+        i = self.index.get(rank)
+        if i is not None:
+            self.att[i], self.js_last[i] = len(js), js[-1]
+        return True
+
+    def add(self, new: Mapping[int, Sequence[tuple[float, int]]], *, freeze: bool = True) -> bool:
+        """Each rank's new (time, step) starts (a rank's stored twice count once)."""
+        for r in self.ranks:  # rank order, as one pass meets them
+            seq = list(new.get(r, ()))
+            if not seq:
+                continue
+            i = self.index[r]
+            if not all(map(operator.lt, seq, itertools.islice(seq, 1, None))):  # else already sorted(set(seq))
+                seq = sorted(set(seq))
+            prev = self._last(r)
+            if prev is not None:
+                if seq[0] < prev:
+                    return False
+                if seq[0] == prev:
+                    seq = seq[1:]
+            if not seq:
+                continue
+            js = self.js.get(r, [])
+            intro, starts, segs = self.intro, self.starts, self.segs
+            if not js or js[-1] <= seq[0][0]:  # one attempt for all of them (the usual case)
+                att = len(js)
+                moves = self.moved > 0
+                for t, n in seq:
+                    key = (att, n)
+                    st = starts.get(key)
+                    if st is not None:
+                        if r not in st:
+                            st[r] = t
+                            if moves:  # else every key so far was met first by rank index 0
+                                k = intro[key]
+                                if i < k:  # this rank meets the step first now: it moves up
+                                    self._move(key, k, i)
+                        continue
+                    if key in intro:
+                        return False  # a step already summed
+                    intro[key] = i
+                    starts[key] = {r: t}
+                    segs[i].append(key)
+                    if i:
+                        moves = True
+                        self.moved += 1
+            else:
+                for t, n in seq:
+                    key = (bisect.bisect_right(js, t), n)
+                    got = intro.get(key)
+                    if got is None:
+                        intro[key] = i
+                        starts[key] = {r: t}
+                        segs[i].append(key)
+                        self.moved += i > 0
+                        continue
+                    st = starts.get(key)
+                    if st is None:
+                        return False  # a step already summed
+                    if r not in st:
+                        st[r] = t
+                        if i < got:
+                            self._move(key, got, i)
+            self._set_last(r, seq[-1])
+        if freeze:
+            self.freeze()
+        return True
+
+    def add_columns(self, new: Mapping[int, tuple[array[float], array[int]]]) -> bool:
+        """`add` of each rank's new step starts given as (times, step numbers) columns. The
+        usual case (every rank in one attempt, each rank's new steps later than its earlier
+        ones, every step met first by rank index 0) takes a few numpy passes (`_lockstep`),
+        bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
+        np = fast_numpy()
+        if np is not None and self.moved == 0:
+            order = [r for r in self.ranks if r in new and len(new[r][0])]
+            tcols = [new[r][0] for r in order]
+            lens = list(map(len, tcols))
+            total = sum(lens)
+            if total >= LOCKSTEP_MIN:
+                tb, nb = b"".join(tcols), b"".join([new[r][1] for r in order])
+                if len(tb) == 8 * total and len(nb) == 8 * total:  # packed doubles and 64-bit steps
+                    tv = np.frombuffer(tb, dtype=np.float64)
+                    nv = np.frombuffer(nb, dtype=np.int64)
+                    if self._lockstep(np, [self.index[r] for r in order], lens, tv, nv):
+                        return True
+        return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
+
+    def _lockstep(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
+        """`add(...)` then `freeze()` for the lockstep case, in numpy: the new steps of all ranks
+        as one block (rank by rank in rank order: `lens[j]` steps of rank index `pos[j]`, none
+        empty), checked and summed a pass each; False (nothing changed) when the case does not
+        apply."""
+        if self.moved:
+            return False
+        ranks, index = self.ranks, self.index
+        total = len(tv)
+        if np.isnan(tv).any():  # (a NaN start: `add` says what it means)
+            return False
+        if len(pos) == len(ranks):  # every rank (the usual case): in index order
+            if self.every is None:
+                self.every = np.arange(len(ranks), dtype=np.intp)
+            idx = self.every
+        else:
+            idx = np.array(pos, dtype=np.intp)
+        lv = np.array(lens, dtype=np.intp)
+        ends = np.cumsum(lv)
+        starts = ends - lv
+        ends -= 1
+        # one attempt, the same for every rank; after each rank's last job start and last step
+        atts = np.frombuffer(self.att, dtype=np.int64)[idx]
+        att = int(atts[0])
+        first_t, first_n = tv[starts], nv[starts]
+        js_last = np.frombuffer(self.js_last, dtype=np.float64)[idx]
+        if (atts != att).any() or (js_last > first_t).any():
+            return False
+        has = np.frombuffer(self.has_last, dtype=np.uint8)[idx].astype(bool)
+        last_t = np.frombuffer(self.last_t, dtype=np.float64)[idx]
+        last_n = np.frombuffer(self.last_n, dtype=np.int64)[idx]
+        if (has & ~((first_t > last_t) & (first_n > last_n))).any():
+            return False
+        inner = np.ones(total - 1, dtype=bool)  # neighbours of one rank
+        inner[starts[1:] - 1] = False
+        if (inner & ~(tv[1:] > tv[:-1])).any() or (inner & ~(nv[1:] > nv[:-1])).any():
+            return False  # each rank's steps strictly later, with higher numbers
+        pend = self.segs[0][self.frozen :]  # keys summed at the next freeze, all rank 0's
+        if any(k[0] != att for k in pend):
+            return False
+        intro, starts_of = self.intro, self.starts
+        k0 = nv[: lens[0]].tolist() if pos and pos[0] == 0 else []
+        if any((att, n) in intro for n in k0):
+            return False
+        cols = np.array([k[1] for k in pend] + k0, dtype=np.int64)
+        if not len(cols):
+            return False
+        full = len(ranks)
+        rv = np.repeat(idx, lv)  # each new step's rank index
+        if not pend and len(pos) == full and lens.count(len(cols)) == full and (nv.reshape(full, -1) == cols).all():
+            mat = tv.reshape(full, -1).copy()  # every rank has exactly rank index 0's new steps
+        else:
+            srt = np.argsort(cols, kind="stable")
+            at_col = np.minimum(np.searchsorted(cols[srt], nv), len(cols) - 1)
+            cv = srt[at_col]
+            if not np.array_equal(cols[cv], nv):  # a step no rank index 0 met (it moves), or summed
+                return False
+            mat = np.full((full, len(cols)), np.nan)
+            if pend:
+                rows: list[int] = []
+                at: list[int] = []
+                ts: list[float] = []
+                for c, key in enumerate(pend):
+                    st = starts_of[key]
+                    rows.extend(map(index.__getitem__, st))
+                    at.extend([c] * len(st))
+                    ts.extend(st.values())
+                mat[rows, at] = ts
+            if not np.isnan(mat[rv, cv]).all():  # a rank's step already there: `add` keeps the first
+                return False
+            mat[rv, cv] = tv
+        # -- from here on the case applies: the same changes as `add` then `freeze`
+        np.frombuffer(self.has_last, dtype=np.uint8)[idx] = 1
+        np.frombuffer(self.last_t, dtype=np.float64)[idx] = tv[ends]
+        np.frombuffer(self.last_n, dtype=np.int64)[idx] = nv[ends]
+        fresh = [(att, n) for n in k0]
+        intro.update(dict.fromkeys(fresh, 0))
+        self.segs[0].extend(fresh)
+        keys = pend + fresh
+        present = ~np.isnan(mat)
+        cnt = present.sum(axis=0)
+        ok = (cnt == full) | (np.arange(len(keys)) < len(keys) - self.TAIL)
+        stop = len(keys) if ok.all() else int(np.argmin(ok))
+        if stop:
+            self._sum_block(np, mat[:, :stop], present[:, :stop], cnt[:stop])
+        for key in pend[:stop]:
+            del starts_of[key]
+        for c in range(stop, len(keys)):  # the rest waits for its other ranks, as dicts
+            st = starts_of.setdefault(keys[c], {})
+            for i in np.flatnonzero(present[:, c]).tolist():
+                st.setdefault(ranks[i], float(mat[i, c]))
+        self.frozen += stop
+        return True
+
+    _BLOCK = 4096  # columns summed at once (bounds the temporaries of a first report)
+
+    def _sum_block(self, np: Any, blk: Any, present: Any, cnt: Any) -> None:
+        """`sum_steps` over the columns of blk (rank index x step, NaN: not reported; `cnt`: the
+        ranks that reported each), in column order: the same operations on the same values per
+        rank, so the same sums (each rank's lags added one step after the other, never a
+        pairwise sum)."""
+        valid = cnt >= 2
+        if not valid.all():
+            if not valid.any():
+                return
+            blk, present = blk[:, valid], present[:, valid]
+            cnt = cnt[valid]
+        fewest = int(cnt.min())
+        self.min_ranks = fewest if not self.min_ranks or fewest < self.min_ranks else self.min_ranks
+        ranks = self.ranks
+        if self.ids is None:
+            self.ids = np.array(ranks, dtype=np.int64)[:, None]
+        lag = np.frombuffer(self.lag, dtype=np.float64)  # (views: added into in place)
+        last_steps = np.frombuffer(self.last_steps, dtype=np.int64)
+        held = np.frombuffer(self.held, dtype=np.float64)
+        counts = np.frombuffer(self.late, dtype=np.int64).reshape(len(ranks), BINS)
+        pooled = np.frombuffer(self.pooled, dtype=np.int64)
+        low = np.iinfo(np.int64).min
+        for c0 in range(0, blk.shape[1], self._BLOCK):
+            b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
+            if p.all():  # every rank reported every step (the usual case)
+                mn, mx = b.min(axis=0), b.max(axis=0)
+                dd = b - mn
+                top = b == mx
+                late = np.where(top, self.ids, low).argmax(axis=0)  # (the rank index of the highest rank)
+                # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
+                second = np.where(top, -np.inf, b).max(axis=0)
+                tie = top.sum(axis=0) > 1
+                second[tie] = mx[tie]
+            else:
+                mn = np.where(p, b, np.inf).min(axis=0)
+                mx = np.where(p, b, -np.inf).max(axis=0)
+                dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
+                late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
+                second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
+            for col in dd.T.copy():  # column by column: each rank's sum in step order
+                lag += col
+            # each step's lead added to its late rank's, one step after the other (`at`: in order)
+            np.add.at(held, late, mx - second)
+            last_steps += np.bincount(late, minlength=len(ranks))
+            self.max_spread = max(self.max_spread, float((mx - mn).max()))
+            count_late_block(np, b, p, counts, pooled)  # the straggler rule's counts
+        np.frombuffer(self.lag_n, dtype=np.int64)[:] += present.sum(axis=1)
+        self.compared += int(blk.shape[1])
+
+    def _late_rows(self, *, copy: bool) -> dict[int, Any]:
+        """Each rank's late counts (by bin): views into the totals, or copies of them."""
+        mv = memoryview(self.late)
+        if copy:
+            return {r: array("q", mv[i * BINS : (i + 1) * BINS]) for i, r in enumerate(self.ranks)}
+        return {r: mv[i * BINS : (i + 1) * BINS] for i, r in enumerate(self.ranks)}
+
+    def _move(self, key: tuple[int, int], k: int, i: int) -> None:
+        """Rank index i meets `key` before rank index k did: the key moves to i's keys."""
+        self.segs[k].remove(key)
+        self.segs[i].append(key)
+        self.intro[key] = i
+        self.moved -= i == 0
+
+    def freeze(self) -> None:
+        """Sum the steps every rank has reported (or that lie far behind) into the totals."""
+        if not self.segs:
+            return
+        seg, starts = self.segs[0], self.starts
+        full = len(self.ranks)
+        stop = self.frozen
+        while stop < len(seg) and (len(starts[seg[stop]]) == full or len(seg) - stop > self.TAIL):
+            stop += 1
+        if stop == self.frozen:
+            return
+        keys = seg[self.frozen : stop]
+        lag, lag_n, last, held = self._totals()
+        late = self._late_rows(copy=False)  # (counts: added in place)
+        self.compared, self.max_spread, self.min_ranks = sum_steps(
+            keys, starts, self.compared, self.max_spread, lag, lag_n, last, held, late, self.pooled, self.min_ranks
+        )
+        for v in late.values():
+            v.release()
+        self.lag[:] = array("d", lag.values())
+        self.lag_n[:] = array("q", lag_n.values())
+        self.last_steps[:] = array("q", last.values())
+        self.held[:] = array("d", held.values())
+        for key in keys:
+            del starts[key]
+        self.frozen = stop
+
+    def totals(
+        self, order: Sequence[int]
+    ) -> tuple[int, float, int, list[float], list[int], list[int], list[float], Any, Any]:
+        """The sums of every step met so far, the rest summed on copies: (compared, max spread,
+        fewest ranks of a compared step, and for the ranks of `order`, in it: lag sums, lag
+        counts, last steps, held back, late counts by bin), and the pooled counts."""
+        compared, max_spread, min_ranks = self.compared, self.max_spread, self.min_ranks
+        late: Any
+        pooled: Any = self.pooled
+        if self.moved or (self.segs and len(self.segs[0]) > self.frozen):  # steps not summed for good: on copies
+            lag_d, lag_n_d, last_d, held_d = self._totals()
+            late_d, pooled = self._late_rows(copy=True), array("q", self.pooled)
+            for j, seg in enumerate(self.segs):
+                keys = seg[self.frozen :] if j == 0 else seg
+                if keys:
+                    compared, max_spread, min_ranks = sum_steps(
+                        keys,
+                        self.starts,
+                        compared,
+                        max_spread,
+                        lag_d,
+                        lag_n_d,
+                        last_d,
+                        held_d,
+                        late_d,
+                        pooled,
+                        min_ranks,
+                    )
+            lag, lag_n = [lag_d[r] for r in order], [lag_n_d[r] for r in order]
+            last, held = [last_d[r] for r in order], [held_d[r] for r in order]
+            late = [late_d[r] for r in order]
+        else:  # the totals by rank index, in the order asked
+            at = [self.index[r] for r in order]
+            lag, lag_n = [self.lag[i] for i in at], [self.lag_n[i] for i in at]
+            last, held = [self.last_steps[i] for i in at], [self.held[i] for i in at]
+            np = fast_numpy() if len(at) > 8 else None
+            if np is not None:  # (the verdict sums each rank's bins in one pass)
+                late = np.frombuffer(self.late, dtype=np.int64).reshape(len(self.ranks), BINS)[at]
+            else:
+                late = [self.late[i * BINS : (i + 1) * BINS] for i in at]
+        return compared, max_spread, min_ranks, lag, lag_n, last, held, late, pooled
+
+
+def sum_steps(
+    keys: Sequence[tuple[int, int]],
+    starts: Mapping[tuple[int, int], Mapping[int, float]],
+    compared: int,
+    max_spread: float,
+    lag: dict[int, float],
+    lag_n: dict[int, int],
+    last: dict[int, int],
+    held: dict[int, float],
+    late: Mapping[int, Any],
+    pooled: Any,
+    min_ranks: int,
+) -> tuple[int, float, int]:
+    """The per-step sums over `keys` in order, added into the totals given (and the straggler
+    rule's counts: `late` by rank, `pooled`); -> (compared, max spread, fewest ranks of a
+    compared step). Each step: every rank's lag behind the earliest, the last rank's lead over
+    the next-latest (what it held the others back), the rule's lateness counts."""
+    for key in keys:
+        st = starts[key]
+        k = len(st)
+        if k < 2:
+            continue
+        compared += 1
+        min_ranks = k if not min_ranks or k < min_ranks else min_ranks
+        order = sorted(st.items(), key=_BY_TIME_RANK)
+        count_late(order, late, pooled)
+        first_t = order[0][1]
+        for r, t in order:
+            lag[r] += t - first_t
+            lag_n[r] += 1
+        spread = order[-1][1] - first_t
+        if spread > max_spread:
+            max_spread = spread
+        late_rank, late_t = order[-1]
+        last[late_rank] += 1
+        held[late_rank] += late_t - order[-2][1]
+    return compared, max_spread, min_ranks
+
+
+_BY_TIME_RANK = operator.itemgetter(1, 0)  # (rank, time) -> (time, rank)

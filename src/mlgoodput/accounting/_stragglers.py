@@ -1,0 +1,371 @@
+"""Stragglers: per-rank step times, and the rank that holds the job's collectives back.
+
+In synchronous data-parallel training every rank waits in the step's collective for the
+slowest one. A rank that reaches a step late (slow input, a busy host, a slow previous
+step) shows as a spread of that step's start times across ranks. For each step (matched by
+attempt and step number) the last rank to start held the others back by its lead over the
+next-latest rank: those seconds are charged to it. A rank is named the straggler only when
+the data say so (`_straggler_rule.py`; docs/torch.md, "Stragglers"). Only step starts are
+used (docs/accounting.md, "Hosts": other hosts' events never enter the partition).
+
+This is the one home of the analysis: `GoodputCalculator.stragglers` answers it from the
+per-host step arrays the calculator already decoded (`HostStragglers`), the report, the
+monitor, the web UI and `mlgoodput.torch` all ask it there, and the matching itself is one
+object (`_straggler_match.StepMatcher`).
+
+One vocabulary: *rank*. The accounting's hosts are process indices, and for the straggler
+analysis those are the ranks of a collective: its public figures (`RankStepStats.rank`, the
+`ranks` of `mlgoodput report --json`, the monitor's `rank` label) have said rank since the
+first release, so the analysis says rank throughout and a rank is the accounting's host.
+
+Saved state: one document per job beside the accounting's saved state (`STATE_NAMESPACE`),
+written when the calculator saves its own state and read only while the calculator answers
+from that state (nothing stored since): a later `mlgoodput report` of a long multi-host job
+needs neither the events nor the engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import operator
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from mlgoodput._format import duration
+from mlgoodput.accounting._report import HostStepStats
+from mlgoodput.accounting._straggler_match import StepMatcher, sum_steps
+from mlgoodput.accounting._straggler_rule import BINS, StragglerVerdict, straggler_verdict
+from mlgoodput.accounting._timeline import HostLog
+
+log = logging.getLogger("mlgoodput")
+
+__all__ = [
+    "STATE_NAMESPACE",
+    "HostStragglers",
+    "RankStepStats",
+    "StragglerReport",
+    "StragglerVerdict",
+    "analyze",
+    "compare_step_starts",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RankStepStats:
+    """One rank: its step times (between consecutive step starts of one attempt), how late it
+    started steps behind the earliest rank, and the seconds it held the others back."""
+
+    rank: int
+    steps: int
+    median_step_s: float
+    p90_step_s: float
+    max_step_s: float
+    mean_lag_s: float  # mean of (its start - the earliest rank's start) over compared steps
+    last_steps: int  # compared steps in which it was the last to start
+    held_back_s: float  # sum over those steps of its lead over the next-latest rank
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class StragglerReport:
+    """Per-rank statistics, and the verdict: the straggler (None when no step was seen by two
+    ranks, or when no rank's late starts stand out from noise) with its evidence."""
+
+    ranks: tuple[RankStepStats, ...]
+    steps_compared: int
+    max_spread_s: float  # the largest start-time spread of one step
+    verdict: StragglerVerdict
+
+    @property
+    def straggler(self) -> int | None:
+        return self.verdict.straggler
+
+    @property
+    def straggler_cost_s(self) -> float:
+        """The seconds the straggler held the others back (0 when there is none)."""
+        s = self.verdict.straggler
+        return next((r.held_back_s for r in self.ranks if r.rank == s), 0.0) if s is not None else 0.0
+
+    def rank(self, rank: int) -> RankStepStats | None:
+        """The figures of one rank (None when it started no step)."""
+        return next((r for r in self.ranks if r.rank == rank), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ranks": [r.to_dict() for r in self.ranks],
+            "steps_compared": self.steps_compared,
+            "straggler": self.straggler,
+            "straggler_cost_s": self.straggler_cost_s,
+            "max_spread_s": self.max_spread_s,
+            "verdict": self.verdict.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StragglerReport:
+        """The report `to_dict` gave (KeyError, TypeError or ValueError when it is not one)."""
+        ranks = tuple(RankStepStats(**r) for r in d["ranks"])
+        v = d["verdict"]
+        return cls(
+            ranks,
+            int(d["steps_compared"]),
+            float(d["max_spread_s"]),
+            StragglerVerdict(**{f: v[f] for f in StragglerVerdict.__slots__}),
+        )
+
+    def lines(self) -> list[str]:
+        """A few lines for a console report."""
+        if not self.ranks:
+            return []
+        out = []
+        if self.straggler is None:
+            out.append(
+                f"stragglers: none ({self.verdict.text()}; ranks started each step within"
+                f" {duration(self.max_spread_s)} of each other)"
+            )
+        else:
+            out.append(
+                f"straggler: rank {self.straggler} held the others back "
+                f"{duration(self.straggler_cost_s)} over {self.steps_compared} steps: {self.verdict.text()}"
+            )
+        for r in self.ranks:
+            out.append(
+                f"  rank {r.rank}: {r.steps} steps, median {duration(r.median_step_s)}, "
+                f"p90 {duration(r.p90_step_s)}, max {duration(r.max_step_s)}, late by "
+                f"{duration(r.mean_lag_s)} on average, last in {r.last_steps}, held back "
+                f"{duration(r.held_back_s)}"
+            )
+        return out
+
+
+# (steps, median, p90, max step time) of one rank
+_Stats = tuple[int, float, float, float]
+
+
+def _gap_stats(gaps: list[float], steps: int) -> _Stats:
+    """A rank's step statistics from its gaps (`steps`: its step count when it has none)."""
+    if not gaps:
+        return steps, 0.0, 0.0, 0.0
+    d = sorted(gaps)
+    return len(d) + 1, median(d), d[min(len(d) - 1, int(0.9 * len(d)))], d[-1]
+
+
+def _report(m: StepMatcher, stats: Mapping[int, _Stats]) -> StragglerReport:
+    """The report of what `m` matched; `stats`: each rank's step statistics (its key order is
+    the report's)."""
+    order = list(stats)
+    compared, spread, fewest, lag, lag_n, last, held, late, pooled = m.totals(order)
+    rows = [
+        RankStepStats(r, *stats[r], lag[j] / lag_n[j] if lag_n[j] else 0.0, last[j], held[j])
+        for j, r in enumerate(order)
+    ]
+    return _verdict(rows, compared, spread, late, pooled, fewest)
+
+
+def _verdict(
+    ranks: list[RankStepStats],
+    compared: int,
+    max_spread: float,
+    late: Sequence[Sequence[int]],
+    pooled: Sequence[int],
+    min_ranks: int,
+) -> StragglerReport:
+    """The report, with the straggler rule's verdict (`straggler_verdict`) on the counts:
+    `late[i]` those of ranks[i]. Every straggler verdict shown anywhere is made here."""
+    typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
+    v = straggler_verdict([r.rank for r in ranks], late, pooled, compared, min_ranks, typical)
+    return StragglerReport(tuple(ranks), compared, max_spread, v)
+
+
+def analyze(
+    job_starts: Mapping[int, Sequence[float]],
+    steps: Mapping[int, Sequence[tuple[float, int]]],
+    start: float | None = None,
+    end: float | None = None,
+) -> StragglerReport:
+    """Pure: job-start times and (time, step) starts per rank -> the straggler report of the
+    steps started in [start, end]. A step start stored twice counts once; steps are matched
+    rank by rank in the order of `steps`."""
+    lo = -math.inf if start is None else start
+    hi = math.inf if end is None else end
+    window: dict[int, list[tuple[float, int]]] = {}
+    stats: dict[int, _Stats] = {}
+    for rank in sorted(steps):
+        js = job_starts.get(rank, [])
+        seq = [p for p in sorted(set(steps[rank])) if lo <= p[0] <= hi]
+        gaps = [
+            b[0] - a[0]
+            for a, b in itertools.pairwise(seq)
+            if bisect_right(js, a[0]) == bisect_right(js, b[0])  # (not across a restart)
+        ]
+        stats[rank] = _gap_stats(gaps, sum(1 for t, _ in steps[rank] if lo <= t <= hi))
+        window[rank] = seq
+    m = StepMatcher(job_starts, list(steps))
+    m.add(window)
+    return _report(m, stats)
+
+
+def compare_step_starts(
+    starts: Mapping[tuple[int, int], Mapping[int, float]], stats: Mapping[int, tuple[int, float, float, float]]
+) -> StragglerReport:
+    """The straggler report of step starts a reader matched itself: `starts` maps (attempt,
+    step number) -> rank -> that rank's first start of it; `stats` gives each rank's step
+    statistics (steps, median, p90, max seconds). The same per-step sums and verdict as the
+    analysis, summed in the order of `starts`."""
+    ranks = sorted(stats)
+    lag, lag_n = dict.fromkeys(ranks, 0.0), dict.fromkeys(ranks, 0)
+    last, held = dict.fromkeys(ranks, 0), dict.fromkeys(ranks, 0.0)
+    late = {r: [0] * BINS for r in ranks}
+    pooled = [0] * BINS
+    compared, spread, fewest = sum_steps(list(starts), starts, 0, 0.0, lag, lag_n, last, held, late, pooled, 0)
+    rows = [RankStepStats(r, *stats[r], lag[r] / lag_n[r] if lag_n[r] else 0.0, last[r], held[r]) for r in ranks]
+    return _verdict(rows, compared, spread, [late[r] for r in ranks], pooled, fewest)
+
+
+class HostStragglers:
+    """The straggler analysis of one calculator's per-host step arrays (its `HostLog`s), kept
+    up to date: while each host's steps only grow at the end, a report costs the new steps
+    (the matcher takes them); a change reaching back, a new host, a job start before a step
+    already matched, starts the matcher over. A window that leaves steps out is a fresh pass
+    over the steps in it. Ranks are matched in number order."""
+
+    def __init__(self) -> None:
+        self._m: StepMatcher | None = None
+        self._seen: dict[int, tuple[int, int]] = {}  # host -> (its log's version, steps taken)
+
+    def report(
+        self,
+        hosts: Mapping[int, HostLog],
+        stats: Mapping[int, HostStepStats],
+        start: float | None = None,
+        end: float | None = None,
+    ) -> StragglerReport:
+        """The report of the steps started in [start, end]; `stats`: the accounting's step
+        statistics of each host over all its steps (used when the window holds them all)."""
+        logs = {h: hosts[h] for h in sorted(hosts) if len(hosts[h].times)}
+        lo = -math.inf if start is None else start
+        hi = math.inf if end is None else end
+        if not logs:
+            return _verdict([], 0, 0.0, [], [0] * BINS, 0)
+        first = min(log.times[0] for log in logs.values())
+        last = max(log.times[-1] for log in logs.values())
+        if not (lo <= first and last <= hi):
+            return self._window(logs, lo, hi)
+        m = self._update(logs)
+        rows: dict[int, _Stats] = {}
+        for h, hl in logs.items():
+            s = stats.get(h)
+            rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else (s.steps, s.median_s, s.p90_s, s.max_s)
+        return _report(m, rows)
+
+    def _update(self, logs: Mapping[int, HostLog]) -> StepMatcher:
+        """The matcher with every step of `logs` in it: the new steps added, or a fresh one."""
+        m = self._m
+        if m is not None and m.ranks == list(logs) and self._extend(m, logs):
+            return m
+        m = self._m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
+        ok = m.add_columns({h: (hl.times, hl.nums[0 : len(hl.nums)]) for h, hl in logs.items()})
+        assert ok, "a fresh matcher takes any steps"
+        self._seen = {h: (hl.version, len(hl.times)) for h, hl in logs.items()}
+        return m
+
+    def _extend(self, m: StepMatcher, logs: Mapping[int, HostLog]) -> bool:
+        """Add what each host's log gained at its end; False when anything else changed."""
+        new: dict[int, tuple[array[float], array[int]]] = {}
+        seen = self._seen
+        for h, hl in logs.items():
+            version, k = seen[h]
+            if hl.version != version or len(hl.times) < k:
+                return False
+            js, mine = hl.job_starts, m.js.get(h, [])
+            if js != mine:
+                if js[: len(mine)] != mine:
+                    return False
+                for t in js[len(mine) :]:
+                    if not m.job_start(h, t):
+                        return False
+            if len(hl.times) > k:
+                new[h] = (hl.times[k:], hl.nums[k : len(hl.nums)])
+        if new:
+            if not m.add_columns(new):
+                return False
+            self._seen = {h: (hl.version, len(hl.times)) for h, hl in logs.items()}
+        return True
+
+    @staticmethod
+    def _window(logs: Mapping[int, HostLog], lo: float, hi: float) -> StragglerReport:
+        """A fresh pass over the steps started in [lo, hi]."""
+        cols: dict[int, tuple[array[float], array[int]]] = {}
+        stats: dict[int, _Stats] = {}
+        for h, hl in logs.items():
+            i0, i1 = bisect_left(hl.times, lo), bisect_right(hl.times, hi)
+            t = hl.times[i0:i1]
+            cols[h] = (t, hl.nums[i0:i1])
+            gaps = list(map(operator.sub, t[1:], t[:-1]))
+            js = hl.job_starts
+            # a restart at s falls before the first step at or after s: that gap is no step time
+            for i in sorted({bisect_left(t, s) for s in js}, reverse=True):
+                if 0 < i < len(t):
+                    del gaps[i - 1]
+            stats[h] = _gap_stats(gaps, len(t))
+        m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
+        m.add_columns(cols)
+        return _report(m, stats)
+
+
+STATE_NAMESPACE = "mlgoodput.stragglers"  # where a store keeps the last analysis of each job
+_MAGIC = "mlgoodput-stragglers"
+SAVE_FROM = 100_000  # step starts from which an analysis is worth saving
+
+
+def state_key(logger_name: str, job_name: str) -> str:
+    """The saved analysis's key in `STATE_NAMESPACE`."""
+    return json.dumps([logger_name, job_name])
+
+
+def saved_doc(
+    rep: StragglerReport, url: object, cursor: int, events: int, span: tuple[float, float], window: list[Any]
+) -> bytes:
+    """The saved form of `rep`, the analysis at stream cursor `cursor` (`events` events)."""
+    lo = -math.inf if window[0] is None else window[0]
+    hi = math.inf if window[1] is None else window[1]
+    doc = {
+        "magic": _MAGIC,
+        "url": url,
+        "cursor": cursor,
+        "events": events,
+        "span": list(span),
+        "window": window,
+        "whole": lo <= span[0] and span[1] <= hi,
+        "report": rep.to_dict(),
+    }
+    return json.dumps(doc).encode()
+
+
+def from_saved(pieces: Iterable[bytes] | None, url: object, cursor: int, window: list[Any]) -> StragglerReport | None:
+    """The saved analysis when it is of this store at `cursor` and of the same steps as the
+    window [start, end]; None otherwise (a damaged one is logged and not used)."""
+    if pieces is None:
+        return None
+    try:
+        saved = json.loads(b"".join(pieces))
+        if not (isinstance(saved, dict) and saved.get("magic") == _MAGIC and saved.get("url") == url):
+            return None
+        if int(saved["cursor"]) != cursor:
+            return None
+        lo = -math.inf if window[0] is None else window[0]
+        hi = math.inf if window[1] is None else window[1]
+        span_lo, span_hi = float(saved["span"][0]), float(saved["span"][1])
+        if saved["window"] == window or (saved["whole"] and lo <= span_lo and span_hi <= hi):
+            return StragglerReport.from_dict(saved["report"])
+    except (OSError, KeyError, TypeError, ValueError, IndexError) as e:
+        log.info("mlgoodput: not using the saved straggler analysis (%s)", e)
+    return None
