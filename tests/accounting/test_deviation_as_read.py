@@ -20,8 +20,8 @@ def test_deviation_as_read_is_of_the_last_read() -> None:
     calc.report()
     before = calc.get_signed_step_deviation(last_n=10)
     st.append("l", "j", EventBatch(2, 0, _steps(50, 20)))  # stored after the report
-    assert calc._deviation_as_read(last_n=10) == before  # of what the report read
+    assert calc.get_signed_step_deviation(last_n=10, read=False) == before  # of what the report read
     after = calc.get_signed_step_deviation(last_n=10)  # the public call reads the new steps
     assert after != before and max(after) > max(before)
     fresh = GoodputCalculator("j", "l", store=st, clock=lambda: T0 + 500, snapshot=False)
-    assert fresh._deviation_as_read(last_n=10) == after  # nothing read yet: it reads first
+    assert fresh.get_signed_step_deviation(last_n=10, read=False) == after  # nothing read yet: it reads first

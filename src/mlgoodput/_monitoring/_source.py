@@ -98,6 +98,8 @@ class GoodputSource:
         """The deviation summary over the latest steps (the calculator reads only those)."""
         # the events the report of this collect was made of (no second read: the samples of one
         # upload describe one state of the job, and a store being written meanwhile is read once)
-        devs = calc._deviation_as_read(self.configured_ideal_step_time, last_n=_samples.DEVIATION_STEPS)
+        devs = calc.get_signed_step_deviation(
+            self.configured_ideal_step_time, last_n=_samples.DEVIATION_STEPS, read=False
+        )
         self._deviation = _samples.step_deviation_summary(devs)
         return self._deviation

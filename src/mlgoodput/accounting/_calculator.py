@@ -555,6 +555,21 @@ class GoodputCalculator:
             return
         self._lag_saved = (self._cursor, window)
 
+    def productive_by_piece(self, edges: Sequence[float], configured_ideal_step_time: float) -> list[float]:
+        """Productive seconds of each piece [edges[k], edges[k+1]] of the job as read by the
+        last query (no read of the store), with the given ideal step time: what
+        `report(edges[k], edges[k + 1], configured_ideal_step_time=...)` says of each, in one
+        pass over the steps (accounting/_overtime.py: goodput over time)."""
+        from mlgoodput.accounting._overtime import by_piece
+
+        def run() -> list[float]:
+            engine = self._engine
+            q = max(self._clock(), engine.timeline.max_time)
+            return by_piece(engine, q, edges, float(configured_ideal_step_time))
+
+        # under the lock (a saved state found damaged now is dropped, as a query drops it)
+        return self._guarded(run)
+
     def _say_notes(self, r: GoodputReport) -> None:
         """Log each of the report's notes (a figure unknown, the host ahead of the device) once."""
         p = r.productivity
@@ -712,15 +727,17 @@ class GoodputCalculator:
         return {step: abs(t - ideal) for step, t in times.items()}
 
     def get_signed_step_deviation(
-        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
+        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None, read: bool = True
     ) -> dict[int, float]:
         """Step number -> net step time minus the ideal step time (spec: Steps), for steps with a
-        known end; `last_n` keeps only the latest steps (and costs only that much)."""
+        known end; `last_n` keeps only the latest steps (and costs only that much). `read=False`:
+        of the events the last query read, without reading the store again (the monitor, having
+        just made a report, gets the deviation of the same events); it reads when nothing was
+        read yet."""
         ideal = _check_ideal(configured_ideal_step_time)
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
-
-        return self._guarded(lambda: self._signed_deviation(ideal, last_n, True))
+        return self._guarded(lambda: self._signed_deviation(ideal, last_n, read or self._cursor == 0))
 
     def _signed_deviation(self, ideal: float | None, last_n: int | None, refresh: bool) -> dict[int, float]:
         """`get_signed_step_deviation`'s answer (under the lock); without `refresh`, of the events
@@ -732,17 +749,6 @@ class GoodputCalculator:
         out = engine.step_deviation(q, ideal, last_n)
         self._keep()
         return out
-
-    def _deviation_as_read(
-        self, configured_ideal_step_time: float | None = None, *, last_n: int | None = None
-    ) -> dict[int, float]:
-        """`get_signed_step_deviation` of the events read so far (the last query's), without
-        reading the store again: the monitor, having just made a report, gets the deviation of
-        the same events and pays no second read. Reads when nothing was read yet."""
-        ideal = _check_ideal(configured_ideal_step_time)
-        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
-            raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")
-        return self._guarded(lambda: self._signed_deviation(ideal, last_n, self._cursor == 0))
 
     def get_job_goodput_details(self) -> dict[str, Any]:
         """The seed's WorkloadMetricDetails of the whole job: productive and badput seconds,

@@ -18,32 +18,35 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._query import Query
 
 if TYPE_CHECKING:
-    from mlgoodput.accounting._calculator import GoodputCalculator
+    from mlgoodput.accounting._engine import Engine
 
 
-def productive_by_piece(
-    calc: GoodputCalculator, edges: Sequence[float], configured_ideal_step_time: float
-) -> list[float]:
+class PieceSource(Protocol):
+    """What `productive_by_piece` asks (a GoodputCalculator: it holds the engine and its lock)."""
+
+    def productive_by_piece(self, edges: Sequence[float], configured_ideal_step_time: float) -> list[float]: ...
+
+
+def productive_by_piece(calc: PieceSource, edges: Sequence[float], configured_ideal_step_time: float) -> list[float]:
     """Productive seconds of each piece [edges[k], edges[k+1]] of the calculator's job as it
     read it last (no read of the store: query it first), with the given ideal step time: what
-    `calc.report(edges[k], edges[k + 1], configured_ideal_step_time=...)` says of each."""
+    `calc.report(edges[k], edges[k + 1], configured_ideal_step_time=...)` says of each
+    (`GoodputCalculator.productive_by_piece`)."""
+    return calc.productive_by_piece(edges, configured_ideal_step_time)
+
+
+def by_piece(engine: Engine, q: float, edges: Sequence[float], ideal_s: float) -> list[float]:
+    """`productive_by_piece` of the engine's job as of `q` (pure: the caller holds the engine)."""
     out = [0.0] * max(0, len(edges) - 1)
     if not out:
         return out
-    # under the calculator's lock (a saved state found damaged now is dropped, as a query drops it)
-    return calc._guarded(lambda: _by_piece(calc, edges, float(configured_ideal_step_time), list(out)))
-
-
-def _by_piece(calc: GoodputCalculator, edges: Sequence[float], ideal_s: float, out: list[float]) -> list[float]:
-    engine = calc._engine
     tl = engine.timeline
-    q = max(calc._clock(), tl.max_time)
     lead = tl.lead_host(q)
     if lead is None:
         return out
