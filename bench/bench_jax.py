@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from jax._src import monitoring as msrc
 
     import mlgoodput.jax as jm
-    from mlgoodput.jax._aggregate import Aggregator
+    from mlgoodput._metric_pipeline import Aggregator
     from mlgoodput.testing import FileExporter
 
     n = args.n

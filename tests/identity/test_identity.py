@@ -222,10 +222,10 @@ def test_identity_is_a_frozen_value() -> None:
 
 def test_rank_3_every_part_agrees(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The bug this module fixed: with RANK=3 the recorder said 3 and diagnostics said 0."""
+    from mlgoodput._metric_pipeline import default_host
     from mlgoodput.diagnostics import _run as diag_run
     from mlgoodput.diagnostics import machinelearning_run
     from mlgoodput.goodput import GoodputRecorder
-    from mlgoodput.jax._wiring import default_host
     from mlgoodput.torch import torchrun_identity
 
     monkeypatch.setenv("RANK", "3")

@@ -15,7 +15,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax._src import monitoring as msrc  # noqa: E402
 
 import mlgoodput.jax as jm  # noqa: E402
-from mlgoodput.jax._aggregate import Aggregator, bucket_upper_bound, to_samples  # noqa: E402
+from mlgoodput._metric_pipeline import Aggregator, bucket_upper_bound, to_samples  # noqa: E402
 from mlgoodput.jax._resource import detect_resource  # noqa: E402
 from mlgoodput.testing import FileExporter  # noqa: E402
 

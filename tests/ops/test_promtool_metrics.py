@@ -32,7 +32,7 @@ def _jax_samples() -> list:  # type: ignore[type-arg]
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
-    from mlgoodput.jax._aggregate import Aggregator, to_samples
+    from mlgoodput._metric_pipeline import Aggregator, to_samples
 
     agg = Aggregator()
     jax.monitoring.register_event_listener(agg.on_event)

@@ -170,9 +170,8 @@ def test_jax_shipper_close_keeps_its_deadline_with_the_store_locked(db: str, env
     """The known bug: Shipper.close(1.0) took 10 s and more (its journal closed with no
     deadline) while another connection held the SQLite store locked."""
     from mlgoodput._journal import Journal
+    from mlgoodput._metric_pipeline import Aggregator, Shipper
     from mlgoodput.events import Kind
-    from mlgoodput.jax._aggregate import Aggregator
-    from mlgoodput.jax._session import Shipper
 
     lock = sqlite3.connect(db, isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")

@@ -1,4 +1,5 @@
-"""In-process aggregation of `jax.monitoring` callbacks: the listeners and their totals.
+"""In-process aggregation of metric events (`jax.monitoring` callbacks, torch.compile times):
+the listeners and their totals.
 
 A listener runs synchronously on the thread that compiles, so it does as little as it can:
 a dict lookup of its series (callback kind, event name, keyword labels) and an append of

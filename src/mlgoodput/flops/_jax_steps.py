@@ -1,5 +1,5 @@
 """Automatic step FLOPs: a jitted step function that records the compiler's FLOPs of the
-shape each call runs.
+shape each call runs (`mlgoodput.jax.track_step_flops` is this with the JAX session's recorder).
 
 One `jax.jit` function holds an executable per argument signature (shapes, dtypes, static
 arguments): a partial last batch compiles a second one, and the next epoch's full batches go
@@ -20,9 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlgoodput._misuse import MlGoodputMisuseError
-from mlgoodput.events import Kind
-from mlgoodput.flops import jax_step_flops
-from mlgoodput.jax._session import current
+from mlgoodput.flops._jax import jax_step_flops
 
 log = logging.getLogger("mlgoodput.jax")
 
@@ -139,16 +137,16 @@ class _Shapes:
         return v
 
 
-def track_step_flops(fn: Callable[..., Any], recorder: Any = None) -> Callable[..., Any]:
+def track_jax_step_flops(fn: Callable[..., Any], recorder: Any) -> Callable[..., Any]:
     """Wrap a `jax.jit` step function (one call = one training step) so that each step counts
     the FLOPs of the shapes it ran: the compiler's count (`Compiled.cost_analysis()`) of every
     signature the function is called with is learnt once, and whenever a call runs a signature
     whose count differs from the one in effect (a new batch size, a partial last batch, the
     full batches after it), that count becomes the job's step FLOPs, through
-    `recorder.record_step_flops` or else the recorder given to `mlgoodput.jax.init`. The
-    record is dated to the end of the previous call (or to this wrap, for the first), so it
-    covers the step whose start was recorded between the two calls. Never raises into
-    training: a failure is logged once and the step's result is returned as always."""
+    `recorder.record_step_flops(flops, effective_time=...)`. The record is dated to the end of
+    the previous call (or to this wrap, for the first), so it covers the step whose start was
+    recorded between the two calls. Never raises into training: a failure is logged once and
+    the step's result is returned as always."""
     cache_size = getattr(fn, "_cache_size", None)
     if cache_size is None or not hasattr(fn, "lower"):
         raise TypeError(f"track_step_flops needs a jax.jit function, got {fn!r}")
@@ -160,16 +158,6 @@ def track_step_flops(fn: Callable[..., Any], recorder: Any = None) -> Callable[.
     current_flops: list[float | None] = [None]  # the count last recorded
     last_end = [time.time()]  # when the previous call returned
     warned = [False]
-
-    def _record(flops: float, when: float) -> None:
-        if recorder is not None:
-            recorder.record_step_flops(flops, effective_time=when)
-            return
-        session = current()
-        sink = session.compile_sink if session is not None else None
-        if sink is None:
-            raise RuntimeError("no recorder: pass recorder= or call mlgoodput.jax.init(recorder=...)")
-        sink.append(Kind.STEP_FLOPS, when, None, flops)
 
     def _after(args: tuple[Any, ...], kwargs: dict[str, Any], n: int) -> None:
         if n != seen[0]:  # it compiled (or its cache was cleared): learn this signature
@@ -183,7 +171,7 @@ def track_step_flops(fn: Callable[..., Any], recorder: Any = None) -> Callable[.
         check[0] = n > 1 or len(shapes.known) > 1
         if v is not None and v != current_flops[0]:
             current_flops[0] = v  # tried once per change, recorded or not
-            _record(v, last_end[0])
+            recorder.record_step_flops(v, effective_time=last_end[0])
 
     @functools.wraps(fn)
     def step(*args: Any, **kwargs: Any) -> Any:

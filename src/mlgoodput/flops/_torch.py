@@ -1,4 +1,8 @@
-"""FLOPs of a PyTorch step from `torch.utils.flop_counter.FlopCounterMode`."""
+"""FLOPs of a PyTorch step from `torch.utils.flop_counter.FlopCounterMode`.
+
+`flop_counter` is the one counter: `torch_step_flops` here and the torch integration's
+`StepFlops` (which counts one real training step) both use it.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +28,6 @@ def torch_step_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> float
         import torch
     except ImportError as e:
         raise ImportError("torch_step_flops needs PyTorch: pip install 'mlgoodput[torch]'") from e
-    from mlgoodput.torch import flop_counter
-
     counter = flop_counter()  # FlopCounterMode, counting CPU attention too
     if isinstance(fn, torch.nn.Module):
         _count_module(torch, counter, _eager(torch, fn), args, kwargs)
@@ -83,3 +85,49 @@ def _count_module(torch: Any, counter: Any, module: Any, args: tuple[Any, ...], 
         with torch.no_grad():
             for b, saved in buffers:
                 b.copy_(saved)
+
+
+def cpu_attention_formulas() -> dict[Any, Any]:
+    """FLOP formulas for the CPU attention kernels that FlopCounterMode counts as zero in
+    torch 2.13 (`scaled_dot_product_attention` on the CPU runs
+    `_scaled_dot_product_flash_attention_for_cpu`, which its table lacks): the same count as
+    for the GPU kernels. Empty where the installed torch already counts them."""
+    import torch
+    from torch.utils import flop_counter as _fc
+
+    fc: Any = _fc  # its formulas are untyped
+
+    aten = torch.ops.aten
+    out: dict[Any, Any] = {}
+    fwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if fwd is not None and fwd not in fc.flop_registry and fwd.default not in fc.flop_registry:
+
+        def forward(
+            query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any
+        ) -> int:
+            return int(fc.sdpa_flop_count(query_shape, key_shape, value_shape))
+
+        out[fwd] = forward
+    if bwd is not None and bwd not in fc.flop_registry and bwd.default not in fc.flop_registry:
+
+        def backward(
+            grad_out_shape: Any,
+            query_shape: Any,
+            key_shape: Any,
+            value_shape: Any,
+            *args: Any,
+            out_shape: Any = None,
+            **kwargs: Any,
+        ) -> int:
+            return int(fc.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
+
+        out[bwd] = backward
+    return out
+
+
+def flop_counter() -> Any:
+    """A FlopCounterMode that also counts the CPU attention kernels."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    return FlopCounterMode(display=False, custom_mapping=cpu_attention_formulas())

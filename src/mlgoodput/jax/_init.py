@@ -11,10 +11,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlgoodput._metric_pipeline import (
+    Aggregator,
+    Shipper,
+    default_host,
+    find_goodput_journal,
+    make_sink,
+    recorder_journal,
+)
 from mlgoodput._misuse import misuse
 from mlgoodput.events import check_name
 from mlgoodput.jax import _listeners, _session, config
-from mlgoodput.jax._aggregate import Aggregator
 
 log = logging.getLogger("mlgoodput.jax")
 
@@ -87,32 +94,29 @@ def init(
         gcp_utils.initialize_client()  # as jax-monitoring's init does; never raises
 
     def build() -> _session.Session:
-        from mlgoodput.jax import _wiring
+        from mlgoodput.jax._wiring import default_exporters
 
         agg = Aggregator()
-        if recorder is not None:
-            compile_sink = _wiring.recorder_journal(recorder)
-        else:
-            compile_sink = _wiring.find_goodput_journal(job_name)
-        host = _wiring.default_host(compile_sink)
+        compile_sink = recorder_journal(recorder) if recorder is not None else find_goodput_journal(job_name)
+        host = default_host(compile_sink)
         exps = (
             list(exporters)
             if exporters is not None
-            else _wiring.default_exporters(
+            else default_exporters(
                 project_id=project_id,
                 metric_prefix=metric_prefix,
                 resource_type=monitored_resource_type,
                 resource_labels=monitored_resource_labels,
             )
         )
-        sink = _wiring.make_sink(exps, interval_s=float(interval_s))  # raises if one cannot open
+        sink = make_sink(exps, interval_s=float(interval_s))  # raises if one cannot open
         callbacks = {"event": agg.on_event, "duration": agg.on_duration, "scalar": agg.on_scalar, "span": agg.on_span}
         added = _listeners.install(callbacks)
         try:
             if compile_sink is not None:
                 added += _listeners.install(_listeners.compile_listeners(compile_sink))
-            metric_journal = _wiring.metric_journal(store, job_name, host)
-            shipper = _session.Shipper(
+            metric_journal = _session.metric_journal(store, job_name, host)
+            shipper = Shipper(
                 agg,
                 {"job_name": job_name},
                 sink,

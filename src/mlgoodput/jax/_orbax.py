@@ -112,7 +112,7 @@ class OrbaxLogger(AbstractLogger):  # type: ignore[misc]
 
 def _recorder_sink(recorder: Any) -> EventSink | None:
     """The journal the recorder writes through (None when its logging is disabled)."""
-    from mlgoodput.jax._wiring import recorder_journal
+    from mlgoodput._metric_pipeline import recorder_journal
 
     j = recorder_journal(recorder)
     return j  # type: ignore[no-any-return]

@@ -197,9 +197,9 @@ def init(
                     "mlgoodput.torch.init: already running for job %r; ignoring %r", _session.job_name, job_name
                 )
             return _session
+        from mlgoodput import _metric_pipeline as _wiring
         from mlgoodput._journal import Journal
-        from mlgoodput.jax import pipeline as _wiring
-        from mlgoodput.jax.pipeline import Aggregator, Shipper
+        from mlgoodput._metric_pipeline import Aggregator, Shipper
 
         sink_j = _recorder_sink(recorder) if recorder is not None else _wiring.find_goodput_journal(job_name)
         if store is None and recorder is not None:  # the aggregates go beside the job's events

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mlgoodput.events import Kind
+from mlgoodput.flops import cpu_attention_formulas, flop_counter
 
 __all__ = [
     "COMPILED_ADVICE",
@@ -55,52 +56,6 @@ COMPILED_ADVICE = (
     " gp.recorder.record_step_flops(gp.identity.world_size * mlgoodput.flops.torch_step_flops(model, batch))"
     " (docs/torch.md, 'FLOPs and MFU'; said once per job, on rank 0)"
 )
-
-
-def cpu_attention_formulas() -> dict[Any, Any]:
-    """FLOP formulas for the CPU attention kernels that FlopCounterMode counts as zero in
-    torch 2.13 (`scaled_dot_product_attention` on the CPU runs
-    `_scaled_dot_product_flash_attention_for_cpu`, which its table lacks): the same count as
-    for the GPU kernels. Empty where the installed torch already counts them."""
-    import torch
-    from torch.utils import flop_counter as _fc
-
-    fc: Any = _fc  # its formulas are untyped
-
-    aten = torch.ops.aten
-    out: dict[Any, Any] = {}
-    fwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
-    if fwd is not None and fwd not in fc.flop_registry and fwd.default not in fc.flop_registry:
-
-        def forward(
-            query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any
-        ) -> int:
-            return int(fc.sdpa_flop_count(query_shape, key_shape, value_shape))
-
-        out[fwd] = forward
-    if bwd is not None and bwd not in fc.flop_registry and bwd.default not in fc.flop_registry:
-
-        def backward(
-            grad_out_shape: Any,
-            query_shape: Any,
-            key_shape: Any,
-            value_shape: Any,
-            *args: Any,
-            out_shape: Any = None,
-            **kwargs: Any,
-        ) -> int:
-            return int(fc.sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape))
-
-        out[bwd] = backward
-    return out
-
-
-def flop_counter() -> Any:
-    """A FlopCounterMode that also counts the CPU attention kernels."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    return FlopCounterMode(display=False, custom_mapping=cpu_attention_formulas())
 
 
 def dynamo_compiled() -> bool:
