@@ -241,7 +241,7 @@ def test_a_saved_state_with_values_aside_restores_and_goes_on_the_same(
                 eng.timeline.ingest(Columns.from_events(events[a:b]))
                 eng.host_stats(math.inf)
         _sorted._SIDE = 512
-        assert any(hs.diffs.pending() for hs in e._hosts.values())  # saved while values wait aside
+        assert any(hs.diffs.pending() for hs in e.host_steps.values())  # saved while values wait aside
         pieces = iter(list(_snapshot.dump(e, url="memory://x", namespace="l", job="j", cursor=1)))
         head = _snapshot.header(next(pieces))
         r = (
@@ -259,7 +259,7 @@ def test_a_saved_state_with_values_aside_restores_and_goes_on_the_same(
             _sorted._SIDE = 512
             assert e.host_stats(math.inf) == want
             assert r.host_stats(math.inf) == want
-            used = max([used] + [hs.diffs.pending() for hs in r._hosts.values()])
+            used = max([used] + [hs.diffs.pending() for hs in r.host_steps.values()])
         assert used  # the restored ones used their side lists too
     finally:
         _sorted._SIDE = old
@@ -314,8 +314,8 @@ def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int
             got.append(
                 [(s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in e.host_stats(math.inf)]
             )
-        assert e._together.used <= len(e._hosts)  # one row per host at most, whatever happened
-        for hs in e._hosts.values():  # what the structures answer themselves agrees too
+        assert e._together.used <= len(e.host_steps)  # one row per host at most, whatever happened
+        for hs in e.host_steps.values():  # what the structures answer themselves agrees too
             d = hs.diffs
             if len(d) and hs.stats is not None:
                 k = len(d)

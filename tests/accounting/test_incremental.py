@@ -100,7 +100,7 @@ def test_a_query_with_nothing_new_derives_nothing_again(ended: bool) -> None:
     e = Engine()
     e.timeline.ingest(Columns.from_events(events))
     first = e.report("j", "l", T0 + 70)
-    acts, part = e._acts_cache, e._part_cache
+    acts, part = e.activities_cache, e.partition_cache
     again = e.report("j", "l", T0 + 80)
-    assert e._acts_cache is acts and e._part_cache is part
+    assert e.activities_cache is acts and e.partition_cache is part
     assert (again == first) is ended  # a running job's report still moves with the clock

@@ -247,16 +247,16 @@ def test_a_lazily_read_state_answers_like_a_full_read_after_new_events(
     r = _report(lazy)
     assert st.read_events == 300  # only the new events
     e = lazy._engine
-    assert e._derived is not None
-    ordered = e._derived.ordered
+    assert e.derived is not None
+    ordered = e.derived.ordered
     assert 0 < ordered.loaded() < len(ordered.bucket_sizes()[0]) // 2  # most buckets never read
     full = _calc(st, snapshot=False)
     assert r == _report(full)
     assert lazy.get_signed_step_deviation(last_n=50) == full.get_signed_step_deviation(last_n=50)
     # everything read, as a save reads it, gives the same state as the full read
-    assert ordered.values() == full._engine._derived.ordered.values()  # type: ignore[union-attr]
-    assert {h: s.diffs.values() for h, s in e._hosts.items()} == {
-        h: s.diffs.values() for h, s in full._engine._hosts.items()
+    assert ordered.values() == full._engine.derived.ordered.values()  # type: ignore[union-attr]
+    assert {h: s.diffs.values() for h, s in e.host_steps.items()} == {
+        h: s.diffs.values() for h, s in full._engine.host_steps.items()
     }
 
 

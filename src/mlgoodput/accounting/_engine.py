@@ -61,25 +61,28 @@ class Engine:
             raise ValueError(f"stall_factor must be > 1, got {stall_factor!r}")
         self.stall_factor = float(stall_factor)
         self.timeline = Timeline()
-        self._derived: Derived | None = None
+        # The caches a query keeps for the next one. They are attributes, not private, because
+        # a snapshot (`_snapshot`) saves them and primes a new engine with them.
+        self.derived: Derived | None = None  # the last `derive` (steps' effective times)
         self._ends_cache: tuple[HostLog, int, dict[int, list[float]]] | None = None
-        self._hosts: dict[int, HostSteps] = {}
+        #: host -> its step-time statistics, kept up to date by each query (and by a snapshot)
+        self.host_steps: dict[int, HostSteps] = {}
         self._together = Together()  # update_all's rows of the hosts (a cache)
         self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
-        self._je_cache: tuple[HostLog, int, list[float]] | None = None
-        self._acts_cache: tuple[object, float, Activities] | None = None
-        self._part_cache: tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None = (
-            None
-        )
+        self.job_ends_cache: tuple[HostLog, int, list[float]] | None = None
+        self.activities_cache: tuple[object, float, Activities] | None = None
+        self.partition_cache: (
+            tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
+        ) = None
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
         js = sorted({t for t in log.job_starts if t <= q})
-        c = self._je_cache
+        c = self.job_ends_cache
         if c is None or c[0] is not log or c[1] != len(log.others):
-            c = self._je_cache = (
+            c = self.job_ends_cache = (
                 log,
                 len(log.others),
                 sorted({r.time for r in log.others if r.kind == Kind.JOB_END}),
@@ -112,7 +115,7 @@ class Engine:
             tuple((a.start, a.end, a.ended_by) for a in atts[:-1]),
             (last.start, last.ended_by, None if running else last.end),
         )
-        c = self._acts_cache
+        c = self.activities_cache
         if c is not None and c[0] == key and (not running or last.end > c[1]):
             return c[2]  # an ended attempt's end is in the key; a running one's must pass the horizon
         acts = self._activities(log, atts)
@@ -123,7 +126,7 @@ class Engine:
                 horizon = max(horizon, spans[-1][1])
         if running and (horizon >= last.end or any(t >= last.start for t in acts.open_starts)):
             horizon = INF
-        self._acts_cache = (key, horizon, acts)
+        self.activities_cache = (key, horizon, acts)
         return acts
 
     def _activities(self, log: HostLog, atts: list[Attempt]) -> Activities:
@@ -187,14 +190,14 @@ class Engine:
     def _note_restore(acts: Activities, k: int, r: Rec) -> None:
         """The earliest restore of an attempt names the step it restored."""
         cand = (r.time, int(r.step or 0))
-        if k not in acts._restores or cand < acts._restores[k]:
-            acts._restores[k] = cand
+        if k not in acts.first_restores or cand < acts.first_restores[k]:
+            acts.first_restores[k] = cand
             acts.restore_step[k] = cand[1]
 
     # -- steps -------------------------------------------------------------------------
-    def _step_end(self, log: HostLog, i: int, hi: float) -> float | None:
+    def step_end(self, log: HostLog, i: int, hi: float) -> float | None:
         """A recorded step_end for step i between its start and `hi`."""
-        ends = self._step_ends(log)
+        ends = self.step_ends(log)
         cands = ends.get(log.nums[i])
         if not cands:
             return None
@@ -204,7 +207,8 @@ class Engine:
             return cands[j]
         return None
 
-    def _step_ends(self, log: HostLog) -> dict[int, list[float]]:
+    def step_ends(self, log: HostLog) -> dict[int, list[float]]:
+        """Step number -> the times of its recorded step_end events, in order (cached per log)."""
         cache = self._ends_cache
         if cache is not None and cache[0] is log and cache[1] == len(log.others):
             return cache[2]
@@ -217,7 +221,7 @@ class Engine:
         self._ends_cache = (log, len(log.others), ends)
         return ends
 
-    def _net(self, acts: Activities, s: float, e: float) -> tuple[float, float]:
+    def net_time(self, acts: Activities, s: float, e: float) -> tuple[float, float]:
         """(net, measured compile) of a step interval."""
         if e <= s:
             return 0.0, 0.0
@@ -228,7 +232,7 @@ class Engine:
                 comp += acts.compile.covered(gs, ge)
         return net, comp
 
-    def _touched(self, log: HostLog, acts: Activities) -> Touched:
+    def touched(self, log: HostLog, acts: Activities) -> Touched:
         """Indices of steps that a claim, a measured compile or a step_end reaches into."""
         times = log.times
         idx: set[int] = set()
@@ -237,14 +241,16 @@ class Engine:
                 first = max(0, bisect_right(times, cs) - 1)
                 last = bisect_left(times, ce)
                 idx.update(range(first, last))
-        for ends in self._step_ends(log).values():
+        for ends in self.step_ends(log).values():
             for t in ends:
                 i = bisect_right(times, t) - 1  # the step it ends, or (if late) the one after
                 idx.update(j for j in (i - 1, i) if j >= 0)
         return Touched(sorted(idx))
 
-    def _derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> Derived:
-        d = self._derived
+    def derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> Derived:
+        """Every step's effective time and compile share, updated from the last derivation where
+        only new steps came (kept for the next call)."""
+        d = self.derived
         n = len(log.times)
         tl = self.timeline
         if d is None or d.host != log.host or n < d.n or tl.earliest_change < d.frontier or d.open_before:
@@ -258,14 +264,14 @@ class Engine:
             if hi <= lo:
                 continue
             if touched is None:
-                touched = self._touched(log, acts)
+                touched = self.touched(log, acts)
             for c0 in range(lo, hi, _CHUNK):  # in slices, so no job-sized list of floats
                 c1 = min(hi, c0 + _CHUNK)
                 # most steps: net time is simply the gap to the next start (C-level map)
                 raw = _fast.gaps(times, c0, c1) or list(map(operator.sub, times[c0 + 1 : c1 + 1], times[c0:c1]))
                 for i in touched.range(c0, c1):
-                    end = self._step_end(log, i, times[i + 1]) or times[i + 1]
-                    net, comp = self._net(acts, times[i], end)
+                    end = self.step_end(log, i, times[i + 1]) or times[i + 1]
+                    net, comp = self.net_time(acts, times[i], end)
                     raw[i - c0] = d.exc[i] = net - comp
                     if comp:
                         d.compile[i] = comp
@@ -276,7 +282,7 @@ class Engine:
         d.frontier = times[n - 1] if n else -INF
         d.open_before = any(t < d.frontier for t in acts.open_starts)
         tl.earliest_change = INF
-        self._derived = d
+        self.derived = d
         return d
 
     def query(
@@ -291,7 +297,7 @@ class Engine:
         log = tl.hosts[lead]
         atts = self.attempts(log, q)
         acts = self.activities(log, atts)
-        d = self._derive(log, atts, acts)
+        d = self.derive(log, atts, acts)
         w0, w1 = atts[0].start, atts[-1].end
         a = w0 if start is None else max(start, w0)
         b = max(a, w1 if end is None else min(end, w1))
@@ -368,7 +374,7 @@ class Engine:
         steps_union = ctx.steps_union()
         su_end = steps_union[-1][1] if steps_union else -INF
         key = (a, tuple(ctx.infra), tuple(steps_union[:-1]), steps_union[-1][0] if steps_union else None)
-        c = self._part_cache
+        c = self.partition_cache
         if c is not None and c[4] is acts and c[0] == key and min(b, su_end) > c[1]:
             return c[2], c[3]
         res: dict[object, float] = {}
@@ -380,7 +386,7 @@ class Engine:
         if ctx.infra:
             horizon = max(horizon, ctx.infra[-1][1])
         horizon = horizon if min(b, su_end) > horizon else INF
-        self._part_cache = (key, horizon, res, overlapped, acts, (b, su_end))
+        self.partition_cache = (key, horizon, res, overlapped, acts, (b, su_end))
         return res, overlapped
 
     @staticmethod
@@ -421,7 +427,7 @@ class Engine:
         log = self.timeline.hosts[lead]
         atts = self.attempts(log, q)
         acts = self.activities(log, atts)
-        d = self._derive(log, atts, acts)
+        d = self.derive(log, atts, acts)
         ctx = Query(self, log, atts, acts, d, q, configured_ideal)
         ctx.compute_ideal(None)
         ideal = ctx.ideal
@@ -456,7 +462,7 @@ class Engine:
         out: list[HostStepStats | None] = []
         kept: list[tuple[HostSteps, HostLog]] = []  # updated together (update_all)
         at: list[int] = []
-        hosts = self._hosts
+        hosts = self.host_steps
         for h, log in sorted(self.timeline.hosts.items()):
             if len(log.times) < 2:
                 continue

@@ -167,8 +167,9 @@ class Together:
     def fill(self, np: Any, r: int, g: HostGaps, at: tuple[int, int]) -> bool:
         """Row r from g around the buckets' indices `at`; False (the row unusable) where too
         many side values lie inside a part's range."""
-        m = g._n
-        side = np.frombuffer(g._side, dtype=np.float64) if g._side else None
+        m = g.merged
+        aside = g.side_values()
+        side = np.frombuffer(aside, dtype=np.float64) if aside else None
         for s in (0, 1):
             a = max(0, min(at[s] - _HALF, m - 2 * _HALF))
             part = g.part(a, min(m, a + 2 * _HALF))
@@ -222,7 +223,7 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         n = len(times)
         lo = hs.n
         g = hs._diffs
-        if n > lo > 1 and log.version == hs.version and hs._raw is None and g._clean and n - lo <= g._n >> 3:
+        if n > lo > 1 and log.version == hs.version and hs._raw is None and g.clean and n - lo <= g.merged >> 3:
             js = log.job_starts
             if not js or js[-1] <= times[lo - 1]:
                 cand.append((i, hs, g, n, log.host))
@@ -258,27 +259,25 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         near = hs._near
         if near is None or near[0] is not tg:
             near = (tg, tg.row(np), None, -1, -1, 0)
-        if near[2] is not g or near[3] != g.stamp or near[4] != g._added:
+        if near[2] is not g or near[3] != g.stamp or near[4] != g.added:
             # filled again before the new values go aside (counted with the others below)
-            if not tg.fill(np, near[1], g, (g._n // 2, int(0.9 * g._n))):
+            merged = g.merged
+            if not tg.fill(np, near[1], g, (merged // 2, int(0.9 * merged))):
                 fail.append(x)
-            near = (tg, near[1], g, g.stamp, g._added, _GROW * g.limit())
+            near = (tg, near[1], g, g.stamp, g.added, _GROW * g.limit())
         new = packed[pos : pos + c]
         pos += c
-        side = g._side  # HostGaps.append, inline
-        side.extend(new)
-        added = g._added = g._added + c
-        g._loose = True
-        g._memo = None
+        g.append(new)
+        added = g.added
         hs.last_new = new
         hs.n = n
         r = near[1]
         rows.append(r)
         hs._near = (tg, r, g, near[3], added, near[5])
-        b = len(side)
-        ms.append(g._n)
+        b = g.pending()
+        ms.append(g.merged)
         bs.append(b)
-        tops.append(g._maxes[-1])
+        tops.append(g.largest_merged())
         if b > near[5]:
             full.append(x)
     R = np.array(rows, dtype=np.int64)
@@ -310,7 +309,7 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
             if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
                 hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
         else:
-            g._memo = {-1: md, kp: p9}
+            g.remember({-1: md, kp: p9})
         hs.stats = out[i] = HostStepStats(host, ni + 1, md, p9, top)
     for x in full:
         cand[x][2].flush()

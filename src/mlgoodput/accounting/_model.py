@@ -59,7 +59,9 @@ class Activities:
 
     buckets: dict[object, Intervals] = field(default_factory=dict)
     restore_step: dict[int, int] = field(default_factory=dict)  # attempt -> restored step
-    _restores: dict[int, tuple[float, int]] = field(default_factory=dict)
+    first_restores: dict[int, tuple[float, int]] = field(
+        default_factory=dict
+    )  # attempt -> (time, step) of its earliest restore
     claims: Coverage = field(default_factory=lambda: Coverage([]))  # priorities 2..7
     compile: Coverage = field(default_factory=lambda: Coverage([]))
     open_starts: list[float] = field(default_factory=list)  # activities with no end yet

@@ -53,7 +53,7 @@ def by_piece(engine: Engine, q: float, edges: Sequence[float], ideal_s: float) -
     log = tl.hosts[lead]
     atts = engine.attempts(log, q)
     acts = engine.activities(log, atts)
-    d = engine._derive(log, atts, acts)
+    d = engine.derive(log, atts, acts)
     ctx = Query(engine, log, atts, acts, d, q, ideal_s)
     ctx.compute_ideal(None)
     ctx.compute_infra()
@@ -62,8 +62,8 @@ def by_piece(engine: Engine, q: float, edges: Sequence[float], ideal_s: float) -
     if hi_t <= lo_t:
         return out
     times = log.times
-    redone = ctx._redone()
-    special = engine._touched(log, acts)
+    redone = ctx.redone()
+    special = engine.touched(log, acts)
     ideal = ctx.ideal
     stall = engine.stall_factor * ideal
     plain: list[tuple[int, int]] = []  # index ranges of plain steps

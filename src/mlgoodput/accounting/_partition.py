@@ -89,11 +89,11 @@ def _steps(engine: Engine, ctx: Query, a: float, b: float, out: list[tuple[float
     """Each step's pieces inside [a, b], plain runs in one segment each."""
     log = ctx.log
     times = log.times
-    redone = ctx._redone()
+    redone = ctx.redone()
     wasted: set[int] = set()
     for _, lo, hi in redone:
         wasted.update(range(lo, hi))
-    special = engine._touched(log, ctx.acts)
+    special = engine.touched(log, ctx.acts)
     stall = engine.stall_factor * ctx.ideal
     for k, att in enumerate(ctx.atts):
         if att.i1 == att.i0 or att.end < a or att.start > b:

@@ -17,11 +17,11 @@ class Engine(Protocol):
 
     stall_factor: float
 
-    def _net(self, acts: Activities, s: float, e: float) -> tuple[float, float]: ...
+    def net_time(self, acts: Activities, s: float, e: float) -> tuple[float, float]: ...
 
-    def _step_end(self, log: HostLog, i: int, hi: float) -> float | None: ...
+    def step_end(self, log: HostLog, i: int, hi: float) -> float | None: ...
 
-    def _step_ends(self, log: HostLog) -> dict[int, list[float]]: ...
+    def step_ends(self, log: HostLog) -> dict[int, list[float]]: ...
 
 
 class Query:
@@ -61,7 +61,7 @@ class Query:
                 continue
             last = att.i1 - 1
             hi = att.end
-            se = engine._step_end(log, last, hi)
+            se = engine.step_end(log, last, hi)
             if se is not None:
                 le: float | None = se
             elif att.ended_by == "running":
@@ -71,10 +71,10 @@ class Query:
             self.last_end.append(le)
             if att.i1 - att.i0 >= 2:
                 f = att.i0
-                fe = engine._step_end(log, f, times[f + 1]) or times[f + 1]
+                fe = engine.step_end(log, f, times[f + 1]) or times[f + 1]
                 self.first_end.append(fe)
                 if le is not None:
-                    net, comp = engine._net(acts, times[last], le)
+                    net, comp = engine.net_time(acts, times[last], le)
                     self.extra[last] = (net - comp, comp)
             else:
                 self.first_end.append(le)
@@ -116,7 +116,7 @@ class Query:
                 continue
             fe = self.first_end[k]
             if fe is not None and (upto is None or times[att.i0] < upto):
-                known.append(self.e._net(self.acts, times[att.i0], fe)[0])
+                known.append(self.e.net_time(self.acts, times[att.i0], fe)[0])
             if att.i1 - att.i0 >= 2 and self.last_end[k] is not None:
                 i = att.i1 - 1
                 if upto is None or times[i] < upto:
@@ -156,7 +156,7 @@ class Query:
     def steps_union(self) -> Intervals:
         times = self.log.times
         out: Intervals = []
-        ends = self.e._step_ends(self.log)
+        ends = self.e.step_ends(self.log)
         for k, att in enumerate(self.atts):
             if att.i1 == att.i0:
                 continue
@@ -168,7 +168,7 @@ class Query:
                 continue
             cur = times[att.i0]
             for i in range(att.i0, last):
-                se = self.e._step_end(self.log, i, times[i + 1])
+                se = self.e.step_end(self.log, i, times[i + 1])
                 if se is not None and se < times[i + 1]:
                     out.append((cur, se))
                     cur = times[i + 1]
@@ -184,12 +184,12 @@ class Query:
         ideal = self.ideal
         if i == att.i1 - 1 and self.last_end[k] is None:
             e = att.end
-            net, _ = self.e._net(self.acts, s, e)
+            net, _ = self.e.net_time(self.acts, s, e)
             return s, e, 0.0, min(net, ideal), 0.0
         if i == att.i0:
             fe = self.first_end[k]
             assert fe is not None
-            net, _ = self.e._net(self.acts, s, fe)
+            net, _ = self.e.net_time(self.acts, s, fe)
             return s, fe, max(0.0, net - ideal), min(net, ideal), 0.0
         if i in self.extra:
             eff, comp = self.extra[i]
@@ -199,12 +199,12 @@ class Query:
         else:
             eff = self.d.eff(times, i)
             comp = self.d.compile.get(i, 0.0)
-            e = self.e._step_end(self.log, i, times[i + 1]) or times[i + 1]
+            e = self.e.step_end(self.log, i, times[i + 1]) or times[i + 1]
         if eff > self.e.stall_factor * ideal:
             return s, e, comp, ideal, eff - ideal
         return s, e, comp, eff, 0.0
 
-    def _redone(self) -> list[tuple[int, int, int]]:
+    def redone(self) -> list[tuple[int, int, int]]:
         """(attempt, lo, hi): index ranges of steps whose progress a later attempt redid."""
         out = []
         prev: int | None = None
@@ -255,7 +255,7 @@ class Query:
             if last != att.i0 and self.last_end[k] is None:
                 productive += self._parts(k, last)[3]
         wasted = 0.0
-        redone = self._redone()
+        redone = self.redone()
         for k, lo, hi in redone:
             for i in range(lo, hi):
                 wasted += self._parts(k, i)[3]
@@ -264,7 +264,7 @@ class Query:
 
     def layout(self, a: float, b: float) -> dict[str, float]:
         out = {"productive": 0.0, "startup": 0.0, "stall": 0.0, "wasted": 0.0}
-        redone = self._redone()
+        redone = self.redone()
         wasted_idx: set[int] = set()
         for _, lo, hi in redone:
             wasted_idx.update(range(lo, hi))

@@ -100,7 +100,7 @@ def dump(
             add(f"nums.{part}.{h}", arr)
         add(f"others.{h}", _dump_others(hlog.others, floats))
         hosts.append({"host": h, "monotonic": hlog.monotonic, "version": hlog.version, "job_starts": hlog.job_starts})
-    d = engine._derived
+    d = engine.derived
     derived = None
 
     def add_sorted(name: str, s: SortedFloats) -> None:
@@ -124,7 +124,7 @@ def dump(
             "open_before": d.open_before,
         }
     steps = []
-    for h, hs in sorted(engine._hosts.items()):
+    for h, hs in sorted(engine.host_steps.items()):
         add_sorted(f"gaps.{h}", hs.diffs)
         steps.append({"host": h, "n": hs.n, "version": hs.version})
     add("caches", json.dumps(_dump_caches(engine, floats), separators=(",", ":")).encode())
@@ -341,7 +341,7 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tu
         raw = out[f"others.{host}"]
         assert isinstance(raw, bytes)
         hlog.others = _load_others(raw, floats)
-        hlog._seen = set(hlog.others)
+        hlog.seen = set(hlog.others)
         hlog.job_starts = [float(t) for t in meta["job_starts"]]
         hlog.monotonic = bool(meta["monotonic"])
         hlog.version = int(meta["version"])
@@ -353,7 +353,7 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tu
     tl.earliest_change = math.inf
     dm = h["derived"]
     if dm is not None:
-        e._derived = Derived(
+        e.derived = Derived(
             host=int(dm["host"]),
             n=int(dm["n"]),
             frontier=float(dm["frontier"]),
@@ -363,14 +363,14 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tu
             compile_total=float(dm["compile_total"]),
             open_before=bool(dm["open_before"]),
         )
-        if e._derived.host not in tl.hosts or e._derived.n > len(tl.hosts[e._derived.host].times):
+        if e.derived.host not in tl.hosts or e.derived.n > len(tl.hosts[e.derived.host].times):
             raise SnapshotError("derived state reaches beyond the steps it was derived from")
     for meta in h["host_steps"]:
         hs = HostSteps()
         hs.n, hs.version = int(meta["n"]), int(meta["version"])
         host = int(meta["host"])
         hs.diffs = sorted_floats(f"gaps.{host}")
-        e._hosts[host] = hs
+        e.host_steps[host] = hs
     raw = out["caches"]
     assert isinstance(raw, bytes)
     facts = _load_caches(e, json.loads(raw), floats)
@@ -478,7 +478,7 @@ def _dump_caches(engine: Engine, floats: _Floats) -> dict[str, Any]:
     tl = engine.timeline
     out: dict[str, Any] = {}
     host_of = {id(v): h for h, v in tl.hosts.items()}
-    c: Any = engine._acts_cache  # (key, horizon, activities): see Engine.activities
+    c: Any = engine.activities_cache  # (key, horizon, activities): see Engine.activities
     try:
         if c is not None:
             (ident, n, ended, last), horizon, acts = c
@@ -492,13 +492,13 @@ def _dump_caches(engine: Engine, floats: _Floats) -> dict[str, Any]:
                     "horizon": horizon,
                     "buckets": [[_key(k), floats.put(_flat(v))] for k, v in acts.buckets.items()],
                     "restore_step": list(acts.restore_step.items()),
-                    "restores": [[k, t, st] for k, (t, st) in acts._restores.items()],
+                    "restores": [[k, t, st] for k, (t, st) in acts.first_restores.items()],
                     "claims": _coverage(acts.claims, floats),
                     "compile": _coverage(acts.compile, floats),
                     "open": acts.open_starts,
                     "slices": acts.slices,
                 }
-                pc: Any = engine._part_cache
+                pc: Any = engine.partition_cache
                 if pc is not None and pc[4] is acts:
                     (a, infra, su_head, su_last), phor, res, overlapped, _, tail = pc
                     out["part"] = {
@@ -514,7 +514,7 @@ def _dump_caches(engine: Engine, floats: _Floats) -> dict[str, Any]:
     except _Unsaved:
         out.pop("acts", None)
         out.pop("part", None)
-    je = engine._je_cache
+    je = engine.job_ends_cache
     if je is not None and id(je[0]) in host_of and je[1] == len(je[0].others):
         out["je"] = {"host": host_of[id(je[0])], "n": je[1], "times": je[2]}
     sc = _scan(tl, tl.max_time)  # what every query at or after the latest event reuses
@@ -548,25 +548,25 @@ def _load_caches(e: Engine, c: dict[str, Any], floats: _FloatsIn) -> FactsCache 
         acts = Activities()
         acts.buckets = {_unkey(k): _pairs(floats.get(v)) for k, v in a["buckets"]}
         acts.restore_step = {int(k): int(v) for k, v in a["restore_step"]}
-        acts._restores = {int(k): (t, int(st)) for k, t, st in a["restores"]}
+        acts.first_restores = {int(k): (t, int(st)) for k, t, st in a["restores"]}
         acts.claims = _uncoverage(a["claims"], floats)
         acts.compile = _uncoverage(a["compile"], floats)
         acts.open_starts = a["open"]
         acts.slices = [tuple(x) for x in a["slices"]]
         key = (id(log), len(log.others), tuple(tuple(x) for x in a["ended"]), tuple(a["last"]))
-        e._acts_cache = (key, float(a["horizon"]), acts)
+        e.activities_cache = (key, float(a["horizon"]), acts)
         p = c.get("part")
         if p is not None:
             su = _pairs(p["su"])
             pkey = (p["a"], tuple(_pairs(p["infra"])), tuple(su), p["su_last"])
             res = {_unkey(k): v for k, v in p["res"]}
-            e._part_cache = (pkey, float(p["horizon"]), res, p["overlapped"], acts, tuple(p["tail"]))
+            e.partition_cache = (pkey, float(p["horizon"]), res, p["overlapped"], acts, tuple(p["tail"]))
     je = c.get("je")
     if je is not None:
         log = tl.hosts[int(je["host"])]
         if int(je["n"]) != len(log.others):
             raise SnapshotError("saved job ends do not match the events")
-        e._je_cache = (log, len(log.others), je["times"])
+        e.job_ends_cache = (log, len(log.others), je["times"])
     f = c.get("facts")
     if f is None:
         return None

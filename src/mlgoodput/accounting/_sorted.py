@@ -321,6 +321,34 @@ class HostGaps(SortedFloats):
         """Values in the side list (not merged into the buckets yet)."""
         return len(self._side)
 
+    @property
+    def merged(self) -> int:
+        """Values in the buckets; `pending()` more wait in the side list."""
+        return self._n
+
+    @property
+    def added(self) -> int:
+        """Values ever put in the side list: it changes whenever the side list grows."""
+        return self._added
+
+    @property
+    def clean(self) -> bool | None:
+        """Whether the buckets hold no NaN and no -0.0: True, False (for good), None (not known)."""
+        return self._clean
+
+    def remember(self, found: dict[int, float]) -> None:
+        """Keep k-th values found outside (k -> value; -1: the median) while nothing changes,
+        so that the next `kth` or `median` of one of them answers at once."""
+        self._memo = found
+
+    def side_values(self) -> array[float]:
+        """The side list itself, not a copy (in order unless `append`ed to since): read it, never change it."""
+        return self._side
+
+    def largest_merged(self) -> float:
+        """The largest value in the buckets (they must hold one)."""
+        return self._maxes[-1]
+
     def flush(self) -> None:
         """Merge the side list into the buckets (the statistics stay as they are)."""
         side = self._side

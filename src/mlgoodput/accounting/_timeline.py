@@ -50,7 +50,7 @@ class HostLog:
     nums: StepNums = field(default_factory=StepNums)  # step numbers, as runs
     monotonic: bool = True  # step numbers never decrease along time
     others: list[Rec] = field(default_factory=list)  # sorted by time
-    _seen: set[Rec] = field(default_factory=set)
+    seen: set[Rec] = field(default_factory=set)  # every record kept, to drop exact repeats
     job_starts: list[float] = field(default_factory=list)
     version: int = 0  # bumped when a change reaches back before the last step (not an append)
 
@@ -131,9 +131,9 @@ class HostLog:
         return True
 
     def add_other(self, rec: Rec) -> float:
-        if rec in self._seen:
+        if rec in self.seen:
             return math.inf
-        self._seen.add(rec)
+        self.seen.add(rec)
         if not self.others or rec.time >= self.others[-1].time:
             self.others.append(rec)
         else:
