@@ -16,7 +16,7 @@ HOST = socket.gethostname()
 
 def test_run_samples_host_and_process_metrics() -> None:
     run = machinelearning_run(name="sys", log_system_metrics=True, system_metrics_interval_s=0.05)
-    sampler = next(h for h in run._helpers if isinstance(h, SystemSampler))
+    sampler = next(h for h in run.helpers if isinstance(h, SystemSampler))
     assert wait_for(lambda: sampler.samples >= 2, 20)
     run.end()
     got = load_run(run.name).system_metrics
@@ -63,11 +63,13 @@ def test_nvml_reports_each_gpu_where_present() -> None:
 def test_one_sampler_per_host_and_takeover(tmp_path: Path) -> None:
     events: list[tuple[str, float]] = []
 
-    class Sink:
-        def _append(self, kind: object, t: float, step: object, value: float, name: str) -> None:
+    class Journal:
+        def append(self, kind: object, t: float, step: object, value: float, name: str) -> None:
             events.append((name, value))
 
-        _feed_put = None
+    class Sink:  # the parts of an MLRun a sampler uses
+        sink = Journal()
+        feed_put = None
 
     a = SystemSampler("shared", 0, interval_s=0.05, nvml=False)
     b = SystemSampler("shared", 1, interval_s=0.05, nvml=False)

@@ -60,6 +60,15 @@ def current_run() -> MLRun | None:
     return _current
 
 
+def set_current_run(run: MLRun | None) -> MLRun | None:
+    """Make `run` the one this process records into (`machinelearning_run` does); returns the
+    one it replaces."""
+    global _current
+    with _current_lock:
+        prev, _current = _current, run
+    return prev
+
+
 def workload_id_from_env() -> str | None:
     return workload_id()
 
@@ -183,12 +192,24 @@ class MLRun:
         self.workload_details: dict[str, Any] | None = None
         self.workload_targets: list[dict[str, Any]] | None = None
         self.sink: Journal = open_sink(store, name, process_index)
-        self._append = self.sink.append
         self.configs: ConfigDict = ConfigDict(configs, on_change=self._configs_changed)
-        self._feed_put: Callable[[tuple[Any, ...]], object] | None = None
+        #: hands one sample to the exporters' feed (`machinelearning_run` sets it); None: no exporters
+        self.feed_put: Callable[[tuple[Any, ...]], object] | None = None
         self._helpers: list[Any] = []  # sampler, on-demand server, exporter feed: closed in reverse
         self.on_demand_address: str | None = None
         self._ended = False
+
+    # -- helpers ---------------------------------------------------------------------
+    def add_helper(self, helper: Any) -> None:
+        """A background part of the run (sampler, on-demand server, exporter feed, uploader),
+        with `flush(timeout_s)` and `close(timeout_s)`: flushed with the run, closed at its end
+        (the last added first)."""
+        self._helpers.append(helper)
+
+    @property
+    def helpers(self) -> tuple[Any, ...]:
+        """The run's helpers, in the order they were added."""
+        return tuple(self._helpers)
 
     # -- recording -------------------------------------------------------------------
     def _configs_changed(self, data: dict[str, Any]) -> None:
@@ -203,7 +224,7 @@ class MLRun:
             )
             stored = {_text(k): _text(v) for k, v in data.items()}
         try:
-            self._append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
+            self.sink.append(Kind.RUN_CONFIG, self.clock(), attrs={"configs": stored})
         except ValueError as e:  # what the journal cannot hold (an int too long to print)
             misuse(
                 "MLRun.configs",
@@ -234,7 +255,7 @@ class MLRun:
         self._ended = True
         self.run_phase = RunPhase.PHASE_FAILED if failed else RunPhase.PHASE_COMPLETED
         try:  # the end as a metadata change of the run: `load_run` derives the status from it
-            self._append(Kind.RUN_CONFIG, self.clock(), attrs={"run_phase": self.run_phase.value})
+            self.sink.append(Kind.RUN_CONFIG, self.clock(), attrs={"run_phase": self.run_phase.value})
         except Exception as e:  # a closed or broken journal: the run reads as crashed later
             log.warning("mlgoodput: recording the end of run %s failed: %s", self.name, e)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -191,8 +191,7 @@ def machinelearning_run(
 
             sampler = SystemSampler(full_name, pidx, interval_s=float(interval))  # checks psutil now
 
-        with _run._current_lock:
-            prev = _run._current
+        prev = _run.current_run()
         if prev is not None:
             log.info("mlgoodput: ending run %s to start %s", prev.name, full_name)
             prev.end()
@@ -213,21 +212,21 @@ def machinelearning_run(
             options=options,
         )
         if feed is not None:
-            run._feed_put = feed.submit
-            run._helpers.append(feed)
+            run.feed_put = feed.submit
+            run.add_helper(feed)
         if on_demand_xprof:
             from mlgoodput.diagnostics._ondemand import OnDemandServer
 
             server = OnDemandServer(run, address=on_demand_address)
             run.on_demand_address = server.address
-            run._helpers.append(server)
+            run.add_helper(server)
             server.start()
         preferred = "torch" if run.framework is Framework.PYTORCH else "jax"
         software = software_configs(preferred)
         fact_region, fact_environment = where(region, environment)
         origin = _provenance.provenance(git=True) if provenance else {}
         run.sink.keep_alive(ALIVE_S)  # signs of life: a run that died is told from one that is idle
-        run._append(
+        run.sink.append(
             Kind.RUN_START,
             run.clock(),
             name=full_name,
@@ -255,21 +254,20 @@ def machinelearning_run(
             if helper is not None:
                 helper.close(5.0)
         if run is not None:
-            for h in run._helpers:
+            for h in run.helpers:
                 if h is not feed:
                     h.close(5.0)
             run.sink.close(5.0)
         raise
     if sampler is not None:
         sampler.attach(run)
-        run._helpers.append(sampler)
+        run.add_helper(sampler)
         sampler.start()
-    with _run._current_lock:
-        _run._current = run
+    _run.set_current_run(run)
     _register_atexit()
     from mlgoodput.diagnostics import metrics
 
-    metrics._drain_pending(run)  # values recorded before any run was active
+    metrics.write_pending(run)  # values recorded before any run was active
     if pidx == 0:
         store_arg = "" if st.url == resolve_store_url(None) else f" --store {st.url}"
         print(

@@ -112,8 +112,8 @@ class SystemSampler(BackgroundWorker):
 
     def attach(self, run: Any) -> None:
         """Write into this run's journal (and its exporters, if any)."""
-        self._append = run._append
-        self._feed_put = run._feed_put
+        self._append = run.sink.append
+        self._feed_put = run.feed_put
 
     @property
     def leader(self) -> bool:

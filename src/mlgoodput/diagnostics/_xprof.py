@@ -84,7 +84,7 @@ class Capture:
             raise
         self._staging = staging
         self._t0 = time.time()
-        run._append(
+        run.sink.append(
             Kind.PROFILE_START,
             self._t0,
             name=self.session,
@@ -119,7 +119,7 @@ class Capture:
         }
         if self.local_path is not None:
             attrs["local_path"] = self.local_path
-        run._append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs=attrs)
+        run.sink.append(Kind.PROFILE_STOP, t1, value=t1 - self._t0, name=self.session, attrs=attrs)
         return self.files
 
     def _file_away(self, produced: Sequence[Path]) -> list[str]:
@@ -142,10 +142,10 @@ class Capture:
 
         self.local_path = str(dest)
         run = self.run
-        up = next((h for h in run._helpers if isinstance(h, ProfileUploader)), None)
+        up = next((h for h in run.helpers if isinstance(h, ProfileUploader)), None)
         if up is None:
             up = ProfileUploader()
-            run._helpers.append(up)
+            run.add_helper(up)
         up.submit(UploadJob(self.session, dest, tuple(name for _, name in moves), self.session_path))
         return [f"{self.session_path}/{name}" for _, name in moves]
 

@@ -53,7 +53,7 @@ def record(
     to exporters. As in the SDK, only process 0 records unless `record_on_all_hosts=True`.
     Never raises for a value, name or step it cannot use (see the module docstring).
     """
-    run = _run._current
+    run = _run.current_run()
     try:
         name = _NAMES.get(metric_name)
     except TypeError:  # unhashable: certainly not a name
@@ -89,11 +89,11 @@ def record(
     if run.process_index != 0 and not record_on_all_hosts:
         return  # the SDK's default: one copy of each value, from process 0
     try:
-        run._append(_METRIC, now, step, v, name, None if labels is None else {"labels": labels})
+        run.sink.append(_METRIC, now, step, v, name, None if labels is None else {"labels": labels})
     except ValueError as e:  # what the journal cannot hold: a step beyond 64 bits, a huge name
         _unrecordable(name, step, e)
         return
-    put = run._feed_put
+    put = run.feed_put
     if put is not None:
         put(("metrics", name, v, step, now) if labels is None else ("metrics", name, v, step, now, labels))
 
@@ -140,7 +140,7 @@ def record_metrics(
 
 def _report(call: str, argument: str, value: object, message: str, *, kind: str) -> None:
     """Warn once per kind (never raising), or raise RecordingError in strict mode."""
-    run = _run._current
+    run = _run.current_run()
     try:
         misuse(call, argument, value, message, kind=kind, strict=None if run is None else run.strict)
     except MlGoodputMisuseError as e:
@@ -316,7 +316,7 @@ def _record_entry(
         "unit": METRIC_UNITS.get(name, "1"),
     }
     try:
-        run._append(Kind.LOG, _time.time(), st, None, name, attrs)
+        run.sink.append(Kind.LOG, _time.time(), st, None, name, attrs)
     except ValueError as e:
         _unrecordable(name, st, e)
 
@@ -357,8 +357,9 @@ def _hold(name: str, value: Any, step: int | None, now: float, labels: dict[str,
         )
 
 
-def _drain_pending(run: _run.MLRun) -> int:
-    """Write the values held since before any run into `run`, with their own times; returns how many."""
+def write_pending(run: _run.MLRun) -> int:
+    """Write the values held since before any run into `run`, with their own times; returns how
+    many (`machinelearning_run` calls it once the run is current)."""
     with _pending_lock:
         items = list(_pending)
         _pending.clear()
@@ -368,12 +369,12 @@ def _drain_pending(run: _run.MLRun) -> int:
             continue
         if isinstance(value, float):
             try:
-                run._append(_METRIC, t, step, value, name, None if labels is None else {"labels": labels})
+                run.sink.append(_METRIC, t, step, value, name, None if labels is None else {"labels": labels})
             except ValueError as e:
                 _unrecordable(name, step, e)
                 continue
-            if run._feed_put is not None:
-                run._feed_put(
+            if run.feed_put is not None:
+                run.feed_put(
                     ("metrics", name, value, step, t) if labels is None else ("metrics", name, value, step, t, labels)
                 )
         else:
