@@ -1,4 +1,11 @@
-"""The accounting engine: events in, a GoodputReport out (spec/accounting.md). Pure."""
+"""The accounting: events in, a GoodputReport out (docs/accounting.md).
+
+Two layers. The engine (`Engine`, `Timeline`, the partition into buckets, the figures, the
+straggler analysis) is pure: it computes from the events it is given and a query time, and
+reads no store, file or clock. `GoodputCalculator` and `ElasticGoodputCalculator` run it for one job in a store:
+they read the store (recovering the journals of writers that died first), keep their place
+between calls, and may save a snapshot back to the store so the next query starts from it.
+"""
 
 from mlgoodput.accounting._advisor import Advice, advise
 from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
