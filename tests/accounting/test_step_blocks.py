@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mlgoodput.accounting import GoodputCalculator, _fast, _snapshot
-from mlgoodput.accounting import _calculator as calc_mod
+from mlgoodput.accounting import _reader as reader_mod
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store
@@ -79,6 +79,7 @@ def _dumped(calc: GoodputCalculator) -> list[bytes]:
     return list(_snapshot.dump(calc._engine, url="memory://x", namespace="goodput", job="j", cursor=calc._cursor))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snapshot", ["0", "always"])
 @pytest.mark.parametrize("mix", ["steady", "mixed", "late", "gap", "cut"])
 @pytest.mark.parametrize("seed", range(2))
@@ -111,9 +112,9 @@ def test_a_block_ingests_what_parts_ingest(
         for k in kinds:
             with monkeypatch.context() as m:
                 if mix == "cut":
-                    m.setattr(calc_mod, "_RUN_EVENTS", 137)  # runs cut inside pages
+                    m.setattr(reader_mod, "_RUN_EVENTS", 137)  # runs cut inside pages
                 if k == "plain":
-                    m.setattr(calc_mod, "_BLOCK_HOSTS", 1 << 30)
+                    m.setattr(reader_mod, "_BLOCK_HOSTS", 1 << 30)
                 got[k] = (
                     calcs[k].report(),
                     calcs[k]._engine.host_stats(1e5),
@@ -140,7 +141,7 @@ def test_a_block_ingests_what_parts_ingest(
 def test_step_blocks_says_what_the_checks_of_each_part_say() -> None:
     """`_fast.step_blocks` over parts joined: what `_increasing` and `counts_up` say of each."""
     pytest.importorskip("numpy")
-    from mlgoodput.accounting._calculator import _increasing
+    from mlgoodput.accounting._reader import _increasing
     from mlgoodput.accounting._stepnums import counts_up
 
     big = 2**63 - 1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlgoodput.accounting import GoodputCalculator
-from mlgoodput.accounting import _calculator as calc_mod
+from mlgoodput.accounting import _reader as reader_mod
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import Columns, SQLiteStore, open_store
 from mlgoodput.store._columns import decode
@@ -79,7 +79,7 @@ def test_step_runs_give_what_page_by_page_gives(
             seq += len(evs)
         i += k
         a = grouped.report()
-        monkeypatch.setattr(calc_mod, "_RUN_EVENTS", 0)  # every page ingested on its own
+        monkeypatch.setattr(reader_mod, "_RUN_EVENTS", 0)  # every page ingested on its own
         b = plain.report()
         monkeypatch.undo()
         assert a == b

@@ -19,7 +19,7 @@ import pytest
 
 from mlgoodput import _journal
 from mlgoodput.accounting import GoodputCalculator, _fast
-from mlgoodput.accounting import _calculator as calc_mod
+from mlgoodput.accounting import _reader as reader_mod
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import Columns, SQLiteStore, StoredRow, open_store
@@ -140,9 +140,9 @@ def test_bulk_pages_equal_row_by_row_columns_and_plain(
         reports = {}
         for k in kinds:
             with monkeypatch.context() as m:
-                m.setattr(calc_mod, "_RUN_EVENTS", 0 if k == "plain" else run_events)
+                m.setattr(reader_mod, "_RUN_EVENTS", 0 if k == "plain" else run_events)
                 if k == "rows":  # every page checked and gathered row by row
-                    m.setattr(calc_mod, "_step_rows", lambda rows: None)
+                    m.setattr(reader_mod, "_step_rows", lambda rows: None)
                 reports[k] = calcs[k].report()
         assert reports["bulk"] == reports["rows"] == reports["columns"] == reports["plain"]
         want = _state(calcs["plain"])
@@ -200,7 +200,7 @@ def _flawed(rng: random.Random, r: list[Any]) -> list[Any]:
     elif flaw == 8:
         r = _row(seq, b"", [], [], [], [])  # no events
     elif flaw == 9:
-        m = calc_mod._RUN_PAGE
+        m = reader_mod._RUN_PAGE
         r = _row(seq, bytes([9]) * m, [float(k) for k in range(m)], [h] * m, list(range(m)), [0.0] * m)
     elif flaw == 10:
         r = _row(seq, bytes([9]), [1.0], [h], [0], [0.0])
@@ -218,9 +218,9 @@ def test_page_check_equals_the_row_checks(numpy_mode: str, seed: int) -> None:
         k = rng.randrange(len(rows))
         rows[k] = _flawed(rng, rows[k])
     page: list[StoredRow] = [tuple(r) for r in rows]
-    one_by_one = calc_mod._StepRun()
+    one_by_one = reader_mod._StepRun()
     each = [one_by_one.take_row(r) for r in page]
-    got = calc_mod._step_rows(page)
+    got = reader_mod._step_rows(page)
     assert (got is not None) == all(each)
     if got is not None:
         firsts, ns = got
