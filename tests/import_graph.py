@@ -305,14 +305,32 @@ def floor_violations(
 STDLIB_PUBLIC = frozenset({"_replace", "_asdict", "_fields", "_field_defaults", "_make", "_exit"})
 
 
+def _base_name(base: ast.expr) -> str | None:
+    """`Protocol` for both `Protocol` and `typing.Protocol`."""
+    if isinstance(base, ast.Name):
+        return base.id
+    return base.attr if isinstance(base, ast.Attribute) else None
+
+
 def _defined_names(tree: ast.Module) -> set[str]:
     """Every name this module defines: at module level, in class bodies, as attributes of `self`
-    or `cls` it assigns, as parameters and local names."""
+    or `cls` it assigns, as parameters and local names.
+
+    A `Protocol` class body defines nothing: it only describes another module's object, so a
+    private name declared there (`def _step_end(...)`) is still that module's private.
+    """
+    described: set[int] = set()  # the nodes of Protocol class bodies
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_base_name(b) == "Protocol" for b in node.bases):
+            for part in node.body:
+                described.update(id(n) for n in ast.walk(part))
     names: set[str] = set()
     local_defs = {
         n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
     for node in ast.walk(tree):
+        if id(node) in described:
+            continue
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -328,23 +346,21 @@ def _defined_names(tree: ast.Module) -> set[str]:
             names.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, ast.ClassDef):
-            names.add(node.name)
-    # __slots__ = ("_a", "_b") and setattr(obj, "_name", ...) define attributes by string
+    # __slots__ = ("_a", "_b"), setattr(obj, "_name", ...) and object.__setattr__(self, "_name", ...)
+    # define attributes by string
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
             for item in ast.walk(node.value):
                 if isinstance(item, ast.Constant) and isinstance(item.value, str):
                     names.add(item.value)
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in {"setattr", "object.__setattr__"}
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-        ):
-            names.add(node.args[1].value)
+        if isinstance(node, ast.Call) and len(node.args) >= 2:
+            func = node.func
+            setter = (isinstance(func, ast.Name) and func.id == "setattr") or (
+                isinstance(func, ast.Attribute) and func.attr == "__setattr__"
+            )
+            name = node.args[1]
+            if setter and isinstance(name, ast.Constant) and isinstance(name.value, str):
+                names.add(name.value)
     return names
 
 

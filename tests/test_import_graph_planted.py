@@ -134,6 +134,24 @@ def test_a_private_attribute_reach_is_reported(tmp_path: Path) -> None:
     assert reaches[0].key == ("mlgoodput.high.use", "c._cache")
 
 
+def test_a_private_name_a_protocol_describes_is_still_a_reach(tmp_path: Path) -> None:
+    """A Protocol names another module's object; declaring `_step_end` there does not make it ours."""
+    root = plant(
+        tmp_path,
+        {
+            "low/__init__.py": "",
+            "low/query.py": (
+                "from typing import Protocol\n\n"
+                "class EngineLike(Protocol):\n"
+                "    def _step_end(self) -> float: ...\n\n"
+                "def end(e: EngineLike) -> float:\n"
+                "    return e._step_end()\n"
+            ),
+        },
+    )
+    assert [(r.module, r.line, r.expr) for r in g.all_reaches(root)] == [("mlgoodput.low.query", 7, "e._step_end")]
+
+
 def test_an_import_of_another_packages_private_module_is_reported(tmp_path: Path) -> None:
     root = plant(
         tmp_path,
