@@ -116,7 +116,7 @@ def test_cloud_monitoring_gets_the_seed_prefix_job_label_and_resource(tmp_path: 
 def test_default_exporter_is_cloud_monitoring_only_when_a_project_is_known(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mlgoodput.jax._wiring import default_exporters
+    from mlgoodput.jax.pipeline import default_exporters
 
     kw: dict[str, Any] = {
         "metric_prefix": "custom.googleapis.com/jax/monitoring",
