@@ -453,6 +453,12 @@ def draw(
         label = f"{names[i]}: " if names is not None else ""
         out.append(f"{i:2d}. {label}{', '.join(sorted(floor))}")
     out += ["", "```mermaid", "flowchart BT"]
+    for i, floor in enumerate(floors):  # one box per floor, holding its folders (and its modules' box)
+        title = f"{i}. {names[i]}" if names is not None else f"floor {i}"
+        shown = sorted({box.get(node, node) for node in floor})
+        out.append(f'    subgraph floor{i}["{title}"]')
+        out.extend(f"        {_mermaid_id(node)}[{node}]" for node in shown)
+        out.append("    end")
     for (a, b), n in sorted(counts.items()):
         out.append(f"    {_mermaid_id(a)}[{a}] -->|{n}| {_mermaid_id(b)}[{b}]")
     out.append("```")

@@ -95,7 +95,7 @@ FLOOR_NAMES: tuple[str, ...] = (
     "flops",
     "store and export",
     "write path",
-    "read path",
+    "accounting, diagnostics, metric pipeline",
     "console",
     "frameworks",
     "public API",
