@@ -223,32 +223,31 @@ def test_the_ui_shows_the_verdict_or_why_there_is_none(tmp_path: Path) -> None:
     st.close()
 
 
-def test_the_ui_redoes_a_saved_analysis_without_a_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_old_ui_save_with_an_analysis_is_read_and_its_analysis_left(tmp_path: Path) -> None:
+    """The web UI used to save its own straggler analysis with its series; such a save is still
+    read (the rest kept), and the page shows the accounting's analysis, not the saved one."""
     from mlgoodput.ui import _saved
+    from mlgoodput.ui._job import JobView
 
-    monkeypatch.delenv("MLGOODPUT_SNAPSHOT", raising=False)
     st = SQLiteStore(tmp_path / "s.db")
+    ev = [Event(Kind.JOB_START, 99.0, r) for r in (0, 1)]
+    ev += [Event(Kind.STEP_START, 100.0 + n + (0.3 if r == 1 else 0.0), r, step=n) for n in range(30) for r in (0, 1)]
+    st.append("goodput", "j", EventBatch(1, 0, ev))
     lag = {"key": [], "hosts": [[0, 0.0, 1, 0.0], [1, 0.2, 9, 1.8]], "compared": 10, "spread_s": 0.2}
-    old = {**lag, "straggler": 1, "cost_s": 1.8}  # as saved before verdicts had evidence
+    old = {**lag, "straggler": 0, "cost_s": 1.8, "verdict": {"straggler": 0}}  # never shown
     st.save_state(
         _saved.NAMESPACE,
-        _saved.key("g", "j"),
+        _saved.key("goodput", "j"),
         [json.dumps({"format": _saved.FORMAT, "hosts": [], "lag": old}).encode()],
     )
-    got = _saved.load(st, "g", "j")
-    assert got is not None and got.lag is None  # the rest is kept; the analysis is done again
-    v = analyze(
-        {0: [0.0], 1: [0.0]}, {0: [(1.0 + n, n) for n in range(10)], 1: [(1.2 + n, n) for n in range(10)]}
-    ).verdict
-    new = {**lag, "verdict": v.to_dict()}
-    st.save_state(
-        _saved.NAMESPACE,
-        _saved.key("g", "j"),
-        [json.dumps({"format": _saved.FORMAT, "hosts": [], "lag": new}).encode()],
+    got = _saved.load(st, "goodput", "j")
+    assert got is not None and got.hosts == {}
+    d = JobView(st, "j", "goodput", clock=lambda: 200.0).detail()
+    want = analyze(
+        {0: [99.0], 1: [99.0]},
+        {r: [(e.time, e.step or 0) for e in ev if e.host == r and e.step is not None] for r in (0, 1)},
     )
-    got = _saved.load(st, "g", "j")
-    assert got is not None and got.lag is not None and got.lag[1].verdict == v and v.straggler == 1
-    assert got.lag[1].straggler == 1 and got.lag[1].straggler_cost_s == 1.8
+    assert d["straggler"] == {"host": 1, "cost_s": want.straggler_cost_s} and want.straggler == 1
     st.close()
 
 

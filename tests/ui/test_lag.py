@@ -1,6 +1,6 @@
-"""The job page's straggler figures (ui/_lag.py) equal the torch straggler analysis, also on
-jobs whose lead host holds far more steps than the others (where only the steps other hosts
-started are looked up) and with no cap on the job's length."""
+"""The job page's straggler figures are the accounting's analysis (`GoodputCalculator.stragglers`,
+no second matcher in the UI): the same as the full pass (`analyze`), also on jobs whose lead
+host holds far more steps than the others, in a window, and with no cap on the job's length."""
 
 from __future__ import annotations
 
@@ -12,35 +12,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ui_helpers import scenario
 
-from mlgoodput.accounting._timeline import HostLog, Timeline
+from mlgoodput.accounting import GoodputCalculator, analyze_stragglers
 from mlgoodput.events import Event, EventBatch, Kind
-from mlgoodput.store import SQLiteStore
-from mlgoodput.store._columns import Columns
-from mlgoodput.torch._stragglers import analyze
+from mlgoodput.store import MemoryStore, SQLiteStore
 from mlgoodput.ui import _job as job_module
 from mlgoodput.ui._job import JobView
-from mlgoodput.ui._lag import lateness
 
 
-def _timeline(events: list[Event]) -> Timeline:
-    tl = Timeline()
-    tl.ingest(Columns.from_events(sorted(events, key=lambda e: e.time)))
-    return tl
-
-
-def _same(logs: dict[int, HostLog], start: float, end: float) -> None:
-    js = {h: list(log.job_starts) for h, log in logs.items()}
-    steps = {h: list(zip(log.times, log.nums, strict=True)) for h, log in logs.items()}
-    want = analyze(js, steps, start, end)
-    medians = {r.rank: r.median_step_s for r in want.ranks}
-    got = lateness(logs, medians, start, end)
-    assert got.steps_compared == want.steps_compared
-    assert got.straggler == want.straggler
-    assert got.straggler_cost_s == pytest.approx(want.straggler_cost_s)
-    assert got.max_spread_s == pytest.approx(want.max_spread_s)
-    for r in want.ranks:
-        x = got.hosts[r.rank]
-        assert (x.last_steps, x.held_back_s, x.mean_lag_s) == pytest.approx((r.last_steps, r.held_back_s, r.mean_lag_s))
+def _same(events: list[Event], start: float, end: float) -> None:
+    """The calculator's analysis of the window equals the full pass over the same step starts."""
+    store = MemoryStore()
+    store.append("g", "j", EventBatch(1, 0, sorted(events, key=lambda e: e.time)))
+    calc = GoodputCalculator("j", "g", store=store, snapshot=False)
+    got = calc.stragglers(None if math.isinf(start) else start, None if math.isinf(end) else end)
+    tl = calc.timeline
+    js = {h: list(log.job_starts) for h, log in tl.hosts.items()}
+    steps = {
+        h: list(zip(log.times, log.nums, strict=True)) for h in sorted(tl.hosts) if len((log := tl.hosts[h]).times)
+    }
+    assert got == analyze_stragglers(js, steps, start, end)  # every float bit for bit
 
 
 def _job(
@@ -67,31 +57,32 @@ def _job(
     st.booleans(),
     st.randoms(use_true_random=False),
 )
-def test_lateness_equals_torch_analysis(
+def test_the_page_analysis_equals_the_full_pass(
     lead: int, others: list[tuple[int, float]], restarts: list[float], shuffle: bool, rng: object
 ) -> None:
     order = None
     if shuffle:
         order = list(range(lead))
         rng.shuffle(order)  # type: ignore[attr-defined]
-    tl = _timeline(_job(lead, others, restarts, order))
-    _same(tl.hosts, -math.inf, math.inf)
-    _same(tl.hosts, 3.0, 40.0)
+    ev = _job(lead, others, restarts, order)
+    _same(ev, -math.inf, math.inf)
+    _same(ev, 3.0, 40.0)
 
 
-def test_long_lead_host_is_looked_up_not_scanned() -> None:
+@pytest.mark.slow
+def test_a_long_lead_host_gives_the_full_pass() -> None:
     """200,000 steps on the lead, 300 on each of three others (host 2 late): the same figures
-    as the torch analysis, which compares the 300 shared steps."""
-    tl = _timeline(_job(200_000, [(300, 0.0), (300, 0.4), (300, 0.01)], [], None))
-    _same(tl.hosts, -math.inf, math.inf)
-    js = {h: list(log.job_starts) for h, log in tl.hosts.items()}
-    steps = {h: list(zip(log.times, log.nums, strict=True)) for h, log in tl.hosts.items()}
-    assert analyze(js, steps).straggler == 2
+    as the full pass, which compares the 300 shared steps."""
+    ev = _job(200_000, [(300, 0.0), (300, 0.4), (300, 0.01)], [], None)
+    _same(ev, -math.inf, math.inf)
+    store = MemoryStore()
+    store.append("g", "j", EventBatch(1, 0, sorted(ev, key=lambda e: e.time)))
+    assert GoodputCalculator("j", "g", store=store, snapshot=False).stragglers().straggler == 2
 
 
 @pytest.mark.parametrize("name", ["s8_multihost_duplicates"])
 def test_job_page_straggler_rows(name: str, tmp_path: Path) -> None:
-    """The job page's hosts rows and straggler come from the same analysis (no step cap)."""
+    """The job page's hosts rows and straggler are the accounting's analysis (no step cap)."""
     sc = scenario(name)
     store = SQLiteStore(tmp_path / "s.db")
     store.append("g", sc.job_name, EventBatch(1, 0, sc.events))
@@ -101,12 +92,12 @@ def test_job_page_straggler_rows(name: str, tmp_path: Path) -> None:
     assert len(rows) == 3 and all("held_back_s" in r for r in rows)
     r = v.report()
     js = {h: list(hs.job_starts) for h, hs in v.hosts.items()}
-    steps = {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in v.hosts.items()}
-    want = analyze(js, steps, r.start, r.end)
+    steps = {h: list(zip(hs.times, hs.nums, strict=True)) for h, hs in sorted(v.hosts.items())}
+    want = analyze_stragglers(js, steps, r.start, r.end)
     by = {x.rank: x for x in want.ranks}
-    for row in rows:
-        assert row["held_back_s"] == pytest.approx(by[row["host"]].held_back_s)
-        assert row["late_s"] == pytest.approx(by[row["host"]].mean_lag_s)
+    for row in rows:  # the same figures, to the bit
+        assert (row["held_back_s"], row["late_s"]) == (by[row["host"]].held_back_s, by[row["host"]].mean_lag_s)
+    assert d["straggler_verdict"]["text"] == want.verdict.text()
     store.close()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ui_helpers import scenario
 
+from mlgoodput.accounting import GoodputCalculator
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import MemoryStore, SQLiteStore
 from mlgoodput.ui import _charts, _saved
@@ -118,9 +119,12 @@ def test_damaged_saved_series_are_ignored(tmp_path: Path, monkeypatch: pytest.Mo
 def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mlgoodput.ui import _job
+    """The page's analysis is the accounting's, saved with the accounting's state when the page
+    saves (`keep`): a calculator opened again answers from it without computing it."""
+    from mlgoodput.accounting import _calculator, _stragglers
 
     monkeypatch.setattr(_saved, "MIN_STEPS", 1_000)
+    monkeypatch.setattr(_calculator, "SNAPSHOT_EVERY", 1_000)  # the accounting saves this small job too
     ev = _big(5_000)
     for h in (1, 2, 3):
         ev.append(Event(Kind.JOB_START, 0.01 * h, h))
@@ -136,15 +140,16 @@ def test_reopen_of_a_finished_job_shows_the_saved_straggler_analysis(
     d1 = first.detail()
     assert d1["straggler"] is not None and d1["straggler"]["host"] == 2
     assert first.keep()
-    got = _saved.load(st, "g", "big")
-    assert got is not None and got.lag is not None
+    assert st.load_state(_stragglers.STATE_NAMESPACE, _stragglers.state_key("g", "big")) is not None
 
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("computed again")
 
-    monkeypatch.setattr(_job, "lateness", boom)
-    again = JobView(st, "big", "g", clock=lambda: 1e6)
-    assert again.detail() == d1
+    monkeypatch.setattr(_stragglers.HostStragglers, "report", boom)
+    again = GoodputCalculator("big", "g", store=st, clock=lambda: 1e6)
+    rep = again.stragglers(d1["report"]["start"], d1["report"]["end"])
+    assert rep.straggler == 2 and rep.straggler_cost_s == d1["straggler"]["cost_s"]
+    assert {k: d1["straggler_verdict"][k] for k in rep.verdict.__slots__} == rep.verdict.to_dict()
     st.close()
 
 

@@ -135,6 +135,7 @@ class GoodputCalculator:
         # and the (cursor, window) whose answer was saved last
         self._lag: tuple[Timeline, HostStragglers] | None = None
         self._lag_saved: tuple[int, list[float | None]] | None = None
+        self._lag_last: tuple[int, list[float | None], StragglerReport] | None = None  # (cursor, window, answer)
 
     @property
     def store(self) -> Store:
@@ -202,6 +203,7 @@ class GoodputCalculator:
         self._restored = True
         self._facts = FactsCache()
         self._seed = SeedSteps()
+        self._lag = self._lag_last = None
 
     def _guarded(self, fn: Callable[[], T]) -> T:
         """fn() under the lock; once more from the store when the saved state fails a check."""
@@ -284,6 +286,9 @@ class GoodputCalculator:
             self._drop_saved(e)
             return
         self._saved = n  # also after a failed save: try again only once the job grew again
+        last = self._lag_last
+        if last is not None and last[0] == self._cursor:  # the straggler analysis of these events
+            self._save_stragglers(last[2], last[1])
 
     def _settled(self, q: float, r: GoodputReport) -> bool:
         """Whether the whole-job report `r` made at `q` holds for any later query time while
@@ -382,22 +387,25 @@ class GoodputCalculator:
             if read:
                 self._refresh()
             window = [a, b]
-            if self._pending is not None:  # nothing read since the saved state: its analysis?
-                got = self._saved_stragglers(window)
-                if got is not None:
-                    return got
-            e = self._engine
-            tl = e.timeline
-            if self._lag is None or self._lag[0] is not tl:
-                self._lag = (tl, HostStragglers())
-            rep = self._lag[1].report(tl.hosts, {s.host: s for s in e.host_stats(tl.max_time)}, a, b)
-            self._save_stragglers(rep, window)
+            last = self._lag_last
+            if last is not None and last[0] == self._cursor and last[1] == window:  # nothing read since
+                return last[2]
+            rep = self._saved_stragglers(window) if self._lag is None else None
+            if rep is None:
+                e = self._engine
+                tl = e.timeline
+                if self._lag is None or self._lag[0] is not tl:
+                    self._lag = (tl, HostStragglers())
+                rep = self._lag[1].report(tl.hosts, {s.host: s for s in e.host_stats(tl.max_time)}, a, b)
+                self._save_stragglers(rep, window)
+            self._lag_last = (self._cursor, window, rep)
             return rep
 
         return self._guarded(run)
 
     def _saved_stragglers(self, window: list[float | None]) -> StragglerReport | None:
-        """The straggler analysis saved at this calculator's cursor for the same steps, if any."""
+        """The straggler analysis saved at this calculator's cursor and events for the same
+        steps, if any (asked before this calculator keeps an analysis of its own)."""
         from mlgoodput.accounting import _stragglers
         from mlgoodput.store import StateStore
 
@@ -409,7 +417,8 @@ class GoodputCalculator:
         except OSError as e:
             log.info("mlgoodput: cannot read the saved straggler analysis of %s (%s)", self.job_name, e)
             return None
-        return _stragglers.from_saved(pieces, getattr(st, "url", None), self._cursor, window)
+        events = self._saved if self._pending is not None else self._eng.timeline.events
+        return _stragglers.from_saved(pieces, getattr(st, "url", None), self._cursor, events, window)
 
     def _save_stragglers(self, rep: StragglerReport, window: list[float | None]) -> None:
         """Save the analysis beside the accounting's saved state when that state was saved at

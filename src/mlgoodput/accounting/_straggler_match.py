@@ -21,12 +21,15 @@ import math
 import operator
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._straggler_rule import BINS, count_late, count_late_block
 
-__all__ = ["StepMatcher", "sum_steps"]
+__all__ = ["Column", "StepMatcher", "sum_steps"]
+
+#: a column of step starts or numbers: packed doubles or int64 (an array, or a view of numpy's)
+Column: TypeAlias = "array[Any] | memoryview"
 
 #: new step starts from which the numpy pass pays
 LOCKSTEP_MIN = 256
@@ -173,7 +176,7 @@ class StepMatcher:
             self.freeze()
         return True
 
-    def add_columns(self, new: Mapping[int, tuple[array[float], array[int]]]) -> bool:
+    def add_columns(self, new: Mapping[int, tuple[Column, Column]]) -> bool:
         """`add` of each rank's new step starts given as (times, step numbers) columns. The
         usual case (every rank in one attempt, each rank's new steps later than its earlier
         ones, every step met first by rank index 0) takes a few numpy passes (`_lockstep`),
@@ -241,10 +244,10 @@ class StepMatcher:
         if not len(cols):
             return False
         full = len(ranks)
-        rv = np.repeat(idx, lv)  # each new step's rank index
         if not pend and len(pos) == full and lens.count(len(cols)) == full and (nv.reshape(full, -1) == cols).all():
-            mat = tv.reshape(full, -1).copy()  # every rank has exactly rank index 0's new steps
+            mat = tv.reshape(full, -1)  # every rank has exactly rank index 0's new steps (read only)
         else:
+            rv = np.repeat(idx, lv)  # each new step's rank index
             srt = np.argsort(cols, kind="stable")
             at_col = np.minimum(np.searchsorted(cols[srt], nv), len(cols) - 1)
             cv = srt[at_col]
@@ -328,8 +331,9 @@ class StepMatcher:
                 dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
                 late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
                 second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
-            for col in dd.T.copy():  # column by column: each rank's sum in step order
-                lag += col
+            # each rank's sum in step order, one step after the other: a running sum along the
+            # row (never numpy's pairwise sum), the totals so far in front
+            lag[:] = np.add.accumulate(np.concatenate((lag[:, None], dd), axis=1), axis=1)[:, -1]
             # each step's lead added to its late rank's, one step after the other (`at`: in order)
             np.add.at(held, late, mx - second)
             last_steps += np.bincount(late, minlength=len(ranks))

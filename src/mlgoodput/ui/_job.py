@@ -19,11 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from mlgoodput._once import Once
-from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, Timeline
+from mlgoodput.accounting import Engine, GoodputCalculator, GoodputReport, StragglerReport, Timeline
 from mlgoodput.events import Kind
 from mlgoodput.store import Store
 from mlgoodput.ui import _saved
-from mlgoodput.ui._lag import Lateness, lateness
 from mlgoodput.ui._pairing import Pairing
 from mlgoodput.ui._pieces import Piece, Pieces, PieceWorker, Plan, shared_worker
 from mlgoodput.ui._series import HostSeries, quantiles
@@ -75,8 +74,7 @@ class JobView:
         self._last_error: dict[str, str] = {}
         self._timeline: Timeline | None = None
         self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
-        self._lag: tuple[object, Lateness] | None = None  # the straggler analysis, with its key
-        self._lag_saved: object = None  # the key of the analysis last saved
+        self._lag: tuple[object, StragglerReport] | None = None  # the straggler analysis, with its key
         self._lag_at = -math.inf  # when it was computed (time.monotonic)
         self.lag_wanted = False  # a page asked for an analysis left to the background (lag_now)
         self.asked_at = -math.inf  # when a request last asked for the job (time.monotonic)
@@ -102,9 +100,6 @@ class JobView:
             if self._saved is None:
                 got = _saved.load(self._store, self.logger, self.job)
                 self._saved = {} if got is None else got.hosts
-                if got is not None and got.lag is not None:
-                    self._lag = got.lag
-                    self._lag_saved = got.lag[0]
                 self._saved_pieces = None if got is None else got.pieces
         earliest = math.inf
         for h, log in tl.hosts.items():
@@ -146,10 +141,9 @@ class JobView:
                     return state
                 done = sum(hs.blocks.done for hs in self.hosts.values())
                 pieces = self.goodput_pieces.to_save()
-                data = _saved.pack(self.hosts, self._lag, pieces)
+                data = _saved.pack(self.hosts, pieces)
                 self._pieces_saved = self.goodput_pieces.done if pieces is not None else None
                 self._saved_steps = done
-                self._lag_saved = None if self._lag is None else self._lag[0]
             return _saved.save(self._store, self.logger, self.job, data) or state
 
     def keep_due(self) -> bool:
@@ -163,11 +157,10 @@ class JobView:
             return False
         if done - self._saved_steps >= max(_saved.MIN_STEPS, self._saved_steps // 10):
             return True
-        # a finished job's straggler analysis or goodput pieces, not saved yet (a live job's
-        # analysis changes with every step, and its pieces are saved with its series' growth)
+        # a finished job's goodput pieces, not saved yet (a live job's are saved with its
+        # series' growth; the straggler analysis is saved with the accounting's state)
         return self._finished and (
-            (self._lag is not None and self._lag[0] != self._lag_saved)
-            or (self.goodput_pieces.done is not None and self._pieces_saved != self.goodput_pieces.done)
+            self.goodput_pieces.done is not None and self._pieces_saved != self.goodput_pieces.done
         )
 
     # -- goodput over time: pieces computed in the background --------------------------------
@@ -395,7 +388,7 @@ class JobView:
         lag = self._stragglers(r, now=self._steps() <= LAG_LATER_STEPS)
         if lag is not None:  # who starts steps late, and what it cost the others (docs/torch.md)
             for row in hosts:
-                x = lag.hosts.get(row["host"])
+                x = lag.rank(row["host"])
                 if x is not None:
                     row.update(late_s=x.mean_lag_s, held_back_s=x.held_back_s, last_steps=x.last_steps)
         return {
@@ -422,11 +415,11 @@ class JobView:
     def _steps(self) -> int:
         return sum(len(hs.times) for hs in self.hosts.values())
 
-    def _stragglers(self, r: GoodputReport, *, now: bool = True) -> Lateness | None:
-        """The straggler analysis (as mlgoodput.torch's) of the hosts' step starts the
-        calculator holds (no second read of the store); ui/_lag.py compares only the steps
-        that two hosts or more started, so a long job's page stays fast. With `now` false, an
-        analysis that is not at hand is left to `lag_now` (None until then; `lag_wanted`)."""
+    def _stragglers(self, r: GoodputReport, *, now: bool = True) -> StragglerReport | None:
+        """The accounting's straggler analysis (`GoodputCalculator.stragglers`) of the step
+        starts the calculator holds (no second read of the store; kept up to date there, and
+        saved with its state). With `now` false, an analysis that is not at hand is left to
+        `lag_now` (None until then; `lag_wanted`)."""
         if len(self.hosts) < 2:
             return None
         key = [_saved.fingerprint(self.hosts), r.start, r.end]
@@ -442,8 +435,7 @@ class JobView:
         if not now:
             self.lag_wanted = True
             return self._lag[1] if self._lag is not None else None  # the last one, while it is redone
-        medians = {h.host: h.median_s for h in r.hosts}
-        lag = lateness({h: hs.log for h, hs in self.hosts.items()}, medians, r.start, r.end)
+        lag = self.calc.stragglers(r.start, r.end, read=False)
         self._lag = (key, lag)
         self._lag_at = time.monotonic()
         self.lag_wanted = False

@@ -22,8 +22,6 @@ from typing import Protocol
 from mlgoodput import _env
 from mlgoodput.accounting import HostLog
 from mlgoodput.store import StateStore, Store
-from mlgoodput.torch import StragglerVerdict
-from mlgoodput.ui._lag import HostLag, Lateness
 from mlgoodput.ui._reduce import Blocks
 
 
@@ -106,7 +104,6 @@ class Pieces:
 @dataclass(slots=True)
 class Saved:
     hosts: dict[int, SavedHost]
-    lag: tuple[object, Lateness] | None
     pieces: Pieces | None
 
 
@@ -114,12 +111,10 @@ def others_before(log: HostLog, t: float) -> int:
     return bisect_left([r.time for r in log.others], t) if log.others and log.others[-1].time >= t else len(log.others)
 
 
-def pack(
-    hosts: Mapping[int, HostSeries], lag: tuple[object, Lateness] | None, pieces: Pieces | None = None
-) -> list[bytes]:
-    """A header piece, then one piece per host with its blocks' arrays end to end. `lag`: the
-    straggler analysis with what it was computed from (key, result), kept when it is current;
-    `pieces`: settled goodput-over-time pieces."""
+def pack(hosts: Mapping[int, HostSeries], pieces: Pieces | None = None) -> list[bytes]:
+    """A header piece, then one piece per host with its blocks' arrays end to end; `pieces`:
+    settled goodput-over-time pieces. (The straggler analysis is saved with the accounting's
+    state: `GoodputCalculator.stragglers`.)"""
     head: list[dict[str, object]] = []
     parts: list[bytes] = []
     for h, hs in sorted(hosts.items()):
@@ -140,15 +135,6 @@ def pack(
         )
         parts.append(b.x.tobytes() + b.n.tobytes() + b.sum.tobytes() + b.lo.tobytes() + b.hi.tobytes())
     extra: dict[str, object] = {}
-    if lag is not None:
-        key_, res = lag
-        extra["lag"] = {
-            "key": key_,
-            "hosts": [[x.host, x.mean_lag_s, x.last_steps, x.held_back_s] for x in res.hosts.values()],
-            "compared": res.steps_compared,
-            "spread_s": res.max_spread_s,
-            "verdict": res.verdict.to_dict(),
-        }
     if pieces is not None:
         extra["pieces"] = {
             "start": pieces.start,
@@ -172,7 +158,7 @@ def save(store: Store, logger: str, job: str, pieces: list[bytes]) -> bool:
 
 
 def load(store: Store, logger: str, job: str) -> Saved | None:
-    """The saved series by host, the saved straggler analysis (its key and result) and the
+    """The saved series by host and the
     goodput pieces, or None (none saved, or one that fails a check)."""
     if not isinstance(store, StateStore) or not enabled():
         return None
@@ -199,20 +185,6 @@ def load(store: Store, logger: str, job: str) -> Saved | None:
             out[int(row["host"])] = SavedHost(
                 b, int(row["steps"]), [float(x) for x in row["samples"]], [float(x) for x in row["restarts"]]
             )
-        lag = None
-        g = head.get("lag")
-        if g is not None and "verdict" in g:  # (one saved before verdicts had evidence: redone)
-            rows = {int(h): HostLag(int(h), float(m), int(n), float(x)) for h, m, n, x in g["hosts"]}
-            v = g["verdict"]
-            lag = (
-                g["key"],
-                Lateness(
-                    rows,
-                    int(g["compared"]),
-                    float(g["spread_s"]),
-                    StragglerVerdict(**{f: v[f] for f in StragglerVerdict.__slots__}),
-                ),
-            )
         pc = None
         g = head.get("pieces")
         if g is not None:
@@ -223,6 +195,6 @@ def load(store: Store, logger: str, job: str) -> Saved | None:
                 int(g["others"]),
                 {int(k): (float(b), float(i), float(p), float(t)) for k, b, i, p, t in g["rows"]},
             )
-        return Saved(out, lag, pc)
+        return Saved(out, pc)
     except (StopIteration, ValueError, KeyError, TypeError, OSError):
         return None
