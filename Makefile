@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 UI_VENDOR := src/mlgoodput/ui/static/vendor/.built
 
-.PHONY: demo test install install-test system-deps ui-assets lint format-check typecheck unit bench compat clean
+.PHONY: demo test test-fast install install-test system-deps ui-assets lint format-check typecheck unit bench compat clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,12 +50,21 @@ typecheck: install-test
 	$(PY) -m mypy src
 
 # Tests that fork the test process run first, in a pytest process of their own: forking a
-# process that has loaded JAX (multithreaded) can deadlock the child.
+# process that has loaded JAX (multithreaded) can deadlock the child. Each run ends with its
+# 25 slowest tests.
+DURATIONS := --durations=25
 unit: install-test
-	$(PY) -m pytest -q -m forks $(PYTEST_ARGS)
-	$(PY) -m pytest -q -m "not forks" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m forks $(DURATIONS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not forks" $(DURATIONS) $(PYTEST_ARGS)
 
 test: lint format-check typecheck unit
+
+# The inner loop; CI runs `make test`. Every test but the `slow` ones and the few that fork
+# (those need a pytest process of their own, which costs more to start than they take), on
+# two processes (pytest-xdist: each test has its own data folder and free ports).
+FAST_WORKERS ?= 2
+test-fast: install-test
+	$(PY) -m pytest -q -m "not slow and not forks" -n $(FAST_WORKERS) $(DURATIONS) $(PYTEST_ARGS)
 
 # docs/compatibility.md from the installed peer packages (tests fail when it is stale)
 compat: install-test

@@ -328,6 +328,7 @@ def _rounds_stats(rounds: list[list[Event]], together: int, half: int, side: int
         _hoststats._TOGETHER, _hoststats._HALF, _sorted._SIDE, _hoststats._MID = old
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     seed=st.integers(0, 2**16),

@@ -73,6 +73,7 @@ def _long_job(seed: int) -> list[Event]:
     return sorted(ev, key=lambda e: e.time)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("numpy", ["1", "0"])
 def test_long_job_pieces_equal_windowed_reports(numpy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if numpy == "1":

@@ -74,6 +74,7 @@ def _engine(events: Sequence[Event]) -> Engine:
     return e
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs())
 def test_random_jobs(job: tuple[list[Event], float]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from tests.accounting.test_properties import T0, jobs
 EPS = 1e-6
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs(), st.floats(1e6, 1e12), st.floats(1e9, 1e15), st.floats(0, 100))
 def test_bounds_and_the_product(job: tuple[list[Event], float], fl: float, peak: float, queue: float) -> None:

@@ -124,6 +124,7 @@ def assert_partition(r: GoodputReport) -> None:
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs())
 def test_partition_is_exact(job: tuple[list[Event], float]) -> None:
@@ -133,6 +134,7 @@ def test_partition_is_exact(job: tuple[list[Event], float]) -> None:
     assert_same(r, report(events, q, force_layout=True))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs(), st.randoms(use_true_random=False))
 def test_order_and_batching_do_not_matter(job: tuple[list[Event], float], rnd: random.Random) -> None:
@@ -142,6 +144,7 @@ def test_order_and_batching_do_not_matter(job: tuple[list[Event], float], rnd: r
     assert_same(report(events, q), report(shuffled, q, chunks=rnd.randint(1, 5)))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs(), st.randoms(use_true_random=False))
 def test_duplicates_and_other_hosts_do_not_matter(job: tuple[list[Event], float], rnd: random.Random) -> None:
@@ -154,6 +157,7 @@ def test_duplicates_and_other_hosts_do_not_matter(job: tuple[list[Event], float]
     assert_same(report(events, q), report(dup + others, q))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs(), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.25, 4.0))
 def test_windows_add_up(job: tuple[list[Event], float], f1: float, f2: float, ideal: float) -> None:
@@ -176,6 +180,7 @@ def test_windows_add_up(job: tuple[list[Event], float], f1: float, f2: float, id
         assert sum(p.get(k, 0.0) for p in fp) == pytest.approx(fw[k], abs=1e-5), k
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs(), st.integers(1, 6))
 def test_incremental_queries_match_one_shot(job: tuple[list[Event], float], parts: int) -> None:
@@ -190,6 +195,7 @@ def test_incremental_queries_match_one_shot(job: tuple[list[Event], float], part
     assert_same(e.report("j", "l", q), report(events, q))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs(), st.lists(st.integers(0, 80), min_size=1, max_size=5), st.booleans())
 def test_asking_again_with_nothing_new_matches_one_shot(

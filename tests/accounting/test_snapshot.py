@@ -154,6 +154,7 @@ def test_a_store_that_cannot_save_still_answers(tmp_path: Path) -> None:
     assert r.last_step == 49 and st.load_state("l", "j") is None
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs())
 def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], float]) -> None:
@@ -172,6 +173,7 @@ def test_a_restored_engine_answers_like_the_original(job: tuple[list[Event], flo
     assert_same(r.report("j", "l", q), e.report("j", "l", q))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(jobs())
 def test_what_the_last_query_derived_is_restored_exactly(job: tuple[list[Event], float]) -> None:

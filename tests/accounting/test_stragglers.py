@@ -126,6 +126,7 @@ def _rounds(rng: random.Random, ranks: int, rounds: int, per: int) -> Iterator[l
         yield pages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_lockstep_pages_give_the_full_pass(
     tmp_path: Path, numpy_mode: str, seed: int, monkeypatch: pytest.MonkeyPatch

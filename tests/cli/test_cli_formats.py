@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlgoodput._format import duration, timestamp
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store
@@ -26,6 +28,7 @@ def long_job(path: str) -> None:
     st.close()
 
 
+@pytest.mark.slow
 def test_report_and_jobs_use_the_project_formats(tmp_path: Path) -> None:
     path = str(tmp_path / "f.db")
     long_job(path)

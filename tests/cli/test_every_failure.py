@@ -181,6 +181,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("argv", "code", "phrase"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_failure_is_one_line_nonzero_no_traceback_no_file(
     cli_env: Env, argv: list[str], code: int, phrase: str
@@ -197,6 +198,7 @@ def test_failure_is_one_line_nonzero_no_traceback_no_file(
     assert cli_env.files() == before, sorted(map(str, cli_env.files() - before))
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(cli_env: Env) -> None:
     res = cli_env.run("report", "--job", "x", "--store", cli_env.pg, "--debug")
     assert res.returncode == 1 and "Traceback" in res.stderr and "mlgoodput: error:" in res.stderr
@@ -325,6 +327,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["report", "jobs"])
 def test_a_job_killed_before_its_first_shipment_is_found(cli_env: Env, tmp_path: Path, command: str) -> None:
     store = str(tmp_path / "k.db")

@@ -24,6 +24,7 @@ def store(tmp_path: Path) -> str:
     return path
 
 
+@pytest.mark.slow
 def test_report_json_and_table_carry_productivity(store: str) -> None:
     res = run_cli("report", "--job", "p1-productivity-restart", "--store", store, "--json")
     assert res.returncode == 0, res.stderr
@@ -55,6 +56,7 @@ def test_report_json_and_table_carry_productivity(store: str) -> None:
         assert text in res.stdout, text
 
 
+@pytest.mark.slow
 def test_report_says_what_is_unknown(store: str) -> None:
     res = run_cli("report", "--job", "s1-clean-run", "--store", store)
     assert res.returncode == 0, res.stderr
@@ -64,6 +66,7 @@ def test_report_says_what_is_unknown(store: str) -> None:
     assert d["mfu"] is None and d["mtbi_s"] is None and d["ml_productivity_goodput"] is None
 
 
+@pytest.mark.slow
 def test_advise(store: str) -> None:
     res = run_cli("advise", "--job", "p1-productivity-restart", "--store", store)
     assert res.returncode == 0, res.stderr

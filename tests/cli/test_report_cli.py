@@ -51,6 +51,7 @@ def test_report_json_matches_the_truth(store_with_jobs: tuple[str, float]) -> No
     assert d["goodput_pct"] == pytest.approx(100 * 100 / 245.5)
 
 
+@pytest.mark.slow
 def test_report_table_and_window_and_at(store_with_jobs: tuple[str, float]) -> None:
     path, q = store_with_jobs
     res = run_cli("report", "--job", "s4-disruption-restart", "--store", path)
@@ -66,6 +67,7 @@ def test_report_table_and_window_and_at(store_with_jobs: tuple[str, float]) -> N
     assert json.loads(res.stdout)["total_s"] == pytest.approx(50.0)
 
 
+@pytest.mark.slow
 def test_jobs_lists_and_errors_are_clear(store_with_jobs: tuple[str, float], tmp_path: Path) -> None:
     path, _ = store_with_jobs
     res = run_cli("jobs", "--store", path, "--json")

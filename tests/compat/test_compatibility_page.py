@@ -26,6 +26,7 @@ def _generator() -> ModuleType:
 gen = _generator()
 
 
+@pytest.mark.slow
 def test_page_is_current() -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "compatibility.py"), "--check"],

@@ -144,6 +144,7 @@ def test_the_seed_class_offers_only_the_seed_names_to_lookups_by_name() -> None:
     assert issubclass(goodput.Recorder, goodput.GoodputRecorder)
 
 
+@pytest.mark.slow
 def test_maxtext_style_loop_reports_what_the_seed_reports() -> None:
     job = f"maxtext-{time.monotonic_ns()}"
     store = f"memory://byname-{job}"
@@ -219,6 +220,7 @@ class _AxlearnStyleRecorder:
             self._monitor.stop_goodput_uploader()
 
 
+@pytest.mark.slow
 def test_axlearn_style_recorder_reports_what_the_seed_reports(tmp_path: Path) -> None:
     from mlgoodput import monitoring
 

@@ -140,6 +140,7 @@ def _namespace(tmp_path: Path) -> dict[str, Any]:
 SOURCES = _sources()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("source", "text"), SOURCES, ids=[s for s, _ in SOURCES])
 def test_readme_blocks_run(source: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLGOODPUT_STORE", str(tmp_path / "store.db"))

@@ -20,6 +20,7 @@ console.disconnect(5)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("token", "reason"), [("wrong", "authentication failed"), ("", "needs a token")])
 def test_refused_client_exits_non_zero_and_says_why(sockdir: str, token: str, reason: str) -> None:
     srv = ConsoleServer("127.0.0.1:0", job="loud", store=f"{sockdir}/store.db", token="s3cret", display=False)
@@ -34,6 +35,7 @@ def test_refused_client_exits_non_zero_and_says_why(sockdir: str, token: str, re
     assert "ConsoleError" in res.stderr and reason in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_right_token_still_delivers(sockdir: str) -> None:
     from tests.console.conftest import stored_logs
 

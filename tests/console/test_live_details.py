@@ -78,6 +78,7 @@ def _one_run(sockdir: str, store: str, message: str) -> None:
         srv.stop()
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_job_are_told_apart(sockdir: str) -> None:
     store = f"{sockdir}/runs.db"
     _one_run(sockdir, store, "first run line")
@@ -92,6 +93,7 @@ def test_two_runs_of_one_job_are_told_apart(sockdir: str) -> None:
     assert all(x["run"] == 2 for x in rows)
 
 
+@pytest.mark.slow
 def test_filters_and_plain_output_when_piped(sockdir: str) -> None:
     store = f"{sockdir}/f.db"
     srv = ConsoleServer(f"unix:{sockdir}/f.sock", job="filters", store=store, display=False)

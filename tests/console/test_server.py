@@ -244,6 +244,7 @@ def test_client_buffers_until_a_server_exists_and_bounds_its_buffer(
     assert sorted(msgs) == sorted([f"r{i}" for i in range(120)] + [f"r{i}" for i in range(70, 120)])
 
 
+@pytest.mark.slow
 def test_a_silent_client_is_reported_lost(sockdir: str) -> None:
     srv = ConsoleServer(
         f"unix:{sockdir}/hb.sock", job="hb", store=f"{sockdir}/store.db", display=False, heartbeat_timeout_s=0.5

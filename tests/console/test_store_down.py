@@ -154,6 +154,7 @@ def test_console_serve_stops_at_once_with_its_store_locked(
     assert _lines(db, "srv") == collections.Counter(f"line {i}" for i in range(200))
 
 
+@pytest.mark.slow
 def test_records_a_client_dropped_are_counted_where_users_look(tmp_path: Path) -> None:
     """A client that logs while its server cannot be reached keeps at most `max_buffer`
     records; the ones it dropped are counted in the lost stream, which `console logs` and the

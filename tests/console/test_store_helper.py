@@ -15,6 +15,7 @@ from mlgoodput.console import _protocol as P
 from mlgoodput.console import _storeproc as S
 
 
+@pytest.mark.slow
 def test_the_store_helper_runs_with_one_blas_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     sp = S.StoreProcess(f"sqlite:///{tmp_path}/s.db", "job")
@@ -30,6 +31,7 @@ def test_the_store_helper_runs_with_one_blas_thread(tmp_path: Path, monkeypatch:
         assert sp.close(30)
 
 
+@pytest.mark.slow
 def test_the_store_helper_collects_garbage_on_its_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Automatic collection is off in the helper (pending records' dicts would be walked over
     and over); it collects every GC_EVERY_S instead, so cycles are still freed."""

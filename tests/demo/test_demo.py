@@ -26,6 +26,7 @@ def demo(out: Path, *extra: str) -> int:
     return cli.main([*argv, "--kill-at-step", "25", "--time-scale", "0.05", *extra])
 
 
+@pytest.mark.slow
 def test_demo_kills_restarts_and_keeps_every_event(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo-output"
     assert demo(out) == 0  # the simulated workload (the JAX one: tests/jax)

@@ -208,6 +208,7 @@ def test_values_reach_an_exporter_through_the_exporter_process(tmp_path: Path) -
     assert load_run(run.name).metrics["loss"][0][:2] == (7, 0.25)  # and the store has it too
 
 
+@pytest.mark.slow
 def test_values_become_tensorboard_scalars(tmp_path: Path) -> None:
     logdir = tmp_path / "tb"
     proc = ExporterProcess([TensorBoardExporter(logdir)], interval_s=0.2)
@@ -232,6 +233,7 @@ def test_values_become_tensorboard_scalars(tmp_path: Path) -> None:
     assert ev[-1].step == 3 and ev[-1].value == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_a_failing_exporter_never_reaches_the_training_loop(tmp_path: Path) -> None:
     flag = tmp_path / "down"
     flag.write_text("")
@@ -247,6 +249,7 @@ def test_a_failing_exporter_never_reaches_the_training_loop(tmp_path: Path) -> N
     assert len(load_run(run.name).metrics["loss"]) == 100
 
 
+@pytest.mark.slow
 def test_a_broken_store_never_reaches_the_training_loop(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")

@@ -37,6 +37,7 @@ def check_trace(session_dir: Path, host: str) -> None:
     assert trace["traceEvents"]
 
 
+@pytest.mark.slow
 def test_context_manager_writes_a_session_and_records_it() -> None:
     run = machinelearning_run(name="prof")
     with xprof() as p:
@@ -230,6 +231,7 @@ class _Forbidden(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_gs_profile_path_never_loses_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("gcsfs", reason="gcsfs is in the test extra (mlgoodput[gcs])")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Forbidden)

@@ -82,6 +82,7 @@ def test_a_run_records_its_provenance(repo: Path, monkeypatch: pytest.MonkeyPatc
     assert load_run(off.name).provenance == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("imports", "want"),
     [("", None), ("import torch", "torch"), ("import jax", "jax")],
@@ -187,6 +188,7 @@ def test_status_from_ends_and_signs_of_life(tmp_path: Path) -> None:
     st.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "want"),
     [

@@ -70,6 +70,7 @@ def test_switches_turn_metric_groups_off() -> None:
         assert [p.name for p in svc.points] == [W + "goodput_time"]
 
 
+@pytest.mark.slow
 def test_one_point_per_series_per_request_and_ten_second_rule() -> None:
     # the fake enforces the service's rules: a violation would be an INVALID_ARGUMENT error
     with FakeMetricService(min_point_interval_s=0.5) as svc:

@@ -51,6 +51,7 @@ def test_submit_flush_stop_delivers_latest_and_shuts_down(tmp_path: Path) -> Non
     assert proc.stop(1)  # twice is fine
 
 
+@pytest.mark.slow
 def test_outage_is_retried_and_the_latest_value_arrives(tmp_path: Path) -> None:
     out, flag = tmp_path / "out.jsonl", tmp_path / "down"
     flag.write_text("")
@@ -67,6 +68,7 @@ def test_outage_is_retried_and_the_latest_value_arrives(tmp_path: Path) -> None:
     assert proc.stop(10)
 
 
+@pytest.mark.slow
 def test_stop_returns_within_its_timeout_when_a_backend_hangs(tmp_path: Path) -> None:
     out, hang = tmp_path / "out.jsonl", tmp_path / "hang"
     hang.write_text("")
@@ -83,6 +85,7 @@ def test_stop_returns_within_its_timeout_when_a_backend_hangs(tmp_path: Path) ->
     assert elapsed < 1.5 + 3.0  # bounded by the timeout (plus the kill), not by the backend
 
 
+@pytest.mark.slow
 def test_a_dead_child_is_restarted_with_the_latest_samples(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     proc = ExporterProcess([FileExporter(out)], interval_s=60)
@@ -111,6 +114,7 @@ class CountingSource:
         return [Sample("collects", float(self.n), JOB)]
 
 
+@pytest.mark.slow
 def test_sources_run_in_the_child_at_the_interval(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     proc = ExporterProcess([FileExporter(out)], interval_s=0.2)
@@ -126,6 +130,7 @@ def test_sources_run_in_the_child_at_the_interval(tmp_path: Path) -> None:
     assert proc.stop(10)
 
 
+@pytest.mark.slow
 def test_child_flushes_and_exits_when_its_parent_dies(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     code = textwrap.dedent(f"""
@@ -146,6 +151,7 @@ def test_child_flushes_and_exits_when_its_parent_dies(tmp_path: Path) -> None:
     assert FileExporter.read(out)[-1].get("shutdown") is True
 
 
+@pytest.mark.slow
 def test_child_exits_when_its_parent_dies_while_a_fork_of_the_parent_holds_the_pipe(tmp_path: Path) -> None:
     """A data-loader worker forked from the training process keeps the pipe to the exporter
     open after the training process dies: the exporter still sees its parent go (a pidfd, or
@@ -189,6 +195,7 @@ def _switches(pid: int) -> int:
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not hasattr(os, "pidfd_open") or not os.path.isdir("/proc/self/task"),
     reason="without pidfds (Linux 5.3+) the exporter looks at its parent pid every second",
@@ -213,6 +220,7 @@ def test_an_idle_exporter_process_sleeps_until_something_comes(tmp_path: Path) -
         assert proc.stop(10)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts a thread's wake-ups in /proc")
 def test_the_supervisor_leaves_an_idle_training_process_alone(tmp_path: Path) -> None:
     """The parent's supervisor thread waits on the child's socket: replies and the child's

@@ -49,6 +49,7 @@ def _started(tmp_path: Path) -> tuple[ExporterProcess, Path]:
     return proc, out
 
 
+@pytest.mark.slow
 def test_a_background_stop_whose_reply_comes_after_the_exit_is_ok(tmp_path: Path) -> None:
     proc, out = _started(tmp_path)
     _slow_replies(proc)
@@ -59,6 +60,7 @@ def test_a_background_stop_whose_reply_comes_after_the_exit_is_ok(tmp_path: Path
     assert FileExporter.latest(out) == {"goodput": 2.0}
 
 
+@pytest.mark.slow
 def test_a_stop_whose_reply_comes_after_the_exit_is_ok(tmp_path: Path) -> None:
     proc, _ = _started(tmp_path)
     _slow_replies(proc)
@@ -85,6 +87,7 @@ class CrashingExporter:
         os._exit(7)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (the fork in the exporter process)
 def test_a_child_dead_without_a_reply_ends_its_stop_though_another_process_holds_its_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -24,6 +24,7 @@ def test_store_deleted_or_replaced_mid_run_loses_nothing(tmp_path: Path, how: st
     assert t.lost == 0 and "replacement seen 0x" not in t.note
 
 
+@pytest.mark.slow
 def test_flipped_bytes_never_store_wrong_values_and_every_loss_is_reported(tmp_path: Path) -> None:
     results = T.flipped_bytes(tmp_path)
     assert len(results) >= 70
@@ -41,6 +42,7 @@ def test_a_file_with_both_headers_damaged_is_set_aside_and_reported(tmp_path: Pa
     assert t.in_lost_stream == t.recorded and "('ns', 'job')" in t.note
 
 
+@pytest.mark.slow
 def test_file_size_limit_loses_nothing(tmp_path: Path) -> None:
     t = T.file_size_limit(tmp_path, n=60_000, fsize=512 << 10)
     _check(t)
@@ -56,12 +58,14 @@ def test_small_filesystem_gets_small_segments_and_loses_nothing(tmp_path: Path) 
     assert t.lost == 0 and "flush ok=True" in t.note
 
 
+@pytest.mark.slow
 def test_sqlite_locked_close_keeps_its_deadline(tmp_path: Path) -> None:
     t = T.sqlite_locked(tmp_path, deadline=1.0)
     _check(t)
     assert t.lost == 0 and t.seconds <= 1.0 + 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hanging", [False, True])
 def test_postgres_down_or_hanging_close_keeps_its_deadline(tmp_path: Path, hanging: bool) -> None:
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs the postgres extra")
@@ -70,6 +74,7 @@ def test_postgres_down_or_hanging_close_keeps_its_deadline(tmp_path: Path, hangi
     assert t.lost == 0 and t.seconds <= 1.0 + 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["down", "hanging"])
 def test_exporter_stop_keeps_its_deadline(kind: str) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="needs the otlp extra")
@@ -77,12 +82,14 @@ def test_exporter_stop_keeps_its_deadline(kind: str) -> None:
     assert t.seconds <= 4.0 + 0.5, t
 
 
+@pytest.mark.slow
 def test_monitor_stop_tries_a_failing_backend_once(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="needs the otlp extra")
     t = T.monitor_stop_with_failing_exporter(tmp_path)
     assert t.seconds < 10, t
 
 
+@pytest.mark.slow
 def test_a_refused_otlp_endpoint_does_not_hold_the_stop_for_its_timeout(tmp_path: Path) -> None:
     """With the OTLP exporter's default 10 s timeout: the refused endpoint fails its last try
     at once (OpenTelemetry would retry a refused connection for the whole timeout)."""
@@ -91,16 +98,19 @@ def test_a_refused_otlp_endpoint_does_not_hold_the_stop_for_its_timeout(tmp_path
     assert t.seconds < 8, t
 
 
+@pytest.mark.slow
 def test_prometheus_port_in_time_wait_is_bound_at_once() -> None:
     t = T.time_wait_port()
     assert t.stored == 1 and "serving" in t.note and "TIME_WAIT: True" in t.note, t
 
 
+@pytest.mark.slow
 def test_prometheus_port_held_elsewhere_is_retried_not_raised() -> None:
     t = T.busy_port_retried(hold_s=1.0)
     assert t.stored == 1 and "waiting for port" in t.note, t
 
 
+@pytest.mark.slow
 def test_monitor_cli_keeps_running_on_a_held_port_and_serves_once_free(tmp_path: Path) -> None:
     pytest.importorskip("prometheus_client", reason="needs the prometheus extra")
     t = T.monitor_cli_busy_port(tmp_path)
@@ -119,6 +129,7 @@ def test_ondemand_serves_a_good_client_among_a_thousand_strangers(tmp_path: Path
     assert t.seconds < 10 and _grew_mb(t) < 150 and _close_s(t) < 3, t
 
 
+@pytest.mark.slow
 def test_prometheus_serves_scrapes_among_a_thousand_strangers() -> None:
     t = T.prometheus_under_strangers()
     _check(t)
@@ -138,6 +149,7 @@ def _grew_mb(t: T.Trial) -> float:
     return float(t.note.rsplit("memory +", 1)[1].split(" ")[0])
 
 
+@pytest.mark.slow
 def test_memory_fallback_is_reported_with_count_and_place(tmp_path: Path) -> None:
     pytest.importorskip("psycopg", reason="the PostgreSQL store needs the postgres extra")
     t = T.memory_fallback(tmp_path)

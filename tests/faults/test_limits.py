@@ -76,6 +76,7 @@ def test_a_hello_larger_than_the_preauth_limit_is_refused_before_it_is_read() ->
         srv.stop(5)
 
 
+@pytest.mark.slow
 def test_a_long_sqlite_lock_wait_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     db = tmp_path / "s.db"
     st = SQLiteStore(str(db))
@@ -131,6 +132,7 @@ def test_jobs_and_report_show_events_lost_to_damage(tmp_path: Path, capsys: pyte
     assert "were lost to damaged journal records" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     names=st.lists(st.one_of(st.none(), st.text(max_size=12)), min_size=1, max_size=40),

@@ -47,6 +47,7 @@ def _jax_mlp() -> tuple[object, object, object, object]:
     return train_step, loss, init(jax.random.PRNGKey(0)), (x, y)
 
 
+@pytest.mark.slow
 def test_jax_cost_analysis_of_a_real_train_step_agrees_with_6_n_tokens() -> None:
     train_step, loss, ps, (x, y) = _jax_mlp()
     n = flops.dense_params(SIZES)
@@ -111,6 +112,7 @@ def test_peak_table_detection_and_override(monkeypatch: pytest.MonkeyPatch) -> N
     assert flops.detect_peak(["cpu"], measure=False) is None
 
 
+@pytest.mark.slow
 def test_recorder_methods_feed_the_report(caplog: pytest.LogCaptureFixture) -> None:
     url = "memory://flops-rec"
     rec = goodput.GoodputRecorder("fj", "goodput_fj", True, store=url, process_index=0)
@@ -145,6 +147,7 @@ def test_recorder_methods_feed_the_report(caplog: pytest.LogCaptureFixture) -> N
     assert p.queue_s is not None and p.queue_s > 0
 
 
+@pytest.mark.slow
 def test_submit_time_from_the_environment(tmp_path: object) -> None:
     code = (
         "import logging, sys\n"

@@ -67,6 +67,7 @@ def _matmuls(sizes: list[int], batch: int) -> float:
     return 6.0 * flops.dense_params(sizes, bias=False) * batch - 2.0 * sizes[0] * sizes[1] * batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("act", [jax.nn.relu, jax.nn.gelu], ids=["relu", "gelu"])
 def test_wide_mlp_train_step_against_6_n_batch(act: Callable[[Any], Any]) -> None:
     n = flops.dense_params(WIDE)
@@ -89,6 +90,7 @@ def test_wide_mlp_train_step_against_6_n_batch(act: Callable[[Any], Any]) -> Non
         assert fwd == pytest.approx(2 * n * batch, rel=0.005)
 
 
+@pytest.mark.slow
 def test_an_adam_update_adds_per_parameter_flops() -> None:
     # Adam's update is about a dozen FLOPs per parameter, whatever the batch: 8 % of the
     # step at batch 32, under 1 % at 1024

@@ -66,6 +66,7 @@ def _check_program_goodput(r: goodput.GoodputReport) -> None:
         assert v is None or 0 <= v <= 1, (p.program_goodput, p.mfu, p.step_mfu)
 
 
+@pytest.mark.slow
 def test_a_watched_loop_that_waits_every_tenth_step_reports_like_one_that_waits_always() -> None:
     t = time.monotonic_ns()
     every = _run(f"every-{t}", wait_every=1, watch=False)
@@ -80,6 +81,7 @@ def test_a_watched_loop_that_waits_every_tenth_step_reports_like_one_that_waits_
     assert not tenth.productivity.notes
 
 
+@pytest.mark.slow
 def test_an_unwatched_async_loop_says_so_and_never_reports_above_the_peak(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "mlgoodput")
     r = _run(f"unwatched-{time.monotonic_ns()}", wait_every=10, watch=False)

@@ -16,6 +16,7 @@ from mlgoodput.testing import FileExporter
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
+@pytest.mark.slow
 def test_exit_without_shutdown_exports_the_last_totals(tmp_path: Path) -> None:
     out = tmp_path / "samples.jsonl"
     script = textwrap.dedent(f"""

@@ -43,6 +43,7 @@ def _run_job(recorder: Recorder, steps: int, recompile_at: int) -> None:
     recorder.record_job_end_time()
 
 
+@pytest.mark.slow
 def test_recompile_at_step_50_is_program_startup_not_stall(tmp_path: Path) -> None:
     store = f"sqlite://{tmp_path}/goodput.db"
     rec = Recorder("recompile-job", "logs", logging_enabled=True, store=store)

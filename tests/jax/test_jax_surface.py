@@ -101,6 +101,7 @@ def test_initialize_client_with_user_credentials(tmp_path: Path, monkeypatch: py
     assert gcp_utils.get_project_path() == "projects/adc-project"
 
 
+@pytest.mark.slow
 def test_initialize_client_without_credentials_logs_and_returns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

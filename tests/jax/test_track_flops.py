@@ -37,6 +37,7 @@ def _make_step() -> Any:
     return train_step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("via", ["recorder", "session"])
 def test_each_compile_records_step_flops(tmp_path: Path, via: str) -> None:
     store = f"sqlite://{tmp_path}/g.db"
@@ -112,6 +113,7 @@ def _mlp_step() -> tuple[Any, Any]:
     return train_step, ps
 
 
+@pytest.mark.slow
 def test_a_partial_last_batch_counts_its_own_flops_and_full_batches_theirs(tmp_path: Path) -> None:
     # the compiler's count per shape, times the steps of that shape, is what the report
     # must attribute: a small last batch must not make the next epoch's full steps small

@@ -91,6 +91,7 @@ def _job(t0: float) -> list[Event]:
     return events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS, ids=[k[0] for k in KINDS])
 def test_a_stop_returns_before_the_final_upload_which_still_holds_everything(
     kind: tuple[str, dict[str, Any], Starter, Stopper], db: Path, t0: float, tmp_path: Path
@@ -127,6 +128,7 @@ def test_a_stop_returns_before_the_final_upload_which_still_holds_everything(
         assert "goodput/step_time_deviation_seconds" in got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS, ids=[k[0] for k in KINDS])
 def test_skip_final_flush_adds_no_upload(
     kind: tuple[str, dict[str, Any], Starter, Stopper], db: Path, t0: float, tmp_path: Path
@@ -143,6 +145,7 @@ def test_skip_final_flush_adds_no_upload(
     assert any(r.get("shutdown") for r in FileExporter.read(out))  # the exporter was shut down all the same
 
 
+@pytest.mark.slow
 def test_one_uploader_stopped_while_another_runs_on(db: Path, t0: float, tmp_path: Path) -> None:
     """axlearn's pair in one monitor: the rolling stop leaves the process running for the
     cumulative one; both final uploads go out, each holding the whole job."""
@@ -165,6 +168,7 @@ def test_one_uploader_stopped_while_another_runs_on(db: Path, t0: float, tmp_pat
     assert "rolling/{window}/goodput_pct|window=60s" in got
 
 
+@pytest.mark.slow
 def test_the_final_upload_of_a_stop_right_before_exit_is_not_lost(db: Path, tmp_path: Path) -> None:
     """The training process stops its monitor and exits at once, as MaxText and axlearn do at
     the end of a job: the interpreter's exit waits for the final upload (here held up by a
@@ -205,6 +209,7 @@ def test_the_final_upload_of_a_stop_right_before_exit_is_not_lost(db: Path, tmp_
     assert any(r.get("shutdown") for r in FileExporter.read(out))
 
 
+@pytest.mark.slow
 def test_a_bad_timeout_is_misuse_not_an_exception(db: Path, t0: float, tmp_path: Path) -> None:
     from mlgoodput import MlGoodputWarning
 

@@ -48,6 +48,7 @@ def assert_matches(got: dict[str, float], want: dict[str, float]) -> None:
         assert got[k] == pytest.approx(v, abs=1e-6), k
 
 
+@pytest.mark.slow
 def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
     write_events(db, LOGGER, JOB, finished_job(t0))
     out = tmp_path / "out.jsonl"
@@ -103,6 +104,7 @@ def test_seed_api_end_to_end(db: Path, t0: float, tmp_path: Path) -> None:
         strict.stop_goodput_uploader()
 
 
+@pytest.mark.slow
 def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) -> None:
     """A training process records steps and runs the monitor; the final upload has the final state."""
     out = tmp_path / "out.jsonl"
@@ -144,6 +146,7 @@ def test_training_and_monitor_in_separate_processes(db: Path, tmp_path: Path) ->
     )
 
 
+@pytest.mark.slow
 def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path) -> None:
     out, flag, tries = tmp_path / "out.jsonl", tmp_path / "down", tmp_path / "tries"
     events = finished_job(t0)
@@ -168,6 +171,7 @@ def test_backend_outage_loses_no_final_value(db: Path, t0: float, tmp_path: Path
     assert_matches(FileExporter.latest(out), expected(db))
 
 
+@pytest.mark.slow
 def test_stop_is_bounded_when_the_backend_hangs(db: Path, t0: float, tmp_path: Path) -> None:
     hang = tmp_path / "hang"
     hang.write_text("")
@@ -189,6 +193,7 @@ def test_stop_is_bounded_when_the_backend_hangs(db: Path, t0: float, tmp_path: P
     assert pid is not None and wait_for(lambda: not _alive(pid))
 
 
+@pytest.mark.slow
 def test_a_killed_uploader_is_restarted_and_resumes(db: Path, t0: float, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     events = finished_job(t0)
@@ -243,6 +248,7 @@ def test_disabled_monitor_does_nothing(db: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "tb").exists()
 
 
+@pytest.mark.slow
 def test_elastic_monitor_uploads_slice_efficiency(db: Path, t0: float, tmp_path: Path) -> None:
     events = finished_job(t0)
     events.append(Event(Kind.SLICE_COUNTS, t0 + 6.0, attrs={"active": 2, "total": 4, "available": 4}))
@@ -271,6 +277,7 @@ def test_elastic_monitor_uploads_slice_efficiency(db: Path, t0: float, tmp_path:
     assert got["elastic/available_slice_efficiency_pct"] == pytest.approx(100 * r.slice_efficiency.available)
 
 
+@pytest.mark.slow
 def test_cli_monitor_stops_cleanly_on_ctrl_c(db: Path, t0: float, tmp_path: Path) -> None:
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
@@ -326,6 +333,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path: Path) -> None:
     """TensorBoard, Prometheus, OTLP and Cloud Monitoring fed by one monitor's uploader process."""
     from monitor_helpers import finished_job as job_events
@@ -377,6 +385,7 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
         assert svc.rejected == 0
 
 
+@pytest.mark.slow
 def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     events = finished_job(t0)
@@ -401,6 +410,7 @@ def test_a_monitor_started_again_resumes(db: Path, t0: float, tmp_path: Path) ->
     assert_matches(FileExporter.latest(out), expected(db))
 
 
+@pytest.mark.slow
 def test_seed_usage_with_the_real_recorder_in_a_training_process(db: Path, tmp_path: Path) -> None:
     """The seed's pattern: record with GoodputRecorder, monitor with GoodputMonitor, in one
     training process; the uploader runs beside it and the final upload sees the job end."""

@@ -67,6 +67,7 @@ def _stop(p: subprocess.Popen[str]) -> tuple[int, str]:
     return p.returncode, err
 
 
+@pytest.mark.slow
 def test_metrics_hold_the_job_as_soon_as_the_monitor_says_where(db: Path, t0: float, tmp_path: Path) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -94,6 +95,7 @@ def test_metrics_hold_the_job_as_soon_as_the_monitor_says_where(db: Path, t0: fl
     assert out.lines == [first], out.lines  # one line on stdout, said once
 
 
+@pytest.mark.slow
 def test_the_cli_uploads_to_tensorboard_at_start(db: Path, t0: float, tmp_path: Path) -> None:
     write_events(db, LOGGER, JOB, finished_job(t0))
     tb = tmp_path / "tb"
@@ -106,6 +108,7 @@ def test_the_cli_uploads_to_tensorboard_at_start(db: Path, t0: float, tmp_path: 
     assert code == 0, err
 
 
+@pytest.mark.slow
 def test_every_exporter_gets_the_upload_at_start(db: Path, t0: float, tmp_path: Path) -> None:
     """The library API too: no flush and no stop, one upload of each uploader at its start."""
     from mlgoodput.export import CloudMonitoringExporter, GCPOptions, OTLPExporter

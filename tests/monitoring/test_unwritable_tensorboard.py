@@ -30,6 +30,7 @@ def _monitor(db: Path, tb: Path) -> monitoring.GoodputMonitor:
     )
 
 
+@pytest.mark.slow
 def test_a_folder_blocked_by_a_file_is_retried(
     db: Path, t0: float, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

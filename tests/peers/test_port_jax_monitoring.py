@@ -55,6 +55,7 @@ def _exporter(svc: FakeMetricService, prefix: str) -> JaxCloudMonitoringExporter
     )
 
 
+@pytest.mark.slow
 def test_on_duration_plumbing(service: FakeMetricService) -> None:
     # jax-monitoring: tests/test_listeners.py TestListeners.test_on_duration_plumbing checks that
     # its private listener queues {'event', 'value', 'timestamp', 'kwargs'}; the public effect is
@@ -115,6 +116,7 @@ class _Live:
         assert found, sorted({p.name for p in self.svc.points})
 
 
+@pytest.mark.slow
 def test_end_to_end_metric_export(service: FakeMetricService) -> None:
     # jax-monitoring: tests/test_integration.py TestLiveIntegration.test_end_to_end_metric_export
     live = _Live(service)
@@ -122,6 +124,7 @@ def test_end_to_end_metric_export(service: FakeMetricService) -> None:
     live.wait_and_verify_metric(f"{live.metric_prefix}/{live.event_name}")
 
 
+@pytest.mark.slow
 def test_jax_compilation_metric(service: FakeMetricService) -> None:
     # jax-monitoring: tests/test_integration.py TestLiveIntegration.test_jax_compilation_metric
     live = _Live(service)

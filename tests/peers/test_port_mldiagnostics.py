@@ -203,6 +203,7 @@ def test_record_non_master_host_record_on_all_hosts() -> None:
     assert got.labels["test_metric"] == CUSTOM_LABELS
 
 
+@pytest.mark.slow
 def test_record_exception_handling(tmp_path: Path) -> None:
     # SDK: TestMetricsRecorder.test_record_exception_handling. An older SDK raised RecordingError
     # when writing failed; 1.0.10 writes in a background thread and logs. mlgoodput never raises

@@ -25,6 +25,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 PROC = str(Path(__file__).with_name("_proc.py"))
 
 
+@pytest.mark.slow
 def test_a_killed_job_is_crashed_everywhere_and_its_total_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -108,6 +108,7 @@ def _shuffled(draw: st.DrawFn) -> tuple[dict[str, Any], list[Call]]:
     return header, out
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_shuffled())
 def test_any_order_and_duplicates_give_the_truth(case: tuple[dict[str, Any], list[Call]]) -> None:

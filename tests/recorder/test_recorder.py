@@ -215,6 +215,7 @@ def test_process_index_from_launcher_environment(
     assert goodput.GoodputRecorder("p", "l", store="memory://p").process_index == want
 
 
+@pytest.mark.slow
 def test_process_index_from_jax_only_once_it_is_initialized() -> None:
     code = (
         "import jax, jax._src.xla_bridge as xb\n"
@@ -231,6 +232,7 @@ def test_process_index_from_jax_only_once_it_is_initialized() -> None:
     assert out.stdout.split() == ["5", "0"]  # launcher rank until JAX runs, then JAX's index
 
 
+@pytest.mark.slow
 def test_sigkill_loses_nothing(tmp_path: Path) -> None:
     db = str(tmp_path / "k.db")
     env = {**os.environ, "PYTHONPATH": SRC}
@@ -262,6 +264,7 @@ def test_sigkill_loses_nothing(tmp_path: Path) -> None:
     assert sorted(e.step or 0 for e in got if e.kind is Kind.STEP_START) == list(range(1000))
 
 
+@pytest.mark.slow
 def test_many_processes_write_one_store(tmp_path: Path) -> None:
     db = str(tmp_path / "many.db")
     go = tmp_path / "go"

@@ -109,6 +109,7 @@ def test_transient_errors_are_retried(fake_logging: Any, cloud_logging_url: str,
     assert fake_logging.pending_failures("WriteLogEntries") == fake_logging.pending_failures("ListLogEntries") == 0
 
 
+@pytest.mark.slow
 def test_reads_back_off_under_the_read_quota(fake_logging: Any, cloud_logging_url: str) -> None:
     st = fast(open_store(cloud_logging_url))
     st.append("goodput", "j", EventBatch(writer(), 0, steps(0, 4500)))

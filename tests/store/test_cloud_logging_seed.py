@@ -183,6 +183,7 @@ def assert_truth(r: dict[str, Any], tl: Timeline) -> None:
     assert r["max_productive_step"] == truth["max_productive_step"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", all_timelines(), ids=lambda p: p.stem)
 def test_report_on_logs_the_seed_wrote(path: Path, seed_clients: Any, capsys: pytest.CaptureFixture[str]) -> None:
     tl = load(path)
@@ -195,6 +196,7 @@ def test_report_on_logs_the_seed_wrote(path: Path, seed_clients: Any, capsys: py
     assert_truth(report(seed_clients.url(PROJECT, log), tl, capsys=capsys), tl)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", all_timelines(), ids=lambda p: p.stem)
 def test_round_trip_gives_the_same_report_as_sqlite(
     path: Path, fake_logging: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -218,6 +220,7 @@ def _seed_numbers(calc: Any) -> tuple[float, dict[str, Any], int]:
     return round(g, 6), {k.name: (round(v, 6) if isinstance(v, float) else v) for k, v in breakdown.items()}, step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "stem",
     [
@@ -305,6 +308,7 @@ def test_the_cli_in_a_process_of_its_own(seed_clients: Any) -> None:
     assert_truth(json.loads(out.stdout), tl)
 
 
+@pytest.mark.slow
 def test_the_seeds_reader_pages_through_a_big_log(seed_clients: Any) -> None:
     """2,500 entries that mlgoodput wrote, read by the seed's `_CloudLogger` through the
     high-level client: it asks for a million a page, the service gives 1,000 and tokens."""

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
+
 from mlgoodput._journal import Journal
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
 
 
+@pytest.mark.slow
 def test_postgres_schema_dropped_mid_run_later_events_reach_the_new_one(postgres_url: str) -> None:
     import psycopg
 

@@ -150,6 +150,7 @@ def _events(first: int, n: int, host: int) -> list[Event]:
     return [Event(Kind.STEP_START, 1.7e9 + (first + i) * 0.01, host, step=first + i) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_postgres_stores_short_forms_and_reads_plain_and_older_rows(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

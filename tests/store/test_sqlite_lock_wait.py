@@ -26,6 +26,7 @@ def _hold_lock(path: str, held: threading.Event, release: threading.Event, relea
     conn.close()
 
 
+@pytest.mark.slow
 def test_a_waiting_writer_takes_the_lock_soon_after_its_release(tmp_path: Path) -> None:
     path = str(tmp_path / "s.db")
     st = open_store(path)

@@ -23,6 +23,7 @@ def _open_when_told(url: str, go: mp.synchronize.Event, out: mp.Queue[str]) -> N
         out.put(f"{type(e).__name__}: {e}")
 
 
+@pytest.mark.slow
 @pytest.mark.forks
 def test_many_processes_open_a_new_file_together(tmp_path: Path) -> None:
     ctx = mp.get_context("fork")

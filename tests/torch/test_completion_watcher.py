@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 from torch import nn
 
@@ -32,6 +33,7 @@ def _loop(job: str, watch: bool) -> tuple[float, int]:
     return GoodputCalculator(job, "goodput", store=url).report().goodput_pct, ends
 
 
+@pytest.mark.slow
 def test_a_watched_cpu_loop_reports_like_an_unwatched_one() -> None:
     t = time.monotonic_ns()
     plain, plain_ends = _loop(f"plain-{t}", False)

@@ -62,6 +62,7 @@ def test_a_module_counts_forward_and_backward_and_is_left_as_it_was() -> None:
     assert counted / forward == pytest.approx(2.333, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_outputs_in_a_mapping_and_a_compiled_module_are_counted_eagerly() -> None:
     from torch._dynamo.utils import counters
 

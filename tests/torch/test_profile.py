@@ -57,6 +57,7 @@ def test_xprof_captures_a_torch_trace_and_records_the_session() -> None:
     assert prof["complete"] and prof["files"] == [f"{HOST}-0.trace.json"]
 
 
+@pytest.mark.slow
 def test_on_demand_capture_of_a_torch_process() -> None:
     run = machinelearning_run(name="tod", on_demand_xprof=True)
     stop = threading.Event()

@@ -82,6 +82,7 @@ def test_report_equals_cli_report_json(name: str, store: SQLiteStore, serve: Any
     assert row["attempts"] == want["disruptions"] + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [60, 4000])
 @pytest.mark.parametrize("name", PUBLIC)
 def test_timeline_colours_the_reports_seconds(name: str, width: int, store: SQLiteStore, serve: Any) -> None:
@@ -104,6 +105,7 @@ def test_timeline_colours_the_reports_seconds(name: str, width: int, store: SQLi
             assert a["end"] <= b["start"] + 1e-9  # laid end to end, never over each other
 
 
+@pytest.mark.slow
 def test_series_are_reduced_to_the_screen(tmp_path: Path, serve: Any) -> None:
     st = SQLiteStore(tmp_path / "big.db")
     t0 = 1_700_000_000.0

@@ -49,6 +49,7 @@ def _job(
     return ev
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(2, 400),

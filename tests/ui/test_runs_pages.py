@@ -86,6 +86,7 @@ def test_listing_has_status_duration_last_values_and_configs(store: SQLiteStore,
     assert {r["name"]: r for r in d["runs"]}["done"]["last"]["loss"]["step"] == 99
 
 
+@pytest.mark.slow
 def test_a_long_run_is_reduced_to_the_screen(store: SQLiteStore, serve: Any) -> None:
     n = 100_000
     names = [f"m{i}" for i in range(5)]

@@ -325,6 +325,7 @@ def test_fork_while_a_round_hangs_does_not_inherit_the_hang() -> None:
     assert w.close(5)
 
 
+@pytest.mark.slow
 def test_debug_prints_one_line_per_worker_at_exit(tmp_path: Any) -> None:
     import subprocess
     import sys
@@ -422,6 +423,7 @@ class OneAtATime(BackgroundWorker):
         self.got.extend(items)
 
 
+@pytest.mark.slow
 def test_a_backlog_of_many_batches_is_worked_off_at_once_not_a_back_off_apart() -> None:
     """A round that leaves items (more than one batch) is not a failure: the next round starts
     at once. Before, each such round waited out a back-off (0.1 s, doubling up to max_backoff_s)."""
