@@ -1,4 +1,14 @@
-"""The one background-worker pattern used by every background component of mlgoodput.
+"""The one background-worker pattern: every part of mlgoodput that works in rounds beside
+its caller is a `BackgroundWorker` (the journal's shipper, the exporter process's supervisor
+and finisher and its per-exporter threads, the Prometheus endpoint, the metric shipper, the
+completion watcher, the console's client, sink, store process, usage sampler and display,
+the diagnostics' feed, system sampler and profile uploader, and the web UI's warmer and its
+goodput-over-time pieces).
+
+Not workers, by design: the servers' own event-loop threads (`LimitedServer`, the console
+server), which wait on sockets instead of running rounds, and threads that run one call
+against a deadline (an exporter's shutdown in the exporter process, the console's SIGTERM
+watcher, the torch FLOP advice, the on-demand profiler's requests).
 
 A worker is a named daemon thread, woken by `submit`, `wake` or an interval, that calls
 `_work()` until it says nothing is left. The contract, for the caller:
