@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mlgoodput import _journal
+from mlgoodput import _recovery
 from mlgoodput.accounting import GoodputCalculator, _fast
 from mlgoodput.accounting import _reader as reader_mod
 from mlgoodput.accounting._timeline import Timeline
@@ -324,12 +324,12 @@ def test_scan_pages_hold_what_scan_chunks_and_scan_hold(tmp_path: Path) -> None:
 def test_journal_folders_follow_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite://{tmp_path}/s.db"
     monkeypatch.setenv("MLGOODPUT_JOURNAL_DIR", str(tmp_path / "a"))
-    assert _journal._dirs_of(url) == _journal.journal_dirs(url)
+    assert _recovery._dirs_of(url) == _recovery.journal_dirs(url)
     monkeypatch.setenv("MLGOODPUT_JOURNAL_DIR", str(tmp_path / "b"))
-    assert _journal._dirs_of(url) == _journal.journal_dirs(url) != [tmp_path / "a"]
+    assert _recovery._dirs_of(url) == _recovery.journal_dirs(url) != [tmp_path / "a"]
     monkeypatch.delenv("MLGOODPUT_JOURNAL_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "x"))
-    assert _journal._dirs_of(url) == _journal.journal_dirs(url)
+    assert _recovery._dirs_of(url) == _recovery.journal_dirs(url)
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -58,9 +58,9 @@ def test_recovery_on_read_waits_the_same_way(tmp_path: Path) -> None:
     fd = os.open(first, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        from mlgoodput._journal import _recover_dead
+        from mlgoodput._recovery import recover_dead
 
-        assert _recover_dead(st, st.url, [d]) == 0  # what a new journal does for dead ones
+        assert recover_dead(st, st.url, [d]) == 0  # what a new journal does for dead ones
         assert second.exists()
     finally:
         os.close(fd)

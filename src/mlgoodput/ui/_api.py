@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from mlgoodput._journal import LOSS_NAMESPACE
+from mlgoodput._recovery import LOSS_NAMESPACE
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.store import Store
 from mlgoodput.ui import _charts
