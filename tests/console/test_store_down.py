@@ -166,7 +166,9 @@ def test_records_a_client_dropped_are_counted_where_users_look(tmp_path: Path) -
         "c = C.connect(sys.argv[1], max_buffer=50)\n"
         "log = logging.getLogger('train')\n"
         "[log.info('line %d', i) for i in range(300)]\n"
-        "time.sleep(0.5)\n"  # the sender thread moves them into its (full) buffer
+        # until the client has dropped the oldest 250: its buffer is full (max_buffer), no sleep
+        "deadline = time.monotonic() + 60\n"
+        "while c.dropped < 250 and time.monotonic() < deadline: time.sleep(0.01)\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"
         "print('delivered', C.disconnect(timeout_s=60), 'dropped', c.dropped, flush=True)\n"
