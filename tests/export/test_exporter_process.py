@@ -125,7 +125,7 @@ def test_sources_run_in_the_child_at_the_interval(tmp_path: Path) -> None:
     assert src.n == 0  # it ran in the child, not here
     assert proc.remove_source("count", final=True, timeout_s=10)
     last = FileExporter.latest(out)["collects"]
-    time.sleep(0.5)
+    assert proc.flush(10)  # a flush collects every source there is: the removed one is not
     assert FileExporter.latest(out)["collects"] == last  # removed: no more collects
     assert proc.stop(10)
 
