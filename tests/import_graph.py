@@ -45,11 +45,6 @@ class Reach:
     expr: str  # the source text, e.g. `calc._eng`
     name: str  # the private attribute, e.g. `_eng`
 
-    @property
-    def key(self) -> tuple[str, str]:
-        """What an allowlist names: the module and the expression, not the line (lines move)."""
-        return (self.module, self.expr)
-
 
 def module_name(root: Path, path: Path) -> str:
     """The dotted name of the module at `path` below `root`."""

@@ -112,17 +112,6 @@ def _edges() -> tuple[g.Edge, ...]:
     return tuple(g.all_edges(ROOT))
 
 
-#: Private attribute reaches that other work in progress removes; keyed (module, expression) so
-#: that moving lines does not matter. Each entry is a debt: the list only shrinks.
-KNOWN_REACHES: frozenset[tuple[str, str]] = frozenset(
-    {
-        # GoodputRecorder._attach_step_clock (mlgoodput/_recorder.py): a public seam once that file's edits land
-        ("mlgoodput._completion", "recorder._attach_step_clock"),
-        ("mlgoodput._completion", "self._rec._attach_step_clock"),
-    }
-)
-
-
 def test_the_walk_sees_the_whole_package() -> None:
     edges = _edges()
     sources = {edge.source for edge in edges}
@@ -189,9 +178,8 @@ def test_no_loops_between_folders() -> None:
 
 
 def test_no_module_uses_another_modules_private_attributes() -> None:
-    reaches = g.all_reaches(ROOT)
-    new = [f"{r.module} line {r.line}: {r.expr}" for r in reaches if r.key not in KNOWN_REACHES]
-    assert new == [], (
-        f"{len(new)} use(s) of another module's private attribute; give the target a public, "
-        "documented name (a property or method) instead:\n" + "\n".join(new)
+    reaches = [f"{r.module} line {r.line}: {r.expr}" for r in g.all_reaches(ROOT)]
+    assert reaches == [], (
+        f"{len(reaches)} use(s) of another module's private attribute; give the target a public, "
+        "documented name (a property or method) instead:\n" + "\n".join(reaches)
     )

@@ -69,7 +69,7 @@ class CompletionWatcher(BackgroundWorker):
         self._said: set[str] = set()
         self.watched = 0  # steps whose completion was recorded
         if self._journal is not None:
-            recorder._attach_step_clock(self)
+            recorder.completion_watcher = self
 
     # -- the training thread ---------------------------------------------------------------
     def started(self, step: int, t: float) -> None:
@@ -159,7 +159,7 @@ class CompletionWatcher(BackgroundWorker):
         return ok
 
     def _on_close(self, timeout_s: float) -> bool | None:
-        self._rec._attach_step_clock(None)
+        self._rec.completion_watcher = None
         return None
 
     def _say(self, key: str, message: str) -> None:

@@ -250,12 +250,14 @@ class GoodputRecorder:
 
     @property
     def completion_watcher(self) -> Any:
-        """The CompletionWatcher timing this recorder's steps, or None (docs/jax.md)."""
+        """The CompletionWatcher timing this recorder's steps, or None (docs/jax.md). A watcher
+        sets itself here when it starts, so the recorder hands it the step starts from then on,
+        and None when it closes, so the recorder writes them again."""
         return self._step_clock
 
-    def _attach_step_clock(self, clock: Any) -> None:
-        """For `CompletionWatcher`: hand it the step starts from now on (None: write them again)."""
-        self._step_clock = clock
+    @completion_watcher.setter
+    def completion_watcher(self, watcher: Any) -> None:
+        self._step_clock = watcher
 
     def _drain_steps(self, timeout_s: float | None = None) -> None:
         """Before a job end or a close (within its timeout): let an attached watcher finish
