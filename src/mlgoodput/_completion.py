@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mlgoodput._once import Once
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.events import Kind
 
@@ -66,7 +67,7 @@ class CompletionWatcher(BackgroundWorker):
         self._journal: Journal | None = recorder.journal
         self._steps: deque[_Step] = deque()  # started steps whose start or completion is open
         self._prev: _Step | None = None  # the last settled step before `_steps`
-        self._said: set[str] = set()
+        self._said = Once()
         self.watched = 0  # steps whose completion was recorded
         if self._journal is not None:
             recorder.completion_watcher = self
@@ -163,6 +164,4 @@ class CompletionWatcher(BackgroundWorker):
         return None
 
     def _say(self, key: str, message: str) -> None:
-        if key not in self._said:
-            self._said.add(key)
-            log.warning("mlgoodput: %s: %s (logged once)", self.name, message)
+        self._said.warning(log, key, "mlgoodput: %s: %s (logged once)", self.name, message)

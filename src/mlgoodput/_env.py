@@ -42,6 +42,14 @@ DEAD_AFTER = "MLGOODPUT_DEAD_AFTER_S"
 #: mlgoodput freezes them there: torch-heavy processes otherwise take 1.5 s to exit, time a
 #: callback's job counts as OTHER); see mlgoodput._process_window.
 EXIT_GC = "MLGOODPUT_EXIT_GC"
+#: "1" prints one status line per background worker at exit (as `mlgoodput --debug`).
+DEBUG = "MLGOODPUT_DEBUG"
+#: Peak FLOP/s of this process's CPU devices together, for MFU on CPU (mlgoodput.flops).
+CPU_PEAK_FLOPS = "MLGOODPUT_CPU_PEAK_FLOPS"
+#: When the job was submitted (Unix seconds or ISO 8601), as a scheduler or launcher leaves it.
+JOB_SUBMIT_TIME = "MLGOODPUT_JOB_SUBMIT_TIME"
+#: The Kubernetes pod's name, where HOSTNAME is not it (the submit time is the pod's creation).
+POD_NAME = "MLGOODPUT_POD_NAME"
 #: The built-in dead limit (or four of the writers' sign-of-life periods, if longer).
 DEAD_AFTER_S = 120.0
 
@@ -59,6 +67,16 @@ def dead_after_s(every_s: float) -> float:
             raise ValueError(f"${DEAD_AFTER} must be a positive number of seconds, got {raw!r}")
         return v
     return max(DEAD_AFTER_S, 4 * every_s)
+
+
+def debug_on() -> bool:
+    """Whether $MLGOODPUT_DEBUG asks for the workers' status lines at exit (set, and not "0")."""
+    return os.environ.get(DEBUG, "") not in ("", "0")
+
+
+def exit_gc_kept() -> bool:
+    """Whether $MLGOODPUT_EXIT_GC asks to keep the collector's passes at exit (set, and not "0")."""
+    return os.environ.get(EXIT_GC, "") not in ("", "0")
 
 
 def data_dir() -> Path:

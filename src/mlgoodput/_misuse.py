@@ -13,15 +13,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import warnings
+from collections.abc import Hashable
 
 from mlgoodput import _env
+from mlgoodput._once import Once
 
 __all__ = [
     "MisuseReporter",
     "MlGoodputMisuseError",
     "MlGoodputWarning",
+    "first_warning",
     "misuse",
     "reset_warned",
     "resolve_strict",
@@ -63,23 +65,24 @@ class MisuseReporter:
     """Reports misuse for one owner (a recorder, a monitor): each kind is warned once;
     `counts` keeps how often each kind happened."""
 
-    __slots__ = ("_lock", "counts", "owner", "strict")
+    __slots__ = ("_once", "owner", "strict")
 
     def __init__(self, owner: str, strict: bool) -> None:
         self.owner = owner
         self.strict = strict
-        self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._once = Once()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How often each kind of misuse happened (a copy)."""
+        return {str(k): n for k, n in self._once.counts().items()}
 
     def report(self, kind: str, call: str, arg: str, value: object, what: str) -> None:
         """`call(arg=value)`: `what` happened (and what mlgoodput did about it)."""
         text = f"{self.owner}.{call}({arg}={shown(value)}): {what}"
         if self.strict:
             raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {kind!r}]")
-        with self._lock:
-            n = self.counts.get(kind, 0)
-            self.counts[kind] = n + 1
-        if n:
+        if not self._once.first(kind):
             return
         # one message, not two: the warning (filterable by category; logging shows it too
         # where logging.captureWarnings is on), never a log line besides it
@@ -88,8 +91,13 @@ class MisuseReporter:
         )
 
 
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
+_warned = Once()  # what module-level calls warned about, in this process
+
+
+def first_warning(key: Hashable) -> bool:
+    """Count one occurrence of a process-wide warning `key`; True the first time (after
+    `reset_warned()`, again). For warnings that have no owner object (a launcher's variable)."""
+    return _warned.first(key)
 
 
 def misuse(
@@ -111,11 +119,8 @@ def misuse(
     k = kind if kind is not None else argument
     if resolve_strict(strict):
         raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {k!r}]")
-    key = (call, k)
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
+    if not _warned.first((call, k)):
+        return
     warnings.warn(f"{text} (misuse kind {k!r}; warned once per kind)", MlGoodputWarning, stacklevel=_user_stacklevel())
 
 
@@ -133,6 +138,6 @@ def _user_stacklevel() -> int:
 
 
 def reset_warned() -> None:
-    """Forget which kinds `misuse` has warned about (tests use it to see each warning again)."""
-    with _warned_lock:
-        _warned.clear()
+    """Forget which kinds `misuse` and `first_warning` have warned about (tests use it to see
+    each warning again)."""
+    _warned.reset()

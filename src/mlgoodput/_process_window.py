@@ -123,7 +123,7 @@ _exit_hook_for: int | None = None  # the pid whose exit the hook is registered f
 
 
 def _freeze_at_exit() -> None:
-    if os.getpid() == _exit_hook_for and os.environ.get(EXIT_GC, "") in ("", "0"):
+    if os.getpid() == _exit_hook_for and not _env.exit_gc_kept():  # read at exit: set late, it still counts
         gc.freeze()
 
 

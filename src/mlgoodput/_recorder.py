@@ -20,9 +20,10 @@ from typing import Any, Self
 
 from mlgoodput._journal import Journal
 from mlgoodput._misuse import MisuseReporter, resolve_strict
+from mlgoodput._once import Once
 from mlgoodput.events import Kind, check_name, check_step
 from mlgoodput.identity import detect_identity
-from mlgoodput.store import Store, resolve_store_url
+from mlgoodput.store import Store, from_cloud_logger, resolve_store_url
 
 __all__ = ["GoodputRecorder", "Recorder", "detect_process_index"]
 
@@ -93,7 +94,7 @@ class GoodputRecorder:
             process_index = detect_process_index()
         self.process_index = check_step(process_index, "process_index")
         self._misuse = MisuseReporter(type(self).__name__, self.strict)
-        self._env_warned: set[str] = set()
+        self._env_warned = Once()
         self._state_lock = threading.Lock()
         self._open: set[tuple[Kind, Any]] = set()  # activities started and not yet ended
         self._open_step: int | None = None
@@ -462,10 +463,7 @@ class GoodputRecorder:
 
     def _warn_once(self, key: str, message: str) -> None:
         """A log line once per key, for what is not misuse (the environment lacks a submit time)."""
-        warned = self._env_warned
-        if key not in warned:
-            warned.add(key)
-            _log.warning("mlgoodput: %s", message)
+        self._env_warned.warning(_log, key, "mlgoodput: %s", message)
 
     # -- for integrations (the JAX listeners, the Orbax logger) ----------------------------
     @property
@@ -671,11 +669,4 @@ def _positive_setting(value: object, arg: str, *, integer: bool = False) -> floa
 
 def store_from_cloud_logger(cloud_logger: Any, logger_name: str) -> Store:
     """The store over a seed-style cloud logger object (`mlgoodput.store.from_cloud_logger`)."""
-    import importlib
-
-    mod = importlib.import_module("mlgoodput.store")
-    factory = getattr(mod, "from_cloud_logger", None)
-    if factory is None:
-        raise ImportError("cloud_logger= needs mlgoodput.store.from_cloud_logger, which this build lacks")
-    store: Store = factory(cloud_logger, logger_name)
-    return store
+    return from_cloud_logger(cloud_logger, logger_name)

@@ -13,10 +13,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 
+from mlgoodput import _env
+
 #: Submit time of this job (attempt): ISO 8601 (naive means local time) or UNIX seconds.
 #: On Kubernetes, set it in the JobSet/Job spec when submitting, or map an annotation into it
 #: through the downward API (`fieldRef: metadata.annotations['...']`).
-SUBMIT_TIME = "MLGOODPUT_JOB_SUBMIT_TIME"
+SUBMIT_TIME = _env.JOB_SUBMIT_TIME
 
 
 def parse_time(text: str) -> float | None:
@@ -63,7 +65,7 @@ def pod_creation_time(
     import urllib.request
 
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
-    pod = env.get("MLGOODPUT_POD_NAME") or env.get("HOSTNAME")
+    pod = env.get(_env.POD_NAME) or env.get("HOSTNAME")
     if not pod or (api_url is None and not host):
         return None
     try:

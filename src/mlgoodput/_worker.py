@@ -45,6 +45,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+from mlgoodput import _env
+from mlgoodput._once import Once
+
 __all__ = [
     "DEFAULT_DEADLINE_S",
     "EXIT_DEADLINE_S",
@@ -71,7 +74,7 @@ DEFAULT_DEADLINE_S = 10.0
 EXIT_DEADLINE_S = 5.0
 
 #: Environment variable: "1" prints one status line per worker at exit (as `mlgoodput --debug`).
-DEBUG_ENV = "MLGOODPUT_DEBUG"
+DEBUG_ENV = _env.DEBUG
 
 DropPolicy = Literal["drop-new", "drop-oldest"]
 AfterFork = Literal["restart", "stop"]
@@ -248,7 +251,7 @@ class BackgroundWorker:
         self.failures = 0  # rounds (and cleanups) that raised
         self.abandoned = 0  # rounds left stuck on their thread when a deadline passed
         self.last_error: BaseException | None = None
-        self._logged: set[str] = set()
+        self._logged = Once()  # what was logged: each kind of error once
         _workers.add(self)
 
     def _init_sync(self) -> None:
@@ -295,9 +298,9 @@ class BackgroundWorker:
         item was dropped (a full queue, counted in `dropped`) or the worker is closed."""
         if self._closed or self._closing:
             self._queue.dropped += 1
-            if "closed" not in self._logged:
-                self._logged.add("closed")
-                log.warning("mlgoodput: %s: an item submitted after close was dropped (logged once)", self.name)
+            self._logged.warning(
+                log, "closed", "mlgoodput: %s: an item submitted after close was dropped (logged once)", self.name
+            )
             return False
         ok = self._queue.put(item)
         if self._thread is None:
@@ -413,14 +416,19 @@ class BackgroundWorker:
         """Runs in a forked child after the worker's own state was reset, before it restarts
         (`after_fork = "restart"`); a subclass drops what belongs to the parent here."""
 
+    def log_once(
+        self, key: str, msg: str, *args: object, level: int = logging.WARNING, logger: logging.Logger | None = None
+    ) -> bool:
+        """For subclasses: log `msg` (to `logger`, default "mlgoodput") the first time `key`
+        comes to this worker (the errors' keys, their type names, share the same record); True
+        when it was logged now."""
+        return self._logged.log(log if logger is None else logger, key, msg, *args, level=level)
+
     def _report_error(self, e: BaseException) -> None:
         """The one path for errors: counted, kept as `last_error`, logged once per kind."""
         self.failures += 1
         self.last_error = e
-        key = type(e).__name__
-        if key not in self._logged:
-            self._logged.add(key)
-            log.warning("%s: %s (will retry; logged once)", self.name, e)
+        self._logged.warning(log, type(e).__name__, "%s: %s (will retry; logged once)", self.name, e)
 
     # -- internals -------------------------------------------------------------------
     def _clean_now(self) -> bool:
@@ -540,7 +548,7 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-_debug_report = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+_debug_report = False  # `mlgoodput --debug`; $MLGOODPUT_DEBUG is read at exit, not at import
 
 
 def enable_debug_report() -> None:
@@ -550,7 +558,7 @@ def enable_debug_report() -> None:
 
 
 def _print_debug_report() -> None:
-    if not _debug_report:
+    if not (_debug_report or _env.debug_on()):
         return
     try:
         statuses = worker_statuses()

@@ -156,7 +156,9 @@ def _silence_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv or os.environ.get("MLGOODPUT_DEBUG", "") not in ("", "0")
+    from mlgoodput._env import debug_on  # lazy: `mlgoodput --version` stays a bare start
+
+    debug = "--debug" in argv or debug_on()
     argv = [a for a in argv if a != "--debug"]  # accepted anywhere: `mlgoodput report ... --debug`
     if debug:
         from mlgoodput._worker import enable_debug_report

@@ -7,7 +7,6 @@ belongs to is carried by the batch that ships it, not by every event.
 
 from __future__ import annotations
 
-import datetime as _dt
 import enum
 import operator
 from collections.abc import Mapping, Sequence
@@ -92,20 +91,6 @@ class EventBatch:
     writer: int
     first_seq: int
     events: Sequence[Event]
-
-
-def to_unix(value: _dt.datetime | None, arg: str, *, now: float | None = None) -> float:
-    """A public-API time argument as UNIX seconds: an aware datetime, a naive one in local
-    time (as `datetime.now()` gives), or None for now. Anything else is a TypeError."""
-    if value is None:
-        if now is None:
-            import time
-
-            return time.time()
-        return now
-    if isinstance(value, _dt.datetime):
-        return value.timestamp()
-    raise TypeError(f"{arg} must be a datetime.datetime or None, got {value!r}")
 
 
 def check_step(step: object, arg: str = "step") -> int:

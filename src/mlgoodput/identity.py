@@ -29,13 +29,12 @@ import logging
 import os
 import socket
 import sys
-import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlgoodput import _env
-from mlgoodput._misuse import MlGoodputWarning, _user_stacklevel
+from mlgoodput._misuse import MlGoodputWarning, _user_stacklevel, first_warning
 
 __all__ = ["SOURCES", "ProcessIdentity", "detect_identity"]
 
@@ -85,16 +84,10 @@ class BadValue(ValueError):
     """A launcher variable that is not usable (not an integer, negative, a rank past the size)."""
 
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
 def _warn_bad(err: BadValue, consequence: str) -> None:
-    key = str(err)
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
+    """Warn once per bad value (process-wide; `_misuse.reset_warned()` forgets)."""
+    if not first_warning(("identity", str(err))):
+        return
     text = f"mlgoodput: {err}; {consequence}"
     log.warning("%s", text)
     warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())

@@ -197,27 +197,35 @@ def test_calculator_accepts_the_seeds_arguments(tmp_path: object) -> None:
         goodput.GoodputCalculator("j", "ns", object(), store=MemoryStore())
 
 
-def test_recorder_takes_cloud_logger_fourth(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The production path calls mlgoodput.store.from_cloud_logger(cloud_logger, logger_name)."""
-    import mlgoodput.store
+class _SeedStyleCloudLogger:
+    """A cloud_logger as the seed's tests build one: its entries kept in memory."""
 
-    calls: list[tuple[object, str]] = []
-    store = MemoryStore("memory://cloud-logger-double")
+    def __init__(self, job_name: str) -> None:
+        self.job_name = job_name
+        self.entries: list[dict[str, object]] = []
 
-    def from_cloud_logger(cloud_logger: object, logger_name: str) -> MemoryStore:  # a test double
-        calls.append((cloud_logger, logger_name))
-        return store
+    def write_cloud_logging_entry(self, entry: dict[str, object]) -> None:
+        self.entries.append(dict(entry))
 
-    monkeypatch.setattr(mlgoodput.store, "from_cloud_logger", from_cloud_logger, raising=False)
-    marker = object()
-    rec = goodput.GoodputRecorder("j", "ns", True, marker)
+    def read_cloud_logging_entries(
+        self, start_time: object = None, end_time: object = None, last_entry_info: object = None
+    ) -> tuple[list[dict[str, object]], object]:
+        return list(self.entries), (None, None)
+
+
+def test_recorder_takes_cloud_logger_fourth() -> None:
+    """The recorder writes through the cloud logger it is given (mlgoodput.store.from_cloud_logger),
+    and a calculator given the same logger reads what it wrote."""
+    cl = _SeedStyleCloudLogger("j")
+    rec = goodput.GoodputRecorder("j", "ns", True, cl)
     rec.record_job_start_time(dt.datetime.fromtimestamp(T0, dt.UTC))
     rec.close()
-    calc = goodput.GoodputCalculator("j", "ns", marker, clock=lambda: T0 + 1)
-    assert calls == [(marker, "ns"), (marker, "ns")]
+    assert {"job_name": "j", "job_start_time": T0} in cl.entries  # (besides its signs of life)
+    calc = goodput.GoodputCalculator("j", "ns", cl, clock=lambda: T0 + 1)
     assert calc.report().total_s == pytest.approx(1.0)
+    marker = object()  # not a cloud logger: reading or writing it would raise
     off = goodput.GoodputRecorder("j", "ns", False, marker)  # logging off: the logger is not touched
-    assert calls == [(marker, "ns"), (marker, "ns")] and off.cloud_logger is marker
+    assert off.cloud_logger is marker
 
 
 # -- the monitor's seed arguments ---------------------------------------------------------------

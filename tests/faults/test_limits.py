@@ -53,7 +53,7 @@ def test_invalid_utf8_in_a_console_frame_is_a_bad_frame() -> None:
             while s.recv(4096):
                 pass
         assert wait_for(lambda: srv.bad_frames + srv.refused >= 1, 5)
-        assert not any(k.startswith("error") for k in srv._warned)  # not an internal error
+        assert not any(k.startswith("error") for k in srv.refusals())  # not an internal error
     finally:
         srv.stop(5)
 

@@ -12,7 +12,7 @@ import pytest
 
 import mlgoodput
 from mlgoodput import monitoring
-from mlgoodput._monitoring import _monitor
+from mlgoodput._misuse import reset_warned
 
 
 def _monitor_(tmp_path: Path, **kw: object) -> monitoring.GoodputMonitor:
@@ -44,7 +44,7 @@ def test_no_gcp_options_says_so_loudly_on_google_cloud(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, "mlgoodput")
-    monkeypatch.setattr(_monitor, "_said_no_gcm", False)
+    reset_warned()  # said once per process: this test's process too
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "my-project")
     _monitor_(tmp_path)
     _monitor_(tmp_path)
@@ -56,7 +56,7 @@ def test_no_gcp_options_is_an_info_line_elsewhere(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, "mlgoodput")
-    monkeypatch.setattr(_monitor, "_said_no_gcm", False)
+    reset_warned()  # said once per process: this test's process too
     for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "TPU_NAME"):
         monkeypatch.delenv(v, raising=False)
     _monitor_(tmp_path)

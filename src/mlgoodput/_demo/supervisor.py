@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
+from mlgoodput import _env
 from mlgoodput._demo._store import forget_job
 from mlgoodput._journal import recover_journals
 from mlgoodput._spawn import start_python
@@ -193,9 +194,9 @@ def _attempt(
         str(cfg.time_scale),
     ]
     # the supervisor "submits" each attempt now
-    env = {"PYTHONUNBUFFERED": "1", "MLGOODPUT_JOB_SUBMIT_TIME": repr(time.time())}
-    if "MLGOODPUT_CPU_PEAK_FLOPS" not in os.environ:
-        env["MLGOODPUT_CPU_PEAK_FLOPS"] = DEMO_CPU_PEAK_FLOPS
+    env = {"PYTHONUNBUFFERED": "1", _env.JOB_SUBMIT_TIME: repr(time.time())}
+    if _env.CPU_PEAK_FLOPS not in os.environ:
+        env[_env.CPU_PEAK_FLOPS] = DEMO_CPU_PEAK_FLOPS
     p = start_python(cmd, extra_env=env, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     try:

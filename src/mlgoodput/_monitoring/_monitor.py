@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from mlgoodput._misuse import MisuseReporter, resolve_strict
+from mlgoodput._misuse import MisuseReporter, first_warning, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
 from mlgoodput.accounting import retention_period
 from mlgoodput.export import (
@@ -435,17 +435,12 @@ class GoodputMonitor:
         self.close()
 
 
-_said_no_gcm = False
-
-
 def _say_no_cloud_monitoring(job: str) -> None:
     """Once per process: a monitor without `gcp_options` sends nothing to Cloud Monitoring, where
     ml-goodput-measurement's sends by default. Loud on Google Cloud, where that was likely
     expected (a project or TPU variable is set), a log line at INFO elsewhere."""
-    global _said_no_gcm
-    if _said_no_gcm:
+    if not first_warning(("monitor", "no-cloud-monitoring")):  # `_misuse.reset_warned()` forgets
         return
-    _said_no_gcm = True
     on_gcp = any(
         os.environ.get(v) for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "TPU_NAME")
     )

@@ -3,7 +3,9 @@
 A caller only appends a record to a deque (well under a microsecond). The sender thread
 numbers the records, sends them in batch frames, and keeps every record until the server
 acknowledges that it is stored; after a reconnect it sends the unacknowledged ones again.
-The buffer is bounded: past `max_buffer` records the oldest are dropped and counted.
+The buffer is bounded where records come in: past `max_buffer` records the oldest are dropped
+and counted, by `put` while the sender is busy (a connect that blocks) and by the sender for
+the records it holds.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import secrets
 import select
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from mlgoodput import _env
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console import _protocol as P
 from mlgoodput.console._address import Address, parse_address
@@ -55,11 +59,13 @@ class ConsoleClient(BackgroundWorker):
         self.timeout_s = timeout_s
         super().__init__("mlgoodput-console-client", interval_s=interval_s, max_backoff_s=0.5)
         self.tickers: list[Callable[[], None]] = []  # run at each round (held-back progress updates)
+        self._drop_lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
         self.client_id = secrets.randbits(62)
-        self.queue: collections.deque[Any] = collections.deque()
+        # new records; at most max_buffer: a full deque pushes its oldest out on append
+        self.queue: collections.deque[Any] = collections.deque(maxlen=self.max_buffer)
         # records not yet acknowledged, in chunks [first seq, records, encoded frame or None]
         self._chunks: collections.deque[list[Any]] = collections.deque()
         self._unacked = 0  # records in _chunks
@@ -72,16 +78,42 @@ class ConsoleClient(BackgroundWorker):
         self._last_recv = 0.0
         self.process: int | None = None  # the short number the server gave us
         self.job: str | None = None
-        self.dropped = 0
+        self._put_drops = 0  # records pushed out of the full queue by `put`
+        self._put_drops_numbered = 0  # of those, the ones the sender gave sequence numbers
+        self._held_drops = 0  # records the sender held and pushed out of the buffer
         self.connects = 0
         self.refused_reason: str | None = None
 
     def put(self, record: Any) -> None:
-        """Queue one record; wakes the sender when the queue was empty."""
+        """Queue one record (never blocks); wakes the sender when the queue was empty. A full
+        queue (`max_buffer` records) drops its oldest, counted in `dropped`."""
         q = self.queue
+        if len(q) >= self.max_buffer:  # the sender is busy (a connect that blocks): the oldest goes
+            with self._drop_lock:
+                self._put_drops += 1
+            self._full()
         q.append(record)
         if len(q) == 1:
             self._wake.set()
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped because the buffer was full (the oldest first)."""
+        return self._put_drops + self._held_drops
+
+    @dropped.setter
+    def dropped(self, n: int) -> None:
+        with self._drop_lock:
+            self._put_drops = self._put_drops_numbered = 0
+            self._held_drops = n
+
+    def _full(self) -> None:
+        self.log_once(
+            "full",
+            "console client: buffer full (%d records); dropping the oldest",
+            self.max_buffer,
+            logger=log,
+        )
 
     @property
     def pending(self) -> int:
@@ -122,6 +154,15 @@ class ConsoleClient(BackgroundWorker):
         q = self.queue
         n = len(q)
         if n:
+            with self._drop_lock:
+                gone = self._put_drops - self._put_drops_numbered
+                self._put_drops_numbered = self._put_drops
+            if gone:
+                # the records `put` pushed out keep their numbers (a gap before the queued ones),
+                # so that the server counts them lost
+                self._next += gone
+                if not self._chunks:
+                    self._first = self._sent = self._next
             pop = q.popleft
             while n > 0:
                 k = min(n, MAX_RECORDS_PER_FRAME)
@@ -131,11 +172,10 @@ class ConsoleClient(BackgroundWorker):
                 n -= k
             over = self._unacked - self.max_buffer
             if over > 0:
-                self._forget(self._first + over)
+                self._drop_oldest(over)
                 self._sent = max(self._sent, self._first)
-                if self.dropped == 0:
-                    log.warning("console client: buffer full (%d records); dropping the oldest", self.max_buffer)
-                self.dropped += over
+                self._full()
+                self._held_drops += over
         if self._sock is None:
             if self.refused_reason is not None:
                 return True  # refused for good: keep buffering (bounded), stop retrying
@@ -146,9 +186,14 @@ class ConsoleClient(BackgroundWorker):
                 return True
             except (OSError, P.FrameError, EOFError) as e:
                 self._drop_connection()
-                if "refused" not in self._logged:
-                    self._logged.add("refused")
-                    log.info("console client: cannot reach %s yet (%s); buffering", self.address, e)
+                self.log_once(
+                    "refused",
+                    "console client: cannot reach %s yet (%s); buffering",
+                    self.address,
+                    e,
+                    level=logging.INFO,
+                    logger=log,
+                )
                 return False
         try:
             self._send_pending()
@@ -194,22 +239,36 @@ class ConsoleClient(BackgroundWorker):
         self._chunks.insert(i + 1, [first + half, recs[half:], None])
 
     def _forget(self, next_seq: int) -> None:
-        """Drop every record numbered below `next_seq` (acknowledged, or pushed out of the buffer)."""
+        """Drop every record numbered below `next_seq` (acknowledged). The chunks may have gaps
+        between them (numbers of records `put` dropped)."""
         ch = self._chunks
-        while ch and self._first < next_seq:
+        while ch and ch[0][0] < next_seq:
             first, recs, _ = ch[0]
             end = first + len(recs)
             if end <= next_seq:
                 ch.popleft()
                 self._unacked -= len(recs)
-                self._first = end
             else:  # part of the chunk: keep its tail, encode it again when sent
                 k = next_seq - first
                 ch[0] = [next_seq, recs[k:], None]
                 self._unacked -= k
-                self._first = next_seq
-        if not ch:
-            self._first = max(self._first, min(next_seq, self._next))
+                break
+        self._first = max(self._first, ch[0][0] if ch else min(next_seq, self._next))
+
+    def _drop_oldest(self, count: int) -> None:
+        """Drop the `count` oldest records held (the buffer is full)."""
+        ch = self._chunks
+        while count > 0 and ch:
+            first, recs, _ = ch[0]
+            if len(recs) <= count:
+                ch.popleft()
+                self._unacked -= len(recs)
+                count -= len(recs)
+            else:
+                ch[0] = [first + count, recs[count:], None]
+                self._unacked -= count
+                count = 0
+        self._first = max(self._first, ch[0][0] if ch else self._next)
 
     def _read_acks(self, wait_s: float) -> None:
         sock = self._sock
@@ -269,7 +328,7 @@ class ConsoleClient(BackgroundWorker):
                 raise ConsoleError(f"server speaks protocol version {ch.version}, this client {P.VERSION}")
             if ch.auth and not self.token:
                 raise ConsoleError(
-                    f"the console server at {self.address} needs a token (token= or ${'MLGOODPUT_CONSOLE_TOKEN'})"
+                    f"the console server at {self.address} needs a token (token= or ${_env.CONSOLE_TOKEN})"
                 )
             mac = P.mac(self.token, ch.nonce) if (ch.auth and self.token) else b""
             argv = " ".join(sys.argv)[:500]

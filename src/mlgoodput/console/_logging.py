@@ -121,7 +121,7 @@ class ConsoleHandler(logging.Handler):
         self.errors = 0
 
     def handle(self, record: logging.LogRecord) -> logging.LogRecord | bool:  # type: ignore[override]
-        # no handler lock: emit only appends to a thread-safe deque
+        # no handler lock: emit only puts to the client, which never blocks
         if self.filters and not self.filter(record):
             return False
         if record.levelno < logging.WARNING and record.name.startswith("mlgoodput"):
@@ -143,12 +143,9 @@ class ConsoleHandler(logging.Handler):
                 exc = record.exc_text
             if record.stack_info:
                 exc = (exc + "\n" if exc else "") + record.stack_info
-            q = self.client.queue
-            q.append(
+            self.client.put(
                 LogRec(record.created, record.levelno, record.name, text, record.pathname, record.lineno, ansi, exc)
             )
-            if len(q) == 1:
-                self.client._wake.set()
         except Exception:
             self.errors += 1
 

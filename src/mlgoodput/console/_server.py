@@ -24,8 +24,9 @@ from typing import IO, Any
 
 from mlgoodput._endpoint import check_exposure
 from mlgoodput._format import duration, timestamp
-from mlgoodput._journal import LOSS_NAMESPACE
 from mlgoodput._limited_server import BACKLOG, bind_unix, socket_identity, unlink_own_socket
+from mlgoodput._once import Once
+from mlgoodput._recovery import LOSS_NAMESPACE
 from mlgoodput.console import _protocol as P
 from mlgoodput.console import _records
 from mlgoodput.console._address import Address, parse_address
@@ -40,6 +41,8 @@ log = logging.getLogger("mlgoodput.console.server")
 _PROGRESS, _CLIENT = Kind.PROGRESS, Kind.CLIENT
 #: Connections that have not authenticated yet, at most; a new one drops the oldest.
 MAX_UNAUTHENTICATED = 128
+#: How many refusals of one kind (a bad token, a malformed frame, ...) are logged; more are counted.
+WARN_TIMES = 5
 #: How much a connection's reader buffers before it stops reading, until it authenticates
 #: (a stranger can make the server hold at most about twice this); then full frames.
 PREAUTH_READ_LIMIT = 64 * 1024
@@ -124,7 +127,7 @@ class ConsoleServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self.address = ""
-        self._warned: dict[str, int] = {}
+        self._warned = Once(times=WARN_TIMES)  # refused input per kind: the first few are logged
         self._writers: set[asyncio.StreamWriter] = set()
         self._unauthenticated: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()
         self.max_unauthenticated = MAX_UNAUTHENTICATED
@@ -265,13 +268,16 @@ class ConsoleServer:
     def _warn(self, peer: str, what: str) -> None:
         """Log a refused connection or bad frame, at most a few times per kind of problem."""
         key = what.split(":", 1)[0]
-        n = self._warned.get(key, 0)
-        self._warned[key] = n + 1
-        if n < 5:
+        if self._warned.first(key):
             log.warning("console server: %s from %s", what, peer)
             self._note(f"refused input from {peer}: {what[:200]}")
-        elif n == 5:
+        elif self._warned.count(key) == WARN_TIMES + 1:
             log.warning("console server: more of %r; no longer logged", key)
+
+    def refusals(self) -> dict[str, int]:
+        """Refused connections and bad frames so far, per kind of problem (the text before
+        its colon: "unauthenticated", "protocol", "malformed", "error")."""
+        return {str(k): n for k, n in self._warned.counts().items()}
 
     def _note(self, text: str) -> None:
         if self.display is not None:

@@ -245,23 +245,24 @@ class StoreSink(BackgroundWorker):
             try:
                 self.spool.write(it.namespace, it.writer, it.first_seq, it.events)
             except OSError as e:
-                if "spill" not in self._logged:
-                    self._logged.add("spill")
-                    log.warning(
-                        "mlgoodput console: the store cannot take records now (%s) and the console's journal"
-                        " cannot hold them either (%s): they wait in memory (logged once)",
-                        why,
-                        e,
-                    )
+                self.log_once(
+                    "spill",
+                    "mlgoodput console: the store cannot take records now (%s) and the console's journal"
+                    " cannot hold them either (%s): they wait in memory (logged once)",
+                    why,
+                    e,
+                    logger=log,
+                )
                 break  # keep each writer's order: the rest waits too
             written.append(it)
-        if written and "journal" not in self._logged:
-            self._logged.add("journal")
-            log.warning(
+        if written:
+            self.log_once(
+                "journal",
                 "mlgoodput console: the store %s cannot take records now (%s); they are kept in the"
                 " console's journal and stored once it can (logged once)",
                 self.url,
                 why,
+                logger=log,
             )
         self._settle(written, stored=False)
         return sum(len(it.events) for it in written)

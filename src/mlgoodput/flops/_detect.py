@@ -6,10 +6,11 @@ import os
 import time
 from collections.abc import Sequence
 
+from mlgoodput import _env
 from mlgoodput.flops._peaks import dtype_key, peak_per_device
 
 #: Peak FLOP/s of this process's CPU devices together (a CPU's `device_kind` is just "cpu").
-CPU_PEAK_FLOPS = "MLGOODPUT_CPU_PEAK_FLOPS"
+CPU_PEAK_FLOPS = _env.CPU_PEAK_FLOPS
 
 
 def measure_matmul_flops(n: int = 512, repeats: int = 5) -> float | None:

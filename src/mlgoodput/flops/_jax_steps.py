@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlgoodput._misuse import MlGoodputMisuseError
+from mlgoodput._once import Once
 from mlgoodput.flops._jax import jax_step_flops
 
 log = logging.getLogger("mlgoodput.jax")
@@ -157,7 +158,7 @@ def track_jax_step_flops(fn: Callable[..., Any], recorder: Any) -> Callable[...,
     check = [True]  # look at this call's arguments (the first call, or several executables)
     current_flops: list[float | None] = [None]  # the count last recorded
     last_end = [time.time()]  # when the previous call returned
-    warned = [False]
+    warned = Once()
 
     def _after(args: tuple[Any, ...], kwargs: dict[str, Any], n: int) -> None:
         if n != seen[0]:  # it compiled (or its cache was cleared): learn this signature
@@ -183,9 +184,7 @@ def track_jax_step_flops(fn: Callable[..., Any], recorder: Any) -> Callable[...,
             except MlGoodputMisuseError:
                 raise  # strict mode asked for misuse to raise (users' own tests)
             except Exception as e:
-                if not warned[0]:
-                    warned[0] = True
-                    log.warning("mlgoodput.jax: could not record the step's FLOPs: %s", e)
+                warned.warning(log, "flops", "mlgoodput.jax: could not record the step's FLOPs: %s", e)
         last_end[0] = time.time()
         return out
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mlgoodput._once import Once
 from mlgoodput.events import Kind
 
 log = logging.getLogger("mlgoodput.jax")
@@ -95,12 +96,10 @@ def compile_listeners(
     gives durations only, and the start is then `now - duration` (the listener runs right
     after the phase). `spans=None` picks what the installed JAX offers. Never raises into
     JAX: a failure is counted and logged once."""
-    errors = [0]
+    failures = Once()  # counted; the first one logged
 
     def _fail(e: Exception) -> None:
-        errors[0] += 1
-        if errors[0] == 1:
-            log.warning("mlgoodput.jax: could not record a compile event: %s", e)
+        failures.warning(log, "compile", "mlgoodput.jax: could not record a compile event: %s", e)
 
     def on_span(event: str, start_time: float, end_time: float, **kw: Any) -> None:
         if event not in COMPILE_EVENTS:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlgoodput._misuse import MlGoodputMisuseError
+from mlgoodput._once import Once
 
 log = logging.getLogger("mlgoodput.torch")
 
@@ -18,7 +19,7 @@ class Safe:
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.errors = 0
-        self._warned: set[str] = set()
+        self._warned = Once()
 
     def __call__(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -27,12 +28,9 @@ class Safe:
             raise  # strict mode asked for misuse to raise (users' own tests)
         except Exception as e:
             self.errors += 1
-            if what not in self._warned:
-                self._warned.add(what)
-                log.warning("%s: %s failed (recorded what it could): %s", self.owner, what, e)
+            self._warned.warning(log, what, "%s: %s failed (recorded what it could): %s", self.owner, what, e)
             return None
 
     def warn_once(self, what: str, message: str) -> None:
-        if what not in self._warned:
-            self._warned.add(what)
-            log.warning("%s: %s", self.owner, message)
+        """Log `message` the first time `what` comes (shared with the failures' keys)."""
+        self._warned.warning(log, what, "%s: %s", self.owner, message)
