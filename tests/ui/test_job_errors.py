@@ -60,3 +60,22 @@ def test_a_job_whose_background_work_succeeds_shows_no_errors(store: SQLiteStore
     g = wait_for(complete, what="goodput over time computed")
     assert g["x"] and g["errors"] == {}
     assert get(base)[1]["errors"] == {}
+
+
+@pytest.mark.slow
+def test_the_job_page_shows_a_goodput_failure(store: SQLiteStore, serve: Any, browser: Any) -> None:
+    tl = scenario("s1_clean_run")
+    fill(store, tl)
+
+    def clock() -> float:
+        if threading.current_thread().name == "mlgoodput-ui-pieces":
+            raise RuntimeError("the clock broke while computing goodput over time")
+        return tl.query
+
+    srv = serve(store, clock=clock)
+    browser.console_errors()  # what earlier pages left
+    browser.driver.get(f"{srv.url}jobs/{quote(tl.job_name)}")
+    shown = "const e = document.getElementById('goodput-error'); return e && !e.hidden ? e.textContent : ''"
+    text = wait_for(lambda: browser.driver.execute_script(shown), what="the goodput failure on the page")
+    assert "goodput failed" in text and "RuntimeError: the clock broke" in text
+    assert browser.console_errors() == []
