@@ -90,6 +90,10 @@ def default_store_url() -> str:
     return os.environ.get(STORE) or "sqlite://" + str(data_dir() / "mlgoodput.db")
 
 
+#: The variables that name a Google Cloud project (google-auth's and gcloud's), in the order read.
+GCP_PROJECT_VARS: tuple[str, ...] = ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT")
+#: Set on a Cloud TPU VM: the TPU's name.
+TPU_NAME = "TPU_NAME"
 #: Host (and port) of the GCE metadata server, as google-auth reads it; default metadata.google.internal.
 GCE_METADATA_HOST = "GCE_METADATA_HOST"
 #: "1" turns the warnings for misuse on the training path (an end without a start, a step

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import mlgoodput
-from mlgoodput import monitoring
+from mlgoodput import _env, monitoring
 from mlgoodput._misuse import reset_warned
 
 
@@ -57,7 +57,7 @@ def test_no_gcp_options_is_an_info_line_elsewhere(
 ) -> None:
     caplog.set_level(logging.INFO, "mlgoodput")
     reset_warned()  # said once per process: this test's process too
-    for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "TPU_NAME"):
+    for v in (*_env.GCP_PROJECT_VARS, _env.TPU_NAME):
         monkeypatch.delenv(v, raising=False)
     _monitor_(tmp_path)
     said = [r for r in caplog.records if "nothing goes to Cloud Monitoring" in r.getMessage()]

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput import _env
 from mlgoodput._misuse import MisuseReporter, first_warning, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
 from mlgoodput.accounting import retention_period
@@ -441,9 +442,7 @@ def _say_no_cloud_monitoring(job: str) -> None:
     expected (a project or TPU variable is set), a log line at INFO elsewhere."""
     if not first_warning(("monitor", "no-cloud-monitoring")):  # `_misuse.reset_warned()` forgets
         return
-    on_gcp = any(
-        os.environ.get(v) for v in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "TPU_NAME")
-    )
+    on_gcp = any(os.environ.get(v) for v in (*_env.GCP_PROJECT_VARS, _env.TPU_NAME))
     log.log(
         logging.WARNING if on_gcp else logging.INFO,
         "GoodputMonitor(%s): no gcp_options, so nothing goes to Cloud Monitoring (ml-goodput-measurement"

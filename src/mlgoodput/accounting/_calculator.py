@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mlgoodput import _env
-from mlgoodput._journal import Journal, recover_changed_journals
+from mlgoodput._journal import Journal
+from mlgoodput._once import Once
+from mlgoodput._recovery import recover_changed_journals
 from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
@@ -104,7 +106,7 @@ class GoodputCalculator:
         self._store: Store = open_store(store)
         self._reader = StoreReader(self._store, logger_name, job_name)  # the job's events, from a cursor
         self._clock = clock
-        self._notes_said: set[str] = set()  # which report notes were logged (each once)
+        self._notes_said = Once()  # which report notes were logged (each once)
         self._stall_factor = stall_factor
         self._eng = Engine(stall_factor=stall_factor)
         # a saved state read as far as its header: the engine is built from it when first used
@@ -466,12 +468,8 @@ class GoodputCalculator:
         p = r.productivity
         if p is None or not p.notes:
             return
-        said = self._notes_said
-        for note in p.notes:
-            key = note[:12]  # which note: its figures change from query to query
-            if key not in said:
-                said.add(key)
-                log.warning("mlgoodput: job %r: %s", self.job_name, note)
+        for note in p.notes:  # keyed by which note: its figures change from query to query
+            self._notes_said.warning(log, note[:12], "mlgoodput: job %r: %s", self.job_name, note)
 
     def _engine_at(self, q_at: float | None) -> tuple[Engine, float]:
         """The engine and query time of a query as of `q_at` (default: now, or the latest event

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from mlgoodput import _env
+
 _DMI_FILES = ("/sys/class/dmi/id/product_name", "/sys/class/dmi/id/bios_vendor")
 
 
@@ -31,7 +33,7 @@ def on_gce(read: Callable[[str], str] | None = None) -> bool:
 
 def project_from_env() -> str | None:
     """The project named by the usual Google Cloud environment variables, if any."""
-    for name in ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT"):
+    for name in _env.GCP_PROJECT_VARS:
         v = os.environ.get(name)
         if v:
             return v
