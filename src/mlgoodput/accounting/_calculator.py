@@ -168,10 +168,15 @@ class GoodputCalculator:
         """The engine; built from the saved state on first use (SnapshotError when that fails)."""
         p = self._pending
         if p is not None:
-            self._pending = None
-            self._eng = p.engine()
+            try:
+                eng = p.engine()
+            except _snapshot.SnapshotError:
+                self._pending = None
+                raise
+            self._eng = eng
             if p.facts is not None:  # the saved scan of the non-step events: no pass over them
                 self._facts = p.facts
+            self._pending = None  # last: `timeline` without the lock sees the engine built
         return self._eng
 
     @_engine.setter
@@ -183,15 +188,16 @@ class GoodputCalculator:
     def timeline(self) -> Timeline:
         """The events read so far, per host (the engine's own; read it, never change it). It is
         replaced when the calculator starts from a saved state, and grows with each query."""
-        try:
-            return self._engine.timeline
-        except _snapshot.SnapshotError as e:
-            self._drop_saved(e)
-            return self._engine.timeline
+        if self._pending is None:
+            return self._eng.timeline
+        # the engine is built from the saved state now: under the lock, as a query builds it
+        # (a piece that fails its check drops the state, and the job is read from the store)
+        return self._guarded(lambda: self._engine.timeline)
 
     def _drop_saved(self, e: Exception) -> None:
         """Forget the saved state (a piece of it failed a check when read, or a newer save
-        replaced it meanwhile): the next read starts from the beginning of the job."""
+        replaced it meanwhile) and read the job again from the store now: whoever asked (a
+        page following `timeline`, a save after a query) sees the whole job, never an empty one."""
         log.warning(
             "mlgoodput: the saved accounting state of %s/%s is damaged or was replaced (%s);"
             " reading the job from the store",
@@ -206,6 +212,7 @@ class GoodputCalculator:
         self._facts = FactsCache()
         self._seed = SeedSteps()
         self._lag = self._lag_last = None
+        self._reader.read(lambda: self._eng.timeline)
 
     def _guarded(self, fn: Callable[[], T]) -> T:
         """fn() under the lock; once more from the store when the saved state fails a check."""

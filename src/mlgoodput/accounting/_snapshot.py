@@ -94,7 +94,7 @@ def dump(
 
     floats = _Floats()  # the float lists of the JSON sections, packed (quick to read back)
     hosts = []
-    for h, hlog in sorted(tl.hosts.items()):
+    for h, hlog in tl.hosts.items():  # in the timeline's order (first seen first): restored alike
         add(f"times.{h}", hlog.times)
         for part, arr in zip(("starts", "base", "keys", "packed"), hlog.nums.state(), strict=True):
             add(f"nums.{part}.{h}", arr)
@@ -570,6 +570,11 @@ def _load_caches(e: Engine, c: dict[str, Any], floats: _FloatsIn) -> FactsCache 
     f = c.get("facts")
     if f is None:
         return None
+    order = [int(x[0]) for x in f["hosts"]]
+    if len(order) == len(tl.hosts) and set(order) == set(tl.hosts) and order != list(tl.hosts):
+        # a state saved before the header kept the timeline's order (its hosts sorted): the
+        # scan lists them in the timeline's order, the one a read from the store gives
+        tl.hosts = {h: tl.hosts[h] for h in order}
     if [[h, len(v.others), len(v.job_starts)] for h, v in tl.hosts.items()] != f["hosts"]:
         raise SnapshotError("saved productivity scan does not match the events")
     fl, pk, sub, lead, js, jend, se, sv, svs, rs, rd = f["scan"]
