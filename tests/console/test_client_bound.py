@@ -7,10 +7,13 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
+
 from mlgoodput.console import ConsoleClient
 from mlgoodput.console import _protocol as P
 
 
+@pytest.mark.slow
 def test_a_blocked_connect_does_not_let_the_buffer_grow(sockdir: str) -> None:
     path = f"{sockdir}/silent.sock"
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # accepts, never says a word

@@ -109,6 +109,7 @@ def test_an_adam_update_adds_per_parameter_flops() -> None:
     assert 8 <= extra[32] <= 14 and extra[32] == pytest.approx(extra[1024], rel=0.05)
 
 
+@pytest.mark.slow
 def test_deep_mlp_with_a_small_first_layer_is_within_1_percent_of_6_n_batch() -> None:
     n = flops.dense_params(DEEP)
     train, _ = _counts(DEEP, 512, jax.nn.relu, "sgd")
