@@ -8,7 +8,7 @@ one status line per background worker at exit.
 
 Only entry points import this module: the `mlgoodput` script, `python -m mlgoodput`
 (`__main__.py`) and `python -m mlgoodput.console`; tests call `main(argv)`. No library module
-imports it: it sits above every other folder (docs/architecture.md).
+imports it: only those programs stand above it (docs/architecture.md, "The floors").
 """
 
 from __future__ import annotations
