@@ -87,13 +87,19 @@ class ConsoleClient(BackgroundWorker):
     def put(self, record: Any) -> None:
         """Queue one record (never blocks); wakes the sender when the queue was empty. A full
         queue (`max_buffer` records) drops its oldest, counted in `dropped`."""
-        q = self.queue
-        if len(q) >= self.max_buffer:  # the sender is busy (a connect that blocks): the oldest goes
-            with self._drop_lock:
+        # the check and the append under one lock, which the sender takes to empty the queue:
+        # every record the full deque pushes out is counted, and no count is made for a record
+        # that stayed (two putters at max_buffer - 1, or the sender emptying the queue between)
+        with self._drop_lock:
+            q = self.queue
+            full = len(q) >= self.max_buffer  # the sender is busy (a connect that blocks)
+            q.append(record)  # a full deque pushes its oldest out
+            if full:
                 self._put_drops += 1
+            first = len(q) == 1
+        if full:
             self._full()
-        q.append(record)
-        if len(q) == 1:
+        if first:
             self._wake.set()
 
     @property
@@ -151,31 +157,31 @@ class ConsoleClient(BackgroundWorker):
     def _work(self) -> bool:
         for tick in self.tickers:
             tick()
-        q = self.queue
-        n = len(q)
+        with self._drop_lock:  # the whole queue and the drops made before it, together
+            items = list(self.queue)
+            self.queue.clear()
+            gone = self._put_drops - self._put_drops_numbered
+            self._put_drops_numbered = self._put_drops
+        n = len(items)
         if n:
-            with self._drop_lock:
-                gone = self._put_drops - self._put_drops_numbered
-                self._put_drops_numbered = self._put_drops
             if gone:
                 # the records `put` pushed out keep their numbers (a gap before the queued ones),
                 # so that the server counts them lost
                 self._next += gone
                 if not self._chunks:
                     self._first = self._sent = self._next
-            pop = q.popleft
-            while n > 0:
-                k = min(n, MAX_RECORDS_PER_FRAME)
-                self._chunks.append([self._next, [pop() for _ in range(k)], None])
-                self._next += k
-                self._unacked += k
-                n -= k
+            for i in range(0, n, MAX_RECORDS_PER_FRAME):
+                recs = items[i : i + MAX_RECORDS_PER_FRAME]
+                self._chunks.append([self._next, recs, None])
+                self._next += len(recs)
+                self._unacked += len(recs)
             over = self._unacked - self.max_buffer
             if over > 0:
                 self._drop_oldest(over)
                 self._sent = max(self._sent, self._first)
                 self._full()
-                self._held_drops += over
+                with self._drop_lock:  # the `dropped` setter writes it under the lock
+                    self._held_drops += over
         if self._sock is None:
             if self.refused_reason is not None:
                 return True  # refused for good: keep buffering (bounded), stop retrying
