@@ -127,6 +127,7 @@ class Api:
         for v in views:
             try:
                 saved += v.keep()
+                v.succeeded("save")
             except Exception as e:  # a store that fails now: the next growth tries again
                 v.failed("save", e)
         return saved
@@ -156,11 +157,14 @@ class Api:
         try:
             if not keep_only:
                 v.report()
+                v.succeeded(step)
             self._quiet(v)  # a page is open: its requests go first (the GIL is shared)
             step = "stragglers"
             v.lag_now()  # a long job's straggler analysis, when its page asked for it
+            v.succeeded(step)
             step = "save"
             v.keep()  # the UI's series saved for the next server start, when they grew enough
+            v.succeeded(step)
         except Exception as e:  # a store that fails now is retried by the next request: counted and shown
             v.failed(step, e)
         self._ready.add(key)

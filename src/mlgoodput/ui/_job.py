@@ -70,8 +70,9 @@ class JobView:
         self._finished = False
         # goodput over time, computed on the piece worker
         self.goodput_pieces = Pieces(self, piece_worker if piece_worker is not None else shared_worker())
-        self._errors = Once()  # failures of background work, per kind (goodput, save, read)
+        self._errors = Once()  # failures of background work, per kind (goodput, save, read, stragglers)
         self._last_error: dict[str, str] = {}
+        self._failing: set[str] = set()  # kinds whose latest attempt failed
         self._timeline: Timeline | None = None
         self._saved: dict[int, _saved.SavedHost] | None = None  # the UI's saved series, until used
         self._lag: tuple[object, StragglerReport] | None = None  # the straggler analysis, with its key
@@ -177,14 +178,24 @@ class JobView:
 
     # -- failures of background work: counted, logged once, shown ---------------------------
     def failed(self, kind: str, e: BaseException) -> None:
-        """Background work of `kind` (goodput, save, read) failed: counted, logged once per
-        kind, and kept for `errors()` (the pages show it: a bug is not an empty chart)."""
+        """Background work of `kind` (goodput, save, read, stragglers) failed: counted, logged
+        once per kind, and kept for `errors()` (the pages show it: a bug is not an empty chart)."""
         self._last_error[kind] = f"{type(e).__name__}: {e}"
+        self._failing.add(kind)
         self._errors.warning(log, kind, "mlgoodput ui: job %s: %s failed: %s (logged once)", self.job, kind, e)
 
+    def succeeded(self, kind: str) -> None:
+        """Background work of `kind` succeeded: an earlier failure of it is past (still counted
+        in `errors()`, no longer shown as current)."""
+        self._failing.discard(kind)
+
     def errors(self) -> dict[str, dict[str, Any]]:
-        """Failures of background work so far, per kind: {"count": n, "last": "Type: message"}."""
-        return {str(k): {"count": n, "last": self._last_error.get(str(k))} for k, n in self._errors.counts().items()}
+        """Failures of background work so far, per kind: {"count": n, "last": "Type: message",
+        "current": whether the latest attempt of that kind failed}. Pages show the current ones."""
+        return {
+            str(k): {"count": n, "last": self._last_error.get(str(k)), "current": str(k) in self._failing}
+            for k, n in self._errors.counts().items()
+        }
 
     def settled(self, b: float, since_events: int, gen: int) -> bool:
         """Whether a figure about time before `b`, computed when `since_events` events had been

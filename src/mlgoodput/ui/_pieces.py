@@ -4,7 +4,8 @@ package's one pattern, `mlgoodput._worker`) and kept, so that a live page comput
 newest pieces and a request never waits longer than it asks to.
 
 A computation that fails is not hidden: the job view counts it, logs it once and shows it
-(`JobView.errors()`, in the API's JSON); the next request tries again."""
+(`JobView.errors()`, in the API's JSON) until a later computation succeeds; the next request
+tries again, and a failure while a page asked for a newer plan goes on to that plan."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ class PieceView(Protocol):
     def settled(self, b: float, since_events: int, gen: int) -> bool: ...
     def settled_until(self) -> float: ...
     def keep(self) -> bool: ...
+    def keep_due(self) -> bool: ...
     def failed(self, kind: str, e: BaseException) -> None: ...
+    def succeeded(self, kind: str) -> None: ...
 
 
 class PieceWorker(BackgroundWorker):
@@ -103,8 +106,9 @@ class Pieces:
 
     def compute(self) -> None:
         """On the worker: compute the stale pieces of the latest plan until no newer plan came
-        meanwhile; then save what a server started again opens the job from. Never raises: a
-        failure is handed to the view (counted, logged once, shown)."""
+        meanwhile (a failed plan too); then save what a server started again opens the job
+        from, when a save is due. Never raises: a failure is handed to the view (counted,
+        logged once, shown until the same kind succeeds)."""
         while True:
             with self._cond:
                 plan = self.plan
@@ -115,11 +119,16 @@ class Pieces:
                 self._compute(plan)
             except Exception as e:
                 with self._cond:
-                    self._queued = False
-                    self._failed = plan
-                    self._cond.notify_all()
+                    newer = self.plan != plan  # a page asked for another plan meanwhile: try it
+                    if not newer:
+                        self._queued = False
+                        self._failed = plan
+                        self._cond.notify_all()
                 self._view.failed("goodput", e)
+                if newer:
+                    continue
                 return
+            self._view.succeeded("goodput")
             with self._cond:
                 last = self.plan == plan
                 if last:
@@ -127,8 +136,13 @@ class Pieces:
                     self._queued = False
                     self._cond.notify_all()
             if last:
+                # saved for the next server start only when something is due (a finished job's
+                # pieces, grown series, the accounting's state): a save can be large, and this
+                # worker computes every job's pieces
                 try:
-                    self._view.keep()  # a finished job's pieces, saved for the next server start
+                    if self._view.keep_due():
+                        self._view.keep()
+                        self._view.succeeded("save")
                 except Exception as e:
                     self._view.failed("save", e)
                 return

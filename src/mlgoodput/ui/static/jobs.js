@@ -264,10 +264,10 @@ async function jobPage(job) {
     return d.straggler ? " Straggler: host " + d.straggler.host + ", held the others back " + secs(d.straggler.cost_s) + "; " + v.text + "."
       : " No straggler (" + v.text + ").";
   }
-  // failures of the server's background work for this job (counted; the last one said): a bug
-  // shows as this note, not as an empty chart
+  // current failures of the server's background work for this job (counted; the last one
+  // said): a bug shows as this note, not as an empty chart; a kind that succeeded since is past
   function errorText(errors, only) {
-    const kinds = Object.keys(errors || {}).filter((k) => !only || k === only);
+    const kinds = Object.keys(errors || {}).filter((k) => (!only || k === only) && errors[k].current);
     return kinds.map((k) => k + " failed " + errors[k].count + (errors[k].count === 1 ? " time" : " times") + (errors[k].last ? ": " + errors[k].last : "")).join("; ");
   }
   function showErrors(box, text) { box.textContent = text; box.hidden = !text; }
