@@ -194,25 +194,3 @@ def test_extend_run_is_extend_of_a_run() -> None:
         a.extend(range(first, first + m))
         assert [x.tobytes() for x in a.state()] == [x.tobytes() for x in b.state()]
         assert len(a) == len(b) and a.last() == b.last()
-
-
-def test_a_part_hook_keeps_the_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a part hook the run is taken part by part: the hook gets each host's part, and
-    no block is ingested."""
-    pytest.importorskip("numpy")
-    monkeypatch.delenv("MLGOODPUT_NUMPY", raising=False)
-    _fast.reset()
-    url = f"sqlite://{tmp_path}/s.db"
-    st = open_store(url)
-    calc = GoodputCalculator("j", "goodput", store=url, snapshot=False, clock=lambda: 1e5)
-    parts: list[tuple[int, int, int]] = []
-    calc._part_hooks.append(lambda b, e, c: parts.append((b, e, len(c))))
-    monkeypatch.setattr(Timeline, "ingest_step_block", lambda *a: pytest.fail("ingested a block"))
-    seq = 0
-    for batches in _job(random.Random(1), 16, 2, "steady"):
-        for evs in batches:
-            st.append("goodput", "j", EventBatch(1 + evs[0].host, seq, evs))
-            seq += len(evs)
-        calc.report()
-    assert len(parts) >= 2 * 16 and sum(n for _, _, n in parts) == calc.timeline.events
-    st.close()

@@ -25,7 +25,7 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import Columns, SQLiteStore, StoredRow, open_store
 from mlgoodput.store._columns import decode
 
-Part = tuple[int, int, tuple[Any, ...]]
+Part = tuple[Any, ...]  # a part's columns, frozen
 
 
 def _pages(rng: random.Random, hosts: int, rounds: int, most: int) -> list[list[Event]]:
@@ -90,11 +90,23 @@ def _frozen(c: Columns) -> tuple[Any, ...]:
     )
 
 
-def _recorder(into: list[Part]) -> Any:
-    def hook(begin: int, end: int, part: Columns) -> None:
-        into.append((begin, end, _frozen(part)))
+def _record_parts(monkeypatch: pytest.MonkeyPatch, into: dict[int, list[Part]]) -> None:
+    """Keep every part a timeline ingests, per timeline (its public `ingest` and
+    `ingest_steps`): what the reader gathered from the store's pages. The block path (all
+    hosts' rows at once, `ingest_step_block`) is left out, so that parts are compared."""
+    ingest, ingest_steps = Timeline.ingest, Timeline.ingest_steps
 
-    return hook
+    def kept(tl: Timeline, cols: Columns) -> None:
+        into.setdefault(id(tl), []).append(_frozen(cols))
+        ingest(tl, cols)
+
+    def kept_steps(tl: Timeline, cols: Columns, by_one: bool | None = None) -> None:
+        into.setdefault(id(tl), []).append(_frozen(cols))
+        ingest_steps(tl, cols, by_one)
+
+    monkeypatch.setattr(Timeline, "ingest", kept)
+    monkeypatch.setattr(Timeline, "ingest_steps", kept_steps)
+    monkeypatch.setattr(reader_mod, "_BLOCK_HOSTS", 1 << 30)
 
 
 def _state(calc: GoodputCalculator) -> Any:
@@ -127,9 +139,9 @@ def test_bulk_pages_equal_row_by_row_columns_and_plain(
         )
         for k in kinds
     }
-    seen: dict[str, list[Part]] = {k: [] for k in kinds}
-    for k in kinds:
-        calcs[k]._part_hooks.append(_recorder(seen[k]))
+    parts: dict[int, list[Part]] = {}
+    _record_parts(monkeypatch, parts)
+    seen: dict[str, list[Part]] = {}
     seq = i = 0
     while i < len(pages):
         n = rng.randrange(1, 3 * len(pages) // 4 + 2)
@@ -148,8 +160,9 @@ def test_bulk_pages_equal_row_by_row_columns_and_plain(
         want = _state(calcs["plain"])
         for k in ("bulk", "rows", "columns"):
             assert _state(calcs[k]) == want, k
+        seen = {k: parts.get(id(calcs[k].timeline), []) for k in kinds}
         assert seen["bulk"] == seen["rows"] == seen["columns"]
-    assert sum(len(p[2][0]) for p in seen["bulk"]) == calcs["plain"].timeline.events
+    assert sum(len(p[0]) for p in seen["bulk"]) == calcs["plain"].timeline.events
     if run_events > 1:
         assert len(seen["bulk"]) < len(seen["plain"])  # pages were taken together
     st.close()

@@ -152,12 +152,6 @@ class GoodputCalculator:
         self._reader.cursor = value
 
     @property
-    def _part_hooks(self) -> list[Callable[[int, int, Columns], None]]:
-        """(begin cursor, end cursor, events) of each part read, for readers of the same
-        stream that decode nothing themselves (the reader's hooks)."""
-        return self._reader.part_hooks
-
-    @property
     def cursor(self) -> int:
         """How far into the job's stream this calculator has read (the store's cursor after
         the last event read): another reader of the same stream compares its own with it."""

@@ -4,7 +4,7 @@ The calculator's store reader (its one reason to change is how stores are read):
 store for the events stored after its cursor, a page at a time where the store pages (never
 the whole job in memory at once), gathers the small pages shippers store every second (one
 host's step starts each) into one part per host, and ingests them into the timeline it is
-given; a part hook sees every part ingested (begin cursor, end cursor, events).
+given.
 """
 
 from __future__ import annotations
@@ -38,9 +38,6 @@ class StoreReader:
         self.job_name = job_name
         self.paged = isinstance(store, PagedStore)  # a protocol check costs, do it once
         self.cursor = 0
-        # (begin cursor, end cursor, events) of each part read, for readers of the same stream
-        # that decode nothing themselves
-        self.part_hooks: list[Callable[[int, int, Columns], None]] = []
         self._timeline: Callable[[], Timeline] = _outside_read  # the one being read into, during `read`
 
     def read(self, timeline: Callable[[], Timeline]) -> None:
@@ -73,19 +70,14 @@ class StoreReader:
                     self._ingest_part(cursor, page)
             self._ingest_run(run)
             return
-        hooks = self.part_hooks
         res = self.store.read(self.logger_name, self.job_name, self.cursor)
-        for i, part in enumerate(res.parts):
+        for part in res.parts:
             self._timeline().ingest(part)
-            for hook in hooks:  # the parts of one read share its end cursor: the first starts here
-                hook(self.cursor if i == 0 else res.cursor, res.cursor, part)
         self.cursor = res.cursor
 
     def _ingest_part(self, cursor: int, part: Columns) -> None:
         """Ingest one page on its own: it ends at `cursor`."""
         self._timeline().ingest(part)
-        for hook in self.part_hooks:
-            hook(self.cursor, cursor, part)
         self.cursor = cursor
 
     def _take_rows(self, run: _StepRun, rows: Sequence[StoredRow]) -> None:
@@ -128,10 +120,9 @@ class StoreReader:
         whose pages do not follow each other in time) and empty it."""
         if not run.pages:
             return
-        begin, end = self.cursor, run.end
+        end = run.end
         timeline = self._timeline()
-        hooks = self.part_hooks
-        if self._ingest_block(run, timeline, begin, end):
+        if self._ingest_block(run, timeline):
             self.cursor = end
             run.clear()
             return
@@ -140,22 +131,17 @@ class StoreReader:
                 timeline.ingest_steps(part, by_one)
             else:
                 timeline.ingest(part)
-            for hook in hooks:  # as for the parts of one read: the first starts at the cursor
-                hook(begin, end, part)
-            begin = end
         self.cursor = end
         run.clear()
 
-    def _ingest_block(self, run: _StepRun, timeline: Timeline, begin: int, end: int) -> bool:
+    def _ingest_block(self, run: _StepRun, timeline: Timeline) -> bool:
         """What `run.parts()` ingests, when the run holds stored rows of enough hosts, numpy
         helps and every host's step starts increase strictly across its rows: all hosts'
         columns joined once, in the parts' order (each host's rows in stored order), ingested
-        with a few C-level calls per host (`Timeline.ingest_step_block`), when no part hook
-        waits for the parts. False, nothing done, where that does not apply (then part by part)."""
+        with a few C-level calls per host (`Timeline.ingest_step_block`). False, nothing done,
+        where that does not apply (then part by part)."""
         groups = list(run.pages.values())
         if len(groups) < _BLOCK_HOSTS or isinstance(groups[0][0], Columns) or _fast.numpy() is None:
-            return False
-        if self.part_hooks:  # a hook takes each part (as run.parts gives them)
             return False
         rows = list(itertools.chain.from_iterable(cast("list[list[StoredRow]]", groups)))
         times = b"".join(map(_TIMES, rows))
