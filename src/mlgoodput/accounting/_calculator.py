@@ -380,14 +380,16 @@ class GoodputCalculator:
         (docs/torch.md, "Stragglers"; a rank is a host of this job). Worked out from the step
         starts this calculator has read, kept up to date: asking again costs the steps read
         since. `read=False`: of the events of the last query, without reading the store (a
-        report and its stragglers describe one state of the job). With the saved state on,
+        report and its stragglers describe one state of the job); as in
+        `get_signed_step_deviation`, a calculator that has read nothing yet reads first (and
+        a saved state found damaged is read again from the store). With the saved state on,
         a job's analysis is saved with the accounting's and answered from it while nothing
         new was stored."""
         a = _when(start, "start")
         b = _when(end, "end")
 
         def run() -> StragglerReport:
-            if read:
+            if read or self._cursor == 0:
                 self._refresh()
             window = [a, b]
             last = self._lag_last
@@ -399,7 +401,8 @@ class GoodputCalculator:
                 tl = e.timeline
                 if self._lag is None or self._lag[0] is not tl:
                     self._lag = (tl, HostStragglers())
-                rep = self._lag[1].report(tl.hosts, {s.host: s for s in e.host_stats(tl.max_time)}, a, b)
+                # the accounting's host statistics, worked out only when the window holds every step
+                rep = self._lag[1].report(tl.hosts, lambda: {s.host: s for s in e.host_stats(tl.max_time)}, a, b)
                 self._save_stragglers(rep, window)
             self._lag_last = (self._cursor, window, rep)
             return rep
@@ -622,8 +625,8 @@ class GoodputCalculator:
         """Step number -> net step time minus the ideal step time (spec: Steps), for steps with a
         known end; `last_n` keeps only the latest steps (and costs only that much). `read=False`:
         of the events the last query read, without reading the store again (the monitor, having
-        just made a report, gets the deviation of the same events); it reads when nothing was
-        read yet."""
+        just made a report, gets the deviation of the same events); as in `stragglers`, a
+        calculator that has read nothing yet reads first."""
         ideal = _check_ideal(configured_ideal_step_time)
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise ValueError(f"last_n must be a positive integer or None, got {last_n!r}")

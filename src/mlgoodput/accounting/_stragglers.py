@@ -32,7 +32,7 @@ import logging
 import math
 import operator
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -245,12 +245,13 @@ class HostStragglers:
     def report(
         self,
         hosts: Mapping[int, HostLog],
-        stats: Mapping[int, HostStepStats],
+        stats: Mapping[int, HostStepStats] | Callable[[], Mapping[int, HostStepStats]],
         start: float | None = None,
         end: float | None = None,
     ) -> StragglerReport:
         """The report of the steps started in [start, end]; `stats`: the accounting's step
-        statistics of each host over all its steps (used when the window holds them all)."""
+        statistics of each host over all its steps, or a function that works them out (called
+        only when the window holds every step: they are used then, and cost a pass)."""
         logs = {h: hosts[h] for h in sorted(hosts) if len(hosts[h].times)}
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
@@ -261,6 +262,8 @@ class HostStragglers:
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
         m = self._update(logs)
+        if callable(stats):
+            stats = stats()
         rows: dict[int, _Stats] = {}
         for h, hl in logs.items():
             s = stats.get(h)

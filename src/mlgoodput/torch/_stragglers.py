@@ -48,7 +48,8 @@ class StragglerAnalysis:
 
     def report(self, start: float | None = None, end: float | None = None, *, read: bool = True) -> StragglerReport:
         """The analysis of the steps that started in [start, end] (default: all); `read=False`:
-        of the events read so far, without reading the store."""
+        of the events read so far, without reading the store (an analysis that has read
+        nothing yet reads first)."""
         return self._calc.stragglers(start, end, read=read)
 
 
