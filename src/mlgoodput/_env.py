@@ -94,6 +94,8 @@ def default_store_url() -> str:
 GCP_PROJECT_VARS: tuple[str, ...] = ("GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT", "CLOUDSDK_CORE_PROJECT")
 #: Set on a Cloud TPU VM: the TPU's name.
 TPU_NAME = "TPU_NAME"
+#: Set on a Cloud TPU VM: this worker's index in the slice (also a process identity source).
+TPU_WORKER_ID = "TPU_WORKER_ID"
 #: Host (and port) of the GCE metadata server, as google-auth reads it; default metadata.google.internal.
 GCE_METADATA_HOST = "GCE_METADATA_HOST"
 #: "1" turns the warnings for misuse on the training path (an end without a start, a step

@@ -116,6 +116,7 @@ class BoundedQueue(Generic[T]):
         self.put_count = 0
         self._items: deque[T] = deque()
         self._lock = threading.Lock()
+        self._full = Once()  # the warning that it is full, said once
 
     def put(self, item: T) -> bool:
         """Add `item`; False when the queue was full and an item was dropped (this one under
@@ -126,17 +127,17 @@ class BoundedQueue(Generic[T]):
                 self._items.append(item)
                 return True
             self.dropped += 1
-            first = self.dropped == 1
             if self.policy == "drop-oldest":
                 self._items.popleft()
                 self._items.append(item)
-        if first:
-            log.warning(
-                "mlgoodput: %s is full (%d items): dropping the %s items (counted; logged once)",
-                self.name,
-                self.maxsize,
-                "newest" if self.policy == "drop-new" else "oldest",
-            )
+        self._full.warning(
+            log,
+            "full",
+            "mlgoodput: %s is full (%d items): dropping the %s items (counted; logged once)",
+            self.name,
+            self.maxsize,
+            "newest" if self.policy == "drop-new" else "oldest",
+        )
         return False
 
     def put_front(self, items: Iterable[T]) -> None:

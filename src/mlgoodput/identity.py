@@ -214,7 +214,7 @@ def _from_mpi(env: Mapping[str, str]) -> _Found | None:
 
 
 def _from_tpu(env: Mapping[str, str]) -> _Found | None:
-    for var in ("TPU_WORKER_ID", "CLOUD_TPU_TASK_ID"):
+    for var in (_env.TPU_WORKER_ID, "CLOUD_TPU_TASK_ID"):
         try:
             idx = env_int(env, var)
         except BadValue as e:

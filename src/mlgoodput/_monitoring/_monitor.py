@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput import _env
+from mlgoodput._gcp_metadata import on_google_cloud
 from mlgoodput._misuse import MisuseReporter, first_warning, resolve_strict
 from mlgoodput._monitoring._source import GoodputSource
 from mlgoodput.accounting import retention_period
@@ -439,10 +440,10 @@ class GoodputMonitor:
 def _say_no_cloud_monitoring(job: str) -> None:
     """Once per process: a monitor without `gcp_options` sends nothing to Cloud Monitoring, where
     ml-goodput-measurement's sends by default. Loud on Google Cloud, where that was likely
-    expected (a project or TPU variable is set), a log line at INFO elsewhere."""
+    expected (`on_google_cloud()`, or a project variable is set), a log line at INFO elsewhere."""
     if not first_warning(("monitor", "no-cloud-monitoring")):  # `_misuse.reset_warned()` forgets
         return
-    on_gcp = any(os.environ.get(v) for v in (*_env.GCP_PROJECT_VARS, _env.TPU_NAME))
+    on_gcp = on_google_cloud() or any(os.environ.get(v) for v in _env.GCP_PROJECT_VARS)
     log.log(
         logging.WARNING if on_gcp else logging.INFO,
         "GoodputMonitor(%s): no gcp_options, so nothing goes to Cloud Monitoring (ml-goodput-measurement"

@@ -13,8 +13,9 @@ import shlex
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
+
+from mlgoodput._gcp_metadata import on_google_cloud
 
 GIT_TIMEOUT_S = 2.0
 #: frameworks, in the order a tie is broken when several are imported
@@ -24,7 +25,6 @@ VERSIONED = ("jax", "jaxlib", "torch", "flax", "optax", "tensorflow", "numpy")
 #: the SDK's signature defaults, which are not facts about a run that is not on Google Cloud
 SDK_REGION_DEFAULT = "us-central1"
 SDK_ENVIRONMENT_DEFAULT = "prod"
-_DMI = Path("/sys/class/dmi/id/product_name")
 
 
 def _run_git(args: list[str], cwd: str, timeout_s: float) -> str | None:
@@ -135,17 +135,6 @@ def provenance(*, git: bool = True, git_timeout_s: float = GIT_TIMEOUT_S) -> dic
         if g:
             out["git"] = g
     return out
-
-
-def on_google_cloud() -> bool:
-    """True where the machine says it is a Google Compute Engine VM (DMI product name), or
-    the environment points at a metadata server or a Cloud TPU."""
-    if os.environ.get("GCE_METADATA_HOST") or os.environ.get("TPU_WORKER_ID") or os.environ.get("TPU_NAME"):
-        return True
-    try:
-        return "Google" in _DMI.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
 
 
 def detected_region(timeout_s: float = 1.0) -> str | None:

@@ -57,7 +57,8 @@ class JaxCloudMonitoringExporter(CloudMonitoringExporter):
         if self._resolved is None:
             import os
 
-            from mlgoodput.jax._resource import detect_resource, on_gce
+            from mlgoodput._gcp_metadata import on_google_cloud
+            from mlgoodput.jax._resource import detect_resource
 
             host = self.metadata_host or os.environ.get(_env.GCE_METADATA_HOST)
 
@@ -68,7 +69,7 @@ class JaxCloudMonitoringExporter(CloudMonitoringExporter):
                 self.project_id,
                 self.resource_type,
                 self.resource_labels,
-                gce=bool(host) or on_gce(),
+                gce=bool(host) or on_google_cloud(),
                 lookup=lookup,
             )
             self._resource = (rtype, rlabels)

@@ -1,7 +1,8 @@
 """Where the Cloud Monitoring metrics of a JAX job say they come from: `global` or `gce_instance`.
 
-Detection never touches the network unless the machine says it is a Google Compute Engine
-VM (its DMI product name), and then only asks the metadata server with a short timeout.
+Detection never touches the network unless the machine says it is on Google Cloud
+(`_gcp_metadata.on_google_cloud`: its DMI tables, or a metadata server or Cloud TPU named in
+the environment), and then only asks the metadata server with a short timeout.
 It runs in the exporter, never on the training thread.
 """
 
@@ -11,24 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from mlgoodput import _env
-
-_DMI_FILES = ("/sys/class/dmi/id/product_name", "/sys/class/dmi/id/bios_vendor")
-
-
-def on_gce(read: Callable[[str], str] | None = None) -> bool:
-    """True when the DMI tables name Google as the maker of this machine."""
-    for path in _DMI_FILES:
-        try:
-            if read is not None:
-                text = read(path)
-            else:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-        except OSError:
-            continue
-        if "Google" in text:
-            return True
-    return False
+from mlgoodput._gcp_metadata import on_google_cloud
 
 
 def project_from_env() -> str | None:
@@ -53,7 +37,7 @@ def detect_resource(
     An explicit type and labels win. Otherwise a GCE VM reports `gce_instance` with its
     instance id and zone (from the metadata server) and anything else reports `global`.
     """
-    is_gce = on_gce() if gce is None else gce
+    is_gce = on_google_cloud() if gce is None else gce
     if lookup is None:
         from mlgoodput._gcp_metadata import metadata_value
 
