@@ -6,8 +6,7 @@ microsecond. A background shipper (a `BackgroundWorker`) moves what is journaled
 store in batches, numbered by (writer, seq) so a store keeps each event once however often
 it is shipped. A process killed with SIGKILL leaves its segment files behind, and
 `recover_journals` (or the next journal of that store to start) ships them: the recovery,
-which readers use without the writer, is `mlgoodput._recovery` (its names are re-exported
-here for the writer's importers).
+which readers use without the writer, is `mlgoodput._recovery`; import its names from there.
 
 One journal exists per (store URL, namespace, job, host) in a process; `for_stream` hands
 out the shared instance.
@@ -25,21 +24,7 @@ import zlib
 from collections import deque
 from typing import Any, ClassVar
 
-from mlgoodput._recovery import (  # the recovery readers use, here for the writer and its importers
-    LOSS_NAMESPACE,
-    SHIP_BATCH,
-    UNKNOWN_STREAM,
-    in_time_order,
-    journal_dirs,
-    lost_in_process,
-    note_lost,
-    recover_changed_journals,
-    recover_dead,
-    recover_files,
-    recover_journals,
-    store_url,
-    stored_losses,
-)
+from mlgoodput._recovery import SHIP_BATCH, journal_dirs, note_lost, recover_dead, store_url
 from mlgoodput._segment import (
     BODY,
     DEFAULT_SEGMENT_SIZE,
@@ -67,18 +52,7 @@ from mlgoodput.store import (
     store_identity,
 )
 
-__all__ = [
-    "LOSS_NAMESPACE",
-    "UNKNOWN_STREAM",
-    "Journal",
-    "in_time_order",
-    "journal_dirs",
-    "lost_in_process",
-    "recover_changed_journals",
-    "recover_files",
-    "recover_journals",
-    "stored_losses",
-]
+__all__ = ["Journal"]
 
 log = logging.getLogger("mlgoodput")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import mlgoodput.console as C
-from mlgoodput._journal import recover_journals, stored_losses
+from mlgoodput._recovery import recover_journals, stored_losses
 from mlgoodput.console._api import SESSION_EXIT_S
 from mlgoodput.console._sink import NAMESPACE, StoreSink
 from mlgoodput.events import Event, EventBatch, Kind

@@ -261,7 +261,7 @@ def test_a_broken_store_never_reaches_the_training_loop(tmp_path: Path) -> None:
     # nothing is lost: once the store can be written, the journal's leftovers are shipped
     blocker.unlink()
     blocker.mkdir(exist_ok=True)  # a shipper still retrying may make the folder first
-    from mlgoodput._journal import recover_journals
+    from mlgoodput._recovery import recover_journals
 
     recover_journals(str(blocker / "store.db"))
     got = load_run(run.name, store=str(blocker / "store.db"))

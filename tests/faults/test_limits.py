@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlgoodput._journal import journal_dirs, recover_journals
+from mlgoodput._recovery import journal_dirs, recover_journals
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import SQLiteStore, StoreError
 from waiting import wait_for

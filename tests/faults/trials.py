@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlgoodput._journal import Journal, journal_dirs, lost_in_process, recover_journals
+from mlgoodput._journal import Journal
+from mlgoodput._recovery import journal_dirs, lost_in_process, recover_journals
 from mlgoodput._segment import (
     HEADER_SIZE,
     SUFFIX,

@@ -9,7 +9,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from mlgoodput._journal import journal_dirs, recover_files, recover_journals
+from mlgoodput._recovery import journal_dirs, recover_files, recover_journals
 from mlgoodput._segment import HEADER_SIZE, create_segment, write_record
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store

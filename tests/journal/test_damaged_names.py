@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mlgoodput._cli.report import journal_losses
-from mlgoodput._journal import UNKNOWN_STREAM, journal_dirs, recover_journals
+from mlgoodput._recovery import UNKNOWN_STREAM, journal_dirs, recover_journals
 from mlgoodput._segment import HEADER_SIZE, create_segment, stream_of_name, stream_tag, write_record
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import open_store

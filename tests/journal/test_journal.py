@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlgoodput._journal import Journal, journal_dirs, recover_journals
+from mlgoodput._journal import Journal
+from mlgoodput._recovery import journal_dirs, recover_journals
 from mlgoodput.events import Event, Kind
 from mlgoodput.store import MemoryStore, open_store
 

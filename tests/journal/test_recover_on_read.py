@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlgoodput._journal import journal_dirs, recover_changed_journals
+from mlgoodput._recovery import journal_dirs, recover_changed_journals
 from mlgoodput._segment import HEADER_SIZE, MAGIC, SUFFIX, VERSION
 from mlgoodput.accounting import GoodputCalculator
 from mlgoodput.goodput import GoodputRecorder

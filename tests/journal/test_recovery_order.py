@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlgoodput._journal import in_time_order, journal_dirs, recover_journals
+from mlgoodput._recovery import in_time_order, journal_dirs, recover_journals
 from mlgoodput._segment import HEADER_SIZE, create_segment, write_record
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import open_store

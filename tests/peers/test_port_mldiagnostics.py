@@ -218,7 +218,7 @@ def test_record_exception_handling(tmp_path: Path) -> None:
     run.end(timeout_s=1.0)
     blocker.unlink()
     blocker.mkdir(exist_ok=True)  # the journal's shipper, still retrying, may create it first
-    from mlgoodput._journal import recover_journals
+    from mlgoodput._recovery import recover_journals
 
     recover_journals(store)
     assert [p[:2] for p in load_run(run.name, store).metrics["test_metric"]] == [(5, 100.0)]

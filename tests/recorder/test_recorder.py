@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlgoodput import goodput
-from mlgoodput._journal import recover_journals
 from mlgoodput._recorder import detect_process_index
+from mlgoodput._recovery import recover_journals
 from mlgoodput.events import Event, Kind
 from mlgoodput.goodput_elastic import ElasticGoodputRecorder
 from mlgoodput.store import open_store

@@ -278,7 +278,7 @@ def test_job_page_starts_the_read(store: SQLiteStore, serve: Any) -> None:
 
 def test_console_logs_say_how_many_records_were_lost(serve: Any, store: SQLiteStore) -> None:
     """The lost stream's count for a console job, read again as it grows."""
-    from mlgoodput._journal import LOSS_NAMESPACE
+    from mlgoodput._recovery import LOSS_NAMESPACE
     from mlgoodput.events import Event, EventBatch, Kind
 
     store.append("mlgoodput.console", "c", EventBatch(1, 0, [Event(Kind.LOG, 1.0, 0, None, 20.0, "x", {"msg": "hi"})]))

@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urlsplit
 
 import pytest
 
-from mlgoodput._journal import recover_journals
+from mlgoodput._recovery import recover_journals
 from mlgoodput.store import SQLiteStore
 from mlgoodput.ui._browser import Browser
 from waiting import wait_for

@@ -78,7 +78,7 @@ def run_child(body: str, env: dict[str, str], tmp_path: Path, **fmt: object) -> 
 
 
 def steps_in_store(db: str) -> int:
-    from mlgoodput._journal import recover_journals
+    from mlgoodput._recovery import recover_journals
 
     st = open_store(f"sqlite://{db}")
     try:
@@ -192,7 +192,7 @@ def test_jax_shipper_close_keeps_its_deadline_with_the_store_locked(db: str, env
     assert j.closed and j.abandoned == 1
     st = open_store(f"sqlite://{db}")
     try:
-        from mlgoodput._journal import recover_journals
+        from mlgoodput._recovery import recover_journals
 
         recover_journals(st)  # the journal files kept them; the next process ships them
         kinds = st.read("mlgoodput.jax", "job").columns.kinds

@@ -23,7 +23,7 @@ def open_read_store(value: str | None, arg: str = "--store", *, recover: bool = 
     command sees every event recorded so far. A store that cannot be reached is a
     one-line error naming it.
     """
-    from mlgoodput._journal import journal_dirs, recover_changed_journals
+    from mlgoodput._recovery import journal_dirs, recover_changed_journals
     from mlgoodput.store import StoreError, open_store, resolve_store_url, store_file
 
     url = resolve_store_url(value, arg)

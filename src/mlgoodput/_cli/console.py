@@ -192,7 +192,7 @@ def _logs(args: argparse.Namespace) -> int:
 def _say_losses(store: Any, job: str) -> None:
     """Records of this console job that were lost, in one line on stderr (stdout stays the log)."""
     from mlgoodput._cli.report import CONSOLE_NAMESPACE, print_losses
-    from mlgoodput._journal import stored_losses
+    from mlgoodput._recovery import stored_losses
 
     lost = stored_losses(store, job).get((CONSOLE_NAMESPACE, job), 0)
     if lost:

@@ -174,7 +174,7 @@ def _stragglers(calc: GoodputCalculator, r: GoodputReport) -> StragglerReport | 
 
 def journal_losses(store: Store) -> dict[tuple[str, str], int]:
     """(logger, job) -> events reported lost (kept in the reserved stream `mlgoodput.lost`)."""
-    from mlgoodput._journal import stored_losses
+    from mlgoodput._recovery import stored_losses
 
     return stored_losses(store)
 

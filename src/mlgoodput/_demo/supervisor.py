@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from mlgoodput import _env
 from mlgoodput._demo._store import forget_job
-from mlgoodput._journal import recover_journals
+from mlgoodput._recovery import recover_journals
 from mlgoodput._spawn import start_python
 from mlgoodput.store import resolve_store_url, store_file
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from mlgoodput._demo.supervisor import DemoResult, console_session, prepare
-from mlgoodput._journal import recover_journals
+from mlgoodput._recovery import recover_journals
 from mlgoodput._spawn import start_python
 
 TORCH_JOB = "demo-torch"

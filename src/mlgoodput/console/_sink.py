@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mlgoodput._journal import recover_changed_journals
+from mlgoodput._recovery import recover_changed_journals
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console._spool import Spool
 from mlgoodput.events import Event, EventBatch

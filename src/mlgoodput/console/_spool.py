@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlgoodput._journal import journal_dirs, recover_files
+from mlgoodput._recovery import journal_dirs, recover_files
 from mlgoodput._segment import HEADER_SIZE, NO_STEP, REC, create_segment, encode_extra, write_record
 from mlgoodput.events import Event
 from mlgoodput.store import Store

@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from mlgoodput._journal import LOSS_NAMESPACE
+from mlgoodput._recovery import LOSS_NAMESPACE
 from mlgoodput._spawn import helper_env, start_python
 from mlgoodput._worker import BackgroundWorker
 from mlgoodput.console import _protocol as P

@@ -15,7 +15,7 @@ Each rank counts its own work; the job's FLOPs per step are that times the world
 Once per job: only rank 0 advises; it says nothing when the job's store already holds step
 FLOPs (recorded before the loop by this process, or by an earlier attempt); and the first
 advice leaves a marker file beside the job's journals (`step-flops-advice-<hash>`, see
-`mlgoodput._journal.journal_dirs`), so a restart on the same machine (torchrun's elastic
+`mlgoodput._recovery.journal_dirs`), so a restart on the same machine (torchrun's elastic
 restarts) stays quiet. A restart on a fresh machine whose journals directory is not kept
 (a new Kubernetes pod without a volume for it) advises again, once. The check reads the
 store, so it runs on a background thread. The job is the recorder given to StepFlops, else
@@ -100,7 +100,7 @@ def _stream(job: Any) -> _Stream | None:
 
 def advice_marker(job: Any) -> Path | None:
     """The marker file of the job of `job` (a recorder or journal): beside its journals."""
-    from mlgoodput._journal import journal_dirs
+    from mlgoodput._recovery import journal_dirs
 
     st = _stream(job)
     if st is None:
