@@ -11,10 +11,12 @@ Cloud Logging store (`_logschema`), so both tools share one log.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import logging
 import threading
 import urllib.parse
+import weakref
 from typing import Any
 
 from mlgoodput.events import EventBatch
@@ -23,6 +25,23 @@ from mlgoodput.store._columns import Columns
 from mlgoodput.store._exactly_once import WriterMarks
 from mlgoodput.store._logschema import JOB_NAME, to_event, to_payload
 from mlgoodput.store._protocol import JobInfo, ReadResult, Store, StoreError
+
+_tokens: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_tokens_lock = threading.Lock()
+_next_token = itertools.count(1)
+
+
+def logger_token(cloud_logger: Any) -> str:
+    """A name for this logger object that no later object gets (an `id()` is reused once the
+    object is gone, and a new logger must not be handed a dead one's journal)."""
+    try:
+        with _tokens_lock:
+            token = _tokens.get(cloud_logger)
+            if token is None:
+                token = _tokens[cloud_logger] = next(_next_token)
+        return f"t{token:x}"
+    except TypeError:  # not weakly referable (a __slots__ class without __weakref__): its id
+        return f"{id(cloud_logger):x}"
 
 
 class CloudLoggerStore:
@@ -43,10 +62,11 @@ class CloudLoggerStore:
         self.logger_name = logger_name
         job = getattr(cloud_logger, "job_name", None)
         self.job_name: str | None = job if isinstance(job, str) and job else None
-        # The object's id is part of the URL: journals are shared by URL, and two loggers
+        # The object's token is part of the URL: journals are shared by URL, and two loggers
         # (two test doubles, say) for the same log and job must each get their own events.
         job_part = urllib.parse.quote(self.job_name or "", safe="")
-        self.url = f"cloudlogger://{urllib.parse.quote(logger_name, safe='')}/{job_part}#{id(cloud_logger):x}"
+        token = logger_token(cloud_logger)
+        self.url = f"cloudlogger://{urllib.parse.quote(logger_name, safe='')}/{job_part}#{token}"
         try:
             params = inspect.signature(cloud_logger.read_cloud_logging_entries).parameters
             self._incremental = "last_entry_info" in params
