@@ -230,3 +230,19 @@ def test_cli_lists_status_and_shows_provenance(
     shown = capsys.readouterr().out
     assert "status: finished" in shown and f"git: {_git(repo, 'rev-parse', 'HEAD')[:12]}" in shown
     assert f"user: {getpass.getuser()}" in shown
+
+
+def test_on_google_cloud_is_one_answer_from_the_environment_or_the_dmi_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one check the provenance, the JAX resource detection and the monitor ask."""
+    from mlgoodput import _env
+    from mlgoodput._gcp_metadata import on_google_cloud
+
+    for v in (_env.GCE_METADATA_HOST, _env.TPU_WORKER_ID, _env.TPU_NAME):
+        monkeypatch.delenv(v, raising=False)
+    assert not on_google_cloud(read=lambda path: "Standard PC (Q35)")
+    assert on_google_cloud(read=lambda path: "Google" if path.endswith("bios_vendor") else "x")
+    assert on_google_cloud(read=lambda path: "Google Compute Engine" if path.endswith("product_name") else "x")
+    for v in (_env.GCE_METADATA_HOST, _env.TPU_WORKER_ID, _env.TPU_NAME):
+        with monkeypatch.context() as m:
+            m.setenv(v, "1")
+            assert on_google_cloud(read=lambda path: "x"), v
