@@ -177,6 +177,20 @@ def private_import(root: Path, edge: Edge) -> str | None:
     return None
 
 
+def private_name_imports(edges: Iterable[Edge]) -> list[str]:
+    """`from m import _name` of another module's private name, inside a package or across
+    (dunders are public protocol; a private submodule imported by name is a module, not a name).
+    Each as "source (line n): _name from target"."""
+    found: list[str] = []
+    for e in edges:
+        if e.implied or e.source == e.target:
+            continue
+        for n in e.names:
+            if n.startswith("_") and not (n.startswith("__") and n.endswith("__")):
+                found.append(f"{e.source} (line {e.line}): {n} from {e.target}")
+    return found
+
+
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     """Groups of more than one node that reach each other (Tarjan, iterative)."""
     index: dict[str, int] = {}

@@ -128,6 +128,10 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert g.private_import(ROOT, reach) is not None
     assert g.private_import(ROOT, fine) is None
     assert g.private_import(ROOT, name) is not None
+    same_package = g.Edge("mlgoodput.accounting._snapshot", "mlgoodput.accounting._facts", ("scan", "_scan"), 1, True)
+    assert g.private_name_imports([same_package]) == [
+        "mlgoodput.accounting._snapshot (line 1): _scan from mlgoodput.accounting._facts"
+    ]
     loop = [
         g.Edge("mlgoodput.a", "mlgoodput.b", (), 1, True),
         g.Edge("mlgoodput.b", "mlgoodput.c", (), 1, True),
@@ -150,6 +154,14 @@ def test_no_package_imports_another_packages_private_modules() -> None:
     assert problems == [], (
         f"{len(problems)} import(s) reach into another package's private modules; "
         "export what is needed from the package's __init__ or a public module instead:\n" + "\n".join(problems)
+    )
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = g.private_name_imports(_edges())
+    assert found == [], (
+        f"{len(found)} import(s) of another module's private name; give it a public name in its "
+        "home module instead:\n" + "\n".join(found)
     )
 
 

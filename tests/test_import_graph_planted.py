@@ -2,7 +2,8 @@
 
 The real tree passes tests/test_import_graph.py; these show that it could fail, by planting a
 folder loop, an import from a lower floor to a higher one, a private attribute reach, a module
-circle and an import of another package's private module, and asserting each is reported.
+circle, an import of another package's private module and an import of another module's
+private name, and asserting each is reported.
 """
 
 from __future__ import annotations
@@ -181,3 +182,17 @@ def test_the_drawing_names_every_folder_edge_with_its_count(tmp_path: Path) -> N
     assert " 0. core" in text and " 2. high" in text
     assert "n_high[high] -->|1| n_low[low]" in text
     assert "n_low[low] -->|1| n_core[core]" in text
+
+
+def test_an_import_of_another_modules_private_name_is_reported(tmp_path: Path) -> None:
+    """Inside one package too: `from mlgoodput.low.a import _helper` in low/b.py is a reach."""
+    root = plant(
+        tmp_path,
+        {
+            "low/__init__.py": "from mlgoodput.low import _impl\n",
+            "low/_impl.py": "X = 1\n",
+            "low/a.py": "def _helper() -> int:\n    return 1\n\n__version__ = '1'\n",
+            "low/b.py": "from mlgoodput.low.a import __version__, _helper\n",
+        },
+    )
+    assert g.private_name_imports(g.all_edges(root)) == ["mlgoodput.low.b (line 1): _helper from mlgoodput.low.a"]

@@ -87,7 +87,7 @@ class MisuseReporter:
         # one message, not two: the warning (filterable by category; logging shows it too
         # where logging.captureWarnings is on), never a log line besides it
         warnings.warn(
-            f"{text} (misuse kind {kind!r}; warned once per kind)", MlGoodputWarning, stacklevel=_user_stacklevel()
+            f"{text} (misuse kind {kind!r}; warned once per kind)", MlGoodputWarning, stacklevel=user_stacklevel()
         )
 
 
@@ -121,13 +121,13 @@ def misuse(
         raise MlGoodputMisuseError(text + f" [strict mode; misuse kind {k!r}]")
     if not _warned.first((call, k)):
         return
-    warnings.warn(f"{text} (misuse kind {k!r}; warned once per kind)", MlGoodputWarning, stacklevel=_user_stacklevel())
+    warnings.warn(f"{text} (misuse kind {k!r}; warned once per kind)", MlGoodputWarning, stacklevel=user_stacklevel())
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The `stacklevel` that points a warning at the first caller outside mlgoodput."""
     level = 1
     f = sys._getframe(1)

@@ -358,7 +358,7 @@ class Decoded:
     at_end: bool = False
 
 
-def _valid(buf: Any, off: int, stop: int) -> tuple[int, int] | None:
+def valid_record(buf: Any, off: int, stop: int) -> tuple[int, int] | None:
     """(length, index) of a whole, checksummed record at `off`, else None."""
     if off + REC > stop:
         return None
@@ -382,7 +382,7 @@ def _resync(buf: Any, off: int, stop: int) -> int:
         if p < 0:
             return -1
         rec = p - 4
-        if rec % 8 == 0 and _valid(buf, rec, stop) is not None:
+        if rec % 8 == 0 and valid_record(buf, rec, stop) is not None:
             return rec
 
 
@@ -447,7 +447,7 @@ def _next_marker(buf: Any, p: int, stop: int) -> int:
             return q - 4
 
 
-def _tail_lost(buf: Any, off: int, stop: int, nxt: int, committed: int | None, exact: bool) -> int:
+def tail_lost(buf: Any, off: int, stop: int, nxt: int, committed: int | None, exact: bool) -> int:
     """Records lost at the end of a segment: those the header says were committed and were not
     found (exact for a sealed segment), else what a walk of the damaged tail finds."""
     known = committed - nxt if committed is not None and committed > nxt else 0
@@ -485,7 +485,7 @@ def decode_records(
     nxt = expect
     while len(out) < limit:
         if off + REC > stop:
-            return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+            return Decoded(out, first, nxt, off, lost + tail_lost(buf, off, stop, nxt, committed, exact), True)
         (n,) = unpack_len(buf, off)
         if n == 0:
             n = unlengthed(buf, off, stop)
@@ -504,12 +504,12 @@ def decode_records(
         else:
             if n == 0 and not bytes(buf[off : min(stop, off + 8)]).strip(b"\0"):
                 # zeros: the end of what was written (a live segment's unused space)
-                return Decoded(out, first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+                return Decoded(out, first, nxt, off, lost + tail_lost(buf, off, stop, nxt, committed, exact), True)
             if out:
                 return Decoded(out, first, nxt, off, lost)
             nxt_off = _resync(buf, off, stop)
             if nxt_off < 0:
-                return Decoded(out, first, nxt, stop, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True)
+                return Decoded(out, first, nxt, stop, lost + tail_lost(buf, off, stop, nxt, committed, exact), True)
             off = nxt_off
             continue
         name: str | None = None

@@ -25,9 +25,9 @@ from mlgoodput._segment import (
     LEN,
     REC,
     SYNC_BYTES,
-    _tail_lost,
-    _valid,
     decode_records,
+    tail_lost,
+    valid_record,
 )
 from mlgoodput.events import Kind
 from mlgoodput.store import Columns
@@ -276,9 +276,9 @@ def decode_columns(
                 LEN.unpack_from(mv, off)[0] == 0 and not mv[off : min(stop, off + 8)].tobytes().strip(b"\0")
             ):
                 return DecodedColumns(
-                    _join(parts), first, nxt, off, lost + _tail_lost(buf, off, stop, nxt, committed, exact), True
+                    _join(parts), first, nxt, off, lost + tail_lost(buf, off, stop, nxt, committed, exact), True
                 )
-            v = _valid(buf, off, stop)
+            v = valid_record(buf, off, stop)
             if v is None or v[1] != nxt or mv[off + _AT_KIND] not in _KNOWN_KINDS:
                 break
             # valid records in short runs or with attrs: the record decoder takes them, from a

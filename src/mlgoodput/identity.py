@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlgoodput import _env
-from mlgoodput._misuse import MlGoodputWarning, _user_stacklevel, first_warning
+from mlgoodput._misuse import MlGoodputWarning, first_warning, user_stacklevel
 
 __all__ = ["SOURCES", "ProcessIdentity", "detect_identity"]
 
@@ -90,7 +90,7 @@ def _warn_bad(err: BadValue, consequence: str) -> None:
         return
     text = f"mlgoodput: {err}; {consequence}"
     log.warning("%s", text)
-    warnings.warn(text, MlGoodputWarning, stacklevel=_user_stacklevel())
+    warnings.warn(text, MlGoodputWarning, stacklevel=user_stacklevel())
 
 
 def _extra(env: Mapping[str, str], name: str, strict: bool) -> int | None:

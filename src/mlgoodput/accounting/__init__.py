@@ -9,7 +9,7 @@ between calls, and may save a snapshot back to the store so the next query start
 
 from mlgoodput.accounting._advisor import Advice, advise
 from mlgoodput.accounting._calculator import GoodputCalculator, retention_period
-from mlgoodput.accounting._calculator import _snapshot_policy as snapshot_policy
+from mlgoodput.accounting._calculator import snapshot_policy as snapshot_policy
 from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy

@@ -38,7 +38,8 @@ log = logging.getLogger("mlgoodput")
 LIVE_FLUSH_TIMEOUT_S = 5.0
 
 
-def _when(value: TimeArg, arg: str) -> float | None:
+def when(value: TimeArg, arg: str) -> float | None:
+    """A time argument as UNIX seconds (None stays None); TypeError naming `arg` otherwise."""
     if value is None:
         return None
     if isinstance(value, _dt.datetime):
@@ -116,7 +117,7 @@ class GoodputCalculator:
         self._seed = SeedSteps()  # the seed's step times, kept between calls
         # saved state (accounting/_snapshot.py): None = off, else the growth in events that
         # triggers a save; `_saved` = the events the saved state covers
-        self._save_every = _snapshot_policy(snapshot)
+        self._save_every = snapshot_policy(snapshot)
         if (
             isinstance(save_growth, bool)
             or not isinstance(save_growth, (int, float))
@@ -319,9 +320,9 @@ class GoodputCalculator:
         `at` in the past gives the job as it looked then: later events are ignored and the
         step running at `at` counts up to `at`.
         """
-        a = _when(start, "start")
-        b = _when(end, "end")
-        q_at = _when(at, "at")
+        a = when(start, "start")
+        b = when(end, "end")
+        q_at = when(at, "at")
         ideal = _check_ideal(configured_ideal_step_time)
         return self._guarded(lambda: self._report(a, b, q_at, ideal))
 
@@ -359,9 +360,9 @@ class GoodputCalculator:
         bucket each, covering the window; their seconds per bucket are the report's. With
         `read=False` nothing new is read: the events of the last query, as of `at` (a page lays
         out exactly the report it shows)."""
-        a = _when(start, "start")
-        b = _when(end, "end")
-        q_at = _when(at, "at")
+        a = when(start, "start")
+        b = when(end, "end")
+        q_at = when(at, "at")
         ideal = _check_ideal(configured_ideal_step_time)
 
         def segments() -> tuple[Segment, ...]:
@@ -385,8 +386,8 @@ class GoodputCalculator:
         a saved state found damaged is read again from the store). With the saved state on,
         a job's analysis is saved with the accounting's and answered from it while nothing
         new was stored."""
-        a = _when(start, "start")
-        b = _when(end, "end")
+        a = when(start, "start")
+        b = when(end, "end")
 
         def run() -> StragglerReport:
             if read or self._cursor == 0:
@@ -506,7 +507,7 @@ class GoodputCalculator:
         for w in ws:
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0:
                 raise ValueError(f"windows_s must hold positive numbers of seconds, got {w!r}")
-        q_at = _when(end, "end")
+        q_at = when(end, "end")
         ideal = _check_ideal(configured_ideal_step_time)
 
         def windows() -> dict[int, GoodputReport]:
@@ -550,8 +551,8 @@ class GoodputCalculator:
         self, interval_start: TimeArg, interval_end: TimeArg
     ) -> tuple[float, dict[BadputType, Any], int, float, int]:
         """(goodput %, badput breakdown %, last productive step, total seconds, disruptions) in a window."""
-        a = _when(interval_start, "interval_start")
-        b = _when(interval_end, "interval_end")
+        a = when(interval_start, "interval_start")
+        b = when(interval_end, "interval_end")
         if a is None or b is None:
             raise ValueError(f"interval_start and interval_end are required, got {interval_start!r}, {interval_end!r}")
         if b <= a:
@@ -666,8 +667,8 @@ class GoodputCalculator:
     def get_interval_metric_details(self, interval_start: TimeArg, interval_end: TimeArg) -> dict[str, Any]:
         """The seed's IntervalWorkloadMetricDetails: goodput and badput % in the window and its size
         in whole seconds (empty dicts, with a log line, when the window cannot be computed)."""
-        a = _when(interval_start, "interval_start")
-        b = _when(interval_end, "interval_end")
+        a = when(interval_start, "interval_start")
+        b = when(interval_end, "interval_end")
         size = int(b - a) if a is not None and b is not None else 0
         try:
             goodput, breakdown, *_ = self.get_job_goodput_interval(interval_start, interval_end)
@@ -720,8 +721,8 @@ def _normalize_intervals(intervals: Sequence[tuple[TimeArg, TimeArg]]) -> list[t
             s0, s1 = pair
         except (TypeError, ValueError):
             raise TypeError(f"exclusion_intervals must hold (start, end) pairs, got {pair!r}") from None
-        a = _when(s0, "exclusion_intervals start")
-        b = _when(s1, "exclusion_intervals end")
+        a = when(s0, "exclusion_intervals start")
+        b = when(s1, "exclusion_intervals end")
         if a is None or b is None or b <= a:
             log.warning("exclusion interval %r .. %r skipped: its end is not after its start", s0, s1)
             continue
@@ -755,7 +756,7 @@ def _with_productivity(
     return dataclasses.replace(r, productivity=productivity(facts, r, start))
 
 
-def _snapshot_policy(snapshot: bool | None) -> int | None:
+def snapshot_policy(snapshot: bool | None) -> int | None:
     """None (no saved state) or the growth in events that triggers a save (see _env.SNAPSHOT)."""
     if snapshot is not None and not isinstance(snapshot, bool):
         raise TypeError(f"snapshot must be True, False or None, got {snapshot!r}")

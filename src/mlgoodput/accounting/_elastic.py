@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlgoodput.accounting._calculator import GoodputCalculator, TimeArg, _when
+from mlgoodput.accounting._calculator import GoodputCalculator, TimeArg, when
 from mlgoodput.accounting._report import GoodputReport
 
 
@@ -28,7 +28,7 @@ class ElasticGoodputCalculator(GoodputCalculator):
 
     def get_interval_metric_details(self, interval_start: TimeArg, interval_end: TimeArg) -> dict[str, Any]:
         out = super().get_interval_metric_details(interval_start, interval_end)
-        a, b = _when(interval_start, "interval_start"), _when(interval_end, "interval_end")
+        a, b = when(interval_start, "interval_start"), when(interval_end, "interval_end")
         if a is not None and b is not None and b > a:
             _add_efficiency(out, self.report(a, b))
         return out

@@ -58,7 +58,7 @@ _PAIRS = {Kind.CKPT_SAVE_START: Kind.CKPT_SAVE_END, Kind.CKPT_RESTORE_START: Kin
 
 
 @dataclass(frozen=True, slots=True)
-class _Scan:
+class Scan:
     """What the non-step events say; recomputed only when they change (see `FactsCache`)."""
 
     flops: tuple[tuple[float, float], ...]
@@ -80,13 +80,14 @@ class FactsCache:
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
-        self.scan: _Scan | None = None
+        self.scan: Scan | None = None
         # (timeline, its event count, the latest non-step event) when `scan` was last found
         # current: the same timeline with no event since and q past that needs no check at all
         self.seen: tuple[Timeline, int, float] | None = None
 
 
-def _scan(tl: Timeline, q: float) -> _Scan:
+def scan(tl: Timeline, q: float) -> Scan:
+    """What the non-step events of `tl` up to `q` say (a `FactsCache` keeps the last one)."""
     flops: list[tuple[float, float]] = []
     peaks: list[tuple[float, float, str]] = []
     submits: list[tuple[float, str]] = []
@@ -105,7 +106,7 @@ def _scan(tl: Timeline, q: float) -> _Scan:
     submits.sort()
     lead = tl.lead_host(q)
     if lead is None:
-        return _Scan(tuple(flops), tuple(peaks), tuple(submits), None, (), (), {}, (), (), (), {})
+        return Scan(tuple(flops), tuple(peaks), tuple(submits), None, (), (), {}, (), (), (), {})
     log = tl.hosts[lead]
     js = sorted({t for t in log.job_starts if t <= q})
     others = [r for r in log.others if r.time <= q]
@@ -144,7 +145,7 @@ def _scan(tl: Timeline, q: float) -> _Scan:
             k = bisect_right(js, r.time) - 1
             if k >= 0 and (k not in restored or r.time < restored[k][0]):
                 restored[k] = (r.time, r.step)
-    return _Scan(
+    return Scan(
         tuple(flops),
         tuple(peaks),
         tuple(submits),
@@ -161,7 +162,7 @@ def _scan(tl: Timeline, q: float) -> _Scan:
 
 def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None) -> JobFacts:
     """Gather the facts as of `q` (events after `q` are ignored)."""
-    sc: _Scan | None = None
+    sc: Scan | None = None
     key: tuple[object, ...] | None = None
     if cache is not None:
         seen = cache.seen
@@ -175,7 +176,7 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
                     sc = cache.scan
                     cache.seen = (tl, tl.events, latest)
     if sc is None:
-        sc = _scan(tl, q)
+        sc = scan(tl, q)
         if cache is not None:
             cache.key, cache.scan, cache.seen = key, sc, None
     if sc.lead is None:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from mlgoodput.accounting._engine import Engine
-from mlgoodput.accounting._facts import FactsCache, _Scan, _scan
+from mlgoodput.accounting._facts import FactsCache, Scan, scan
 from mlgoodput.accounting._figures import AttemptQueue, CostStats, DisruptionCost, Productivity
 from mlgoodput.accounting._hoststats import HostSteps
 from mlgoodput.accounting._intervals import Coverage
@@ -517,7 +517,7 @@ def _dump_caches(engine: Engine, floats: _Floats) -> dict[str, Any]:
     je = engine.job_ends_cache
     if je is not None and id(je[0]) in host_of and je[1] == len(je[0].others):
         out["je"] = {"host": host_of[id(je[0])], "n": je[1], "times": je[2]}
-    sc = _scan(tl, tl.max_time)  # what every query at or after the latest event reuses
+    sc = scan(tl, tl.max_time)  # what every query at or after the latest event reuses
     out["facts"] = {
         "hosts": [[h, len(v.others), len(v.job_starts)] for h, v in tl.hosts.items()],
         "scan": [
@@ -579,7 +579,7 @@ def _load_caches(e: Engine, c: dict[str, Any], floats: _FloatsIn) -> FactsCache 
         raise SnapshotError("saved productivity scan does not match the events")
     fl, pk, sub, lead, js, jend, se, sv, svs, rs, rd = f["scan"]
     fc = FactsCache()
-    fc.scan = _Scan(
+    fc.scan = Scan(
         tuple(map(tuple, fl)),
         tuple(map(tuple, pk)),
         tuple(map(tuple, sub)),

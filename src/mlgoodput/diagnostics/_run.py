@@ -283,7 +283,7 @@ class MLRun:
         return f"MLRun(name={self.name!r}, run_group={self.run_group!r}, process_index={self.process_index})"
 
 
-def _normalize_path(gcs_path: object) -> Any:
+def normalize_path(gcs_path: object) -> Any:
     """The SDK's normalization of a `gs://` path: repeated slashes collapsed, no trailing slash."""
     if isinstance(gcs_path, str) and "://" in gcs_path:
         scheme, rest = gcs_path.split("://", 1)
@@ -295,7 +295,8 @@ def _normalize_path(gcs_path: object) -> Any:
 _atexit_done = False
 
 
-def _register_atexit() -> None:
+def register_atexit() -> None:
+    """End the current run at interpreter exit (registered once per process)."""
     global _atexit_done
     if not _atexit_done:
         _atexit_done = True

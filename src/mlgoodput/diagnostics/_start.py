@@ -16,9 +16,9 @@ from mlgoodput.diagnostics._errors import MLRunConfigurationError
 from mlgoodput.diagnostics._provenance import where
 from mlgoodput.diagnostics._run import (
     MLRun,
-    _normalize_path,
-    _register_atexit,
+    normalize_path,
     process_index_from_env,
+    register_atexit,
     resolve_profile_dir,
     run_name,
     stream_name,
@@ -170,7 +170,7 @@ def machinelearning_run(
     full_name = run_name(stream_name(name), wid)
     st = open_store(store)
     pidx = process_index if process_index is not None else process_index_from_env()
-    base_path = _normalize_path(gcs_path)
+    base_path = normalize_path(gcs_path)
     profile_dir = resolve_profile_dir(base_path, full_name)
 
     if on_demand_xprof:
@@ -264,7 +264,7 @@ def machinelearning_run(
         run.add_helper(sampler)
         sampler.start()
     _run.set_current_run(run)
-    _register_atexit()
+    register_atexit()
     from mlgoodput.diagnostics import metrics
 
     metrics.write_pending(run)  # values recorded before any run was active

@@ -25,13 +25,14 @@ _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 def placeholders(name: str) -> list[str]:
     """The label names a Sample name refers to."""
-    return list(_placeholders(name))
+    return list(placeholder_names(name))
 
 
 _NAMED: dict[str, tuple[str, ...]] = {}  # name -> its placeholders (an upload repeats its names)
 
 
-def _placeholders(name: str) -> tuple[str, ...]:
+def placeholder_names(name: str) -> tuple[str, ...]:
+    """`placeholders(name)` as a tuple, remembered per name (an upload repeats its names)."""
     got = _NAMED.get(name)
     if got is None:
         got = tuple(_PLACEHOLDER.findall(name))
@@ -43,7 +44,7 @@ def _placeholders(name: str) -> tuple[str, ...]:
 
 def check_name(name: str, labels: Mapping[str, str]) -> None:
     """Raise ValueError if `name` refers to a label that `labels` lacks."""
-    missing = [k for k in _placeholders(name) if k not in labels]
+    missing = [k for k in placeholder_names(name) if k not in labels]
     if missing:
         raise ValueError(f"sample name {name!r} needs labels {missing!r}, got {dict(labels)!r}")
 

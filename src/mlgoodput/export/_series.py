@@ -20,7 +20,7 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from mlgoodput.export._base import Sample
-from mlgoodput.export._names import _placeholders
+from mlgoodput.export._names import placeholder_names
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -35,7 +35,7 @@ class SeriesInfo:
 
     def __init__(self, name: str, labels: SeriesLabels) -> None:
         self.key: SeriesKey = (name, tuple(sorted(labels.items())))
-        self.ok = all(k in labels for k in _placeholders(name))
+        self.ok = all(k in labels for k in placeholder_names(name))
         self.tb: tuple[str, bytes, str] | None = None
         self.prom: tuple[str, str, bool, str, float, list[str], list[str]] | None = None
 

@@ -2,7 +2,7 @@
 
 import logging
 
-from mlgoodput.diagnostics._run import _normalize_path
+from mlgoodput.diagnostics._run import normalize_path
 from mlgoodput.diagnostics._start import machinelearning_run
 from mlgoodput.diagnostics.custom_types import exceptions, mlrun_types
 
@@ -17,7 +17,7 @@ def normalize_gcs_path(gcs_path: str | None) -> str | None:
         import re
 
         return re.sub("/+", "/", gcs_path).rstrip("/")
-    out: str = _normalize_path(gcs_path)
+    out: str = normalize_path(gcs_path)
     return out
 
 
