@@ -1,7 +1,12 @@
 """Environment variables that configure mlgoodput, and the built-in defaults behind them.
 
-Every name is read when an object is built, never at import, and every one is also a
-keyword argument (`store=`, ...), which wins over the environment.
+Every name is read when it is used, never at import. Most also have a keyword argument
+(`store=`, `snapshot=`, `strict=`, `process_index=`, ...), which wins over the environment.
+The exceptions, set in the environment only: `MLGOODPUT_JOURNAL_DIR`,
+`MLGOODPUT_RUNTIME_DIR`, `MLGOODPUT_POD_NAME`, `MLGOODPUT_CONSOLE_USAGE` (which
+`Usage.enable` sets for the processes it starts), `MLGOODPUT_EXIT_GC` and `MLGOODPUT_DEBUG`
+(read at exit), `MLGOODPUT_DEAD_AFTER_S` (read at each query that judges whether a job is
+dead) and `MLGOODPUT_NUMPY` (read once per process and kept).
 """
 
 from __future__ import annotations

@@ -182,7 +182,8 @@ class GoodputCalculator:
     @property
     def timeline(self) -> Timeline:
         """The events read so far, per host (the engine's own; read it, never change it). It is
-        replaced when the calculator starts from a saved state, and grows with each query."""
+        replaced when the calculator starts from a saved state, and grows with each query; a
+        saved state found damaged when it is built is dropped and the job read from the store."""
         if self._pending is None:
             return self._eng.timeline
         # the engine is built from the saved state now: under the lock, as a query builds it
@@ -359,7 +360,8 @@ class GoodputCalculator:
         """Where each second of `report(start, end, ...)` lies: sorted, disjoint segments of one
         bucket each, covering the window; their seconds per bucket are the report's. With
         `read=False` nothing new is read: the events of the last query, as of `at` (a page lays
-        out exactly the report it shows)."""
+        out exactly the report it shows); only a saved state found damaged is read again from
+        the store."""
         a = when(start, "start")
         b = when(end, "end")
         q_at = when(at, "at")
@@ -455,7 +457,8 @@ class GoodputCalculator:
 
     def productive_by_piece(self, edges: Sequence[float], configured_ideal_step_time: float) -> list[float]:
         """Productive seconds of each piece [edges[k], edges[k+1]] of the job as read by the
-        last query (no read of the store), with the given ideal step time: what
+        last query (no read of the store, but for a saved state found damaged, read again),
+        with the given ideal step time: what
         `report(edges[k], edges[k + 1], configured_ideal_step_time=...)` says of each, in one
         pass over the steps (accounting/_overtime.py: goodput over time)."""
         from mlgoodput.accounting._overtime import by_piece

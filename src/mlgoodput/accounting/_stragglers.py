@@ -19,9 +19,12 @@ analysis those are the ranks of a collective: its public figures (`RankStepStats
 first release, so the analysis says rank throughout and a rank is the accounting's host.
 
 Saved state: one document per job beside the accounting's saved state (`STATE_NAMESPACE`),
-written when the calculator saves its own state and read only while the calculator answers
-from that state (nothing stored since): a later `mlgoodput report` of a long multi-host job
-needs neither the events nor the engine.
+written only where that state was saved at exactly the events analysed (by the calculator's
+save after a query, or by `stragglers` itself when that state is current) and the job has
+enough steps for a recomputation to cost. A calculator with no analysis of its own yet (a
+fresh one, or one restored from the saved state) tries the document first, and uses it when
+it was made at the calculator's cursor and events for the same window of steps: a later
+`mlgoodput report` of a long multi-host job needs neither the events nor the engine.
 """
 
 from __future__ import annotations
