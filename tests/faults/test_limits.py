@@ -83,10 +83,12 @@ def test_a_long_sqlite_lock_wait_is_logged(tmp_path: Path, caplog: pytest.LogCap
     st.jobs()
     holder = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    threading.Timer(1.3, lambda: holder.execute("ROLLBACK")).start()
+    release = threading.Timer(1.3, lambda: holder.execute("ROLLBACK"))
+    release.start()
     with caplog.at_level(logging.WARNING, logger="mlgoodput"):
         st.append("ns", "job", EventBatch(1, 0, [Event(Kind.JOB_START, 1.0, 0)]))
     assert any("waiting for its lock" in r.getMessage() for r in caplog.records)
+    release.join()  # the holder is closed only after its ROLLBACK ran (a connection used by two threads at once can crash)
     holder.close()
     st.close()
 
