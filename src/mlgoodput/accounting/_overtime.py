@@ -46,18 +46,11 @@ def by_piece(engine: Engine, q: float, edges: Sequence[float], ideal_s: float) -
     out = [0.0] * max(0, len(edges) - 1)
     if not out:
         return out
-    tl = engine.timeline
-    lead = tl.lead_host(q)
-    if lead is None:
+    got = engine.query(q, None, None, ideal_s)  # the whole job's query, as the report sets it up
+    if got is None:
         return out
-    log = tl.hosts[lead]
-    atts = engine.attempts(log, q)
-    acts = engine.activities(log, atts)
-    d = engine.derive(log, atts, acts)
-    ctx = Query(engine, log, atts, acts, d, q, ideal_s)
-    ctx.compute_ideal(None)
-    ctx.compute_infra()
-    w0, w1 = atts[0].start, atts[-1].end
+    ctx, w0, w1 = got
+    log, atts, acts = ctx.log, ctx.atts, ctx.acts
     lo_t, hi_t = max(edges[0], w0), min(edges[-1], w1)
     if hi_t <= lo_t:
         return out
