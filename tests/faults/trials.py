@@ -517,8 +517,8 @@ def time_wait_port() -> Trial:
     the connection now lingers in TIME_WAIT) and stopped; the new one binds the port at once."""
     from mlgoodput.export import PrometheusExporter, Sample
 
-    old = PrometheusExporter(port=0)
-    old.start()
+    old = PrometheusExporter(port=0, first_scrape_wait_s=0)  # its scrape is answered at once (its 5 s
+    old.start()  # first-scrape wait raced the client's 5 s timeout below)
     port = old.port
     with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
         c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
