@@ -23,6 +23,7 @@ from mlgoodput.store._protocol import (
     Store,
     StoreError,
     StoreReplacedError,
+    append_batches,
     store_identity,
 )
 from mlgoodput.store._registry import is_process_local as is_process_local  # for other packages
@@ -46,6 +47,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreReplacedError",
+    "append_batches",
     "concat_columns",
     "from_cloud_logger",
     "open_store",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Columns
-from mlgoodput.store._exactly_once import WriterMarks
+from mlgoodput.store._exactly_once import WriterMarks, new_part
 from mlgoodput.store._protocol import JobInfo, ReadResult
 from mlgoodput.store._registry import StoreBackend, register
 from mlgoodput.store._state import SavedPieces
@@ -27,18 +27,36 @@ class MemoryStore:
         self.closed = False
 
     def append(self, namespace: str, job: str, batch: EventBatch) -> None:
-        with self._lock:  # the rows and the mark change together: nothing to crash between
-            part = self._marks.new_part(batch)
-            if part is None:
-                return
-            kept = Columns.from_events(batch.events[part.skip :])
-            _exactly_once.before_mark(part)
-            self._chunks.append((namespace, job, kept))
-            self._marks.advance(part.writer, part.mark)
-            info = self._jobs.setdefault((namespace, job), [0, min(kept.times), max(kept.times)])
-            info[0] += len(kept)
-            info[1] = min(info[1], min(kept.times))
-            info[2] = max(info[2], max(kept.times))
+        self.append_batches(((namespace, job, batch),))
+
+    def append_batches(self, items: Sequence[tuple[str, str, EventBatch]]) -> None:
+        """Every (namespace, job, batch) at once, under one lock: what is new of each is worked
+        out first (a writer's later batch sees its earlier one), and nothing changes unless all
+        of it got through, as one transaction of a database would."""
+        with self._lock:  # the rows and the marks change together: nothing to crash between
+            marks: dict[int, int] = {}
+            staged: list[tuple[str, str, Columns, int, int]] = []
+            for ns, job, batch in items:
+                mark = marks.get(batch.writer)
+                part = new_part(
+                    batch.writer,
+                    batch.first_seq,
+                    len(batch.events),
+                    self._marks.get(batch.writer) if mark is None else mark,
+                )
+                if part is None:
+                    continue
+                kept = Columns.from_events(batch.events[part.skip :])
+                _exactly_once.before_mark(part)
+                marks[part.writer] = part.mark
+                staged.append((ns, job, kept, part.writer, part.mark))
+            for ns, job, kept, writer, mark in staged:
+                self._chunks.append((ns, job, kept))
+                self._marks.advance(writer, mark)
+                info = self._jobs.setdefault((ns, job), [0, min(kept.times), max(kept.times)])
+                info[0] += len(kept)
+                info[1] = min(info[1], min(kept.times))
+                info[2] = max(info[2], max(kept.times))
 
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -24,6 +25,21 @@ def store_identity(store: object) -> str | None:
     compares it before and after a batch to never take a replaced store's word for it."""
     f = getattr(store, "identity", None)
     return None if f is None else str(f())
+
+
+def append_batches(store: object, items: Sequence[tuple[str, str, EventBatch]]) -> None:
+    """Store every (namespace, job, batch) of `items`, each batch kept once per writer as
+    `append` keeps it. A store with an `append_batches` ability does it in one transaction
+    (all or nothing: a node's shipper costs the store one transaction a round); for the
+    others each item is one `append`, in order (a failure leaves the earlier ones stored,
+    which a retry then skips)."""
+    f = getattr(store, "append_batches", None)
+    if f is not None:
+        f(items)
+        return
+    append = store.append  # type: ignore[attr-defined]
+    for ns, job, batch in items:
+        append(ns, job, batch)
 
 
 @dataclass(frozen=True, slots=True)

@@ -254,6 +254,28 @@ class SQLiteStore:
         ]
         self._append_all(namespace, job, work)
 
+    def append_batches(self, items: Sequence[tuple[str, str, EventBatch]]) -> None:
+        """Every (namespace, job, batch) in one transaction (one BEGIN IMMEDIATE, one commit),
+        all or nothing, each batch kept once per writer as `append` keeps it: a node's shipper
+        writes all of its processes' events of a round with one lock and one commit."""
+        work: list[tuple[str, str, _Work]] = [
+            (
+                ns,
+                job,
+                (
+                    b.writer,
+                    b.first_seq,
+                    len(b.events),
+                    encode_batch(b.events, MAX_CHUNK_EVENTS),
+                    partial(_encode_from, b.events),
+                ),
+            )
+            for ns, job, b in items
+            if b.events
+        ]
+        if work:
+            self._append_work(work)
+
     def _append_chunks(
         self,
         ns: str,
@@ -267,12 +289,16 @@ class SQLiteStore:
         self._append_all(ns, job, [(writer, first_seq, n, chunks, rest)])
 
     def _append_all(self, ns: str, job: str, work: list[_Work]) -> None:
+        self._append_work([(ns, job, w) for w in work])
+
+    def _append_work(self, work: list[tuple[str, str, _Work]]) -> None:
+        """The runs of `work` (each of a stream) in one write transaction."""
         with self._lock:
             try:
                 conn = self._connect()
                 self._check_file()
                 self._begin_write(conn)
-                for item in work:
+                for ns, job, item in work:
                     self._append(conn, ns, job, *item)
                 conn.execute("COMMIT")
                 self._check_file()
