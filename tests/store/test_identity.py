@@ -27,7 +27,9 @@ def test_postgres_schema_dropped_mid_run_later_events_reach_the_new_one(postgres
         j.append(Kind.STEP_START, float(i), i)
     assert j.flush(30)
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("DROP TABLE mlgoodput_chunks, mlgoodput_streams, mlgoodput_writers, mlgoodput_meta")
+        c.execute(
+            "DROP TABLE IF EXISTS mlgoodput_chunks, mlgoodput_streams, mlgoodput_writers, mlgoodput_meta, mlgoodput_jobs"
+        )
     for i in range(2000, 4000):
         j.append(Kind.STEP_START, float(i), i)
     assert j.flush(30)
