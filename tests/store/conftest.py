@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,14 @@ import tests.store.dictstore  # noqa: F401  (registers the dict:// test backend)
 
 #: fixtures that give a fresh URL of a backend that other processes can open, by backend name
 #: (a process-local backend needs none: `SCHEME://contract-<uuid>` is a fresh store)
-SHARED_URL_FIXTURES = {"sqlite": "sqlite_url", "postgres": "postgres_url", "cloudlogging": "cloud_logging_url"}
+SHARED_URL_FIXTURES = {
+    "sqlite": "sqlite_url",
+    "postgres": "postgres_url",
+    "cloudlogging": "cloud_logging_url",
+    "postgres+pgbouncer": "pgbouncer_url",  # a variant: the same backend through a pooler
+}
+#: "BACKEND+HOW": a backend reached another way, that the contract runs as a backend of its own
+VARIANTS = [name for name in SHARED_URL_FIXTURES if "+" in name]
 
 
 @pytest.fixture
@@ -34,6 +42,34 @@ def postgres_url() -> Iterator[str]:
         yield srv.url
     finally:
         srv.close()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[Any]:
+    """pgbouncer in transaction pool mode (4 server connections) in front of a PostgreSQL
+    server of its own, both on 127.0.0.1 (tests/pgserver.py `PgBouncer`)."""
+    from pgserver import PgBouncer, PgServer, why_not_bouncer
+
+    why = why_not_bouncer()
+    if why:
+        pytest.skip(why)
+    srv = PgServer()
+    bouncer = None
+    try:
+        srv.start()
+        bouncer = PgBouncer(srv, pool_size=4)
+        bouncer.start()
+        yield bouncer
+    finally:
+        if bouncer is not None:
+            bouncer.close()
+        srv.close()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(pgbouncer: Any) -> str:
+    """The PostgreSQL store URL through the pooler."""
+    return str(pgbouncer.url)
 
 
 @pytest.fixture(scope="session")

@@ -12,15 +12,15 @@ import pytest
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import MemoryStore, Store, StoreError, _exactly_once, open_store
 from mlgoodput.store._registry import backends
-from tests.store.conftest import SHARED_URL_FIXTURES
+from tests.store.conftest import SHARED_URL_FIXTURES, VARIANTS
 
-ALL = [b.name for b in backends()]  # every registered backend runs this suite
-SHARED = [b.name for b in backends() if not b.process_local]
+ALL = [b.name for b in backends()] + VARIANTS  # every registered backend runs this suite
+SHARED = [b.name for b in backends() if not b.process_local] + VARIANTS
 
 
 def fresh_url(request: pytest.FixtureRequest, name: str) -> str:
     """A URL of a new, empty store of the backend `name`."""
-    backend = next(b for b in backends() if b.name == name)
+    backend = next(b for b in backends() if b.name == name.split("+")[0])
     if backend.process_local:
         return f"{backend.schemes[0]}://contract-{uuid.uuid4().hex}"
     fixture = SHARED_URL_FIXTURES.get(name)
