@@ -60,7 +60,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # where events are kept and where metrics are sent
     ("store", "export"),
     # the write path: the journal and the recorder on top of it
-    ("_segment_columns", "_recovery", "_journal", "_recorder", "_completion", "testing"),
+    ("_segment_columns", "_recovery", "_aggregator", "_journal", "_recorder", "_completion", "testing"),
     # reading the store back as goodput, diagnostics, and the metric aggregation both frameworks ship
     ("accounting", "diagnostics", "_metric_pipeline"),
     # the job's console (log lines and progress)

@@ -19,6 +19,9 @@ from pathlib import Path
 STORE = "MLGOODPUT_STORE"
 #: Directory of the local journals that hold events until they are in the store.
 JOURNAL_DIR = "MLGOODPUT_JOURNAL_DIR"
+#: "1": journals hand their events to one shipper per node and store (`mlgoodput._aggregator`)
+#: instead of each shipping its own, when `Journal(node_shipper=None)`.
+NODE_SHIPPER = "MLGOODPUT_NODE_SHIPPER"
 #: Address of a live console server that processes join (see mlgoodput.console).
 CONSOLE = "MLGOODPUT_CONSOLE"
 #: Token for a console server on TCP.

@@ -24,6 +24,7 @@ import zlib
 from collections import deque
 from typing import Any, ClassVar
 
+from mlgoodput import _aggregator, _env
 from mlgoodput._recovery import SHIP_BATCH, journal_dirs, note_lost, recover_dead, store_url
 from mlgoodput._segment import (
     BODY,
@@ -41,7 +42,7 @@ from mlgoodput._segment import (
     memory_segment,
 )
 from mlgoodput._segment_columns import decode_columns
-from mlgoodput._worker import BackgroundWorker, at_fork_in_child, exit_time_left
+from mlgoodput._worker import BackgroundWorker, at_fork_in_child, deadline_after, exit_time_left
 from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import (
     ColumnEvents,
@@ -111,7 +112,11 @@ class Journal(BackgroundWorker):
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         interval_s: float = SHIP_INTERVAL_S,
+        node_shipper: bool | None = None,
     ) -> None:
+        """`node_shipper`: hand this journal's events to the node's shipper (one per store and
+        machine, `mlgoodput._aggregator`) instead of shipping them here; None reads
+        MLGOODPUT_NODE_SHIPPER ("1" turns it on). A process-local store ships here always."""
         self.url = store_url(store)
         super().__init__(f"mlgoodput-journal[{namespace}/{job}/{host}]", interval_s=interval_s, max_backoff_s=2.0)
         self._store_arg = store
@@ -123,7 +128,13 @@ class Journal(BackgroundWorker):
         if segment_size < HEADER_SIZE + 4 * REC:
             raise ValueError(f"segment_size must be at least {HEADER_SIZE + 4 * REC}, got {segment_size!r}")
         self.segment_size = int(segment_size)
-        self._meta = {"store": self.url, "namespace": namespace, "job": job, "host": host}
+        self._meta: dict[str, Any] = {"store": self.url, "namespace": namespace, "job": job, "host": host}
+        if node_shipper is None:
+            node_shipper = os.environ.get(_env.NODE_SHIPPER, "").strip().lower() in ("1", "true", "yes", "on")
+        self.node_shipper = bool(node_shipper) and not is_process_local(self.url)
+        self._node: _aggregator.NodeShipper | None = None  # this process's, once the worker runs
+        if self.node_shipper:
+            self._meta["node"] = True  # the header tells the node shipper this file is its to ship
         self._dirs = journal_dirs(self.url)
         self._users = 0
         self._lock = threading.Lock()
@@ -304,6 +315,8 @@ class Journal(BackgroundWorker):
     def _work(self) -> bool:
         if self._alive_every > 0 and not self._closing and not self._closed:
             self._sign_of_life()
+        if self.node_shipper:
+            return self._work_handed_over()
         store = self._get_store()
         with self._lock:
             segs = [*self._sealed]
@@ -317,6 +330,95 @@ class Journal(BackgroundWorker):
                 and self._active is not None
                 and self._active.off - HEADER_SIZE > (self._active.size - HEADER_SIZE) // 2
             )
+        self._ship_segments(store, snaps)
+        if need_spare:
+            self._make_spare()
+        if not self._recovered:  # once per journal: ship what dead processes left behind
+            if not is_process_local(self.url):
+                recover_dead(store, self.url, self._dirs)
+            self._recovered = True
+        with self._lock:
+            backlog = any(s.shipped < s.count for s in [*self._sealed, *([self._active] if self._active else [])])
+        if backlog:
+            self.wake()  # appended during this round: go again at once, not after the interval
+        return True  # everything appended before this round started is in the store
+
+    def _work_handed_over(self) -> bool:
+        """A round with the node shipper on: note in the header what is committed (the node
+        shipper reads no further), take the shipped watermarks it wrote and release the sealed
+        segments it finished. Segments held in memory (no file: the node shipper cannot see
+        them) ship here as before."""
+        if self._node is None:
+            self._node = _aggregator.acquire(self.url, self._dirs, self.interval_s)
+        with self._lock:
+            segs = [*self._sealed, *([self._active] if self._active else [])]
+            memory = [(s, s.count, s.off) for s in segs if not s.durable]
+            if self._active is not None:
+                self._active.note_committed(self._active.count)
+            need_spare = (
+                self._spare is None
+                and self._active is not None
+                and self._active.off - HEADER_SIZE > (self._active.size - HEADER_SIZE) // 2
+            )
+        if memory:
+            self._ship_segments(self._get_store(), memory)
+        for seg in segs:
+            if seg.durable:
+                self._take_watermark(seg)
+                if seg.sealed and seg.shipped >= seg.count:
+                    self._drop_sealed(seg)
+        if need_spare:
+            self._make_spare()
+        return True
+
+    def _take_watermark(self, seg: Segment) -> None:
+        """Move `seg.shipped` (and the `shipped` counter) to the node shipper's watermark."""
+        m = seg.shipped_mark()
+        if m is not None and m > seg.shipped:
+            m = min(m, seg.count)
+            self.shipped += m - seg.shipped
+            seg.shipped = m
+
+    def _shipped_of(self, seg: Segment) -> int:
+        """Records of `seg` in the store: its own count, or the node shipper's watermark."""
+        if not self.node_shipper or not seg.durable:
+            return seg.shipped
+        m = seg.shipped_mark()
+        return seg.shipped if m is None else max(seg.shipped, min(m, seg.count))
+
+    def _wait_handed_over(self, targets: list[tuple[Segment, int]], deadline: float) -> bool:
+        """Wait (by the node shipper's rounds, or its interval when another process leads)
+        until the node shipper has stored each segment's first `count` records."""
+        while True:
+            if all(self._shipped_of(s) >= c for s, c in targets):
+                return True
+            left = deadline - self._clock()
+            node = self._node
+            if left <= 0 or node is None:
+                return False
+            node.wake()
+            with node.round_done:
+                node.round_done.wait(min(left, self.interval_s))
+
+    def _drop_sealed(self, seg: Segment) -> None:
+        """A sealed segment all in the store: out of the queue, its file deleted."""
+        with self._lock:
+            if self._sealed and self._sealed[0] is seg:
+                self._sealed.popleft()
+        seg.release(delete=True)
+
+    def _make_spare(self) -> None:
+        if self._want_spare():
+            spare = self._new_segment(self.segment_size)
+            with self._lock:
+                if self._spare is None:
+                    self._spare = spare
+                    spare = None  # type: ignore[assignment]
+            if spare is not None:
+                spare.release(delete=True)
+
+    def _ship_segments(self, store: Store, snaps: list[tuple[Segment, int, int]]) -> None:
+        """Ship each segment's records up to its snapshot (count, offset) in this process."""
         for seg, count, off in snaps:
             while seg.shipped < count:
                 # records -> columns directly: no Event object per record on this interpreter
@@ -334,27 +436,7 @@ class Journal(BackgroundWorker):
                 if not n and d.at_end:
                     break
             if seg.sealed and seg.shipped >= seg.count:
-                with self._lock:
-                    if self._sealed and self._sealed[0] is seg:
-                        self._sealed.popleft()
-                seg.release(delete=True)
-        if need_spare and self._want_spare():
-            spare = self._new_segment(self.segment_size)
-            with self._lock:
-                if self._spare is None:
-                    self._spare = spare
-                    spare = None  # type: ignore[assignment]
-            if spare is not None:
-                spare.release(delete=True)
-        if not self._recovered:  # once per journal: ship what dead processes left behind
-            if not is_process_local(self.url):
-                recover_dead(store, self.url, self._dirs)
-            self._recovered = True
-        with self._lock:
-            backlog = any(s.shipped < s.count for s in [*self._sealed, *([self._active] if self._active else [])])
-        if backlog:
-            self.wake()  # appended during this round: go again at once, not after the interval
-        return True  # everything appended before this round started is in the store
+                self._drop_sealed(seg)
 
     def _report_lost(self, seg: Segment, n: int) -> None:
         """Damaged records in this process's own segment (its memory was overwritten)."""
@@ -372,14 +454,23 @@ class Journal(BackgroundWorker):
         """Events journaled but not yet in the store."""
         with self._lock:
             segs = [*self._sealed, *([self._active] if self._active else [])]
-            return sum(s.count - s.shipped for s in segs)
+            return sum(s.count - self._shipped_of(s) for s in segs)
 
     # -- lifecycle -------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> bool:
-        """True once everything appended before this call is in the store."""
+        """True once everything appended before this call is in the store (with the node
+        shipper on: once the node shipper, of this process or another, has stored it)."""
         if self._closed:
             return self.pending() == 0
-        return super().flush(timeout_s)
+        if not self.node_shipper:
+            return super().flush(timeout_s)
+        deadline = deadline_after(timeout_s, self.deadline_s, self._clock)
+        with self._lock:
+            targets = [(s, s.count) for s in [*self._sealed, *([self._active] if self._active else [])] if s.durable]
+        # a round of our own after this call notes these records committed (and ships memory ones)
+        if not super().flush(max(0.0, deadline - self._clock())):
+            return False
+        return self._wait_handed_over(targets, deadline)
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Release one user; the last one ships what is left and stops the shipper. What
@@ -397,6 +488,16 @@ class Journal(BackgroundWorker):
 
     def _on_close(self, timeout_s: float) -> None:
         _live.discard(self)
+        deadline = deadline_after(timeout_s, timeout_s, self._clock)
+        if self.node_shipper:  # wait (within close's time) for the node shipper to store the rest
+            with self._lock:
+                segs = [*self._sealed, *([self._active] if self._active else [])]
+                if self._active is not None:
+                    self._active.note_committed(self._active.count)
+            self._wait_handed_over([(s, s.count) for s in segs if s.durable], deadline)
+            for s in segs:
+                if s.durable:
+                    self._take_watermark(s)
         self._report_unshipped()
         t = self._shipper
         if t is not None and t.is_alive():
@@ -413,6 +514,9 @@ class Journal(BackgroundWorker):
         if self._owns_store and self._store is not None:
             self._store.close()
         self._store = None
+        node, self._node = self._node, None
+        if node is not None:  # the last journal of this process closes its node shipper
+            _aggregator.release(node, max(0.0, deadline - self._clock()))
         if is_process_local(self.url):
             try:
                 self._dirs[0].rmdir()  # a per-process directory: leave nothing behind
@@ -460,6 +564,7 @@ class Journal(BackgroundWorker):
         self._spare = None
         if self._owns_store:
             self._store = None  # reopened on first use, with a connection of the child's own
+        self._node = None  # the child gets a node shipper of its own (the parent's stays the parent's)
         self.appended = self.shipped = self.volatile = self.closed_appends = self.lost = 0
         self._alive_every = 0.0  # a forked child (a data loader worker) is not the writer that lives
 

@@ -57,6 +57,7 @@ __all__ = [
     "LOSS_NAMESPACE",
     "SHIP_BATCH",
     "UNKNOWN_STREAM",
+    "damage_item",
     "in_time_order",
     "journal_dirs",
     "lost_in_process",
@@ -67,6 +68,8 @@ __all__ = [
     "recover_journals",
     "store_url",
     "stored_losses",
+    "warn_damage",
+    "writer_of",
 ]
 
 log = logging.getLogger("mlgoodput")
@@ -222,7 +225,7 @@ def recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: bool
                 segs.append(d / fname)
         held: set[int] = set()  # writers with a segment another process holds: their later ones wait
         for p in in_time_order(segs):
-            writer = _writer_of(p)
+            writer = writer_of(p)
             if writer in held:
                 continue
             try:
@@ -239,7 +242,7 @@ def recover_dead(store: Store, url: str, dirs: list[Path], *, include_live: bool
     return total
 
 
-def _writer_of(p: Path) -> int:
+def writer_of(p: Path) -> int:
     """The writer a segment's file name gives (0 when it does not)."""
     named = stream_of_name(p.name)
     return named.writer if named is not None else 0
@@ -253,7 +256,7 @@ def recover_files(store: Store, paths: Sequence[Path]) -> int:
     total = 0
     held: set[int] = set()
     for p in in_time_order(list(paths)):
-        writer = _writer_of(p)
+        writer = writer_of(p)
         if writer in held:
             continue
         n = _recover_segment(store, url, p, False)
@@ -441,6 +444,25 @@ def _report_damage(
     """Keep the count of lost records in the store, where `mlgoodput jobs` and `report` show
     it, then warn. Numbered after the segment's writer, so a second recovery of the same file
     does not count it twice."""
+    store.append(*damage_item(ns, job, host, writer, lost, recovered, p, header=header))
+    warn_damage(ns, job, host, lost, recovered, p, header=header)
+
+
+def damage_item(
+    ns: str,
+    job: str,
+    host: int,
+    writer: int,
+    lost: int,
+    recovered: int,
+    p: Path,
+    *,
+    header: bool = False,
+    seq: int = 0,
+) -> tuple[str, str, EventBatch]:
+    """The lost stream's (namespace, job, batch) that says `lost` records of a segment of
+    `writer` could not be read: numbered after that writer (and `seq`, where in the segment
+    the loss was found), so the same loss reported again is stored once."""
     ev = Event(
         Kind.METRIC,
         time.time(),
@@ -450,7 +472,11 @@ def _report_damage(
         "journal_lost_events",
         {"namespace": ns, "file": str(p), "recovered": recovered, **({"header": True} if header else {})},
     )
-    store.append(LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, 0, [ev]))
+    return LOSS_NAMESPACE, job, EventBatch((writer ^ 0x2A2A2A2A2A2A2A2A) or 1, seq, [ev])
+
+
+def warn_damage(ns: str, job: str, host: int, lost: int, recovered: int, p: Path, *, header: bool = False) -> None:
+    """Count a loss that is now in the store (`lost_in_process`) and say so once."""
     note_lost(lost)
     if header:
         log.warning(

@@ -162,6 +162,19 @@ class Segment:
         self.shipped_off = shipped_off
         self.buf[_WATERMARK_AT : _WATERMARK_AT + _WATERMARK.size] = _watermark(shipped, shipped_off)
 
+    def shipped_mark(self) -> int | None:
+        """The records shipped as the header's watermark says (a node shipper in another
+        process writes it there, see `mlgoodput._aggregator`); None when it cannot be read
+        now (a torn write: its checksum fails) or the segment is released."""
+        try:
+            raw = bytes(self.buf[_WATERMARK_AT : _WATERMARK_AT + _WATERMARK.size])
+        except ValueError:  # unmapped meanwhile
+            return None
+        shipped, shipped_off, crc = _WATERMARK.unpack(raw)
+        if _crc32(raw[:16]) != crc or shipped < 0 or not HEADER_SIZE <= shipped_off <= self.size:
+            return None
+        return int(shipped)
+
     def release(self, *, delete: bool) -> None:
         """Unmap and close; delete the file too (only once everything in it is shipped)."""
         if delete and self.path is not None:

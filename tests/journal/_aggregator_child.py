@@ -1,0 +1,46 @@
+"""A process that journals with the node shipper on (tests/journal/test_aggregator.py).
+
+argv: store job host n mode [stop_file]. Modes: "flush" appends n steps, flushes, prints one
+JSON line (whether the flush held, its node shipper's stats) and exits; "hold" appends n
+steps, prints "ready" and waits to be killed; "run" appends n steps, then one step every
+few milliseconds until `stop_file` exists, then flushes and prints the JSON line with the
+number of steps appended."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from mlgoodput import _aggregator, _env
+from mlgoodput._journal import Journal
+from mlgoodput.events import Kind
+
+
+def main() -> None:
+    store, job, host, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    os.environ[_env.NODE_SHIPPER] = "1"
+    j = Journal.for_stream(store, "ns", job, host)
+    for i in range(n):
+        j.append(Kind.STEP_START, 1000.0 + i, i)
+    count = n
+    if mode == "hold":
+        print("ready", flush=True)
+        time.sleep(600)
+        return
+    if mode == "run":
+        print("running", flush=True)
+        stop = sys.argv[6]
+        while not os.path.exists(stop):
+            j.append(Kind.STEP_START, 1000.0 + count, count)
+            count += 1
+            time.sleep(0.002)
+    ok = j.flush(60)
+    stats = _aggregator.node_shipper_stats(j.url)
+    print(json.dumps({"flushed": ok, "count": count, "pid": os.getpid(), "node": stats}), flush=True)
+    j.close(30)
+
+
+if __name__ == "__main__":
+    main()
