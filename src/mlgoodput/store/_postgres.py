@@ -63,6 +63,8 @@ PARTITION_DAYS = 7
 SEQ_SHIFT = 20  # seq = xid << SEQ_SHIFT | row index in the transaction
 _MAX_ROWS_PER_TX = 1 << SEQ_SHIFT
 _MAX_XID = 1 << (63 - SEQ_SHIFT)
+#: Where the day a row is stored on comes from (its partition); tests set another clock.
+clock: Callable[[], float] = time.time
 SMALL_ROW = 256  # events up to which a row's columns take the compact forms (deltas, XOR)
 T = TypeVar("T")
 
@@ -230,7 +232,7 @@ class PostgresStore:
             return
         # encoded before any lock is taken, as if nothing were stored yet (the usual case)
         first_try = [encode_batch(b.events, MAX_CHUNK_EVENTS) for _, _, b in items]
-        day = _day(time.time())
+        day = _day(clock())
         start = day - day % PARTITION_DAYS
         writers = sorted({b.writer for _, _, b in items})
         for attempt in range(2):
