@@ -38,7 +38,7 @@ from mlgoodput._recovery import (
     warn_damage,
     writer_of,
 )
-from mlgoodput._segment import HEADER_SIZE, SUFFIX, read_image, write_watermark
+from mlgoodput._segment import HEADER_SIZE, MAGIC, SUFFIX, VERSION, read_image, write_watermark
 from mlgoodput._segment_columns import decode_columns
 from mlgoodput._worker import BackgroundWorker, at_fork_in_child
 from mlgoodput.events import EventBatch
@@ -113,10 +113,17 @@ class NodeShipper(BackgroundWorker):
         leader's lock was released by the kernel when it died)."""
         if self.leader:
             return True
-        if self._lock_fd < 0:
-            d = self._dirs[0]
-            d.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if self._lock_fd < 0:  # in the first folder that can hold it, as journals choose theirs
+            err: OSError | None = None
+            for d in self._dirs:
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    self._lock_fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                    break
+                except OSError as e:
+                    err = e
+            else:
+                raise OSError(f"cannot make the node shipper's lock in {self._dirs[0]}: {err}")
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -239,6 +246,8 @@ class NodeShipper(BackgroundWorker):
                 dead = False  # its owner is alive (or a recoverer is at it)
             size = os.fstat(fd).st_size
             img = read_image(os.pread(fd, HEADER_SIZE, 0), size) if size >= HEADER_SIZE else None
+            if img is None and _newer_format(os.pread(fd, 8, 0)):
+                return None  # left for a newer mlgoodput (recovery says so when a reader looks)
             if img is None or img.version < 2:
                 if dead:  # an old format, or a damaged header: recovery's own way, on its own
                     os.close(fd)
@@ -335,6 +344,11 @@ class NodeShipper(BackgroundWorker):
             self._lock_fd = -1
         self.leader = False
         self._store = None
+
+
+def _newer_format(head: bytes) -> bool:
+    """Whether a header's first copy names a format newer than ours."""
+    return len(head) >= 8 and head[:4] == MAGIC and VERSION < int.from_bytes(head[4:8], "little") < 100
 
 
 # -- one node shipper per store in a process, shared by its node-mode journals ---------------

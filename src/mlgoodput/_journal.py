@@ -133,6 +133,7 @@ class Journal(BackgroundWorker):
             node_shipper = os.environ.get(_env.NODE_SHIPPER, "").strip().lower() in ("1", "true", "yes", "on")
         self.node_shipper = bool(node_shipper) and not is_process_local(self.url)
         self._node: _aggregator.NodeShipper | None = None  # this process's, once the worker runs
+        self._settle_lock = threading.Lock()  # one taker of the node shipper's watermarks at a time
         if self.node_shipper:
             self._meta["node"] = True  # the header tells the node shipper this file is its to ship
         self._dirs = journal_dirs(self.url)
@@ -149,7 +150,7 @@ class Journal(BackgroundWorker):
         self.volatile = 0  # events that went to a memory-only segment (no journal file)
         self.closed_appends = 0  # events appended after close: left on disk for recovery
         self.lost = 0  # events reported lost (damaged records, memory fallback at exit)
-        self.store_changes = 0  # times the store was found replaced or recreated
+        self._store_changes = 0  # times the store was found replaced or recreated
         self._identity: str | None = None
         self._fallback = ""  # why events went to memory, when they did
         self._alive_every = 0.0  # keep_alive's period; 0: no signs of life
@@ -276,7 +277,7 @@ class Journal(BackgroundWorker):
         before = store_identity(store)
         if before != self._identity:
             if self._identity is not None:
-                self.store_changes += 1
+                self._store_changes += 1
                 log.warning(
                     "mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
                     " shipped before are not in it; shipping what is journaled to the new one",
@@ -292,6 +293,13 @@ class Journal(BackgroundWorker):
                 f"the store {self.url} changed while a batch was written"
                 f" ({before} -> {after}); the batch stays journaled and is shipped again"
             )
+
+    @property
+    def store_changes(self) -> int:
+        """Times the store was found replaced or recreated while this journal's events went
+        to it (with the node shipper on: as this process's node shipper found it)."""
+        node = self._node
+        return self._store_changes + (node.store_changes if node is not None else 0)
 
     def keep_alive(self, every_s: float) -> None:
         """While this journal is open, append a sign of life (`Kind.ALIVE`, value `every_s`)
@@ -362,14 +370,22 @@ class Journal(BackgroundWorker):
             )
         if memory:
             self._ship_segments(self._get_store(), memory)
-        for seg in segs:
-            if seg.durable:
-                self._take_watermark(seg)
-                if seg.sealed and seg.shipped >= seg.count:
-                    self._drop_sealed(seg)
+        self._settle()
         if need_spare:
             self._make_spare()
         return True
+
+    def _settle(self) -> None:
+        """Take the node shipper's watermarks and release the sealed segments it finished
+        (by the worker each round, and by a flush that saw its records stored)."""
+        with self._settle_lock:
+            with self._lock:
+                segs = [*self._sealed, *([self._active] if self._active else [])]
+            for seg in segs:
+                if seg.durable:
+                    self._take_watermark(seg)
+                    if seg.sealed and seg.shipped >= seg.count:
+                        self._drop_sealed(seg)
 
     def _take_watermark(self, seg: Segment) -> None:
         """Move `seg.shipped` (and the `shipped` counter) to the node shipper's watermark."""
@@ -401,10 +417,12 @@ class Journal(BackgroundWorker):
                 node.round_done.wait(min(left, self.interval_s))
 
     def _drop_sealed(self, seg: Segment) -> None:
-        """A sealed segment all in the store: out of the queue, its file deleted."""
+        """A sealed segment all in the store: out of the queue, its file deleted (once)."""
         with self._lock:
-            if self._sealed and self._sealed[0] is seg:
-                self._sealed.popleft()
+            try:
+                self._sealed.remove(seg)
+            except ValueError:
+                return  # another thread dropped it
         seg.release(delete=True)
 
     def _make_spare(self) -> None:
@@ -470,7 +488,10 @@ class Journal(BackgroundWorker):
         # a round of our own after this call notes these records committed (and ships memory ones)
         if not super().flush(max(0.0, deadline - self._clock())):
             return False
-        return self._wait_handed_over(targets, deadline)
+        if not self._wait_handed_over(targets, deadline):
+            return False
+        self._settle()
+        return True
 
     def close(self, timeout_s: float | None = None) -> bool:
         """Release one user; the last one ships what is left and stops the shipper. What
@@ -495,9 +516,7 @@ class Journal(BackgroundWorker):
                 if self._active is not None:
                     self._active.note_committed(self._active.count)
             self._wait_handed_over([(s, s.count) for s in segs if s.durable], deadline)
-            for s in segs:
-                if s.durable:
-                    self._take_watermark(s)
+            self._settle()
         self._report_unshipped()
         t = self._shipper
         if t is not None and t.is_alive():
@@ -557,6 +576,7 @@ class Journal(BackgroundWorker):
     def _on_fork_in_child(self) -> None:
         # The child must never write into the parent's shared mapping: it gets files of its own.
         self._lock = threading.Lock()
+        self._settle_lock = threading.Lock()
         for s in [*self._sealed, *([self._active] if self._active else []), *([self._spare] if self._spare else [])]:
             s.forget()
         self._sealed = deque()

@@ -103,7 +103,7 @@ def test_processes_share_one_shipper_and_one_transaction_a_round(
     assert all(r["flushed"] for r in results), results
     assert _once(url, job, {h: 3000 for h in range(3)})
     nodes = [r["node"] for r in results if r["node"]]
-    assert sum(n["events"] for n in nodes) >= 9000 - 3000  # the leaders stored it (a last one may close first)
+    assert any(n["events"] for n in nodes)  # a node shipper stored them (the others' went at its close)
     for n in nodes:  # at most one store transaction a round, whoever led
         assert n["transactions"] <= n["rounds"], n
         assert n["lost"] == 0
@@ -204,3 +204,25 @@ def test_a_journal_that_ships_itself_is_left_to_itself(tmp_path: Path) -> None:
         ns.close(10)
     assert own.close(30)
     assert _once(db, "own", {0: 2})
+
+
+def test_a_store_that_cannot_be_written_yet_gets_everything_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's folder cannot be made (a file stands there): the journal and the node
+    shipper's lock go to the per-user folder, the node shipper's rounds fail and are
+    counted, and once the store can be written the flush holds with every event once."""
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where the store's directory should be")
+    db = str(blocker / "s.db")
+    monkeypatch.setenv(_env.NODE_SHIPPER, "1")
+    j = Journal.for_stream(db, "ns", "job", 0)
+    assert j.node_shipper
+    for i in range(200):
+        j.append(Kind.STEP_START, float(i), i)
+    assert j.flush(0.5) is False
+    wait_for(lambda: (_aggregator.node_shipper_stats(j.url) or {}).get("failures", 0) >= 1, 30, "a failed round")
+    blocker.unlink()
+    assert j.flush(60)
+    assert _once(db, "job", {0: 200})
+    assert j.close(30)
