@@ -35,6 +35,7 @@ _COMMANDS: tuple[str, ...] = (
     "dashboards",
     "advise",
     "ui",
+    "aggregate",
 )
 
 #: module -> its subcommands and their one-line help, so that `mlgoodput --help` and
@@ -54,6 +55,7 @@ _SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
     "dashboards": (("dashboards", "print or install the Grafana dashboard and Prometheus alert rules"),),
     "advise": (("advise", "checkpoint interval advice from measured save cost and interruptions"),),
     "ui": (("ui", "serve a web app over a store: jobs, timelines, runs, console, compare"),),
+    "aggregate": (("aggregate", "ship every journal of a store on this node as one shipper, until Ctrl-C"),),
 }
 _DESCRIPTION = "Goodput and Badput of ML training jobs, runs, and a live console."
 

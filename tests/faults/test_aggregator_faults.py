@@ -5,10 +5,18 @@ crash. What each trial promises holds when the node's shipper stores the events.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from mlgoodput import _env
+from mlgoodput._recovery import store_url
 from tests.faults import test_faults as _faults
+from tests.journal.test_aggregator import _leader_pid, _once, _result, _spawn, _steps
+from tests.journal.test_aggregator_cli import start_aggregate
+from tests.waiting import wait_for
 
 _TAKEN = (
     "test_store_deleted_or_replaced_mid_run_loses_nothing",
@@ -30,3 +38,32 @@ def _node_shipper_on(monkeypatch: pytest.MonkeyPatch) -> None:
 _HERE = globals()
 for _name in _TAKEN:
     _HERE[_name] = getattr(_faults, _name)
+
+
+def test_the_side_aggregator_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
+    """`mlgoodput aggregate` leads while two processes record, and is SIGKILLed mid-run:
+    a recording process's own node shipper takes over; every step is stored once."""
+    db = str(tmp_path / "killed.db")
+    url = store_url(db)
+    job = "side-killed"
+    stop = tmp_path / "stop"
+    agg = start_aggregate(db)
+    writers: list[subprocess.Popen[str]] = []
+    try:
+        wait_for(lambda: _leader_pid(url) == agg.pid, 60, "the side process leading")
+        writers += [_spawn(url, job, h, 300, "run", stop) for h in range(2)]
+        for w in writers:
+            assert w.stdout is not None and w.stdout.readline().strip() == "running"
+        wait_for(lambda: sum(_steps(url, job).values()) >= 600, 60, "the first steps stored by the side process")
+        agg.send_signal(signal.SIGKILL)
+        assert agg.wait(30) == -signal.SIGKILL
+        wait_for(lambda: _leader_pid(url) in [w.pid for w in writers], 60, "a recording process leading")
+        stop.touch()
+        results = [_result(w) for w in writers]
+        assert all(r["flushed"] for r in results), results
+        assert _once(url, job, {h: r["count"] for h, r in enumerate(results)})
+    finally:
+        for p in [agg, *writers]:
+            if p.poll() is None:
+                p.kill()
+                p.wait(30)
