@@ -50,12 +50,14 @@ import math
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +72,7 @@ sys.path.insert(1, str(ROOT))  # tests/pgserver.py
 NS, JOB, DB = "fleet_bench", "fleet", "fleet"
 TARGET_BYTES, TARGET_WAIT_S = 40.0, 0.050
 FLEET = 10_000  # hosts the extrapolation is for
+_SHIPPED = struct.Struct("<q")  # a segment's shipped watermark: records shipped
 
 
 # -- the pooler ----------------------------------------------------------------------------
@@ -381,15 +384,16 @@ class Node:
 class Fleet:
     """Builds the nodes, writes the hosts' events when due, ships them (node or host mode)."""
 
-    def __init__(self, args: argparse.Namespace, url: str, root: Path) -> None:
+    def __init__(self, args: argparse.Namespace, url: str, root: Path, part: int = 0, parts: int = 1) -> None:
         self.args, self.url, self.root = args, url, root
         self.steps = round(args.duration * args.rate)
         n = args.hosts
         per = args.per_node
-        self.nodes: list[Node] = []
-        for i in range(0, n, per):
-            hosts = [Host(h, h / n) for h in range(i, min(n, i + per))]
-            self.nodes.append(Node(len(self.nodes), hosts, root / f"node-{len(self.nodes):05d}"))
+        self.nodes: list[Node] = []  # this process's share: every `parts`-th node from `part`
+        for k, i in enumerate(range(0, n, per)):
+            if k % parts == part:
+                hosts = [Host(h, h / n) for h in range(i, min(n, i + per))]
+                self.nodes.append(Node(k, hosts, root / f"node-{k:05d}"))
         self.seg_size = max(64 << 10, 4096 + 48 * (self.steps + 8) + 4095 & ~4095)
         self.t0 = 0.0
         self.writer_cpu: list[float] = []  # CPU seconds of each writer thread so far
@@ -397,7 +401,7 @@ class Fleet:
 
     @property
     def expected(self) -> int:
-        return self.args.hosts * (1 + self.steps)
+        return sum(len(nd.hosts) for nd in self.nodes) * (1 + self.steps)
 
     @property
     def writer_cpu_s(self) -> float:
@@ -447,11 +451,9 @@ class Fleet:
 
     @staticmethod
     def _shipped(seg: Any) -> int:
-        """Records of a segment its shipper has marked shipped (the watermark in its header)."""
-        from mlgoodput._segment import HEADER_SIZE, read_image
-
-        img = read_image(bytes(seg.buf[:HEADER_SIZE]), seg.size)
-        return 0 if img is None else img.shipped
+        """Records of a segment its shipper has marked shipped: the watermark in its header
+        (at byte 4064, the format's place for it; read in place, no copy of the header)."""
+        return int(_SHIPPED.unpack_from(seg.buf, 4064)[0])
 
     def _drop_shipped(self, h: Host) -> None:
         while h.sealed and self._shipped(h.sealed[0]) >= h.sealed[0].count:
@@ -494,12 +496,13 @@ class Fleet:
             self._write_node_mode(nd, h, kind, t, step)
         nd.recorded += 1
 
-    def run(self) -> float:
-        """Write every host's events as they fall due over `--duration` s; the wall time taken."""
+    def run(self, t0: float) -> float:
+        """Write every host's events as they fall due over `--duration` s from `t0`; the wall
+        time taken."""
         from mlgoodput.events import Kind
 
         args = self.args
-        self.t0 = time.time()
+        self.t0 = t0
         for nd in self.nodes:  # each host's job start (its training starts a second later)
             for h in nd.hosts:
                 self._write(nd, h, Kind.JOB_START, self.t0 - 1.0, -1)
@@ -553,17 +556,15 @@ class Fleet:
         """Wait until everything written is shipped; the seconds it took after the last write."""
         t = time.monotonic()
         deadline = t + timeout_s
-        if self.args.mode == "host":
-            for nd in self.nodes:
-                for h in nd.hosts:
-                    h.journal.flush(max(0.1, deadline - time.monotonic()))
-        else:
+        if self.args.mode == "host":  # every journal's flush at once (each waits for its own round)
+            with ThreadPoolExecutor(32) as pool:
+                hosts = [h for nd in self.nodes for h in nd.hosts]
+                list(pool.map(lambda h: h.journal.flush(max(0.1, deadline - time.monotonic())), hosts))
+        else:  # the watermarks the node shippers write say what is stored
             while time.monotonic() < deadline:
                 if all(self._shipped(s) >= s.count for nd in self.nodes for h in nd.hosts for s in [*h.sealed, h.seg]):
                     break
                 time.sleep(0.05)
-            for nd in self.nodes:
-                nd.shipper.flush(max(0.1, deadline - time.monotonic()))
         return time.monotonic() - t
 
     def shipper_stats(self) -> dict[str, int]:
@@ -582,7 +583,9 @@ class Fleet:
         return out
 
     def close(self) -> None:
-        for nd in self.nodes:
+        """Stop the shippers (all at once: each close does a last round) and let the files go."""
+
+        def close_node(nd: Node) -> None:
             if nd.shipper is not None:
                 with suppress(Exception):
                     nd.shipper.close(10)
@@ -594,6 +597,9 @@ class Fleet:
                     s.release(delete=self._shipped(s) >= s.count)
                 h.sealed.clear()
                 h.seg = None
+
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(close_node, self.nodes))
 
 
 # -- reading back -------------------------------------------------------------------------
@@ -726,89 +732,176 @@ def postmaster_pid(server: Any) -> int | None:
         return None
 
 
+def simulate(args: argparse.Namespace, url: str, root: str, part: int, parts: int, go: Any, t0v: Any, q: Any) -> None:
+    """One process's share of the nodes (every `parts`-th from `part`): build them, say ready,
+    write and ship from the common start, drain, and send back what it counted."""
+    fleet = Fleet(args, url, Path(root), part, parts)
+    with Counted() as counted:
+        fleet.open()
+        q.put(("ready", part, None))
+        go.wait()
+        t0 = float(t0v.value)
+
+        def mark() -> dict[str, float]:
+            return {
+                "client": time.process_time(),
+                "writers": fleet.writer_cpu_s,
+                "appends": counted.appends,
+                "recorded": fleet.recorded,
+            }
+
+        marks = {"start": mark()}
+        early: list[float] = []  # the stores' longest lock waits during the warm-up
+
+        def warmed() -> None:
+            marks.setdefault("a", mark())
+            for st in list(counted.stores):
+                early.append(float(getattr(st, "lock_wait_max_s", 0.0)))
+                if hasattr(st, "lock_wait_max_s"):
+                    st.lock_wait_max_s = 0.0
+
+        timer = threading.Timer(max(0.0, t0 + args.warmup - time.time()), warmed)
+        timer.start()
+        cpu0 = time.process_time()
+        wall = fleet.run(t0)
+        marks["b"] = mark()
+        timer.cancel()
+        q.put(("written", part, None))
+        drain = fleet.drain(args.drain_timeout)
+        stats = fleet.shipper_stats()
+        fleet.close()
+        out = {
+            "nodes": len(fleet.nodes),
+            "recorded": fleet.recorded,
+            "expected": fleet.expected,
+            "steps": fleet.steps,
+            "wall_s": wall,
+            "drain_s": drain,
+            "appends": counted.appends,
+            "batches": counted.batches,
+            "client_cpu_s": time.process_time() - cpu0,
+            "writer_cpu_s": fleet.writer_cpu_s,
+            "waits": [float(getattr(st, "lock_wait_max_s", 0.0)) for st in counted.stores],
+            "early": max(early, default=0.0),
+            "stats": stats,
+            "steady": {k: marks["b"][k] - marks.get("a", marks["start"])[k] for k in marks["b"]},
+        }
+    q.put(("done", part, out))
+
+
+def _wait_all(q: Any, procs: list[Any], what: str, timeout_s: float) -> dict[int, Any]:
+    """Each process's `what` message (a process that died first is an error)."""
+    got: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(got) < len(procs):
+        try:
+            kind, part, data = q.get(timeout=1.0)
+        except Exception:
+            dead = [p for p in procs if not p.is_alive() and p.exitcode]
+            if dead or time.monotonic() > deadline:
+                codes = [p.exitcode for p in dead]
+                raise RuntimeError(f"a simulating process failed before '{what}' (exit {codes})") from None
+            continue
+        if kind != what:
+            raise RuntimeError(f"expected '{what}' from process {part}, got '{kind}'")
+        got[part] = data
+    return got
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    import multiprocessing as mp
+
     scratch = Path(tempfile.mkdtemp(prefix="mlgoodput-fleet-"))
     os.environ["MLGOODPUT_JOURNAL_DIR"] = str(scratch / "readers")  # a reader's recovery looks here only
-    max_clients = args.hosts + 64 if args.mode == "host" else len(range(0, args.hosts, args.per_node)) + 64
-    r: dict[str, Any] = {"mode": args.mode, "hosts": args.hosts}
+    nodes = len(range(0, args.hosts, args.per_node))
+    parts = max(1, min(args.procs, nodes))
+    max_clients = (args.hosts if args.mode == "host" else nodes) + 64
+    r: dict[str, Any] = {"mode": args.mode, "hosts": args.hosts, "procs": parts}
+    ctx = mp.get_context("spawn")
+    procs: list[Any] = []
     try:
         with servers(args, max_clients) as (url, admin_url, server, pooler):
             direct = admin_url.rsplit("/", 1)[0] + f"/{DB}"
             pm = postmaster_pid(server)
-            fleet = Fleet(args, url, scratch / "nodes")
-            with Counted() as counted:
-                fleet.open()
-                sampler = Sampler(admin_url, pooler)
-                before = db_figures(admin_url)
-                cpu0 = time.process_time()
-                pgb_pid = pooler.pid() if pooler else None
-                srv0, pgb0 = proc_cpu_s(pm, True), proc_cpu_s(pgb_pid, False)
+            pgb_pid = pooler.pid() if pooler else None
+            q, go, t0v = ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0)
+            procs = [
+                ctx.Process(
+                    target=simulate, args=(args, url, str(scratch / "nodes"), i, parts, go, t0v, q), daemon=True
+                )
+                for i in range(parts)
+            ]
+            for p in procs:
+                p.start()
+            _wait_all(q, procs, "ready", 600)
+            sampler = Sampler(admin_url, pooler)
+            before = db_figures(admin_url)
+            srv0, pgb0 = proc_cpu_s(pm, True), proc_cpu_s(pgb_pid, False)
 
-                def mark() -> dict[str, float]:
-                    return {
-                        "t": time.monotonic(),
-                        "server": proc_cpu_s(pm, True),
-                        "pooler": proc_cpu_s(pgb_pid, False),
-                        "client": time.process_time(),
-                        "writers": fleet.writer_cpu_s,
-                        "appends": counted.appends,
-                        "recorded": fleet.recorded,
-                    }
+            def mark() -> dict[str, float]:
+                return {"t": time.monotonic(), "server": proc_cpu_s(pm, True), "pooler": proc_cpu_s(pgb_pid, False)}
 
-                marks = {"start": mark()}
-                early: list[float] = []  # the stores' longest lock waits during the warm-up
+            marks = {"start": mark()}
 
-                def warmed() -> None:
-                    marks.setdefault("a", mark())
-                    sampler.steady = True
-                    for st in list(counted.stores):
-                        early.append(float(getattr(st, "lock_wait_max_s", 0.0)))
-                        if hasattr(st, "lock_wait_max_s"):
-                            st.lock_wait_max_s = 0.0
+            def warmed() -> None:
+                marks.setdefault("a", mark())
+                sampler.steady = True
 
-                timer = threading.Timer(args.warmup, warmed)
-                sampler.start()
-                timer.start()
-                wall = fleet.run()
-                marks["b"] = mark()
-                timer.cancel()
-                drain = fleet.drain(args.drain_timeout)
-                sample = sampler.stop()
-                client_cpu = time.process_time() - cpu0
-                stats = fleet.shipper_stats()
-                fleet.close()
-                settle_stats(pooler, admin_url)
-                srv = proc_cpu_s(pm, True) - srv0
-                pgb = proc_cpu_s(pooler.pid() if pooler else None, False) - pgb0
-                after = db_figures(admin_url)
-            stored, lost, doubled = count_stored(direct, args.hosts, fleet.steps)
-            waits = sorted(float(getattr(s, "lock_wait_max_s", 0.0)) for s in counted.stores)  # after the warm-up
+            sampler.start()
+            t0 = time.time() + 0.2
+            t0v.value = t0
+            go.set()
+            timer = threading.Timer(args.warmup + 0.2, warmed)
+            timer.start()
+            _wait_all(q, procs, "written", args.duration + 600)
+            marks["b"] = mark()
+            timer.cancel()
+            done = _wait_all(q, procs, "done", args.drain_timeout + 600)
+            sample = sampler.stop()
+            for p in procs:
+                p.join(timeout=60)
+            settle_stats(pooler, admin_url)
+            srv = proc_cpu_s(pm, True) - srv0
+            pgb = proc_cpu_s(pgb_pid, False) - pgb0
+            after = db_figures(admin_url)
+            parts_out = list(done.values())
+            steps = parts_out[0]["steps"]
+            stored, lost, doubled = count_stored(direct, args.hosts, steps)
+            waits = sorted(w for d in parts_out for w in d["waits"])  # after the warm-up
+            stats: dict[str, int] = {}
+            for d in parts_out:
+                for k, v in d["stats"].items():
+                    stats[k] = max(stats.get(k, 0), v) if k == "worst_tx_per_round_x1000" else stats.get(k, 0) + v
+            base = marks.get("a", marks["start"])
+            steady = {k: marks["b"][k] - base[k] for k in marks["b"]}
+            for k in ("client", "writers", "appends", "recorded"):
+                steady[k] = sum(d["steady"][k] for d in parts_out)
             rb = read_back(url)
             r.update(
-                nodes=len(fleet.nodes),
-                recorded=fleet.recorded,
-                expected=fleet.expected,
+                nodes=sum(d["nodes"] for d in parts_out),
+                recorded=sum(d["recorded"] for d in parts_out),
+                expected=sum(d["expected"] for d in parts_out),
                 stored=stored,
                 lost=lost,
                 doubled=doubled,
-                wall_s=wall,
-                drain_s=drain,
-                appends=counted.appends,
-                batches=counted.batches,
+                wall_s=max(d["wall_s"] for d in parts_out),
+                drain_s=max(d["drain_s"] for d in parts_out),
+                appends=sum(d["appends"] for d in parts_out),
+                batches=sum(d["batches"] for d in parts_out),
                 xacts=after["xacts"] - before["xacts"],
                 chunk_bytes=after["chunk_bytes"],
                 all_bytes=after["all_bytes"],
                 server_cpu_s=srv,
                 pooler_cpu_s=pgb,
-                client_cpu_s=client_cpu,
-                writer_cpu_s=fleet.writer_cpu_s,
+                client_cpu_s=sum(d["client_cpu_s"] for d in parts_out),
+                writer_cpu_s=sum(d["writer_cpu_s"] for d in parts_out),
                 sample=sample,
-                stores=len(counted.stores),
+                stores=len(waits),
                 wait_max_s=waits[-1] if waits else 0.0,
-                wait_early_max_s=max(early, default=0.0),
+                wait_early_max_s=max(d["early"] for d in parts_out),
                 wait_p99_s=waits[min(len(waits) - 1, int(0.99 * len(waits)))] if waits else 0.0,
                 stats=stats,
-                steady={k: marks["b"][k] - marks.get("a", marks["start"])[k] for k in marks["b"]},
+                steady=steady,
                 pool_size=None if pooler is None else args.pool_size,
                 **rb,
             )
@@ -818,6 +911,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 with psycopg.connect(admin_url, autocommit=True) as conn:
                     r["max_connections"] = int(conn.execute("SHOW max_connections").fetchone()[0])
     finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=10)
         shutil.rmtree(scratch, ignore_errors=True)
     return r
 
@@ -852,7 +949,7 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     print(
         f"\nFleet: {r['hosts']:,} hosts on {r['nodes']:,} nodes ({args.per_node} a node), {args.rate:g} step/s each"
         f" for {dur:g} s, mode {r['mode']} ({'node aggregator' if r['mode'] == 'node' else 'each host ships itself'}),"
-        f" {'pgbouncer pool ' + str(pool) if pool else 'no pooler'}; writing took {r['wall_s']:.1f} s, draining"
+        f" {'pgbouncer pool ' + str(pool) if pool else 'no pooler'}, {r['procs']} simulating process(es); writing took {r['wall_s']:.1f} s, draining"
         f" {r['drain_s']:.1f} s after it; rates and CPU over the steady {w_s:.0f} s after the first"
         f" {args.warmup:g} s; package {Path(sys.modules['mlgoodput'].__file__ or '?').parent}\n"
     )
@@ -996,7 +1093,13 @@ def main() -> int:
     ap.add_argument("--mode", choices=("node", "host"), default="node")
     ap.add_argument("--pool-size", type=int, default=16, help="pgbouncer's server connections")
     ap.add_argument("--interval", type=float, default=0.5, help="shipping round, seconds")
-    ap.add_argument("--writer-threads", type=int, default=8, help="threads that write the hosts' events")
+    ap.add_argument("--writer-threads", type=int, default=8, help="threads per process that write the hosts' events")
+    ap.add_argument(
+        "--procs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes the nodes are shared among (default: one per core; each has its own interpreter)",
+    )
     ap.add_argument("--drain-timeout", type=float, default=300.0)
     ap.add_argument(
         "--warmup", type=float, default=5.0, help="seconds left out of the steady-state rates (connections, schema)"
