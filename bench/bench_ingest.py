@@ -11,7 +11,16 @@ wait under 0.5 s; PostgreSQL at least SQLite's rate. The CPU column is the CPU t
 writers spent appending plus the PostgreSQL server's, per million events (Linux; a steadier
 measure than the rate on a busy machine).
 
+Then issue 30's trickles (`--trickle 8,64`): N writers (threads, spread over a few processes,
+each its own store object) append one-event batches to one PostgreSQL job, directly and, with
+`--pooler`, through pgbouncer in transaction mode: appends/s, the longest lock wait, server
+transactions per append and stored bytes per event; and a fleet round (`--fleet-hosts 512`):
+hosts in nodes of 8, each node one `append_batches` call a round carrying about one event per
+host every other round (4,096 hosts stepping once a second, shipped every 0.5 s), for the
+bytes per event. Every case has a database of its own, so sizes are its own.
+
     PYTHONPATH=src python bench/bench_ingest.py [--writers 8] [--batches 20] [--batch 65536]
+    PYTHONPATH=src python bench/bench_ingest.py --skip-batches --trickle 8,64 --pooler --fleet-hosts 512
 """
 
 from __future__ import annotations
@@ -180,7 +189,7 @@ def postgres() -> Iterator[str | None]:
             "-D",
             data,
             "-o",
-            f"-h 127.0.0.1 -p {port} -k {base}",
+            f"-h 127.0.0.1 -p {port} -k {base} -c max_connections=700",
             "-l",
             os.path.join(base, "log"),
             "-w",
@@ -202,6 +211,198 @@ def postgres() -> Iterator[str | None]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _warm(st: Any, w: int) -> None:
+    """One append to another job, so the tables (and partitions) exist before the sizes are
+    first read: the bytes per event are what the measured events added."""
+    from mlgoodput.events import Event, EventBatch, Kind
+
+    st.append(LOGGER, JOB + "-warm", EventBatch(5_000_000_000 + w, 0, [Event(Kind.STEP_START, 1.7e9, 0, step=0)]))
+
+
+def _trickler(url: str, writers: list[int], appends: int, out: Any, ready: Any, go: Any) -> None:
+    """One process of trickle writers: a thread per writer, each with its own store object,
+    appending one-event batches to one job."""
+    import threading
+
+    from mlgoodput.events import Event, EventBatch, Kind
+    from mlgoodput.store import open_store
+
+    stores = [open_store(url) for _ in writers]
+    for st in stores:  # connected (and the schema checked) before the clock starts
+        st.read(LOGGER, JOB + "-warm")
+    _warm(stores[0], writers[0])
+    results: list[tuple[float, float]] = []
+
+    def write(st: Any, w: int) -> None:
+        for i in range(appends):
+            st.append(LOGGER, JOB, EventBatch(w, i, [Event(Kind.STEP_START, 1.7e9 + i, host=w % 100_000, step=i)]))
+        results.append((getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0)))
+
+    ts = [threading.Thread(target=write, args=(st, w)) for st, w in zip(stores, writers, strict=True)]
+    ready.release()
+    go.wait()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for st in stores:
+        st.close()
+    out.put(results)
+
+
+def _node(url: str, nodes: list[list[int]], rounds: int, out: Any, ready: Any, go: Any) -> None:
+    """One process of simulated nodes: a thread per node, each round one `append_batches` of
+    its hosts' new events (each host has an event every other round, as a host stepping once
+    a second does with a shipper every 0.5 s)."""
+    import random
+    import threading
+
+    from mlgoodput.events import Event, EventBatch, Kind
+    from mlgoodput.store import append_batches, open_store
+
+    stores = [open_store(url) for _ in nodes]
+    for st in stores:
+        st.read(LOGGER, JOB + "-warm")
+    _warm(stores[0], nodes[0][0])
+
+    def ship(st: Any, hosts: list[int]) -> None:
+        rnd = random.Random(hosts[0])
+        nxt = dict.fromkeys(hosts, 0)
+        for r in range(rounds):
+            items = []
+            for h in hosts:
+                if rnd.random() < 0.5:
+                    ev = Event(
+                        Kind.STEP_START if nxt[h] % 2 == 0 else Kind.STEP_END,
+                        1.7e9 + r * 0.5 + h * 1e-4,
+                        h,
+                        step=nxt[h] // 2,
+                    )
+                    items.append((LOGGER, JOB, EventBatch(10_000_000 + h, nxt[h], [ev])))
+                    nxt[h] += 1
+            append_batches(st, items)
+
+    ts = [threading.Thread(target=ship, args=(st, hosts)) for st, hosts in zip(stores, nodes, strict=True)]
+    ready.release()
+    go.wait()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for st in stores:
+        st.close()
+    out.put([(getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0)) for st in stores])
+
+
+def _server_stats(url: str) -> tuple[int, int]:
+    """(transactions the server counted in this database, bytes of the store's rows: the chunk
+    tables' heap, indexes and TOAST; not the free-space and visibility maps, which do not grow
+    per row, nor the writers' rows, one per writer whatever it writes)."""
+    import psycopg
+
+    time.sleep(1.2)  # the server's statistics reach the views within a second
+    with psycopg.connect(url, autocommit=True, prepare_threshold=None) as c:
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        tx = c.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()[0]
+        size = c.execute(
+            "SELECT coalesce(sum(pg_relation_size(oid) + coalesce(pg_relation_size(nullif(reltoastrelid, 0)), 0)), 0)"
+            " FROM pg_class WHERE relkind IN ('r', 'i') AND relname LIKE 'mlgoodput_chunks%'"
+        ).fetchone()[0]
+    return int(tx), int(size)
+
+
+def _fresh_db(url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name}")
+        c.execute(f"CREATE DATABASE {name}")
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+def run_many(
+    direct: str, url: str, target: Any, groups: list[Any], per: int, appends: int, events: int
+) -> dict[str, float]:
+    """Run `target(url, group, per, ...)` in one process per group; figures from the server."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    procs = [ctx.Process(target=target, args=(url, g, per, q, ready, go)) for g in groups]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire(timeout=900)
+    tx0, size0 = _server_stats(direct)
+    t = time.perf_counter()
+    go.set()
+    got = [x for _ in procs for x in q.get(timeout=1800)]
+    wall = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    tx1, size1 = _server_stats(direct)
+    from mlgoodput.store import open_store
+
+    st = open_store(url)
+    stored = sum(j.events for j in st.jobs() if j.job == JOB)
+    st.close()
+    return {
+        "appends": appends,
+        "rate": appends / wall,
+        "events_s": stored / wall,
+        "wait_max": max(g[0] for g in got),
+        "tx_per_append": (tx1 - tx0 - 2) / appends,  # less the two statistics reads
+        "bytes_per_event": (size1 - size0) / max(1, stored),
+        "ok": float(stored == events),
+    }
+
+
+def trickles(url: str, args: argparse.Namespace) -> list[tuple[str, str, dict[str, float]]]:
+    rows = []
+    bouncer: Any = None
+    if args.pooler:
+        import sys
+        import types
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from pgserver import PgBouncer
+
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        bouncer = PgBouncer(types.SimpleNamespace(port=port, as_user=as_user, url=url), pool_size=args.pool_size)  # type: ignore[arg-type]
+        bouncer.start()
+    try:
+        ways = [("direct", None)] + ([("pgbouncer", bouncer)] if bouncer is not None else [])
+        for n in args.trickle:
+            for how, b in ways:
+                direct = _fresh_db(url, f"trickle_{n}_{how}")
+                target = (
+                    direct if b is None else direct.replace(f":{url.rsplit(':', 1)[1].split('/')[0]}/", f":{b.port}/")
+                )
+                procs = min(n, 8)
+                groups = [list(range(1000 + i, 1000 + n, procs)) for i in range(procs)]
+                r = run_many(direct, target, _trickler, groups, args.appends, n * args.appends, n * args.appends)
+                rows.append((f"{n} writers, 1 event/append", how, r))
+        if args.fleet_hosts:
+            hosts = list(range(args.fleet_hosts))
+            nodes = [hosts[i : i + 8] for i in range(0, len(hosts), 8)]
+            procs = min(len(nodes), 8)
+            for how, b in ways:
+                direct = _fresh_db(url, f"fleet_{how}")
+                target = (
+                    direct if b is None else direct.replace(f":{url.rsplit(':', 1)[1].split('/')[0]}/", f":{b.port}/")
+                )
+                groups = [nodes[i::procs] for i in range(procs)]
+                r = run_many(direct, target, _node, groups, args.rounds, len(nodes) * args.rounds, -1)
+                r["ok"] = float("nan")
+                rows.append((f"{args.fleet_hosts} hosts, nodes of 8 (rounds)", how, r))
+    finally:
+        if bouncer is not None:
+            bouncer.close()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--writers", type=int, default=8)
@@ -210,7 +411,36 @@ def main() -> int:
     ap.add_argument(
         "--columns", action="store_true", help="append column batches, as a journal ships them (else lists of Event)"
     )
+    ap.add_argument("--skip-batches", action="store_true", help="only the trickle and fleet cases")
+    ap.add_argument("--trickle", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
+    ap.add_argument("--appends", type=int, default=200, help="one-event appends per trickle writer")
+    ap.add_argument("--pooler", action="store_true", help="run the trickle and fleet cases through pgbouncer too")
+    ap.add_argument("--pool-size", type=int, default=8)
+    ap.add_argument("--fleet-hosts", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=40, help="shipping rounds per simulated node")
     args = ap.parse_args()
+    if args.skip_batches:
+        with postgres() as url:
+            if url is None:
+                print("PostgreSQL skipped (server programs or psycopg missing)")
+                return 0
+            small = trickles(url, args)
+        print(f"\nTrickles into one PostgreSQL job, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}\n")
+        print(
+            "| case                             | via       | appends/s | events/s | longest lock wait |"
+            " transactions / append | bytes / event | stored == sent |"
+        )
+        print(
+            "|----------------------------------|-----------|-----------|----------|-------------------|"
+            "-----------------------|---------------|----------------|"
+        )
+        for name, how, r in small:
+            print(
+                f"| {name:<32} | {how:<9} | {r['rate']:>9,.0f} | {r['events_s']:>8,.0f} | {r['wait_max']:>15.3f} s |"
+                f" {r['tx_per_append']:>21.2f} | {r['bytes_per_event']:>13.1f} |"
+                f" {'-' if r['ok'] != r['ok'] else str(bool(r['ok'])):>14} |"
+            )
+        return 0
     rows = []
     with tempfile.TemporaryDirectory() as d:
         rows.append(
