@@ -253,3 +253,67 @@ def test_report_reads_the_store_once_for_a_job_of_several_hosts(
     got = json.loads(capsys.readouterr().out)["stragglers"]
     assert len(reads) == 1, reads
     assert got == json.loads(json.dumps(full_pass(events).to_dict()))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ranks_stepping_together_are_summed_in_place_bit_for_bit(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranks that stepped through the same steps (their numbers stored alike: one column
+    shared) are summed from their own step arrays a block of steps at a time, with no copy of
+    them: bit for bit the full pass, ties at the latest start included, with an odd and an
+    even count of ranks (the median's two cases), a first report and its growth."""
+    rng = random.Random(seed)
+    ranks = rng.choice((2, 3, 4, 7, 16, 33))
+    steps = rng.randrange(40, 400)
+    grid = rng.choice((1e-3, 5e-3, 1e-2))  # starts on a grid: equal starts, ties at the latest
+    evs = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    for r in range(ranks):
+        for k in range(steps):
+            late = rng.choice((0.0, 0.0, grid, 2 * grid, rng.random() / 50))  # (under a step)
+            t = 1000.0 + k * 0.1 + round((late + (0.03 if r == seed % ranks and k % 3 else 0.0)) / grid) * grid
+            evs.append(Event(Kind.STEP_START, t, r, step=k))
+    aligned: list[bool] = []
+    real = match.StepMatcher._aligned
+
+    def counting(self: match.StepMatcher, *a: Any) -> bool:
+        got = real(self, *a)
+        aligned.append(got)
+        return got
+
+    monkeypatch.setattr(match.StepMatcher, "_aligned", counting)
+    monkeypatch.setattr(match, "_CELLS", rng.choice((1, 64, 1000)))  # several blocks
+    monkeypatch.setattr(match, "LOCKSTEP_MIN", 1)
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    half = [e for e in evs if e.kind != Kind.STEP_START or (e.step or 0) < steps // 2]
+    st.append("goodput", "j", EventBatch(1, 0, half))
+    calc = GoodputCalculator("j", "goodput", store=store, snapshot=False)
+    assert bits(calc.stragglers()) == bits(full_pass(half))
+    rest = [e for e in evs if e.kind == Kind.STEP_START and (e.step or 0) >= steps // 2]
+    st.append("goodput", "j", EventBatch(1, len(half), rest))
+    assert bits(calc.stragglers()) == bits(full_pass(evs))
+    assert aligned == [True, True]
+    st.close()
+
+
+def test_lateness_bins_by_table_are_bisect_right() -> None:
+    """The lateness histogram's bins, looked up by a double's top bits, are `bisect_right`
+    on the grid for every edge, its neighbours, zero, subnormals, huge values and infinity."""
+    np = pytest.importorskip("numpy")
+    from bisect import bisect_right
+
+    from mlgoodput.accounting import _straggler_rule as rule
+
+    edges = np.asarray(rule.EDGES)
+    rng = np.random.default_rng(0)
+    vals = np.concatenate(
+        [
+            edges,
+            np.nextafter(edges, 0),
+            np.nextafter(edges, np.inf),
+            np.abs(rng.standard_normal(20_000)) * 10.0 ** rng.integers(-12, 8, 20_000),
+            [0.0, 5e-324, 1e-310, 1e300, np.inf],
+        ]
+    )
+    assert rule._bins(np, vals).tolist() == [bisect_right(rule.EDGES, float(v)) for v in vals]

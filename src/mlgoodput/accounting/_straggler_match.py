@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 
 from mlgoodput.accounting._fast import numpy as fast_numpy
-from mlgoodput.accounting._straggler_rule import BINS, count_late, count_late_block
+from mlgoodput.accounting._straggler_rule import BINS, count_late, count_late_block, count_late_full
 
 __all__ = ["Column", "StepMatcher", "sum_steps"]
 
@@ -33,6 +33,9 @@ Column: TypeAlias = "array[Any] | memoryview"
 
 #: new step starts from which the numpy pass pays
 LOCKSTEP_MIN = 256
+#: (rank, step) starts summed at once by the numpy pass over ranks that step together: the
+#: block's temporaries stay small, and no ranks x steps matrix of the whole job is ever made
+_CELLS = 1 << 18
 
 
 class StepMatcher:
@@ -180,9 +183,15 @@ class StepMatcher:
         """`add` of each rank's new step starts given as (times, step numbers) columns. The
         usual case (every rank in one attempt, each rank's new steps later than its earlier
         ones, every step met first by rank index 0) takes a few numpy passes (`_lockstep`),
-        bit for bit what `add` gives; anything else, or no numpy, goes through `add`."""
+        bit for bit what `add` gives; anything else, or no numpy, goes through `add`. When
+        every rank's numbers are one and the same column object (every rank stepped through
+        the same steps: the caller shares it), the steps are summed straight from the ranks'
+        columns, a block of steps at a time (`_aligned`): no copy of the columns is made."""
         np = fast_numpy()
         if np is not None and self.moved == 0:
+            cols = [new[r] for r in self.ranks if r in new]
+            if len(cols) == len(self.ranks) and all(c[1] is cols[0][1] for c in cols) and self._aligned(np, cols):
+                return True
             order = [r for r in self.ranks if r in new and len(new[r][0])]
             tcols = [new[r][0] for r in order]
             lens = list(map(len, tcols))
@@ -195,6 +204,60 @@ class StepMatcher:
                     if self._lockstep(np, [self.index[r] for r in order], lens, tv, nv):
                         return True
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
+
+    def _aligned(self, np: Any, cols: Sequence[tuple[Column, Column]]) -> bool:
+        """`add(...)` then `freeze()` when every rank (in rank order: `cols[i]` is rank index
+        i's) has new steps numbered by one shared column, each rank's later than its earlier
+        ones, all in the one attempt every rank is in, and nothing is waiting to be summed:
+        every new step is then met first by rank index 0 and reported by every rank, so it is
+        summed at once. The ranks' columns are read in place (numpy views of them), a block of
+        steps at a time (`_sum_full`). False (nothing changed) when the case does not apply."""
+        n_ranks = len(self.ranks)
+        nums = cols[0][1] if cols else None
+        if n_ranks < 2 or nums is None or self.moved or len(self.segs[0]) > self.frozen:
+            return False
+        n = len(nums)
+        if n == 0 or n * n_ranks < LOCKSTEP_MIN:
+            return False
+        if not (_packed(nums, "ql") and all(_packed(t, "d") and len(t) == n for t, _ in cols)):
+            return False
+        nv = np.frombuffer(nums, dtype=np.int64)
+        tvs = [np.frombuffer(t, dtype=np.float64) for t, _ in cols]
+        att = self.att[0]
+        if any(a != att for a in self.att):
+            return False
+        if n > 1 and not (nv[1:] > nv[:-1]).all():
+            return False
+        first_n = int(nv[0])
+        for i, t in enumerate(tvs):
+            # finite, strictly later step after step (a NaN fails the comparison), after the
+            # rank's last job start and its last step
+            t0 = float(t[0])
+            if not (math.isfinite(t0) and math.isfinite(float(t[-1])) and self.js_last[i] <= t0):
+                return False
+            if self.has_last[i] and not (t0 > self.last_t[i] and first_n > self.last_n[i]):
+                return False
+            if n > 1 and not (t[1:] > t[:-1]).all():
+                return False
+        keys = [(att, k) for k in nv.tolist()]
+        intro = self.intro
+        if intro and any(k in intro for k in keys):
+            return False  # a step already summed
+        # -- the case applies: the same changes as `add` then `freeze`
+        for i, t in enumerate(tvs):
+            self.has_last[i] = 1
+            self.last_t[i] = float(t[-1])
+            self.last_n[i] = int(nv[-1])
+        intro.update(dict.fromkeys(keys, 0))
+        self.segs[0].extend(keys)
+        step = max(1, _CELLS // n_ranks)
+        blk = np.empty((n_ranks, min(step, n)))
+        for c0 in range(0, n, step):
+            b = blk[:, : min(step, n - c0)]
+            np.stack([t[c0 : c0 + step] for t in tvs], out=b)
+            self._sum_full(np, b)
+        self.frozen += n
+        return True
 
     def _lockstep(self, np: Any, pos: list[int], lens: list[int], tv: Any, nv: Any) -> bool:
         """`add(...)` then `freeze()` for the lockstep case, in numpy: the new steps of all ranks
@@ -303,8 +366,6 @@ class StepMatcher:
                 return
             blk, present = blk[:, valid], present[:, valid]
             cnt = cnt[valid]
-        fewest = int(cnt.min())
-        self.min_ranks = fewest if not self.min_ranks or fewest < self.min_ranks else self.min_ranks
         ranks = self.ranks
         if self.ids is None:
             self.ids = np.array(ranks, dtype=np.int64)[:, None]
@@ -317,20 +378,16 @@ class StepMatcher:
         for c0 in range(0, blk.shape[1], self._BLOCK):
             b, p = blk[:, c0 : c0 + self._BLOCK], present[:, c0 : c0 + self._BLOCK]
             if p.all():  # every rank reported every step (the usual case)
-                mn, mx = b.min(axis=0), b.max(axis=0)
-                dd = b - mn
-                top = b == mx
-                late = np.where(top, self.ids, low).argmax(axis=0)  # (the rank index of the highest rank)
-                # order[-2]'s time: the latest but the latest rank's (the latest again on a tie)
-                second = np.where(top, -np.inf, b).max(axis=0)
-                tie = top.sum(axis=0) > 1
-                second[tie] = mx[tie]
-            else:
-                mn = np.where(p, b, np.inf).min(axis=0)
-                mx = np.where(p, b, -np.inf).max(axis=0)
-                dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
-                late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
-                second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
+                self._sum_full(np, np.array(b))
+                continue
+            c = cnt[c0 : c0 + self._BLOCK]
+            fewest = int(c.min())
+            self.min_ranks = fewest if not self.min_ranks or fewest < self.min_ranks else self.min_ranks
+            mn = np.where(p, b, np.inf).min(axis=0)
+            mx = np.where(p, b, -np.inf).max(axis=0)
+            dd = np.where(p, b - mn, 0.0)  # adding 0.0 to a sum of non-negative terms changes nothing
+            late = np.where(p & (b == mx), self.ids, low).argmax(axis=0)
+            second = np.sort(np.where(p, b, -np.inf), axis=0)[-2]
             # each rank's sum in step order, one step after the other: a running sum along the
             # row (never numpy's pairwise sum), the totals so far in front
             lag[:] = np.add.accumulate(np.concatenate((lag[:, None], dd), axis=1), axis=1)[:, -1]
@@ -339,8 +396,39 @@ class StepMatcher:
             last_steps += np.bincount(late, minlength=len(ranks))
             self.max_spread = max(self.max_spread, float((mx - mn).max()))
             count_late_block(np, b, p, counts, pooled)  # the straggler rule's counts
-        np.frombuffer(self.lag_n, dtype=np.int64)[:] += present.sum(axis=1)
-        self.compared += int(blk.shape[1])
+            np.frombuffer(self.lag_n, dtype=np.int64)[:] += p.sum(axis=1)
+            self.compared += int(b.shape[1])
+
+    def _sum_full(self, np: Any, b: Any) -> None:
+        """`_sum_block` of a block in which every rank reported every step (rank index x step,
+        two ranks or more; used as scratch: overwritten): the same values, from one sort of
+        each step's starts (its earliest, latest, next-latest and middle ones)."""
+        n, k = b.shape
+        bt = b.T.copy()  # step x rank: each step's starts side by side
+        first = bt.argmax(axis=1)  # the latest rank of each step (the first of a tie)
+        bt.sort(axis=1)
+        mn, mx, second = bt[:, 0], bt[:, -1], bt[:, -2]  # (a tie at the latest: second == mx)
+        tie = second == mx
+        if tie.any():  # of the ranks tied latest, the highest rank, as `sum_steps` orders them
+            if self.ids is None:
+                self.ids = np.array(self.ranks, dtype=np.int64)[:, None]
+            at = np.flatnonzero(tie)
+            first[at] = np.where(b[:, at] == mx[at], self.ids, np.iinfo(np.int64).min).argmax(axis=0)
+        self.min_ranks = n if not self.min_ranks or n < self.min_ranks else self.min_ranks
+        np.add.at(np.frombuffer(self.held, dtype=np.float64), first, mx - second)  # (in step order)
+        np.frombuffer(self.last_steps, dtype=np.int64)[:] += np.bincount(first, minlength=n)
+        self.max_spread = max(self.max_spread, float((mx - mn).max()))
+        counts = np.frombuffer(self.late, dtype=np.int64).reshape(n, BINS)
+        count_late_full(np, b, bt, counts, np.frombuffer(self.pooled, dtype=np.int64))
+        # each rank's lags summed one step after the other (a running sum along its row, the
+        # total so far added to the first: a + b == b + a), never numpy's pairwise sum
+        lag = np.frombuffer(self.lag, dtype=np.float64)
+        np.subtract(b, mn, out=b)
+        b[:, 0] += lag
+        np.add.accumulate(b, axis=1, out=b)
+        lag[:] = b[:, -1]
+        np.frombuffer(self.lag_n, dtype=np.int64)[:] += k
+        self.compared += k
 
     def _late_rows(self, *, copy: bool) -> dict[int, Any]:
         """Each rank's late counts (by bin): views into the totals, or copies of them."""
@@ -424,6 +512,12 @@ class StepMatcher:
             else:
                 late = [self.late[i * BINS : (i + 1) * BINS] for i in at]
         return compared, max_spread, min_ranks, lag, lag_n, last, held, late, pooled
+
+
+def _packed(col: Column, codes: str) -> bool:
+    """Whether `col` holds packed 8-byte values of one of the struct `codes` (one dimension)."""
+    mv = memoryview(col)
+    return mv.ndim == 1 and mv.itemsize == 8 and mv.format in codes and mv.c_contiguous
 
 
 def sum_steps(

@@ -27,7 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BINS", "EDGES", "StragglerVerdict", "count_late", "count_late_block", "straggler_verdict"]
+__all__ = [
+    "BINS",
+    "EDGES",
+    "StragglerVerdict",
+    "count_late",
+    "count_late_block",
+    "count_late_full",
+    "straggler_verdict",
+]
 
 #: Lateness thresholds (seconds): 10 microseconds up to about two days, 2^(1/4) apart. Bin 0 holds
 #: what is under EDGES[0]; bin b (1 <= b < len(EDGES)) holds [EDGES[b-1], EDGES[b]); the last bin
@@ -102,49 +110,70 @@ def count_late_block(np: Any, blk: Any, present: Any, late: Any, pooled: Any) ->
     """`count_late` of every column of `blk` (rank index x step; `present`: reported; every
     column has two or more), in numpy: the same operations on the same values, so the same
     counts. `late`: counts by rank index x bin (added into); `pooled`: counts by bin."""
-    full = bool(present.all())
-    if full:
-        s = np.sort(blk, axis=0)
-        m = blk.shape[0] - 1
-        j1, j2 = (m - 1) // 2, m // 2
-        lo, lo_next, hi, hi_next = s[j1], s[j1 + 1], s[j2], s[j2 + 1]
-    else:
-        s = np.sort(np.where(present, blk, np.inf), axis=0)  # (missing ranks sorted last)
-        m = present.sum(axis=0) - 1
-        j1, j2 = (m - 1) // 2, m // 2
+    if present.all():
+        count_late_full(np, blk, np.sort(blk.T, axis=1), late, pooled)
+        return
+    s = np.sort(np.where(present, blk, np.inf), axis=0)  # (missing ranks sorted last)
+    m = present.sum(axis=0) - 1
+    j1, j2 = (m - 1) // 2, m // 2
 
-        def at(j: Any) -> Any:
-            return np.take_along_axis(s, j[None, :], axis=0)[0]
+    def at(j: Any) -> Any:
+        return np.take_along_axis(s, j[None, :], axis=0)[0]
 
-        lo, lo_next, hi, hi_next = at(j1), at(j1 + 1), at(j2), at(j2 + 1)
+    lo, lo_next, hi, hi_next = at(j1), at(j1 + 1), at(j2), at(j2 + 1)
     x = blk - np.where(blk <= lo, (lo_next + hi_next) / 2, np.where(blk >= hi_next, (lo + hi) / 2, (lo + hi_next) / 2))
     rows = np.broadcast_to(np.arange(blk.shape[0])[:, None], blk.shape)
-    if not full:
-        x, rows = x[present], rows[present]
+    x, rows = x[present], rows[present]
     pos = x > 0
     bins = _bins(np, np.abs(x))
     late += np.bincount(rows[pos] * BINS + bins[pos], minlength=late.size).reshape(late.shape)
     pooled += np.bincount(bins.ravel(), minlength=BINS)
 
 
-_BOUNDS: list[Any] = []  # EDGES in numpy, -inf before them and NaN after them (made once)
+def count_late_full(np: Any, blk: Any, ranked: Any, late: Any, pooled: Any) -> None:
+    """`count_late_block` of a block in which every rank reported every step (two ranks or
+    more): `ranked` is the block's steps with their starts sorted (step x sorted starts, as
+    `np.sort(blk.T, axis=1)`), which the caller has made already. The same values as
+    `count_late`: each start's lateness behind the median of the other starts of its step."""
+    n = blk.shape[0]
+    j1, j2 = (n - 2) // 2, (n - 1) // 2
+    lo, lo_next, hi, hi_next = ranked[:, j1], ranked[:, j1 + 1], ranked[:, j2], ranked[:, j2 + 1]
+    if j1 == j2:
+        # an even count: no start lies strictly between the two middle ones, so a start is
+        # either at or under the lower (the others' median is then (lo_next + hi_next) / 2) or
+        # at or over the upper ((lo + hi) / 2), as `count_late` decides
+        x = np.where(blk <= lo, (lo_next + hi_next) / 2, (lo + hi) / 2)
+    else:
+        x = np.where(blk <= lo, (lo_next + hi_next) / 2, np.where(blk >= hi_next, (lo + hi) / 2, (lo + hi_next) / 2))
+    np.subtract(blk, x, out=x)  # each start's lateness
+    # one count of (rank, bin) for late starts, of (an extra row, bin) for the others: the
+    # pooled counts are every row's
+    at = np.where(x > 0, np.arange(0, n * BINS, BINS, dtype=np.intp)[:, None], n * BINS)
+    at += _bins(np, np.abs(x, out=x))
+    got = np.bincount(at.ravel(), minlength=(n + 1) * BINS).reshape(n + 1, BINS)
+    late += got[:n]
+    pooled += got.sum(axis=0)
+
+
+_TABLE: list[Any] = []  # (first bin, next edge) by the top 17 bits of a double (made once)
 
 
 def _bins(np: Any, ax: Any) -> Any:
-    """`bisect_right(EDGES, v)` of each v of ax (none NaN): a guess from the logarithm (twice
-    as fast as a binary search), moved by exact comparisons with the edges until each v lies
-    in its bin, [bounds[b], bounds[b + 1])."""
-    if not _BOUNDS:
-        _BOUNDS.append(np.concatenate(([-np.inf], np.asarray(EDGES), [np.nan])))  # (v >= NaN: never)
-    bounds = _BOUNDS[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        guess = np.floor(4 * np.log2(ax * (1 / EDGES[0]))) + 1
-    b = np.clip(np.nan_to_num(guess, nan=0.0, posinf=len(EDGES), neginf=0.0), 0, len(EDGES)).astype(np.intp)
-    while True:
-        low, high = ax < bounds[b], ax >= bounds[b + 1]
-        if not (low.any() or high.any()):
-            return b
-        b = b - low + high
+    """`bisect_right(EDGES, v)` of each v of ax (none negative or NaN), by table: the top 17
+    bits of a non-negative double (its exponent and 6 bits of mantissa) name a range of 1/64
+    of an octave, narrower than the grid's quarter octave, so it holds at most one edge. The
+    table gives the bin of the range's start and the next edge (NaN beyond the last: v >= NaN
+    is never true); a value's bin is the first, plus one when it is at or over the edge."""
+    if not _TABLE:
+        starts = (np.arange(1 << 17, dtype=np.int64) << 46).view(np.float64)
+        first = np.searchsorted(np.asarray(EDGES), starts, side="right")
+        _TABLE.append(first.astype(np.intp))
+        _TABLE.append(np.append(np.asarray(EDGES), np.nan)[first])
+    first, edge = _TABLE
+    key = ax.view(np.int64) >> 46
+    b = first[key]
+    b += ax >= edge[key]
+    return b
 
 
 def _at_least(late: Any, i: int) -> list[int]:

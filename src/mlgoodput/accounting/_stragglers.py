@@ -279,15 +279,15 @@ class HostStragglers:
         if m is not None and m.ranks == list(logs) and self._extend(m, logs):
             return m
         m = self._m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
-        ok = m.add_columns({h: (hl.times, _nums(hl.nums, 0, len(hl.nums))) for h, hl in logs.items()})
+        ok = m.add_columns(_columns(logs, dict.fromkeys(logs, 0)))
         assert ok, "a fresh matcher takes any steps"
         self._seen = {h: (hl.version, len(hl.times)) for h, hl in logs.items()}
         return m
 
     def _extend(self, m: StepMatcher, logs: Mapping[int, HostLog]) -> bool:
         """Add what each host's log gained at its end; False when anything else changed."""
-        new: dict[int, tuple[Column, Column]] = {}
         seen = self._seen
+        grown: dict[int, int] = {}
         for h, hl in logs.items():
             version, k = seen[h]
             if hl.version != version or len(hl.times) < k:
@@ -300,7 +300,8 @@ class HostStragglers:
                     if not m.job_start(h, t):
                         return False
             if len(hl.times) > k:
-                new[h] = (hl.times[k:], _nums(hl.nums, k, len(hl.nums)))
+                grown[h] = k
+        new = _columns({h: logs[h] for h in grown}, grown)
         if new:
             if not m.add_columns(new):
                 return False
@@ -326,6 +327,38 @@ class HostStragglers:
         m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
         m.add_columns(cols)
         return _report(m, stats)
+
+
+def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int, tuple[Column, Column]]:
+    """Each host's (step starts, step numbers) from index `first[h]` on: the starts are the
+    host's own array (no copy) when it is taken whole, and when every host holds the same
+    step numbers there (ranks stepping together: their numbers are stored alike) they share
+    one column of them, which lets the matcher sum the ranks' starts in place
+    (`StepMatcher.add_columns`), instead of a copy of every host's starts and numbers."""
+    out: dict[int, tuple[Column, Column]] = {}
+    shared: Column | None = None
+    same = _same_numbers(logs, first)
+    for h, hl in logs.items():
+        k = first[h]
+        times: Column = hl.times if k == 0 else hl.times[k:]
+        if same:
+            if shared is None:
+                shared = _nums(hl.nums, k, len(hl.nums))
+            out[h] = (times, shared)
+        else:
+            out[h] = (times, _nums(hl.nums, k, len(hl.nums)))
+    return out
+
+
+def _same_numbers(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> bool:
+    """Whether every host holds the same step numbers from `first[h]` on (by their stored
+    runs, compared whole: hosts whose runs were stored differently count as different)."""
+    if len(logs) < 2 or len(set(first.values())) != 1:
+        return False
+    it = iter(logs.values())
+    a = next(it)
+    state, n = a.nums.state(), len(a.nums)
+    return all(len(b.nums) == n and len(b.times) == len(a.times) and b.nums.state() == state for b in it)
 
 
 def _nums(nums: StepNums, lo: int, hi: int) -> Column:
