@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlgoodput._monitoring._productivity_samples import productivity_samples
@@ -26,7 +26,7 @@ _LABELS: dict[tuple[str, ...], SeriesLabels] = {}  # (job, logger[, key, value])
 _HOSTS: dict[tuple[str, str], dict[int, tuple[SeriesLabels, SeriesLabels, SeriesLabels]]] = {}
 # (job, logger) -> the host statistics last turned into samples, their step, and those samples
 # (a query with nothing new returns the very same statistics: the samples are the same too)
-_LAST_HOSTS: dict[tuple[str, str], tuple[tuple[HostStepStats, ...], int | None, list[Sample]]] = {}
+_LAST_HOSTS: dict[tuple[str, str], tuple[Sequence[HostStepStats], int | None, list[Sample]]] = {}
 
 
 def job_labels(job_name: str, logger_name: str, *extra: str) -> SeriesLabels:
@@ -61,8 +61,11 @@ def cumulative_samples(
     include_badput_breakdown: bool = True,
     include_slice_efficiency: bool = False,
     time: float | None = None,
+    hosts: Sequence[HostStepStats] | None = None,
 ) -> list[Sample]:
-    """Whole-job metrics: goodput, productive and total time, steps, disruptions, badput buckets."""
+    """Whole-job metrics: goodput, productive and total time, steps, disruptions, badput buckets;
+    the per-host step times of `hosts` (default: every host of the report; the source passes
+    the hosts an upload of a large job carries, `_host_series`)."""
     job, logger = report.job_name, report.logger_name
     base = job_labels(job, logger)
     step = report.last_step
@@ -93,8 +96,10 @@ def cumulative_samples(
         out.append(s("goodput/last_step", report.last_step, desc="latest step started"))
     if include_badput_breakdown:
         out += _badput_samples("badput/", report, s)
-    if report.hosts:  # per-host step times, for spotting stragglers
-        out += _host_samples(report, step, time)
+    if hosts is None:
+        hosts = report.hosts
+    if hosts:  # per-host step times, for spotting stragglers
+        out += _host_samples(report, hosts, step, time)
     out += productivity_samples(report, s)
     if include_slice_efficiency and report.slice_efficiency is not None:
         out.append(s("elastic/stepping_slice_efficiency_pct", 100.0 * report.slice_efficiency.stepping, "%"))
@@ -102,19 +107,21 @@ def cumulative_samples(
     return out
 
 
-def _host_samples(report: GoodputReport, step: int | None, time: float | None) -> list[Sample]:
+def _host_samples(
+    report: GoodputReport, hosts: Sequence[HostStepStats], step: int | None, time: float | None
+) -> list[Sample]:
     """Each host's median, p90 and max step time (`hosts/{host}/step_time_{stat}_seconds`)."""
     job, logger = report.job_name, report.logger_name
     last = _LAST_HOSTS.get((job, logger))
     if time is None and last is not None:
-        hosts, last_step, samples = last
-        if hosts is report.hosts and type(last_step) is type(step) and last_step == step:
+        was, last_step, samples = last
+        if was is hosts and type(last_step) is type(step) and last_step == step:
             return list(samples)  # Samples cannot change: the same ones again
     labels = _host_labels(job, logger)
     out: list[Sample] = []
     add = out.append
     name, desc = HOST_STEP_TIME, HOST_STEP_TIME_DESC
-    for h in report.hosts:
+    for h in hosts:
         trio = labels.get(h.host)
         if trio is None:
             host = str(h.host)
@@ -129,7 +136,7 @@ def _host_samples(report: GoodputReport, step: int | None, time: float | None) -
     if time is None:
         if len(_LAST_HOSTS) >= 1_000:
             _LAST_HOSTS.clear()
-        _LAST_HOSTS[(job, logger)] = (report.hosts, step, out)
+        _LAST_HOSTS[(job, logger)] = (hosts, step, out)
         return list(out)
     return out
 

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from mlgoodput._monitoring import _samples
+from mlgoodput._monitoring._host_series import HostSeries
 from mlgoodput.export import Sample
 
 log = logging.getLogger("mlgoodput")
@@ -48,6 +49,8 @@ class GoodputSource:
     clock: Any = None  # None: time.time; a picklable callable for tests
     reports: int = 0
     _deviation: float | None = None
+    # which hosts' series each upload carries (a job of many hosts; made in the uploader process)
+    _hosts: HostSeries | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def _calc(self) -> Any:
         return shared_calculator(self.store_url, self.logger_name, self.job_name)
@@ -72,27 +75,36 @@ class GoodputSource:
         report = calc.report(at=end, configured_ideal_step_time=self.configured_ideal_step_time)
         out: list[Sample] = []
         if self.mode == "cumulative":
+            hosts = report.hosts
+            lag = self._stragglers(report) if len(hosts) > 1 else None
+            ranks = None if lag is None else lag.ranks
+            if self._hosts is None:
+                self._hosts = HostSeries()
+            # a job of many hosts: the hosts whose series this upload carries (_host_series)
+            hosts, ranks = self._hosts.pick(hosts, ranks or (), None if lag is None else lag.straggler, final=final)
             out = _samples.cumulative_samples(
                 report,
                 include_badput_breakdown=self.include_badput_breakdown,
                 include_slice_efficiency=self.include_slice_efficiency,
+                hosts=hosts,
             )
-            if len(report.hosts) > 1:  # every rank's step starts: who holds the collectives back
-                out += self._straggler_samples(report)
+            if lag is not None:  # every rank's step starts: who holds the collectives back
+                from mlgoodput._monitoring._straggler_samples import straggler_samples
+
+                out += straggler_samples(report, lag, ranks=ranks)
         if self.include_step_deviation or self.mode == "step_deviation":
             value = self._step_deviation(calc, final)
             if value is not None:
                 out.append(_samples.step_deviation_sample(report, value))
         return out
 
-    def _straggler_samples(self, report: Any) -> list[Sample]:
-        from mlgoodput._monitoring._straggler_samples import straggler_samples
-
+    def _stragglers(self, report: Any) -> Any:
+        """The calculator's straggler analysis for `report` (a StragglerReport)."""
         # the whole job up to what is read (no end), so the calculator's analysis stays
         # incremental (a window ending before the latest step is a full pass); of the events
         # of this collect's report (no second read: the samples of one upload describe one
         # state of the job)
-        return straggler_samples(report, self._calc().stragglers(report.start, None, read=False))
+        return self._calc().stragglers(report.start, None, read=False)
 
     def _step_deviation(self, calc: Any, final: bool = False) -> float | None:
         """The deviation summary over the latest steps (the calculator reads only those)."""

@@ -1,0 +1,147 @@
+"""Per-host series of large jobs (docs/exporting.md, "Per-host series of large jobs"): every
+host every upload up to ALL_HOSTS_UP_TO hosts; above, what changed (and a refresh), at most
+HOSTS_PER_UPLOAD hosts an upload, the straggler first; every value sent the current one."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from mlgoodput._monitoring import _host_series
+from mlgoodput._monitoring._host_series import HostSeries
+from mlgoodput._monitoring._samples import cumulative_samples
+from mlgoodput._monitoring._source import GoodputSource
+from mlgoodput._monitoring._straggler_samples import straggler_samples
+from mlgoodput.accounting import GoodputCalculator, HostStepStats, RankStepStats
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.export import Sample
+from mlgoodput.store import open_store
+
+
+def _hosts(n: int, median: float = 1.0, moved: Iterable[int] = ()) -> tuple[HostStepStats, ...]:
+    bump = set(moved)
+    return tuple(HostStepStats(h, 10, median + (0.5 if h in bump else 0.0), 1.5, 2.0) for h in range(n))
+
+
+def _ranks(n: int, held: dict[int, float] | None = None, lag: float = 0.0) -> tuple[RankStepStats, ...]:
+    held = held or {}
+    return tuple(RankStepStats(r, 10, 1.0, 1.5, 2.0, lag + r * 1e-3, 0, held.get(r, 0.0)) for r in range(n))
+
+
+def _ids(rows: Iterable[HostStepStats | RankStepStats]) -> list[int]:
+    return [getattr(r, "host", None) if isinstance(r, HostStepStats) else r.rank for r in rows]  # type: ignore[misc]
+
+
+def test_small_jobs_send_every_host_every_upload() -> None:
+    hs = HostSeries()
+    hosts, ranks = _hosts(_host_series.ALL_HOSTS_UP_TO), _ranks(_host_series.ALL_HOSTS_UP_TO)
+    for _ in range(3):
+        got_h, got_r = hs.pick(hosts, ranks)
+        assert got_h is hosts and got_r is ranks  # the very same: nothing left out, nothing copied
+
+
+def test_large_jobs_send_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    hs = HostSeries()
+    hosts, ranks = _hosts(10), _ranks(10)
+    got_h, got_r = hs.pick(hosts, ranks)
+    assert _ids(got_h) == _ids(got_r) == list(range(10))  # the first upload: every host
+    assert hs.pick(_hosts(10), _ranks(10)) == ([], [])  # nothing changed: no per-host series
+    got_h, got_r = hs.pick(_hosts(10, moved=[3]), _ranks(10, {7: 0.5}))
+    assert _ids(got_h) == [3, 7] and _ids(got_r) == [3, 7]  # both families of a changed host
+    assert [h.median_s for h in got_h] == [1.5, 1.0] and got_r[1].held_back_s == 0.5  # the current values
+    assert hs.pick(_hosts(10, moved=[3]), _ranks(10, {7: 0.5})) == ([], [])
+    got_h, got_r = hs.pick(_hosts(11), _ranks(11))  # a new host; host 3 back to 1.0
+    assert _ids(got_h) == _ids(got_r) == [3, 7, 10]  # rank 7: held_back back to 0
+    nan = tuple(HostStepStats(h, 10, math.nan if h == 2 else 1.0, 1.5, 2.0) for h in range(11))
+    assert _ids(hs.pick(nan, _ranks(11))[0]) == [2]
+
+
+def test_unchanged_hosts_are_sent_again_after_the_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    monkeypatch.setattr(_host_series, "REFRESH_UPLOADS", 3)
+    hs = HostSeries()
+    hosts, ranks = _hosts(8), _ranks(8)
+    sent = [_ids(hs.pick(hosts, ranks)[0]) for _ in range(7)]
+    assert sent == [list(range(8)), [], [], list(range(8)), [], [], list(range(8))]
+    hs.pick(_hosts(8, moved=[5]), ranks)  # upload 8: host 5 changed, so its refresh moves on
+    sent = [_ids(hs.pick(_hosts(8, moved=[5]), ranks)[0]) for _ in range(4)]
+    assert sent == [[], [0, 1, 2, 3, 4, 6, 7], [5], []]  # uploads 9 to 12
+
+
+def test_the_bound_sends_the_straggler_first_and_every_host_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    monkeypatch.setattr(_host_series, "HOSTS_PER_UPLOAD", 5)
+    monkeypatch.setattr(_host_series, "FIRST_RANKS", 2)
+    hs = HostSeries()
+    hs.pick(_hosts(20), _ranks(20))
+    sent = []
+    for k in range(1, 5):  # every value of every host changes every upload
+        held = {17: 9.0 + k, 11: 5.0 + k, 4: 1.0 + k}
+        got_h, got_r = hs.pick(_hosts(20, median=1.0 + k), _ranks(20, held, lag=k), straggler=2)
+        assert _ids(got_r) == _ids(got_h)
+        sent.append(_ids(got_h))
+    # the straggler, the two ranks holding the others back most, then the longest waiting
+    assert sent == [[0, 1, 2, 11, 17], [2, 3, 4, 11, 17], [2, 5, 6, 11, 17], [2, 7, 8, 11, 17]]
+    got_h, got_r = hs.pick(_hosts(20, median=9.0), _ranks(20, lag=9.0), final=True)
+    assert _ids(got_h) == _ids(got_r) == list(range(20))  # the final upload: every change, no bound
+
+
+def test_a_job_that_shrinks_sends_every_host_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    hs = HostSeries()
+    hs.pick(_hosts(6), _ranks(6))
+    assert hs.pick(_hosts(6), _ranks(6)) == ([], [])
+    small_h, small_r = _hosts(3), _ranks(3)
+    assert hs.pick(small_h, small_r) == (small_h, small_r)
+    assert _ids(hs.pick(_hosts(6), _ranks(6))[0]) == list(range(6))  # starts over: the first again
+
+
+def _record(url: str, hosts: int, steps: range, t0: float, seq: int) -> None:
+    st = open_store(url)
+    for h in range(hosts):
+        events = [Event(Kind.JOB_START, t0, h)] if seq == 0 else []
+        # host 3 is late on every step from 20 on: its rank values change while the others' settle
+        late = [0.3 if h == 3 and n >= 20 else 0.0 for n in steps]
+        events += [
+            Event(Kind.STEP_START, t0 + 1 + n + h * 1e-3 + x, h, step=n) for n, x in zip(steps, late, strict=True)
+        ]
+        st.append("goodput", "j", EventBatch(10 + h, seq, events))
+    st.close()
+
+
+def test_the_source_sends_the_current_values_of_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job of 6 hosts above a bound of 4: the first upload has every host's series, a later
+    one with the same values none, and each series sent holds the value that a full upload
+    would hold (what the calculator says now)."""
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    url = f"sqlite://{tmp_path}/s.db"
+    t0 = 1_800_000_000.0
+    _record(url, 6, range(10), t0, 0)
+    src = GoodputSource("j", "goodput", url, clock=lambda: t0 + 100)
+    check = GoodputCalculator("j", "goodput", store=url)
+
+    def per_host(samples: list[Sample]) -> dict[tuple[str, str, str], float]:
+        out = {}
+        for s in samples:
+            key = s.labels.get("host") or s.labels.get("rank")
+            if key is not None:
+                out[(s.name, key, s.labels.get("stat", ""))] = s.value
+        return out
+
+    def full() -> dict[tuple[str, str, str], float]:
+        r = check.report(at=t0 + 100)
+        return per_host(cumulative_samples(r) + straggler_samples(r, check.stragglers(r.start, None)))
+
+    first = per_host(src.collect(t0 + 100))
+    assert first == full() and len(first) == 6 * 6
+    again = src.collect(t0 + 100)
+    assert per_host(again) == {} and any(s.name == "goodput/goodput_pct" for s in again)
+    _record(url, 6, range(10, 30), t0, 1)  # host 3 late from step 20: its series move
+    got = per_host(src.collect(t0 + 100))
+    want = full()
+    assert got and all(want[k] == v for k, v in got.items())  # the current values
+    assert {k[1] for k in got} >= {"3"}
