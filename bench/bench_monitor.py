@@ -6,10 +6,13 @@ read the uploader process's CPU time (user + system, from psutil) and report the
 share of one core over a measurement window, after the first upload (which reads the
 whole history once) and a warm-up of `--warmup` uploads (2: their one-time set-up of what
 later uploads keep up to date, shown in its own column). Targets: <= 2% of one core
-(issue 3); with 256 hosts stepping together, under 20 ms of CPU per upload (issue 12: `--hosts 256 --steps 10000`). CPU comes from the
+(issue 3); with 256 hosts stepping together, under 20 ms of CPU per upload (issue 12: `--hosts 256 --steps 10000`);
+with 4,096 hosts, under 100 ms (issue 30: `--hosts 4096 --steps 500 --rate 0.2`, steps of 5 s,
+each host's step stored as its own batch, as its shipper sends it; above 256 hosts an upload
+carries the per-host series of what changed, docs/exporting.md). CPU comes from the
 scheduler's per-thread counters (nanoseconds) where Linux has them, else psutil (10 ms ticks).
 
-    PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60]
+    PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60] [--cases breakdown]
 
 `--stop` prints instead how long each uploader's stop method holds the training process
 (issue 26: MaxText and axlearn stop their monitors right before recording the job end, so
@@ -59,7 +62,8 @@ def seed_job(db: str, steps: int, step_s: float, hosts: int = 1) -> float:
 
 
 class Feeder(threading.Thread):
-    """Appends steps at `rate` per second (in batches once a second, like the journal shipper)."""
+    """Appends steps at `rate` per second per host (in batches once a second, like the journal
+    shipper; a rate under 1 gives each host one step, one batch, every 1/rate seconds)."""
 
     def __init__(self, db: str, first_step: int, first_seq: int, rate: float, hosts: int = 1) -> None:
         super().__init__(daemon=True)
@@ -68,10 +72,13 @@ class Feeder(threading.Thread):
 
     def run(self) -> None:
         st = open_store(self.db)
-        last = time.time()
+        start = last = time.time()
+        done = 0  # steps each host recorded so far
         while not self.stop.wait(1.0):
             now = time.time()
-            n = round((now - last) * self.rate)
+            n = int((now - start) * self.rate) - done  # the steps due by now (a rate under 1: often none)
+            if n <= 0:
+                continue
             for h in range(self.hosts):  # every host steps together, one shipper (writer) each
                 evs = [
                     Event(Kind.STEP_START, last + (k + 1) / self.rate + h * 1e-4, h, step=self.step + k)
@@ -80,7 +87,8 @@ class Feeder(threading.Thread):
                 st.append(LOGGER, JOB, EventBatch(100_000 + h, self.seq, evs))
             self.step += n
             self.seq += n
-            last = now
+            done += n
+            last += n / self.rate
         st.close()
 
 
@@ -342,6 +350,12 @@ def main() -> None:
         default=2,
         help="uploads after the first measured apart (one-time set-up), not in the window",
     )
+    ap.add_argument(
+        "--cases",
+        choices=("both", "breakdown", "deviation"),
+        default="both",
+        help="which uploader cases to run: goodput + badput breakdown, + step deviation, or both",
+    )
     ap.add_argument("--stop", action="store_true", help="print the stop-latency table (issue 26) instead")
     ap.add_argument("--repeats", type=int, default=5, help="--stop: short jobs per row")
     ap.add_argument("--job-s", type=float, default=1.5, help="--stop: seconds each short job records steps")
@@ -354,6 +368,8 @@ def main() -> None:
         ("goodput + badput breakdown", {"include_badput_breakdown": True}),
         ("+ step deviation", {"include_badput_breakdown": True, "include_step_deviation": True}),
     ]
+    if args.cases != "both":
+        cases = cases[:1] if args.cases == "breakdown" else cases[1:]
     rows = [
         run_case(label, args.steps, args.duration, args.interval, args.rate, args.hosts, args.warmup, **kw)
         for label, kw in cases
@@ -367,8 +383,9 @@ def main() -> None:
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     for r in rows:
         ok = "ok" if float(r["pct"]) <= 2.0 else "MISS"  # type: ignore[arg-type]
-        if args.hosts > 1:
-            ok += ", <20 ms " + ("ok" if float(r["cpu_per_upload_ms"]) < 20.0 else "MISS")  # type: ignore[arg-type]
+        if args.hosts > 1:  # issue 12 (256 hosts): 20 ms; issue 30 (4,096 hosts): 100 ms
+            limit = 20.0 if args.hosts <= 256 else 100.0
+            ok += f", <{limit:g} ms " + ("ok" if float(r["cpu_per_upload_ms"]) < limit else "MISS")  # type: ignore[arg-type]
         print(
             f"| {r['case']:<28} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | "
             f"{r['warmup_ms']:>13.1f} ms | {r['window_s']:>8.1f} | "
