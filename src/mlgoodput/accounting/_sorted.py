@@ -4,6 +4,15 @@ Bucketed (a list of sorted typed arrays of doubles, 8 bytes a value), so inserti
 the k-th value and the sum of values above a threshold cost about the square root of the size
 instead of a full sort per query.
 
+Over the buckets lies an index of blocks, each `_BLOCK` consecutive buckets with their count
+and sum, refreshed a block at a time: a change to one bucket costs its block again, not a walk
+over every bucket, before the next `kth`, `above` or `total` (a split or an emptied bucket
+re-reads the blocks' counts and sums, once per about `_LOAD` new values). A total is the
+blocks' sums added in order, each block's sum its buckets' sums added in order: with one block
+(up to `_BLOCK` buckets, half a million values or more) exactly the sum of the buckets' sums in
+order, as before there were blocks; beyond, the same sums grouped by block (a difference in
+rounding only), always a function of the buckets' sizes and sums alone, however they came.
+
 Restored from a saved state (`from_pages`), the buckets start unloaded: only their sizes, sums
 and largest values are known, and a bucket's values are fetched the first time it is read, so
 a query that touches a few buckets reads a few pages of the saved state, not all of it.
@@ -22,6 +31,8 @@ from typing import Any
 from mlgoodput.accounting import _fast
 
 _LOAD = 2048
+_SHIFT = 8
+_BLOCK = 1 << _SHIFT  # buckets per block of the index (a power of two: block of bucket i is i >> _SHIFT)
 
 
 #: A bucket not read yet is a range: the positions of its values among the saved packed values
@@ -33,7 +44,7 @@ Fetch = Callable[[int, int], "array[float]"]
 
 
 class SortedFloats:
-    __slots__ = ("_buckets", "_ends", "_fetch", "_maxes", "_n", "_sums")
+    __slots__ = ("_bcnt", "_bends", "_bsum", "_buckets", "_fetch", "_inner", "_maxes", "_n", "_stale", "_sums", "_tot")
 
     def __init__(self, values: Iterable[float] | None = None) -> None:
         self._buckets: list[array[float] | range] = []
@@ -41,12 +52,20 @@ class SortedFloats:
         self._maxes: list[float] = []
         self._sums: list[float] = []
         self._n = 0
-        self._ends: list[int] | None = None  # cumulative bucket sizes, kept until a change
+        # the index: per block of _BLOCK buckets its sum (None: all to be read again after a
+        # split, a removed bucket or a new layout) and count; blocks to read again; cumulative
+        # block counts; per block the cumulative sizes of its buckets; the total
+        self._bsum: list[float] | None = None
+        self._bcnt: list[int] = []
+        self._stale: set[int] = set()
+        self._bends: list[int] | None = None
+        self._inner: dict[int, list[int]] = {}
+        self._tot: float | None = None
         if values:
             self._build(sorted(values))
 
     def _build(self, ordered: list[float] | array[float]) -> None:
-        self._ends = None
+        self._relayout()
         if not isinstance(ordered, array) or ordered.typecode != "d":
             ordered = array("d", ordered)
         buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]  # slices are copies
@@ -57,6 +76,70 @@ class SortedFloats:
 
     def __len__(self) -> int:
         return self._n
+
+    def _changed(self, i: int) -> None:
+        """Bucket i's values (its size or sum) changed, the buckets themselves did not."""
+        if self._bsum is not None:
+            q = i >> _SHIFT
+            self._stale.add(q)
+            self._inner.pop(q, None)
+        self._bends = None
+        self._tot = None
+
+    def _relayout(self) -> None:
+        """Buckets were added or removed: every block is read again when next needed."""
+        self._bsum = None
+        self._stale.clear()
+        self._inner.clear()
+        self._bends = None
+        self._tot = None
+
+    def _index(self) -> list[int]:
+        """The cumulative counts of the blocks, after reading again the blocks that changed."""
+        bsum = self._bsum
+        sums, buckets = self._sums, self._buckets
+        if bsum is None:
+            starts = range(0, len(buckets), _BLOCK)
+            self._bsum = [sum(sums[a : a + _BLOCK]) for a in starts]
+            self._bcnt = [sum(map(len, buckets[a : a + _BLOCK])) for a in starts]
+            self._stale.clear()
+        elif self._stale:
+            cnt = self._bcnt
+            for q in self._stale:
+                a = q << _SHIFT
+                bsum[q] = sum(sums[a : a + _BLOCK])
+                cnt[q] = sum(map(len, buckets[a : a + _BLOCK]))
+            self._stale.clear()
+        ends = self._bends
+        if ends is None:
+            ends = self._bends = list(accumulate(self._bcnt))
+        return ends
+
+    def _locate(self, k: int) -> tuple[int, int]:
+        """(i, start): bucket i holds the k-th value (0 <= k < the buckets' count), and start
+        values come before it."""
+        ends = self._index()
+        q = bisect_right(ends, k)
+        base = ends[q - 1] if q else 0
+        inner = self._inner.get(q)
+        if inner is None:
+            a = q << _SHIFT
+            inner = self._inner[q] = list(accumulate(map(len, self._buckets[a : a + _BLOCK])))
+        r = bisect_right(inner, k - base)
+        return (q << _SHIFT) + r, base + (inner[r - 1] if r else 0)
+
+    def _start(self, i: int) -> int:
+        """How many values come before bucket i (0 <= i < the number of buckets)."""
+        ends = self._index()
+        q, r = i >> _SHIFT, i & (_BLOCK - 1)
+        base = ends[q - 1] if q else 0
+        if not r:
+            return base
+        inner = self._inner.get(q)
+        if inner is None:
+            a = q << _SHIFT
+            inner = self._inner[q] = list(accumulate(map(len, self._buckets[a : a + _BLOCK])))
+        return base + inner[r - 1]
 
     def _get(self, i: int) -> array[float]:
         """Bucket i, fetched now if it was not loaded yet."""
@@ -75,9 +158,9 @@ class SortedFloats:
         return sum(1 for b in self._buckets if not isinstance(b, range))
 
     def add(self, x: float) -> None:
-        self._ends = None
         if not self._buckets:
             self._buckets, self._maxes, self._sums, self._n = [array("d", (x,))], [x], [x], 1
+            self._relayout()
             return
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
@@ -87,11 +170,12 @@ class SortedFloats:
         self._maxes[i] = b[-1]
         self._sums[i] += x
         self._n += 1
+        self._changed(i)
         if len(b) > 2 * _LOAD:
             self._split(i)
 
     def _split(self, i: int) -> None:
-        self._ends = None
+        self._relayout()
         b = self._get(i)
         while len(b) > 2 * _LOAD:
             half = b[_LOAD:]
@@ -109,7 +193,6 @@ class SortedFloats:
         return sum(b)
 
     def extend(self, xs: list[float] | array[float]) -> None:
-        self._ends = None
         if len(xs) > self._n // 4 + 16:
             if not self._n and isinstance(xs, array) and xs.typecode == "d":
                 merged = xs  # the first fill (a cold build): sorted into a new array, no copy first
@@ -138,13 +221,13 @@ class SortedFloats:
                 self._maxes[k] = b[-1]
                 self._sums[k] += sum(group)
                 self._n += len(group)
+                self._changed(k)
                 i = j
                 if len(b) > 2 * _LOAD:
                     self._split(k)
                     last = len(self._buckets) - 1
 
     def remove(self, x: float) -> None:
-        self._ends = None
         i = bisect_left(self._maxes, x)
         if i == len(self._maxes):
             raise ValueError(f"{x!r} not in SortedFloats")
@@ -156,9 +239,11 @@ class SortedFloats:
         self._n -= 1
         if not b:
             del self._buckets[i], self._maxes[i], self._sums[i]
+            self._relayout()
         else:
             self._maxes[i] = b[-1]
             self._sums[i] -= x
+            self._changed(i)
 
     def values(self) -> array[float]:
         """All values in order, as one packed array."""
@@ -216,17 +301,14 @@ class SortedFloats:
         return array("d", self._maxes)
 
     def nbytes(self) -> int:
-        return sum(len(b) for b in self._buckets) * 8
+        return self._n * 8
 
     def kth(self, k: int) -> float:
-        """The k-th smallest value, 0-based (finding the bucket is one C-level pass)."""
+        """The k-th smallest value, 0-based (found through the index: a block, then a bucket)."""
         if not 0 <= k < self._n:
             raise IndexError(k)
-        ends = self._ends
-        if ends is None:
-            ends = self._ends = list(accumulate(map(len, self._buckets)))
-        i = bisect_right(ends, k)
-        return self._get(i)[k - (ends[i - 1] if i else 0)]
+        i, start = self._locate(k)
+        return self._get(i)[k - start]
 
     def median(self) -> float:
         n = self._n
@@ -237,20 +319,36 @@ class SortedFloats:
         return (self.kth(n // 2 - 1) + self.kth(n // 2)) / 2.0
 
     def total(self) -> float:
-        return sum(self._sums)
+        """The sum of all values: the blocks' sums in order (kept until a change)."""
+        tot = self._tot
+        if tot is None:
+            self._index()
+            assert self._bsum is not None
+            tot = self._tot = sum(self._bsum)
+        return tot
 
     def above(self, t: float) -> tuple[int, float]:
-        """(count, sum) of the values strictly greater than t."""
+        """(count, sum) of the values strictly greater than t: those of the bucket where t
+        falls, then the sums of the buckets after it in its block, then of the blocks after."""
+        buckets = self._buckets
         i = bisect_right(self._maxes, t)
-        if i == len(self._buckets):
+        if i == len(buckets):
             return 0, 0.0
         b = self._get(i)
         j = bisect_right(b, t)
         count = len(b) - j
         s = sum(b[j:])
-        for k in range(i + 1, len(self._buckets)):
-            count += len(self._buckets[k])
-            s += self._sums[k]
+        ends = self._index()
+        bsum = self._bsum
+        assert bsum is not None
+        q = i >> _SHIFT
+        end = min((q + 1) << _SHIFT, len(buckets))
+        if i + 1 < end:
+            s = sum(self._sums[i + 1 : end], s)  # added one by one from s, in order
+            count += sum(map(len, buckets[i + 1 : end]))
+        if q + 1 < len(bsum):
+            s = sum(bsum[q + 1 :], s)
+            count += ends[-1] - ends[q]
         return count, s
 
 
@@ -367,7 +465,6 @@ class HostGaps(SortedFloats):
             return
         # what `extend` does, in numpy and in place: each value into the first bucket whose
         # largest is not below it (the last takes the rest), after the equal ones there
-        self._ends = None
         maxes, sums = self._maxes, self._sums
         last = len(maxes) - 1
         cuts = [0, *np.searchsorted(np.frombuffer(side, dtype=np.float64), maxes[:last], side="right").tolist()]
@@ -382,6 +479,7 @@ class HostGaps(SortedFloats):
             np.frombuffer(b, dtype=np.float64).sort(kind="stable")
             maxes[k] = b[-1]
             sums[k] += float(np.frombuffer(part, dtype=np.float64).sum())
+            self._changed(k)
             if len(b) > 2 * _LOAD:
                 self._split(k)
         self._n += len(side)
@@ -448,7 +546,7 @@ class HostGaps(SortedFloats):
     def _check(self) -> bool:
         """Whether the buckets hold no NaN (a NaN makes its bucket's sum NaN; so does inf - inf,
         which only costs the side list) and no -0.0 (among the values up to the first above 0)."""
-        s = sum(self._sums)
+        s = SortedFloats.total(self)  # the buckets' (HostGaps.total merges the side list first)
         if s != s:
             return False
         for i in range(len(self._buckets)):
@@ -624,11 +722,8 @@ class HostGaps(SortedFloats):
         i = bisect_right(maxes, x) if right else bisect_left(maxes, x)
         if i == len(maxes):
             return self._n
-        ends = self._ends
-        if ends is None:
-            ends = self._ends = list(accumulate(map(len, self._buckets)))
         b = self._get(i)
-        return (ends[i - 1] if i else 0) + (bisect_right(b, x) if right else bisect_left(b, x))
+        return self._start(i) + (bisect_right(b, x) if right else bisect_left(b, x))
 
     def part(self, a: int, b: int) -> array[float]:
         """A copy of the buckets' values from the a-th to the (b-1)-th, in order (not the side
@@ -639,15 +734,15 @@ class HostGaps(SortedFloats):
     def _window(self, a: int, b: int) -> tuple[array[float], int]:
         """(arr, off) with main[t] == arr[t - off] for a <= t < b (0 <= a < the buckets' count,
         a <= b <= it): one bucket itself, or a copy of the part of several."""
-        ends = self._ends
-        if ends is None:
-            ends = self._ends = list(accumulate(map(len, self._buckets)))
-        i = bisect_right(ends, a)
-        start = ends[i - 1] if i else 0
-        if b <= ends[i]:
-            return self._get(i), start
-        out = self._get(i)[a - start :]
-        while ends[i] < b:
+        i, start = self._locate(a)
+        got = self._get(i)
+        end = start + len(got)
+        if b <= end:
+            return got, start
+        out = got[a - start :]
+        while end < b:  # end: where bucket i ends, bucket i + 1 starts
             i += 1
-            out.extend(self._get(i)[: b - ends[i - 1]])
+            got = self._get(i)
+            out.extend(got[: b - end])
+            end += len(got)
         return out, a
