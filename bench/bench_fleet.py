@@ -221,6 +221,7 @@ class Sample:
     lock_wait_s: float = 0.0  # the longest of those waits seen
     lock_wait_steady_s: float = 0.0  # the same, after the warm-up
     lock_what: str = ""  # the lock and statement of the longest wait seen
+    slow_locks: dict[str, int] = field(default_factory=dict)  # lock and statement -> samples waiting > 50 ms
     samples: int = 0
     errors: int = 0
 
@@ -258,6 +259,15 @@ class Sampler(threading.Thread):
         s.backends = max(s.backends, int(row[0]))
         s.lock_waiters = max(s.lock_waiters, int(row[1]))
         waited = float(row[2])
+        if waited > TARGET_WAIT_S:
+            for (what,) in conn.execute(
+                "SELECT l.locktype || ' ' || l.mode || coalesce(' on ' || l.relation::regclass::text, '')"
+                " || ': ' || left(a.query, 60) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid"
+                " AND NOT l.granted WHERE a.datname = %s AND a.wait_event_type = 'Lock'"
+                " AND clock_timestamp() - a.query_start > %s * interval '1 second'",
+                (DB, TARGET_WAIT_S),
+            ).fetchall():
+                s.slow_locks[str(what)] = s.slow_locks.get(str(what), 0) + 1
         if self.steady:
             s.lock_wait_steady_s = max(s.lock_wait_steady_s, waited)
         if waited > s.lock_wait_s:
@@ -1054,6 +1064,8 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
     table(rows)
     if s.lock_what:
         print(f"\nlongest lock wait seen: {s.lock_what}")
+    for what, n in sorted(s.slow_locks.items(), key=lambda x: -x[1])[:4]:
+        print(f"  waiting over 50 ms in {n} sample(s): {what}")
     if st:
         shown = ", ".join(f"{k} {v:,}" for k, v in st.items() if k != "worst_tx_per_round_x1000")
         print(f"\nnode shippers, summed: {shown}")
