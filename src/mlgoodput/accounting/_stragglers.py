@@ -351,14 +351,27 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
 
 
 def _same_numbers(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> bool:
-    """Whether every host holds the same step numbers from `first[h]` on (by their stored
-    runs, compared whole: hosts whose runs were stored differently count as different)."""
+    """Whether every host holds the same step numbers from `first[h]` on, by their stored
+    runs compared whole. This is asked at every report, so only numbers stored in a few runs
+    (`_FEW_RUNS` bytes of them: a job's usual 0, 1, 2, ... between restarts) are compared;
+    hosts with more, or stored differently, count as different (each gets its own column)."""
     if len(logs) < 2 or len(set(first.values())) != 1:
         return False
     it = iter(logs.values())
     a = next(it)
-    state, n = a.nums.state(), len(a.nums)
-    return all(len(b.nums) == n and len(b.times) == len(a.times) and b.nums.state() == state for b in it)
+    n = len(a.nums)
+    if a.nums.nbytes() > _FEW_RUNS:
+        return False
+    state = a.nums.state()
+    for b in it:
+        if len(b.nums) != n or len(b.times) != len(a.times) or b.nums.nbytes() > _FEW_RUNS:
+            return False
+        if b.nums.state() != state:
+            return False
+    return True
+
+
+_FEW_RUNS = 4096  # bytes of stored step numbers (16 a run) up to which hosts' runs are compared
 
 
 def _nums(nums: StepNums, lo: int, hi: int) -> Column:
