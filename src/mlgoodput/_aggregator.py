@@ -174,7 +174,13 @@ class NodeShipper(BackgroundWorker):
                     if budget <= 0:
                         more = True
                         break
-                    r = self._read(store, p, budget, items)
+                    try:
+                        r = self._read(store, p, budget, items)
+                    except OSError:
+                        raise  # storage trouble (StoreError is an OSError): the round is retried
+                    except Exception as e:  # a damaged file must not stop the others
+                        self.log_once(f"unreadable {p}", "mlgoodput: skipping unreadable journal %s: %s", p, e)
+                        r = None
                     if r is None:
                         held.add(writer)  # its owner ships it, or it is not ours: a writer's later ones wait
                         continue

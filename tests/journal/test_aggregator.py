@@ -23,18 +23,18 @@ from mlgoodput._journal import Journal
 from mlgoodput._recovery import journal_dirs, recover_journals, store_url
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
-from tests.store.conftest import postgres_url  # noqa: F401  (the PostgreSQL server fixture)
+from tests.store.conftest import pgbouncer, pgbouncer_url, postgres_url  # noqa: F401  (server fixtures)
 from tests.waiting import wait_for
 
 CHILD = str(Path(__file__).with_name("_aggregator_child.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "pgbouncer"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return store_url(str(tmp_path / "agg.db"))
-    return str(request.getfixturevalue("postgres_url"))
+    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 @pytest.fixture
