@@ -225,7 +225,7 @@ def _trickler(url: str, writers: list[int], appends: int, out: Any, ready: Any, 
     import threading
 
     from mlgoodput.events import Event, EventBatch, Kind
-    from mlgoodput.store import open_store
+    from mlgoodput.store import open_store, store_identity
 
     stores = [open_store(url) for _ in writers]
     for st in stores:  # connected (and the schema checked) before the clock starts
@@ -234,9 +234,16 @@ def _trickler(url: str, writers: list[int], appends: int, out: Any, ready: Any, 
     results: list[tuple[float, float]] = []
 
     def write(st: Any, w: int) -> None:
-        for i in range(appends):
-            st.append(LOGGER, JOB, EventBatch(w, i, [Event(Kind.STEP_START, 1.7e9 + i, host=w % 100_000, step=i)]))
-        results.append((getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0)))
+        error = ""
+        try:
+            for i in range(appends):  # as a journal ships: the store's identity before and after
+                before = store_identity(st)
+                st.append(LOGGER, JOB, EventBatch(w, i, [Event(Kind.STEP_START, 1.7e9 + i, host=w % 100_000, step=i)]))
+                if store_identity(st) != before:
+                    raise RuntimeError("the store changed")
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+        results.append((getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0), error))
 
     ts = [threading.Thread(target=write, args=(st, w)) for st, w in zip(stores, writers, strict=True)]
     ready.release()
@@ -265,7 +272,15 @@ def _node(url: str, nodes: list[list[int]], rounds: int, out: Any, ready: Any, g
         st.read(LOGGER, JOB + "-warm")
     _warm(stores[0], nodes[0][0])
 
+    errors: list[str] = []
+
     def ship(st: Any, hosts: list[int]) -> None:
+        try:
+            rounds_of(st, hosts)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+
+    def rounds_of(st: Any, hosts: list[int]) -> None:
         rnd = random.Random(hosts[0])
         nxt = dict.fromkeys(hosts, 0)
         for r in range(rounds):
@@ -291,7 +306,12 @@ def _node(url: str, nodes: list[list[int]], rounds: int, out: Any, ready: Any, g
         t.join()
     for st in stores:
         st.close()
-    out.put([(getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0)) for st in stores])
+    out.put(
+        [
+            (getattr(st, "lock_wait_max_s", 0.0), getattr(st, "lock_wait_total_s", 0.0), errors[0] if errors else "")
+            for st in stores
+        ]
+    )
 
 
 def _server_stats(url: str) -> tuple[int, int]:
@@ -355,6 +375,7 @@ def run_many(
         "tx_per_append": (tx1 - tx0 - 2) / appends,  # less the two statistics reads
         "bytes_per_event": (size1 - size0) / max(1, stored),
         "ok": float(stored == events),
+        "error": next((g[2] for g in got if g[2]), ""),  # type: ignore[dict-item]
     }
 
 
@@ -373,7 +394,8 @@ def trickles(url: str, args: argparse.Namespace) -> list[tuple[str, str, dict[st
         bouncer = PgBouncer(types.SimpleNamespace(port=port, as_user=as_user, url=url), pool_size=args.pool_size)  # type: ignore[arg-type]
         bouncer.start()
     try:
-        ways = [("direct", None)] + ([("pgbouncer", bouncer)] if bouncer is not None else [])
+        ways = [("direct", None)] if args.via != "pgbouncer" else []
+        ways += [("pgbouncer", bouncer)] if bouncer is not None else []
         for n in args.trickle:
             for how, b in ways:
                 direct = _fresh_db(url, f"trickle_{n}_{how}")
@@ -416,6 +438,7 @@ def main() -> int:
     ap.add_argument("--appends", type=int, default=200, help="one-event appends per trickle writer")
     ap.add_argument("--pooler", action="store_true", help="run the trickle and fleet cases through pgbouncer too")
     ap.add_argument("--pool-size", type=int, default=8)
+    ap.add_argument("--via", choices=["both", "pgbouncer"], default="both", help="with --pooler: skip the direct runs")
     ap.add_argument("--fleet-hosts", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=40, help="shipping rounds per simulated node")
     args = ap.parse_args()
@@ -435,6 +458,9 @@ def main() -> int:
             "-----------------------|---------------|----------------|"
         )
         for name, how, r in small:
+            if r.get("error"):
+                print(f"| {name:<32} | {how:<9} | fails: {str(r['error'])[:110]} |")
+                continue
             print(
                 f"| {name:<32} | {how:<9} | {r['rate']:>9,.0f} | {r['events_s']:>8,.0f} | {r['wait_max']:>15.3f} s |"
                 f" {r['tx_per_append']:>21.2f} | {r['bytes_per_event']:>13.1f} |"
