@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from mlgoodput import _env
-from mlgoodput._recovery import store_url
+from mlgoodput._aggregator import NodeShipper
+from mlgoodput._recovery import journal_dirs, store_url
 from tests.faults import test_faults as _faults
+from tests.faults import trials
 from tests.journal.test_aggregator import _leader_pid, _once, _result, _spawn, _steps
 from tests.journal.test_aggregator_cli import start_aggregate
 from tests.waiting import wait_for
@@ -67,3 +69,33 @@ def test_the_side_aggregator_killed_mid_run_loses_nothing(tmp_path: Path) -> Non
             if p.poll() is None:
                 p.kill()
                 p.wait(30)
+
+
+@pytest.mark.slow
+def test_the_node_shipper_never_stores_a_flipped_byte_and_reports_every_loss(tmp_path: Path) -> None:
+    """A dead segment with one byte flipped (in a header copy, the watermark or a record),
+    shipped by the node shipper: no wrong value is stored, and every record is either
+    stored or reported lost (in the store's lost stream)."""
+    n = 200
+    for k, at in enumerate(trials.default_offsets(n)[::3]):
+        db = tmp_path / f"t{k}" / "s.db"
+        url = store_url(str(db))
+        jdir = journal_dirs(url)[0]
+        jdir.mkdir(parents=True)
+        path, events = trials._write_segment(jdir, url, n, sealed=k % 2 == 1)
+        with open(path, "r+b") as f:
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0xFF]))
+        shipper = NodeShipper(url, interval_s=0.05)
+        shipper.start()
+        try:
+            assert shipper.flush(30)
+        finally:
+            assert shipper.close(30)
+        got = trials._stored_events(db)
+        assert [e for e in got if e != events[e.step or 0]] == [], f"offset {at}: wrong values stored"
+        lost = trials._losses(db)
+        assert len(got) + lost >= n, f"offset {at}: {len(got)} stored, {lost} reported lost of {n}"
+        assert len({e.step for e in got}) == len(got), f"offset {at}: a record stored twice"
