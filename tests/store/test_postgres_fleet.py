@@ -200,7 +200,12 @@ def test_dropping_old_partitions_leaves_newer_jobs_reads_intact(
     fresh = open_store(url)  # another store object: writes today's rows without a partition made
     fresh.append("ns", new_job, EventBatch(w, 105, _steps(105, 1, 1)))
     assert len(fresh.read("ns", new_job, r.cursor)) == 6
+    st = open_store(url)
+    st.drop_before(now + 30 * 86400)  # type: ignore[attr-defined]  # every partition, today's too
+    fresh.append("ns", new_job, EventBatch(w, 106, _steps(106, 1, 1)))  # its partition made again
+    assert [e.step for e in fresh.read("ns", new_job).columns.events()] == [106]
     fresh.close()
+    st.close()
 
 
 def test_an_older_store_is_moved_aside_and_read_in_order(postgres_url: str) -> None:

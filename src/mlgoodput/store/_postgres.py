@@ -205,6 +205,7 @@ class PostgresStore:
             return self._id or ""
 
     def _drop_broken(self) -> None:
+        self._parts.clear()  # looked up again: a failed append may have lacked its partition
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -248,6 +249,9 @@ class PostgresStore:
             except _Replaced:  # the store was made again meanwhile: resolve ids afresh, once
                 if attempt:
                     raise StoreError(f"the PostgreSQL store {self._safe_url()} keeps changing") from None
+            except StoreError as e:  # its partition was dropped meanwhile: made again, once
+                if attempt or not isinstance(e.__cause__, _psycopg().errors.CheckViolation):
+                    raise
 
     def _append_all(
         self,
@@ -354,12 +358,13 @@ class PostgresStore:
             if s in self._parts:
                 continue
             try:
-                self._in_transaction("add a partition to", partial(_add_partition, s, wait))
+                made = self._in_transaction("add a partition to", partial(_add_partition, s, wait))
             except StoreError:
                 if wait:
                     raise
                 continue
-            self._parts.add(s)
+            if made:
+                self._parts.add(s)
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
@@ -569,19 +574,27 @@ def _partitions(conn: Any) -> list[tuple[int, int, str]]:
     return out
 
 
-def _add_partition(start: int, wait: bool, conn: Any) -> None:
+def _add_partition(start: int, wait: bool, conn: Any) -> bool:
     """The partition for days [start, start + PARTITION_DAYS). Making one locks the whole
-    table for a moment: one maker at a time, and one made ahead gives up after a second
-    rather than queue the table's appends behind a long reader."""
-    if not wait:
-        conn.execute("SET LOCAL lock_timeout = '1s'")
-    conn.execute("SELECT pg_advisory_xact_lock(4242424242)")
+    table for a moment, so one maker at a time, and a store that finds it made meanwhile
+    does nothing more. The one made ahead is never waited for: when another store is making
+    a partition it is left to that one, and a busy table makes it give up after a second
+    rather than queue the table's appends behind a long reader. Whether it exists now."""
     name = "mlgoodput_chunks_" + _date(start).strftime("%Y%m%d")
+    if wait:
+        conn.execute("SELECT pg_advisory_xact_lock(4242424242)")
+    else:
+        conn.execute("SET LOCAL lock_timeout = '1s'")
+        if not conn.execute("SELECT pg_try_advisory_xact_lock(4242424242)").fetchone()[0]:
+            return False
+    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
+        return True  # made by another store while this one waited
     conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF mlgoodput_chunks"
+        f"CREATE TABLE {name} PARTITION OF mlgoodput_chunks"
         f" FOR VALUES FROM ({int(start)}) TO ({int(start + PARTITION_DAYS)})"
     )
     _use_lz4(conn, name)
+    return True
 
 
 def _schema_found(conn: Any) -> tuple[str, int, bool] | None:
