@@ -291,6 +291,35 @@ def test_a_running_job_is_not_answered_from_the_header(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("small_pieces")
+def test_a_running_job_with_nothing_new_reads_no_gaps_of_its_hosts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hosts' step statistics are saved in the header: a later report of a running job
+    that finds nothing new takes them as saved, without reading any host's gaps (each
+    damaged here: read, they would fail their check and the job be read again)."""
+    path = tmp_path / "s.db"
+    st = CountingSQLite(path)
+    st.append("l", "j", EventBatch(1, 0, _long_job(3000, ended=False)))
+    first = _report(_calc(st))
+    assert len(first.hosts) == 2
+    gaps = [v for k, v in _lazy_sections(path).items() if k.startswith("gaps.") and k.count(".") == 1]
+    assert len(gaps) == 2
+    with sqlite3.connect(path) as conn:
+        for at, count in gaps:
+            conn.execute(
+                "UPDATE state_pieces SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE i >= ? AND i < ?",
+                (at, at + count),
+            )
+    st.read_events = 0
+    caplog.set_level("WARNING", logger="mlgoodput")
+    later = GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0)
+    r = later.report()
+    assert st.read_events == 0 and not [m for m in caplog.messages if "damaged" in m]
+    assert r.hosts == first.hosts
+    assert r == GoodputCalculator("j", "l", store=st, clock=lambda: NOW + 777.0, snapshot=False).report()
+
+
+@pytest.mark.usefixtures("small_pieces")
 @pytest.mark.parametrize("ended", [False, True])
 def test_a_damaged_piece_found_on_lazy_access_means_a_full_rebuild(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, ended: bool

@@ -1,7 +1,8 @@
 """The engine's state as bytes, so a new process starts from it and reads only newer events.
 
 A snapshot is a JSON header followed by packed arrays (step times and numbers per host, the
-sorted step times behind the ideal, per-host gaps), the non-step events as JSON columns, what
+sorted step times behind the ideal, per-host gaps, whose statistics the header carries), the
+non-step events as JSON columns, what
 the last query derived from them (activities, the time partition, the productivity scan: a
 new process takes them as saved instead of deriving them again; floats of these JSON
 sections packed in one array), in pieces of at most `PIECE` bytes, each
@@ -126,7 +127,9 @@ def dump(
     steps = []
     for h, hs in sorted(engine.host_steps.items()):
         add_sorted(f"gaps.{h}", hs.diffs)
-        steps.append({"host": h, "n": hs.n, "version": hs.version})
+        st = hs.stats  # (of its n steps: every update that changes n sets them)
+        stats = None if st is None or st.host != h else [st.steps, st.median_s, st.p90_s, st.max_s]
+        steps.append({"host": h, "n": hs.n, "version": hs.version, "stats": stats})
     add("caches", json.dumps(_dump_caches(engine, floats), separators=(",", ":")).encode())
     add("floats", floats.arr)
     first = 0
@@ -370,6 +373,11 @@ def _load(h: dict[str, Any], pieces: Iterable[bytes], stall_factor: float) -> tu
         hs.n, hs.version = int(meta["n"]), int(meta["version"])
         host = int(meta["host"])
         hs.diffs = sorted_floats(f"gaps.{host}")
+        st = meta.get("stats")  # (states saved before they were kept: worked out when asked)
+        if st is not None:
+            # a query that finds nothing new answers them as saved: no bucket of gaps is read
+            steps_n, med, p90, top = st
+            hs.stats = HostStepStats(host, int(steps_n), float(med), float(p90), float(top))
         e.host_steps[host] = hs
     raw = out["caches"]
     assert isinstance(raw, bytes)
