@@ -155,7 +155,6 @@ class NodeShipper(BackgroundWorker):
     def _round(self) -> bool:
         """Read what is new in every segment, store it in one call, then mark it; True when
         the round's budget left something for the next round."""
-        store = self._get_store()
         reads: list[_Read] = []
         items: list[tuple[str, str, EventBatch]] = []
         budget = ROUND_EVENTS
@@ -175,7 +174,7 @@ class NodeShipper(BackgroundWorker):
                         more = True
                         break
                     try:
-                        r = self._read(store, p, budget, items)
+                        r = self._read(p, budget, items)
                     except OSError:
                         raise  # storage trouble (StoreError is an OSError): the round is retried
                     except Exception as e:  # a damaged file must not stop the others
@@ -191,8 +190,8 @@ class NodeShipper(BackgroundWorker):
                     if r.events and budget <= 0:
                         more = True
             n = sum(len(b.events) for _, _, b in items)
-            if items:
-                self._store_all(store, items)
+            if items:  # the store is opened only when there is something for it
+                self._store_all(self._get_store(), items)
                 self.transactions += 1
                 self.batches += len(items)
                 self.events += n
@@ -236,7 +235,7 @@ class NodeShipper(BackgroundWorker):
                 " its events stay journaled and are shipped again"
             )
 
-    def _read(self, store: Store, p: Path, budget: int, items: list[tuple[str, str, EventBatch]]) -> _Read | None:
+    def _read(self, p: Path, budget: int, items: list[tuple[str, str, EventBatch]]) -> _Read | None:
         """Add what is new in segment `p` to `items`; None when it is left alone (not of this
         store, unreadable, or a live one that ships itself)."""
         try:
@@ -258,7 +257,7 @@ class NodeShipper(BackgroundWorker):
                 if dead:  # an old format, or a damaged header: recovery's own way, on its own
                     os.close(fd)
                     fd = -1
-                    recover_files(store, [p])
+                    recover_files(self._get_store(), [p])
                 return None
             if img.meta.get("store") != self.url:
                 return None
