@@ -809,6 +809,28 @@ def simulate(args: argparse.Namespace, url: str, root: str, part: int, parts: in
     q.put(("done", part, out))
 
 
+def pooler_totals(pooler: Pooler | None) -> dict[str, float]:
+    """The pooler's totals for the job's database: how long a transaction held a server
+    connection on average and how much of that its statements took (the rest is the client
+    between statements), and the average wait for a server connection."""
+    if pooler is None:
+        return {}
+    try:
+        rows = [r for r in pooler.admin("SHOW STATS") if r.get("database") == DB]
+    except Exception:
+        return {}
+    if not rows:
+        return {}
+    r = rows[0]
+    xacts, queries = max(1, int(r.get("total_xact_count") or 0)), max(1, int(r.get("total_query_count") or 0))
+    return {
+        "xact_ms": int(r.get("total_xact_time") or 0) / xacts / 1000,
+        "query_ms": int(r.get("total_query_time") or 0) / xacts / 1000,
+        "queries_per_xact": queries / xacts,
+        "wait_ms": int(r.get("total_wait_time") or 0) / xacts / 1000,
+    }
+
+
 def prewarm(url: str) -> None:
     """One event of another job, appended before the fleet starts: the store makes its schema
     and partitions then, not on every shipper's first append."""
@@ -895,6 +917,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             sample = sampler.stop()
             for p in procs:
                 p.join(timeout=60)
+            pooled = pooler_totals(pooler)
             settle_stats(pooler, admin_url)
             srv = proc_cpu_s(pm, True) - srv0
             pgb = proc_cpu_s(pgb_pid, False) - pgb0
@@ -936,6 +959,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 wait_early_max_s=max(d["early"] for d in parts_out),
                 wait_p99_s=waits[min(len(waits) - 1, int(0.99 * len(waits)))] if waits else 0.0,
                 stats=stats,
+                pooled=pooled,
                 steady=steady,
                 pool_size=None if pooler is None else args.pool_size,
                 **rb,
@@ -1024,6 +1048,12 @@ def report(args: argparse.Namespace, r: dict[str, Any]) -> None:
             f"{s.backends}",
             f"<= {pool}" if pool else "",
             ok(s.backends <= pool) if pool else "",
+        ),
+        (
+            "  a transaction's hold on a server connection; its statements",
+            f"{r['pooled']['xact_ms']:.1f}; {r['pooled']['query_ms']:.1f} ms" if r.get("pooled") else "-",
+            "",
+            "",
         ),
         ("  clients the pooler kept waiting (most; longest)", f"{s.cl_waiting}; {s.maxwait_s * 1000:.0f} ms", "", ""),
         ("store lock wait in the warm-up: max over stores", f"{r['wait_early_max_s'] * 1000:.1f} ms", "", ""),
