@@ -15,6 +15,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 
 from mlgoodput.accounting import _fast
+from mlgoodput.accounting._activities import ActivityBuilder, EventIndex
 from mlgoodput.accounting._hoststats import HostSteps, Together, stats_as_of, update_all
 from mlgoodput.accounting._intervals import (
     Coverage,
@@ -25,6 +26,7 @@ from mlgoodput.accounting._intervals import (
     subtract,
     union,
 )
+from mlgoodput.accounting._memo import PartitionMemo
 from mlgoodput.accounting._model import (
     DURATIONS,
     ELASTIC,
@@ -76,17 +78,50 @@ class Engine:
         self.partition_cache: (
             tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
         ) = None
+        # kept across queries and extended with new events (see `fallbacks`)
+        self._builder = ActivityBuilder()  # the lead host's activities
+        self._index: EventIndex | None = None  # the lead host's job ends and step ends
+        self._dver: int | None = None  # the lead host's HostLog.version when last derived
+        # the earliest time changed since each user of the changes last looked: "derive" (the
+        # steps' net times) and "part" (the partition's settled totals)
+        self._pend = {"derive": INF, "part": INF}
+        self._steps_back = 0
+        self._memo = PartitionMemo()
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """How often a query went back instead of extending what it kept: "activities" (to the
+        start of the earliest attempt a change touched), "steps" (the steps' net times from the
+        earliest step a change reached), "steps_all" (all of them: the lead host's steps were
+        rewritten, or it changed), "partition" (the settled totals, to before the change)."""
+        return {
+            "activities": self._builder.fallbacks,
+            "steps": self._steps_back,
+            "steps_all": self._steps_all,
+            "partition": self._memo.fallbacks,
+        }
+
+    _steps_all = 0
+
+    def _events(self, log: HostLog) -> EventIndex:
+        """The lead host's job ends and step ends, up to date."""
+        idx = self._index
+        if idx is None or idx.log is not log:
+            idx = self._index = EventIndex(log)
+        return idx.update()
+
+    def _changes(self, log: HostLog) -> None:
+        """Pass the lead host's changes since the last query to each user of them."""
+        t = min(log.take_change(), self._builder.take_change())
+        for k, v in self._pend.items():
+            self._pend[k] = min(v, t)
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
         js = sorted({t for t in log.job_starts if t <= q})
         c = self.job_ends_cache
         if c is None or c[0] is not log or c[1] != len(log.others):
-            c = self.job_ends_cache = (
-                log,
-                len(log.others),
-                sorted({r.time for r in log.others if r.kind == Kind.JOB_END}),
-            )
+            c = self.job_ends_cache = (log, len(log.others), self._events(log).job_ends)
         je = c[2][: bisect_right(c[2], q)]
         out: list[Attempt] = []
         times = log.times
@@ -118,7 +153,11 @@ class Engine:
         c = self.activities_cache
         if c is not None and c[0] == key and (not running or last.end > c[1]):
             return c[2]  # an ended attempt's end is in the key; a running one's must pass the horizon
-        acts = self._activities(log, atts)
+        got = self._builder.update(log, atts)
+        if got is None:  # the running attempt ends at its latest event: derived anew, not kept
+            for k, v in self._pend.items():  # (it leaves out only what starts at that end)
+                self._pend[k] = min(v, last.end)
+        acts = self._activities(log, atts) if got is None else got
         # the latest time the result depends on; inf when the running end cuts something
         horizon = log.others[-1].time if log.others else -INF
         for spans in acts.buckets.values():
@@ -212,14 +251,44 @@ class Engine:
         cache = self._ends_cache
         if cache is not None and cache[0] is log and cache[1] == len(log.others):
             return cache[2]
-        ends: dict[int, list[float]] = {}
-        for r in log.others:
-            if r.kind == Kind.STEP_END and r.step is not None:
-                ends.setdefault(r.step, []).append(r.time)
-        for v in ends.values():
-            v.sort()
+        idx = self._index
+        if idx is not None and idx.log is log:
+            ends = idx.update().step_ends
+        else:  # not the lead host's (kept for the lead only)
+            ends = {}
+            for r in log.others:
+                if r.kind == Kind.STEP_END and r.step is not None:
+                    ends.setdefault(r.step, []).append(r.time)
+            for v in ends.values():
+                v.sort()
         self._ends_cache = (log, len(log.others), ends)
         return ends
+
+    def _touched_from(self, log: HostLog, acts: Activities, lo: int) -> Touched:
+        """`touched`, for the steps from index lo on only: what reaches past that step's start."""
+        times = log.times
+        if lo >= len(times):
+            return Touched([])
+        t0 = times[lo]
+        idx: set[int] = set()
+        for cov in (acts.claims, acts.compile):
+            starts, ends = cov.starts, cov.ends
+            for j in range(bisect_right(ends, t0), len(ends)):
+                first = max(0, bisect_right(times, starts[j]) - 1)
+                idx.update(range(max(first, lo), bisect_left(times, ends[j])))
+        ev = self._index
+        if ev is not None and ev.log is log:
+            se = ev.update().step_end_times
+            for t, _ in se[bisect_left(se, (t0,)) :]:
+                i = bisect_right(times, t) - 1
+                idx.update(j for j in (i - 1, i) if j >= lo)
+        else:
+            for ends_ in self.step_ends(log).values():
+                for t in ends_:
+                    if t >= t0:
+                        i = bisect_right(times, t) - 1
+                        idx.update(j for j in (i - 1, i) if j >= lo)
+        return Touched(sorted(idx))
 
     def net_time(self, acts: Activities, s: float, e: float) -> tuple[float, float]:
         """(net, measured compile) of a step interval."""
@@ -247,16 +316,33 @@ class Engine:
                 idx.update(j for j in (i - 1, i) if j >= 0)
         return Touched(sorted(idx))
 
-    def derive(self, log: HostLog, atts: list[Attempt], acts: Activities) -> Derived:
+    def derive(self, log: HostLog, atts: list[Attempt], acts: Activities, keep: bool = True) -> Derived:
         """Every step's effective time and compile share, updated from the last derivation where
-        only new steps came (kept for the next call)."""
-        d = self.derived
+        only new steps came (kept for the next call). A change that reaches back to a derived
+        step derives again from that step on (from the start when the lead host's steps were
+        rewritten, or a restart was put between steps seen). `keep` False: derived anew, for
+        this call only (a query time before the lead host's latest event)."""
+        d = self.derived if keep else None
         n = len(log.times)
         tl = self.timeline
-        if d is None or d.host != log.host or n < d.n or tl.earliest_change < d.frontier or d.open_before:
+        times = log.times
+        change = self._pend["derive"] if keep else -INF
+        if keep:
+            self._pend["derive"] = INF
+        if d is not None and (d.host != log.host or n < d.n or (self._dver is not None and self._dver != log.version)):
+            self._steps_all += 1
+            d = None
+        elif d is not None and change <= d.frontier:
+            i = max(0, bisect_right(times, change) - 2)  # the first step a change at `change` reaches
+            if 4 * (d.n - i) > d.n + 4 * _CHUNK:  # most of the job: cheaper anew
+                self._steps_all += 1
+                d = None
+            else:
+                self._steps_back += 1
+                self._underive(d, log, atts, i)
+        if d is None:
             d = Derived(log.host, 0, -INF, {}, {}, SortedFloats(), 0.0, False)
         start = max(0, d.n - 1)
-        times = log.times
         new_vals = array("d")
         touched: Touched | None = None
         for a in atts:
@@ -264,7 +350,7 @@ class Engine:
             if hi <= lo:
                 continue
             if touched is None:
-                touched = self.touched(log, acts)
+                touched = self._touched_from(log, acts, start)
             for c0 in range(lo, hi, _CHUNK):  # in slices, so no job-sized list of floats
                 c1 = min(hi, c0 + _CHUNK)
                 # most steps: net time is simply the gap to the next start (C-level map)
@@ -281,9 +367,43 @@ class Engine:
         d.n = n
         d.frontier = times[n - 1] if n else -INF
         d.open_before = any(t < d.frontier for t in acts.open_starts)
-        tl.earliest_change = INF
-        self.derived = d
+        if keep:
+            tl.earliest_change = INF
+            self.derived = d
+            self._dver = log.version
         return d
+
+    @staticmethod
+    def _underive(d: Derived, log: HostLog, atts: list[Attempt], i: int) -> None:
+        """Take the derived steps from index i on out of `d` (their net times computed from the
+        same step starts: the steps did not change), so that they are derived again."""
+        times = log.times
+        ordered, exc, comp = d.ordered, d.exc, d.compile
+        upto = d.n - 1  # derived: interior steps before the last one examined
+        dropped = False
+        for a in atts:
+            for j in range(max(a.i0 + 1, i), min(a.i1 - 1, upto)):
+                v = exc.pop(j, None)
+                ordered.remove(times[j + 1] - times[j] if v is None else v)
+                if comp.pop(j, None) is not None:
+                    dropped = True
+        if dropped:
+            d.compile_total = sum(comp.values(), 0.0)  # in step order, as it was added
+        d.n = min(d.n, i + 1)
+        d.frontier = times[d.n - 1] if d.n else -INF
+
+    def _derived(self, log: HostLog, atts: list[Attempt], q: float) -> tuple[Activities, Derived]:
+        """The activities and derived steps of the lead host as of q: extended from the last
+        query's when q is at or after its latest event (the usual: a query of now), else
+        derived anew for this query alone."""
+        latest = max(log.times[-1] if log.times else -INF, log.others[-1].time if log.others else -INF)
+        if q < latest:
+            acts = self._activities(log, atts)
+            return acts, self.derive(log, atts, acts, keep=False)
+        self._events(log)
+        acts = self.activities(log, atts)
+        self._changes(log)
+        return acts, self.derive(log, atts, acts)
 
     def query(
         self, q: float, start: float | None, end: float | None, configured_ideal: float | None
@@ -296,8 +416,7 @@ class Engine:
             return None
         log = tl.hosts[lead]
         atts = self.attempts(log, q)
-        acts = self.activities(log, atts)
-        d = self.derive(log, atts, acts)
+        acts, d = self._derived(log, atts, q)
         w0, w1 = atts[0].start, atts[-1].end
         a = w0 if start is None else max(start, w0)
         b = max(a, w1 if end is None else min(end, w1))
@@ -377,11 +496,19 @@ class Engine:
         c = self.partition_cache
         if c is not None and c[4] is acts and c[0] == key and min(b, su_end) > c[1]:
             return c[2], c[3]
-        res: dict[object, float] = {}
-        for bucket, u in self.claimed(acts, ctx, a, b, steps_union):
-            res[bucket] = res.get(bucket, 0.0) + measure(u)
-        dl = acts.buckets.get("dl", [])
-        overlapped = measure(intersect(clip(dl, a, b), steps_union))
+        log = ctx.log
+        change = self._pend["part"]
+        self._pend["part"] = INF
+        latest = max(log.times[-1] if log.times else -INF, log.others[-1].time if log.others else -INF)
+        if a <= ctx.atts[0].start and b >= ctx.atts[-1].end and ctx.q >= latest and not self.step_ends(log):
+            # the whole job as of now: the settled totals and what came after them
+            res, overlapped = self._memo.claimed(acts, log.host, a, b, latest, change, ctx.infra, steps_union)
+        else:
+            res = {}
+            for bucket, u in self.claimed(acts, ctx, a, b, steps_union):
+                res[bucket] = res.get(bucket, 0.0) + measure(u)
+            dl = acts.buckets.get("dl", [])
+            overlapped = measure(intersect(clip(dl, a, b), steps_union))
         horizon = max((spans[-1][1] for spans in acts.buckets.values() if spans), default=-INF)
         if ctx.infra:
             horizon = max(horizon, ctx.infra[-1][1])
@@ -426,8 +553,7 @@ class Engine:
             return {}
         log = self.timeline.hosts[lead]
         atts = self.attempts(log, q)
-        acts = self.activities(log, atts)
-        d = self.derive(log, atts, acts)
+        acts, d = self._derived(log, atts, q)
         ctx = Query(self, log, atts, acts, d, q, configured_ideal)
         ctx.compute_ideal(None)
         ideal = ctx.ideal

@@ -8,11 +8,11 @@ productivity events (step FLOPs, peak FLOP/s, submit times) of any host.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mlgoodput.accounting._timeline import OPEN_ENDED, Timeline, last_attempt_end
+from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, last_attempt_end
 from mlgoodput.events import Kind
 
 
@@ -76,7 +76,8 @@ class Scan:
 
 class FactsCache:
     """Keeps the last scan of a timeline's non-step events, so that a query with nothing
-    new among them (the common case: only steps arrived) costs no pass over them."""
+    new among them (the common case: only steps arrived) costs no pass over them, and one
+    with new ones costs those (`Scanner`)."""
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] | None = None
@@ -84,6 +85,121 @@ class FactsCache:
         # (timeline, its event count, the latest non-step event) when `scan` was last found
         # current: the same timeline with no event since and q past that needs no check at all
         self.seen: tuple[Timeline, int, float] | None = None
+        self.scanner = Scanner()
+
+
+class Scanner:
+    """`scan` kept up to date with each host's new non-step events, for query times at or
+    after every event (a late event, a new lead host or a restart put before events already
+    taken scans again from the start, and `rescans` counts it)."""
+
+    def __init__(self) -> None:
+        self.rescans = 0
+        self.tl: Timeline | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        self.at: dict[int, tuple[HostLog, int, int]] = {}  # host -> (log, events taken, late seen)
+        self.flops: list[tuple[float, float]] = []
+        self.peaks: list[tuple[float, float, str]] = []
+        self.submits: list[tuple[float, str]] = []
+        self.lead: int | None = None
+        self.frontier = -math.inf  # the latest lead event taken
+        self.js: list[float] = []  # the lead's job starts when its events were taken
+        self.je: list[float] = []
+        self.step_ends: dict[int, list[float]] = {}
+        self.pending: dict[tuple[int, int | None], list[Rec]] = {}  # checkpoint starts waiting for their end
+        self.last_end: dict[tuple[int, int | None], float] = {}
+        self.saves: list[tuple[float, float]] = []
+        self.save_steps: list[tuple[float, int]] = []
+        self.restores: list[tuple[float, float]] = []
+        self.restored: dict[int, tuple[float, int]] = {}
+
+    def scan(self, tl: Timeline, q: float) -> Scan:
+        lead = tl.lead_host(q)
+        if lead is None:
+            return scan(tl, q)
+        again = self.tl is not tl or self.lead != lead
+        lead_log = tl.hosts[lead]
+        js = sorted(set(lead_log.job_starts))
+        if not again and js[: len(self.js)] != self.js:
+            again = True  # a job start before others taken: attempts renumbered
+        if not again and len(js) > len(self.js) and js[len(self.js)] < self.frontier:
+            again = True
+        for h, hlog in tl.hosts.items():
+            got = self.at.get(h)
+            if got is not None and (got[0] is not hlog or got[2] != len(hlog.late)):
+                again = True
+        if again:
+            if self.tl is not None:
+                self.rescans += 1
+            self.tl = tl
+            self._clear()
+            self.lead = lead
+        self.js = js
+        for h, hlog in tl.hosts.items():
+            got = self.at.get(h)
+            start = 0 if got is None else got[1]
+            others = hlog.others
+            for i in range(start, len(others)):
+                r = others[i]
+                if h == lead:
+                    self._lead_event(r)
+                if r.value is None:
+                    continue
+                if r.kind == Kind.STEP_FLOPS:
+                    insort(self.flops, (r.time, r.value))
+                elif r.kind == Kind.PEAK_FLOPS:
+                    insort(self.peaks, (r.time, r.value, r.name or "recorded"))
+                elif r.kind == Kind.JOB_SUBMIT:
+                    insort(self.submits, (r.value, r.name or "recorded"))
+            self.at[h] = (hlog, len(others), len(hlog.late))
+        return Scan(
+            tuple(self.flops),
+            tuple(self.peaks),
+            tuple(self.submits),
+            lead,
+            tuple(js),
+            tuple(self.je),
+            self.step_ends,
+            tuple(self.saves),
+            tuple(self.save_steps),
+            tuple(self.restores),
+            {k: v[1] for k, v in self.restored.items()},
+        )
+
+    def _lead_event(self, r: Rec) -> None:
+        self.frontier = r.time
+        kind = r.kind
+        if kind == Kind.JOB_END:
+            insort(self.je, r.time)
+        elif kind == Kind.STEP_END and r.step is not None:
+            insort(self.step_ends.setdefault(r.step, []), r.time)
+        elif kind in (Kind.CKPT_SAVE_END, Kind.CKPT_RESTORE_END):
+            key = (int(kind), r.step)
+            self.last_end[key] = r.time
+            for st in self.pending.pop(key, ()):
+                self._span(st, r.time - st.time)
+        if kind in (Kind.CKPT_SAVE, Kind.CKPT_RESTORE) and r.value is not None:
+            self._span(r, r.value)
+        elif kind in _PAIRS:
+            key = (int(_PAIRS[Kind(kind)]), r.step)
+            if self.last_end.get(key) == r.time:  # an end at the same instant
+                self._span(r, 0.0)
+            else:
+                self.pending.setdefault(key, []).append(r)
+
+    def _span(self, r: Rec, dur: float) -> None:
+        save = r.kind in (Kind.CKPT_SAVE, Kind.CKPT_SAVE_START)
+        insort(self.saves if save else self.restores, (r.time, dur))
+        if r.step is None:
+            return
+        if save:
+            insort(self.save_steps, (r.time, r.step))
+        else:
+            k = bisect_right(self.js, r.time) - 1
+            if k >= 0 and (k not in self.restored or r.time < self.restored[k][0]):
+                self.restored[k] = (r.time, r.step)
 
 
 def scan(tl: Timeline, q: float) -> Scan:
@@ -176,7 +292,8 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
                     sc = cache.scan
                     cache.seen = (tl, tl.events, latest)
     if sc is None:
-        sc = scan(tl, q)
+        latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
+        sc = cache.scanner.scan(tl, q) if cache is not None and q >= latest else scan(tl, q)
         if cache is not None:
             cache.key, cache.scan, cache.seen = key, sc, None
     if sc.lead is None:

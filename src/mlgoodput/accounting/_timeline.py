@@ -53,6 +53,16 @@ class HostLog:
     seen: set[Rec] = field(default_factory=set)  # every record kept, to drop exact repeats
     job_starts: list[float] = field(default_factory=list)
     version: int = 0  # bumped when a change reaches back before the last step (not an append)
+    #: the times of non-step events put before the last one held (not appended): a reader of
+    #: `others` by position takes those from its length of this list on (late events)
+    late: list[float] = field(default_factory=list)
+    #: the earliest time that changed since the engine last took it (`take_change`)
+    changed_from: float = math.inf
+
+    def take_change(self) -> float:
+        """The earliest time changed since the last call (inf: nothing), forgotten now."""
+        t, self.changed_from = self.changed_from, math.inf
+        return t
 
     def add_steps(
         self,
@@ -67,6 +77,17 @@ class HostLog:
         the caller checked (else checked here)."""
         if not times:
             return math.inf
+        first = self._add_steps(times, nums, strict, by_one)
+        self.changed_from = min(self.changed_from, first)
+        return first
+
+    def _add_steps(
+        self,
+        times: list[float] | array[float],
+        nums: list[int] | array[int],
+        strict: bool | None,
+        by_one: bool | None,
+    ) -> float:
         # strictly increasing (the usual case): sorted, and no duplicates (one C-level pass)
         if strict is None:
             strict = _fast.strictly_increasing(times)
@@ -138,6 +159,8 @@ class HostLog:
             self.others.append(rec)
         else:
             insort(self.others, rec, key=lambda r: r.time)
+            self.late.append(rec.time)
+        self.changed_from = min(self.changed_from, rec.time)
         if rec.kind == Kind.JOB_START:
             insort(self.job_starts, rec.time)
             if self.times and rec.time <= self.times[-1]:
@@ -267,6 +290,7 @@ class Timeline:
             lt = log.times
             if by_one and (not lt or t0 > lt[-1]):  # what add_steps does with it, in short
                 lt.frombytes(tv[at:b])
+                log.changed_from = min(log.changed_from, t0)
                 last = log.nums.extend_run(s0, n)
                 if last is not None and s0 < last and log.monotonic:
                     log.monotonic = False
