@@ -1,4 +1,4 @@
-"""A fleet in one process (issue 30): N simulated hosts recording one step a second each into ONE
+"""A simulated fleet (issue 30): N simulated hosts recording one step a second each into ONE
 PostgreSQL job through pgbouncer, shipped per node (`--mode node`, the node aggregator) or per
 host (`--mode host`, each host's journal ships itself, as before the aggregator).
 
@@ -6,6 +6,8 @@ host (`--mode host`, each host's journal ships itself, as before the aggregator)
     PYTHONPATH=src python bench/bench_fleet.py --hosts 4096 --duration 60
     PYTHONPATH=src python bench/bench_fleet.py --mode host --hosts 1000
     PYTHONPATH=src python bench/bench_fleet.py --hosts 64 --duration 10   # a quick look
+    PYTHONPATH=src python bench/bench_fleet.py --hosts 4096 --prewarm --procs 8
+    PYTHONPATH=src python bench/bench_fleet.py --mode host --src /tmp/old/src  # another tree's package
 
 What is real and what stands in:
 - real: a PostgreSQL server of our own (tests/pgserver.py's `PgServer`, 127.0.0.1, fsync off),
@@ -16,14 +18,17 @@ What is real and what stands in:
   `mlgoodput._aggregator.NodeShipper(url, dirs=[node_dir])` per simulated node, in host mode one
   real `Journal` per host (its own shipper thread and store connection, as a host had before the
   aggregator), the calculator and the straggler analysis that read the job back.
-- stand-in: the hosts. A host is not a process with a recorder; a few writer threads (one per
-  `--writer-threads` share of the nodes) write each host's steps when they fall due. In node mode
+- stand-in: the hosts and their machines. A host is not a process with a recorder; the nodes are
+  shared among `--procs` processes (default one per core), and in each a few writer threads
+  (`--writer-threads`) write each host's steps when they fall due. In node mode
   they write records straight into one segment file per host with `_segment.create_segment` and
   `_segment.write_record` (the bytes `Journal.append` writes; the file stays locked as a live
   journal's does, the committed count is noted after each write and full segments are sealed and
   replaced, and a sealed segment is removed once the node shipper's watermark says all of it is
-  shipped, as its journal would). In host mode they call `Journal.append`. All hosts live in this
-  one process, so the client CPU is that of all nodes together; each node's folder is its own.
+  shipped, as its journal would). In host mode they call `Journal.append`. The nodes share the
+  machine's cores and each process's interpreter, so the client CPU is that of all nodes
+  together, and a starved process holds its transactions (and pooled connections) long; each
+  node's folder is its own. `--prewarm` makes the store's schema and partitions first.
 
 Each host writes a job start, then `--rate` steps a second for `--duration` seconds, spread
 evenly over the second (host h starts h/N of a step period late). At the end the shippers are
@@ -38,7 +43,8 @@ and p99 over stores; and the longest wait on a lock seen in `pg_stat_activity`; 
 50 ms); server CPU (the postmaster and its backends, via psutil) and the pooler's; bytes per event
 (`pg_total_relation_size` of the chunk table(s) / events; target at most 40); after the run,
 `get_job_goodput()` of a new calculator (cold) and again (warm, nothing new), and
-`stragglers(read=False)` after it (what a monitor upload computes). Then an extrapolation to
+`stragglers(read=False)` after it (what a monitor upload computes); `--save-state` also times a
+first report that saves its state. Then an extrapolation to
 10,000 hosts, linear in hosts from the measured per-host costs, and which resource runs out first.
 """
 
