@@ -317,3 +317,28 @@ def test_lateness_bins_by_table_are_bisect_right() -> None:
         ]
     )
     assert rule._bins(np, vals).tolist() == [bisect_right(rule.EDGES, float(v)) for v in vals]
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4, 9, 16])
+def test_lateness_counts_of_a_block_are_count_late(ranks: int) -> None:
+    """The numpy counts of a block of steps every rank reported (late starts by rank and bin,
+    every lateness by bin) are those of `count_late`, step by step: starts on a grid (equal
+    starts, zero lateness), spread over many bins, and starts around 0 (counted the other
+    way: the sign of a negated lateness no longer says late)."""
+    np = pytest.importorskip("numpy")
+    from mlgoodput.accounting import _straggler_rule as rule
+
+    rng = np.random.default_rng(ranks)
+    for base, grid in ((1.7e9, 1e-3), (1.7e9, 0.0), (-5.0, 0.0)):
+        blk = base + np.arange(300)[None, :] * 0.1 + rng.exponential(0.01, (ranks, 300)) * 10.0 ** rng.integers(-4, 2)
+        if grid:
+            blk = np.round(blk / grid) * grid
+        late = np.zeros((ranks, rule.BINS), dtype=np.int64)
+        pooled = np.zeros(rule.BINS, dtype=np.int64)
+        rule.count_late_full(np, blk, np.sort(blk.T, axis=1), late, pooled)
+        want_late = [[0] * rule.BINS for _ in range(ranks)]
+        want_pooled = [0] * rule.BINS
+        for c in range(blk.shape[1]):
+            order = sorted(((r, float(blk[r, c])) for r in range(ranks)), key=lambda p: (p[1], p[0]))
+            rule.count_late(order, want_late, want_pooled)
+        assert late.tolist() == want_late and pooled.tolist() == want_pooled

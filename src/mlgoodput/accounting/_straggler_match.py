@@ -239,7 +239,7 @@ class StepMatcher:
                 return False
             if n > 1 and not (t[1:] > t[:-1]).all():
                 return False
-        keys = [(att, k) for k in nv.tolist()]
+        keys = list(zip(itertools.repeat(att, n), nv.tolist(), strict=True))  # (attempt, step number)
         intro = self.intro
         if intro and any(k in intro for k in keys):
             return False  # a step already summed

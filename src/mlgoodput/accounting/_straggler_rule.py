@@ -145,6 +145,9 @@ def count_late_full(np: Any, blk: Any, ranked: Any, late: Any, pooled: Any) -> N
         x = np.where(blk <= lo, (lo_next + hi_next) / 2, (lo + hi) / 2)
     else:
         x = np.where(blk <= lo, (lo_next + hi_next) / 2, np.where(blk >= hi_next, (lo + hi) / 2, (lo + hi_next) / 2))
+    if float(ranked[:, 0].min()) > 0 and math.isfinite(float(ranked[:, -1].max())):
+        _count_signed(np, blk, x, late, pooled)
+        return
     np.subtract(blk, x, out=x)  # each start's lateness
     # one count of (rank, bin) for late starts, of (an extra row, bin) for the others: the
     # pooled counts are every row's
@@ -155,7 +158,48 @@ def count_late_full(np: Any, blk: Any, ranked: Any, late: Any, pooled: Any) -> N
     pooled += got.sum(axis=0)
 
 
+def _count_signed(np: Any, blk: Any, med: Any, late: Any, pooled: Any) -> None:
+    """The counts of `count_late_full` when every start is positive and finite (`med`: each
+    start's others' median, overwritten). Then the negated lateness med - start is exactly
+    -(start - med), and +0.0 when they are equal, so its sign bit says "late", and its top
+    bits (sign, exponent and 6 bits of mantissa) name both that and the range of 1/64 of an
+    octave its size lies in: one table look-up gives the bin of the range's start (moved to
+    the late half of a rank's counts when late), one comparison of the size's bits with the
+    range's edge adds the one bin more. The same counts, in half the passes."""
+    if not _SIGNED:
+        first, edge = _table(np)
+        bits = edge.view(np.int64).copy()
+        bits[np.isnan(edge)] = np.iinfo(np.int64).max  # (no edge: never reached)
+        # by the top bits as a signed index: >= 0 for a non-negative value, < 0 (numpy counts
+        # from the end) for a negative one, i.e. a late start
+        _SIGNED.append(np.concatenate((first, first + BINS)))
+        _SIGNED.append(np.concatenate((bits, bits)))
+    at_first, at_edge = _SIGNED
+    n = blk.shape[0]
+    np.subtract(med, blk, out=med)
+    bits = med.view(np.int64)
+    key = bits >> 46
+    at = at_first[key]
+    np.bitwise_and(bits, np.int64(0x7FFF_FFFF_FFFF_FFFF), out=bits)  # the size's bits
+    at += bits >= at_edge[key]
+    at += np.arange(0, n * 2 * BINS, 2 * BINS, dtype=np.intp)[:, None]  # each rank's two halves
+    got = np.bincount(at.ravel(), minlength=n * 2 * BINS).reshape(n, 2, BINS)
+    late += got[:, 1]
+    pooled += got.sum(axis=(0, 1))
+
+
+_SIGNED: list[Any] = []  # `_count_signed`'s table (made once)
 _TABLE: list[Any] = []  # (first bin, next edge) by the top 17 bits of a double (made once)
+
+
+def _table(np: Any) -> tuple[Any, Any]:
+    """`_bins`'s table: the first bin and the next edge of each range of top 17 bits."""
+    if not _TABLE:
+        starts = (np.arange(1 << 17, dtype=np.int64) << 46).view(np.float64)
+        first = np.searchsorted(np.asarray(EDGES), starts, side="right")
+        _TABLE.append(first.astype(np.intp))
+        _TABLE.append(np.append(np.asarray(EDGES), np.nan)[first])
+    return _TABLE[0], _TABLE[1]
 
 
 def _bins(np: Any, ax: Any) -> Any:
@@ -164,12 +208,7 @@ def _bins(np: Any, ax: Any) -> Any:
     of an octave, narrower than the grid's quarter octave, so it holds at most one edge. The
     table gives the bin of the range's start and the next edge (NaN beyond the last: v >= NaN
     is never true); a value's bin is the first, plus one when it is at or over the edge."""
-    if not _TABLE:
-        starts = (np.arange(1 << 17, dtype=np.int64) << 46).view(np.float64)
-        first = np.searchsorted(np.asarray(EDGES), starts, side="right")
-        _TABLE.append(first.astype(np.intp))
-        _TABLE.append(np.append(np.asarray(EDGES), np.nan)[first])
-    first, edge = _TABLE
+    first, edge = _table(np)
     key = ax.view(np.int64) >> 46
     b = first[key]
     b += ax >= edge[key]
