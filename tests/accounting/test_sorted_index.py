@@ -213,3 +213,17 @@ def _one_block_read_again() -> None:
     assert s.above(10.0) == (390, math.fsum(range(11, 400)) + 10.5)
     s.remove(10.5)
     assert s._stale == {1} and s.total() == sum(range(400))
+
+
+def test_a_build_cuts_its_own_values_from_their_end() -> None:
+    with _small(1):
+        vals = array("d", (i / 7 for i in range(1000)))  # 250 buckets of 4: cut in 4 groups
+        mine = array("d", vals)
+        buckets = _sorted._cut(mine)
+        assert len(mine) == 0 and [list(b) for b in buckets] == [list(vals[i : i + 4]) for i in range(0, 1000, 4)]
+        held = array("d", vals)
+        with memoryview(held):  # exported: cannot shrink, so cut by copies and left whole
+            again = _sorted._cut(held)
+        assert held == vals and [list(b) for b in again] == [list(b) for b in buckets]
+        s = SortedFloats(reversed(vals))  # sorted into a list of its own: cut from its end
+        assert list(s.values()) == list(vals) and s.kth(999) == vals[999]

@@ -62,17 +62,23 @@ class SortedFloats:
         self._inner: dict[int, list[int]] = {}
         self._tot: float | None = None
         if values:
-            self._build(sorted(values))
+            self._build(sorted(values), own=True)
 
-    def _build(self, ordered: list[float] | array[float]) -> None:
+    def _build(self, ordered: list[float] | array[float], own: bool = False) -> None:
+        """Buckets of `_LOAD` values from values in order. `own`: nobody else holds `ordered`,
+        so it is cut into buckets from its end, shrinking as they are made (a cold build of
+        1e8 values then needs about one copy of them at a time, not two)."""
         self._relayout()
         if not isinstance(ordered, array) or ordered.typecode != "d":
-            ordered = array("d", ordered)
-        buckets = [ordered[i : i + _LOAD] for i in range(0, len(ordered), _LOAD)]  # slices are copies
+            ordered, own = array("d", ordered), True
+        n = len(ordered)
+        sums = _fast.bucket_sums(ordered, _LOAD)
+        # (slices are copies)
+        buckets = _cut(ordered) if own else [ordered[i : i + _LOAD] for i in range(0, n, _LOAD)]
         self._buckets = list(buckets)
         self._maxes = [b[-1] for b in buckets]
-        self._sums = _fast.bucket_sums(ordered, _LOAD) or [sum(b) for b in buckets]
-        self._n = len(ordered)
+        self._sums = sums or [sum(b) for b in buckets]
+        self._n = n
 
     def __len__(self) -> int:
         return self._n
@@ -200,7 +206,7 @@ class SortedFloats:
                 merged = self.values()
                 merged.extend(xs)
             self._buckets = []
-            self._build(_fast.sort(merged) or sorted(merged))
+            self._build(_fast.sort(merged) or sorted(merged), own=True)
         elif len(xs) < 8 or not self._buckets:
             for x in xs:
                 self.add(x)
@@ -350,6 +356,28 @@ class SortedFloats:
             s = sum(bsum[q + 1 :], s)
             count += ends[-1] - ends[q]
         return count, s
+
+
+_CUT = 64  # buckets cut from the end of a build's values before they shrink
+
+
+def _cut(ordered: array[float]) -> list[array[float]]:
+    """`ordered` in buckets of `_LOAD` values (the last may be shorter), cut from its end
+    `_CUT` buckets at a time, each time deleting what was cut (its memory goes back as it
+    shrinks): `ordered` is left empty. Where it cannot shrink (a buffer of it is held), it
+    is cut by copies and left as it is."""
+    n = len(ordered)
+    starts = range(0, n, _LOAD)
+    out: list[array[float]] = []
+    try:
+        for g in range(len(starts) - 1, -1, -_CUT):
+            lo = max(0, g - _CUT + 1)
+            out.extend(ordered[starts[i] : starts[i] + _LOAD] for i in range(g, lo - 1, -1))
+            del ordered[starts[lo] :]
+    except BufferError:  # exported: nothing was deleted, so cut all by copies
+        return [ordered[i : i + _LOAD] for i in starts]
+    out.reverse()
+    return out
 
 
 _SIDE = 8192  # the most values a HostGaps holds aside before merging them into its buckets
