@@ -128,6 +128,7 @@ class PostgresStore:
         self.lock_waits = 0  # appends that took their writers' row locks, and how long that took
         self.lock_wait_total_s = 0.0
         self.lock_wait_max_s = 0.0
+        self._state_ready = False  # the saved-state tables are known to exist
         self.transactions = 0  # transactions this store ran (appends, reads, schema checks)
 
     # -- connection and schema -----------------------------------------------------------
@@ -205,6 +206,7 @@ class PostgresStore:
             return self._id or ""
 
     def _drop_broken(self) -> None:
+        self._state_ready = False  # a broken connection may mean a store made again
         self._parts.clear()  # looked up again: a failed append may have lacked its partition
         if self._conn is not None:
             try:
@@ -478,15 +480,27 @@ class PostgresStore:
         return self._in_transaction("read", work)
 
     def save_state(self, namespace: str, job: str, pieces: Iterable[bytes]) -> None:
-        """Pieces under a new generation in short transactions, then one short transaction
-        makes it current and drops the others but the one it replaces (kept for one more
-        save, so a reader still fetching its pieces finishes)."""
+        """Pieces under a new generation, a group a transaction (about `_STATE_GROUP_BYTES` or
+        `_STATE_GROUP_PIECES` each: a state of 36,000 pieces is not 36,000 transactions), then
+        one short transaction makes it current and drops the others but the one it replaces
+        (kept for one more save, so a reader still fetching its pieces finishes)."""
         gen = time.time_ns() ^ (os.getpid() << 20)
-        self._in_transaction("save state in", _state_schema)
+        if not self._state_ready:
+            self._in_transaction("save state in", _state_schema)
+            self._state_ready = True
         n = 0
+        group: list[bytes] = []
+        size = 0
         for piece in pieces:
-            self._in_transaction("save state in", partial(_put_piece, namespace, job, gen, n, piece))
-            n += 1
+            group.append(piece)
+            size += len(piece)
+            if size >= _STATE_GROUP_BYTES or len(group) >= _STATE_GROUP_PIECES:
+                self._in_transaction("save state in", partial(_put_pieces, namespace, job, gen, n, group))
+                n += len(group)
+                group, size = [], 0
+        if group:
+            self._in_transaction("save state in", partial(_put_pieces, namespace, job, gen, n, group))
+            n += len(group)
 
         def flip(conn: Any) -> None:
             have = conn.execute(
@@ -528,11 +542,10 @@ class PostgresStore:
             return None
         gen, n = found
 
-        def piece(i: int) -> bytes | None:  # one piece a query: a dropped generation shows as a missing piece
-            row = self._in_transaction("read", partial(_get_piece, namespace, job, gen, i))
-            return None if row is None else bytes(row[0])
-
-        return SavedPieces(n, piece)
+        ahead = _ReadAhead(
+            lambda lo, hi: self._in_transaction("read", partial(_get_pieces, namespace, job, gen, lo, hi))
+        )
+        return SavedPieces(n, ahead.piece)
 
 
 def _day(t: float) -> int:
@@ -834,6 +847,8 @@ def _join(run: list[Chunk]) -> Chunk:
 
 
 def _state_schema(conn: Any) -> None:
+    if conn.execute("SELECT to_regclass('mlgoodput_state_pieces')").fetchone()[0] is not None:
+        return  # made already: no lock (many savers at once do not queue on it)
     conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
     conn.execute(_STATE_SCHEMA)
 
@@ -857,18 +872,45 @@ def _decode_legacy(r: Any) -> Columns:
     )
 
 
-def _put_piece(ns: str, job: str, gen: int, i: int, data: bytes, conn: Any) -> None:
-    conn.execute(
-        "INSERT INTO mlgoodput_state_pieces (ns, job, gen, i, data) VALUES (%s, %s, %s, %s, %s)",
-        (ns, job, gen, i, data),
-    )
+#: a saved state's pieces go in groups of about this many bytes, or this many pieces, a transaction
+_STATE_GROUP_BYTES = 4 << 20
+_STATE_GROUP_PIECES = 512
 
 
-def _get_piece(ns: str, job: str, gen: int, i: int, conn: Any) -> Any:
-    return conn.execute(
-        "SELECT data FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s AND i = %s",
-        (ns, job, gen, i),
-    ).fetchone()
+def _put_pieces(ns: str, job: str, gen: int, first: int, data: list[bytes], conn: Any) -> None:
+    with conn.cursor().copy("COPY mlgoodput_state_pieces (ns, job, gen, i, data) FROM STDIN (FORMAT BINARY)") as cp:
+        cp.set_types(["text", "text", "int8", "int4", "bytea"])
+        for k, d in enumerate(data):
+            cp.write_row((ns, job, gen, first + k, d))
+
+
+def _get_pieces(ns: str, job: str, gen: int, lo: int, hi: int, conn: Any) -> list[Any]:
+    rows: list[Any] = conn.execute(
+        "SELECT i, data FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s AND i >= %s AND i < %s",
+        (ns, job, gen, lo, hi),
+    ).fetchall()
+    return rows
+
+
+class _ReadAhead:
+    """Saved pieces fetched one query at a time, more of them each time the reader goes on in
+    order (1, 2, 4, ... up to 64 pieces): a reader that wants the header alone reads one piece,
+    one that reads them all makes a query per 64, not one per piece."""
+
+    def __init__(self, fetch: Callable[[int, int], list[Any]]) -> None:
+        self._fetch = fetch
+        self._have: dict[int, bytes] = {}
+        self._next = -1  # the piece an in-order reader asks for next
+        self._width = 1
+
+    def piece(self, i: int) -> bytes | None:
+        got = self._have.pop(i, None)
+        if got is None:
+            self._width = min(64, self._width * 2) if i == self._next else 1
+            self._have = {int(r[0]): bytes(r[1]) for r in self._fetch(i, i + self._width)}
+            got = self._have.pop(i, None)  # missing: a newer save dropped this generation
+        self._next = i + 1
+        return got
 
 
 _STATE_SCHEMA = """
