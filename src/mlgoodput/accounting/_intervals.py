@@ -22,7 +22,7 @@ def union(items: Iterable[Interval]) -> Intervals:
 
 
 def measure(xs: Intervals) -> float:
-    return sum(e - s for s, e in xs)
+    return sum((e - s for s, e in xs), 0.0)  # a float even when empty (a report value)
 
 
 def clip(xs: Intervals, lo: float, hi: float) -> Intervals:
