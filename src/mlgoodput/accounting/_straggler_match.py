@@ -407,7 +407,8 @@ class StepMatcher:
         bt = b.T.copy()  # step x rank: each step's starts side by side
         first = bt.argmax(axis=1)  # the latest rank of each step (the first of a tie)
         bt.sort(axis=1)
-        mn, mx, second = bt[:, 0], bt[:, -1], bt[:, -2]  # (a tie at the latest: second == mx)
+        # (contiguous: the earliest is read again for every rank's row)
+        mn, mx, second = (np.ascontiguousarray(bt[:, j]) for j in (0, -1, -2))  # (a tie: second == mx)
         tie = second == mx
         if tie.any():  # of the ranks tied latest, the highest rank, as `sum_steps` orders them
             if self.ids is None:

@@ -137,7 +137,8 @@ def count_late_full(np: Any, blk: Any, ranked: Any, late: Any, pooled: Any) -> N
     `count_late`: each start's lateness behind the median of the other starts of its step."""
     n = blk.shape[0]
     j1, j2 = (n - 2) // 2, (n - 1) // 2
-    lo, lo_next, hi, hi_next = ranked[:, j1], ranked[:, j1 + 1], ranked[:, j2], ranked[:, j2 + 1]
+    # (contiguous: each is read again for every rank's row)
+    lo, lo_next, hi, hi_next = (np.ascontiguousarray(ranked[:, j]) for j in (j1, j1 + 1, j2, j2 + 1))
     if j1 == j2:
         # an even count: no start lies strictly between the two middle ones, so a start is
         # either at or under the lower (the others' median is then (lo_next + hi_next) / 2) or
