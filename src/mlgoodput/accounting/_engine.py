@@ -85,7 +85,8 @@ class Engine:
         # the earliest time changed since each user of the changes last looked: "derive" (the
         # steps' net times) and "part" (the partition's settled totals)
         self._pend = {"derive": INF, "part": INF}
-        self._steps_back = 0
+        self._steps_back = 0  # derived again from a step on / all of them (`fallbacks`)
+        self._steps_all = 0
         self._memo = PartitionMemo()
 
     @property
@@ -100,8 +101,6 @@ class Engine:
             "steps_all": self._steps_all,
             "partition": self._memo.fallbacks,
         }
-
-    _steps_all = 0
 
     def _events(self, log: HostLog) -> EventIndex:
         """The lead host's job ends and step ends, up to date."""

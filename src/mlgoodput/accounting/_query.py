@@ -317,6 +317,14 @@ class Query:
             ranges = cut.get(k)
             if not ranges:
                 m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
+            elif self.log.monotonic:  # the last step outside the redone ranges holds the largest
+                i = att.i1 - 1
+                for lo, hi in sorted(ranges, reverse=True):
+                    if lo <= i < hi:
+                        i = lo - 1
+                if i < att.i0:
+                    continue
+                m = nums[i]
             else:
                 bad: set[int] = set()
                 for lo, hi in ranges:

@@ -217,6 +217,22 @@ class Timeline:
         single_host = hosts.tobytes() == array(hosts.typecode, hosts[:1]).tobytes() * n
         earliest = math.inf
         n_steps = step_mask.count(1)
+        # the other events first: a job start that comes with later steps in one batch is no
+        # restart between steps already seen (HostLog.add_other)
+        others = range(0) if n_steps == n else _ones(kinds.translate(_OTHER_MASK))
+        for i in others:
+            step = cols.steps[i]
+            value = cols.values[i]
+            attrs = cols.attr(i)
+            rec = Rec(
+                kind=cols.kinds[i],
+                time=cols.times[i],
+                step=None if step == NO_STEP else step,
+                value=None if math.isnan(value) else value,
+                name=cols.name(i),
+                attrs=None if attrs is None else json.dumps(attrs, sort_keys=True),
+            )
+            earliest = min(earliest, self.host(hosts[i]).add_other(rec))
         if single_host and n_steps == n:  # only step starts: no copy through Python objects
             earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
         elif single_host:
@@ -233,20 +249,6 @@ class Timeline:
             for h, (t, s) in per.items():
                 order = sorted(range(len(t)), key=t.__getitem__)
                 earliest = min(earliest, self.host(h).add_steps([t[i] for i in order], [s[i] for i in order]))
-        others = range(0) if n_steps == n else _ones(kinds.translate(_OTHER_MASK))
-        for i in others:
-            step = cols.steps[i]
-            value = cols.values[i]
-            attrs = cols.attr(i)
-            rec = Rec(
-                kind=cols.kinds[i],
-                time=cols.times[i],
-                step=None if step == NO_STEP else step,
-                value=None if math.isnan(value) else value,
-                name=cols.name(i),
-                attrs=None if attrs is None else json.dumps(attrs, sort_keys=True),
-            )
-            earliest = min(earliest, self.host(hosts[i]).add_other(rec))
         self.earliest_change = min(self.earliest_change, earliest)
 
     def ingest_steps(self, cols: Columns, by_one: bool | None = None) -> None:

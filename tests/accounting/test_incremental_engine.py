@@ -1,0 +1,147 @@
+"""An engine fed in batches, asked after each, equals an engine that reads everything at once:
+the activities, step times, partition totals and productivity scan it extends with each batch
+are what a from-scratch derivation gives (late batches, restarts, activities open across
+batches, a second host), and what reaches back is counted as a fallback."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mlgoodput.accounting import BadputType, Engine, GoodputReport
+from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.events import Event, Kind
+from mlgoodput.store._columns import Columns
+from tests.accounting.test_properties import flat, jobs
+
+T0 = 1_700_000_000.0
+
+
+def fresh(events: list[Event]) -> Engine:
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(sorted(events, key=lambda x: x.time)))
+    return e
+
+
+def assert_same(a: GoodputReport, b: GoodputReport) -> None:
+    fa, fb = flat(a), flat(b)
+    assert fa.keys() == fb.keys()
+    for k in fa:
+        assert fa[k] == pytest.approx(fb[k], rel=1e-9, abs=1e-9), k
+    assert (a.last_step, a.max_productive_step, a.stops, a.status, a.disruptions, a.hosts) == (
+        b.last_step,
+        b.max_productive_step,
+        b.stops,
+        b.status,
+        b.disruptions,
+        b.hosts,
+    )
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    jobs(),
+    st.lists(st.integers(0, 1000), max_size=8),
+    st.integers(0, 3),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_batches_in_any_split_equal_one_read(
+    job: tuple[list[Event], float], cuts: list[int], late: int, two_hosts: bool, rnd: random.Random
+) -> None:
+    events, q = job
+    ordered = sorted(events, key=lambda e: e.time)
+    if two_hosts:
+        ordered = sorted(ordered + [replace(e, host=1, time=e.time + 0.125) for e in ordered], key=lambda e: e.time)
+    n = len(ordered)
+    pts = sorted({c % (n + 1) for c in cuts} | {0, n})
+    chunks = [ordered[a:b] for a, b in itertools.pairwise(pts) if b > a]
+    for _ in range(late):  # a batch delivered after the next one: it reaches back
+        if len(chunks) > 1:
+            i = rnd.randrange(len(chunks) - 1)
+            chunks[i], chunks[i + 1] = chunks[i + 1], chunks[i]
+    e = Engine()
+    cache = FactsCache()
+    seen: list[Event] = []
+    for ch in chunks:
+        e.timeline.ingest(Columns.from_events(ch))
+        seen += ch
+        latest = max(ev.time for ev in seen)
+        for d in (0.0, 0.5, 3.0):
+            f = fresh(seen)
+            assert_same(e.report("j", "l", latest + d), f.report("j", "l", latest + d))
+            a = facts_from_timeline(e.timeline, latest + d, cache)
+            b = facts_from_timeline(f.timeline, latest + d)
+            assert (a.attempts, a.step_ends, a.saves, a.save_steps, a.restores) == (
+                b.attempts,
+                b.step_ends,
+                b.saves,
+                b.save_steps,
+                b.restores,
+            )
+    assert_same(e.report("j", "l", q), fresh(ordered).report("j", "l", q))
+    assert_same(e.report("j", "l", q + 100), fresh(ordered).report("j", "l", q + 100))
+
+
+def _job(n_steps: int, first: int = 0) -> list[Event]:
+    """Steps of 1 s with an eval every 10 steps (0.25 s, inside the step)."""
+    out: list[Event] = [Event(Kind.JOB_START, T0)] if first == 0 else []
+    for k in range(first, first + n_steps):
+        t = T0 + 1 + k
+        out.append(Event(Kind.STEP_START, t, step=k))
+        if k % 10 == 5:
+            out += [Event(Kind.CUSTOM_START, t + 0.5, name="eval"), Event(Kind.CUSTOM_END, t + 0.75, name="eval")]
+    return out
+
+
+def test_new_steps_extend_without_going_back() -> None:
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(_job(100)))
+    e.report("j", "l", T0 + 200)
+    for b in range(1, 6):
+        e.timeline.ingest(Columns.from_events(_job(50, first=50 + 50 * b)))
+        r = e.report("j", "l", T0 + 200 + 50 * b)
+        assert_same(r, fresh(_job(50 + 50 * (b + 1))).report("j", "l", T0 + 200 + 50 * b))
+    assert e.fallbacks == {"activities": 0, "steps": 0, "steps_all": 0, "partition": 0}
+
+
+def test_an_activity_open_across_batches_is_laid_up_to_the_query_time() -> None:
+    events = [*_job(20), Event(Kind.CUSTOM_START, T0 + 20.5, name="sdc")]
+    e = Engine()
+    e.timeline.ingest(Columns.from_events(events))
+    r = e.report("j", "l", T0 + 30)
+    assert r.badput_s[BadputType.CUSTOM_BADPUT_EVENTS]["SDC"] == pytest.approx(9.5)
+    late = [Event(Kind.CUSTOM_END, T0 + 25.0, name="sdc"), *_job(5, first=20)[1:]]
+    e.timeline.ingest(Columns.from_events(late))
+    assert_same(e.report("j", "l", T0 + 40), fresh(events + late).report("j", "l", T0 + 40))
+    assert e.fallbacks["activities"] == 0
+
+
+def test_a_late_event_goes_back_to_its_attempt_and_is_counted() -> None:
+    e = Engine()
+    first = _job(100)
+    e.timeline.ingest(Columns.from_events(first))
+    e.report("j", "l", T0 + 200)
+    late = [Event(Kind.CUSTOM_START, T0 + 40.1, name="late"), Event(Kind.CUSTOM_END, T0 + 40.3, name="late")]
+    e.timeline.ingest(Columns.from_events(late))
+    r = e.report("j", "l", T0 + 200)
+    assert_same(r, fresh(first + late).report("j", "l", T0 + 200))
+    assert e.fallbacks["activities"] == 1
+    assert e.fallbacks["steps"] == 1 and e.fallbacks["steps_all"] == 0  # from step 39 on, not from the start
+
+
+def test_a_restart_closes_the_running_attempt_in_place() -> None:
+    e = Engine()
+    first = [*_job(30), Event(Kind.CUSTOM_START, T0 + 30.5, name="eval")]
+    e.timeline.ingest(Columns.from_events(first))
+    e.report("j", "l", T0 + 35)
+    again = [Event(Kind.JOB_START, T0 + 40), *[Event(Kind.STEP_START, T0 + 41 + k, step=25 + k) for k in range(10)]]
+    e.timeline.ingest(Columns.from_events(again))
+    assert_same(e.report("j", "l", T0 + 60), fresh(first + again).report("j", "l", T0 + 60))
+    assert e.fallbacks["activities"] == 0 and e.fallbacks["steps_all"] == 0
