@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from bisect import bisect_left, bisect_right, insort
 
 from mlgoodput.accounting._intervals import IntervalSet
@@ -279,7 +280,10 @@ class EventIndex:
         self.late_seen = len(log.late)
         self.job_ends: list[float] = []  # sorted
         self.step_ends: dict[int, list[float]] = {}  # step number -> its step_end times, sorted
-        self.step_end_times: list[tuple[float, int]] = []  # (time, step), sorted
+        # every step_end's time, sorted, and its step number beside it (packed: a job may
+        # record one a step)
+        self.step_end_times: array[float] = array("d")
+        self.step_end_steps: array[int] = array("q")
 
     def update(self) -> EventIndex:
         log = self.log
@@ -287,13 +291,13 @@ class EventIndex:
             t = min(log.late[self.late_seen :])
             self.late_seen = len(log.late)
             del self.job_ends[bisect_left(self.job_ends, t) :]
-            j = bisect_left(self.step_end_times, (t,))
-            for step in {step for _, step in self.step_end_times[j:]}:
+            j = bisect_left(self.step_end_times, t)
+            for step in set(self.step_end_steps[j:]):
                 ends = self.step_ends[step]
                 del ends[bisect_left(ends, t) :]
                 if not ends:
                     del self.step_ends[step]
-            del self.step_end_times[j:]
+            del self.step_end_times[j:], self.step_end_steps[j:]
             self.pos = min(self.pos, bisect_left(log.others, t, key=lambda r: r.time))
         others = log.others
         for i in range(self.pos, len(others)):
@@ -302,6 +306,8 @@ class EventIndex:
                 insort(self.job_ends, r.time)
             elif r.kind == Kind.STEP_END and r.step is not None:
                 insort(self.step_ends.setdefault(r.step, []), r.time)
-                insort(self.step_end_times, (r.time, r.step))
+                j = bisect_right(self.step_end_times, r.time)
+                self.step_end_times.insert(j, r.time)
+                self.step_end_steps.insert(j, r.step)
         self.pos = len(others)
         return self

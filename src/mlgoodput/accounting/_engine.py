@@ -278,7 +278,7 @@ class Engine:
         ev = self._index
         if ev is not None and ev.log is log:
             se = ev.update().step_end_times
-            for t, _ in se[bisect_left(se, (t0,)) :]:
+            for t in se[bisect_left(se, t0) :]:
                 i = bisect_right(times, t) - 1
                 idx.update(j for j in (i - 1, i) if j >= lo)
         else:
