@@ -44,6 +44,9 @@ class JobFacts:
     peaks: tuple[tuple[float, float, str], ...]  # (time, FLOP/s, source), any host
     submits: tuple[tuple[float, str], ...]  # (submit time, source), any host, by submit time
     empty: bool = field(default=False)
+    #: the checkpoint figures of every save and restore at once (None: not kept), for a window
+    #: that holds them all
+    ckpt: CkptFigures | None = None
 
     def step_end(self, i: int, hi: float) -> float | None:
         """A recorded end of step i after its start and at or before `hi`."""
@@ -72,6 +75,7 @@ class Scan:
     save_steps: tuple[tuple[float, int], ...]
     restores: tuple[tuple[float, float], ...]
     restored: dict[int, int]  # attempt index -> restored step
+    ckpt: CkptFigures | None = None
 
 
 class FactsCache:
@@ -114,6 +118,7 @@ class Scanner:
         self.save_steps: list[tuple[float, int]] = []
         self.restores: list[tuple[float, float]] = []
         self.restored: dict[int, tuple[float, int]] = {}
+        self.ckpt: Ckpt | None = Ckpt()  # None once a checkpoint came out of order
 
     def scan(self, tl: Timeline, q: float) -> Scan:
         lead = tl.lead_host(q)
@@ -166,6 +171,7 @@ class Scanner:
             tuple(self.save_steps),
             tuple(self.restores),
             {k: v[1] for k, v in self.restored.items()},
+            None if self.ckpt is None else self.ckpt.figures(),
         )
 
     def _lead_event(self, r: Rec) -> None:
@@ -191,15 +197,101 @@ class Scanner:
 
     def _span(self, r: Rec, dur: float) -> None:
         save = r.kind in (Kind.CKPT_SAVE, Kind.CKPT_SAVE_START)
-        insort(self.saves if save else self.restores, (r.time, dur))
+        spans = self.saves if save else self.restores
+        item = (r.time, dur)
+        c = self.ckpt
+        if c is not None:
+            if spans and item < spans[-1]:
+                self.ckpt = c = None  # (then `productivity` walks them, in their order)
+            else:
+                c.span(save, item, spans[-1] if spans else None, self.js)
+        insort(spans, item)
         if r.step is None:
             return
         if save:
-            insort(self.save_steps, (r.time, r.step))
+            pair = (r.time, r.step)
+            if c is not None:
+                if self.save_steps and pair < self.save_steps[-1]:
+                    self.ckpt = None
+                else:
+                    c.step(pair, self.save_steps[-1] if self.save_steps else None, self.js)
+            insort(self.save_steps, pair)
         else:
             k = bisect_right(self.js, r.time) - 1
             if k >= 0 and (k not in self.restored or r.time < self.restored[k][0]):
                 self.restored[k] = (r.time, r.step)
+
+
+class Ckpt:
+    """The checkpoint figures of all saves and restores, kept as they come in time order: the
+    sums added in the order `productivity` adds them (the same floats), the durations sorted."""
+
+    __slots__ = ("gap_n", "gap_sum", "rd", "rd_sum", "sd", "sd_sum", "step_n", "step_sum")
+
+    def __init__(self) -> None:
+        self.sd: list[float] = []  # save durations, sorted
+        self.sd_sum: float = 0
+        self.rd: list[float] = []
+        self.rd_sum: float = 0
+        self.gap_sum: float = 0
+        self.gap_n = 0
+        self.step_sum = 0
+        self.step_n = 0
+
+    def figures(self) -> CkptFigures:
+        return CkptFigures(
+            len(self.sd),
+            self.sd_sum,
+            _p95(self.sd),
+            len(self.rd),
+            self.rd_sum,
+            _p95(self.rd),
+            self.gap_sum,
+            self.gap_n,
+            self.step_sum,
+            self.step_n,
+        )
+
+    def span(self, save: bool, item: tuple[float, float], prev: tuple[float, float] | None, js: list[float]) -> None:
+        t, d = item
+        if save:
+            self.sd_sum += d
+            insort(self.sd, d)
+            if prev is not None and bisect_right(js, prev[0]) == bisect_right(js, t):
+                self.gap_sum += t - prev[0]
+                self.gap_n += 1
+        else:
+            self.rd_sum += d
+            insort(self.rd, d)
+
+    def step(self, pair: tuple[float, int], prev: tuple[float, int] | None, js: list[float]) -> None:
+        if prev is not None and bisect_right(js, prev[0]) == bisect_right(js, pair[0]) and pair[1] > prev[1]:
+            self.step_sum += pair[1] - prev[1]
+            self.step_n += 1
+
+
+def _p95(xs: list[float]) -> float | None:
+    """Nearest-rank 95th percentile of sorted xs (`_productivity.percentile`)."""
+    if not xs:
+        return None
+    return xs[max(1, math.ceil(95 / 100.0 * len(xs))) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class CkptFigures:
+    """`Ckpt` as of one scan: counts, sums (in time order) and p95s of save and restore
+    durations; sum and count of the seconds and of the steps between saves of one attempt."""
+
+    saves: int
+    save_sum: float
+    save_p95: float | None
+    restores: int
+    restore_sum: float
+    restore_p95: float | None
+    gap_sum: float
+    gaps: int
+    step_sum: int
+    steps: int
 
 
 def scan(tl: Timeline, q: float) -> Scan:
@@ -326,4 +418,5 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
         sc.flops,
         sc.peaks,
         sc.submits,
+        ckpt=sc.ckpt,
     )

@@ -302,18 +302,33 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     k_int = len(interrupts)
     ettr = _div(r.total_s - lost_start - lost_recovery - wasted, r.total_s)
     # -- checkpoints ----------------------------------------------------------------------
-    save = cost_stats(f.saves, a, b)
-    gaps: list[float] = []
-    starts_att = [att.start for att in atts]
-    in_window = [(t, d) for t, d in f.saves if a <= t <= b]
-    for (t1, _), (t2, _) in itertools.pairwise(in_window):
-        if bisect_right(starts_att, t1) == bisect_right(starts_att, t2):
-            gaps.append(t2 - t1)
-    step_gaps: list[int] = []
-    saved = [(t, st) for t, st in f.save_steps if a <= t <= b]
-    for (t1, s1), (t2, s2) in itertools.pairwise(saved):
-        if bisect_right(starts_att, t1) == bisect_right(starts_att, t2) and s2 > s1:
-            step_gaps.append(s2 - s1)
+    ck = f.ckpt
+    if ck is not None and all(not xs or (a <= xs[0][0] and xs[-1][0] <= b) for xs in (f.saves, f.restores)):
+        # the window holds every checkpoint: the figures kept as they came (the same floats)
+        save = CostStats(ck.saves, ck.save_sum / ck.saves, ck.save_p95) if ck.saves else CostStats(0, None, None)
+        restore = (
+            CostStats(ck.restores, ck.restore_sum / ck.restores, ck.restore_p95)
+            if ck.restores
+            else CostStats(0, None, None)
+        )
+        interval_s = ck.gap_sum / ck.gaps if ck.gaps else None
+        interval_steps = ck.step_sum / ck.steps if ck.steps else None
+    else:
+        save = cost_stats(f.saves, a, b)
+        restore = cost_stats(f.restores, a, b)
+        gaps: list[float] = []
+        starts_att = [att.start for att in atts]
+        in_window = [(t, d) for t, d in f.saves if a <= t <= b]
+        for (t1, _), (t2, _) in itertools.pairwise(in_window):
+            if bisect_right(starts_att, t1) == bisect_right(starts_att, t2):
+                gaps.append(t2 - t1)
+        step_gaps: list[int] = []
+        saved = [(t, st) for t, st in f.save_steps if a <= t <= b]
+        for (t1, s1), (t2, s2) in itertools.pairwise(saved):
+            if bisect_right(starts_att, t1) == bisect_right(starts_att, t2) and s2 > s1:
+                step_gaps.append(s2 - s1)
+        interval_s = sum(gaps) / len(gaps) if gaps else None
+        interval_steps = sum(step_gaps) / len(step_gaps) if step_gaps else None
     return Productivity(
         flops_per_step=flops_now,
         peak_flops_per_s=p,
@@ -342,9 +357,9 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         lost_progress_per_interruption_s=wasted / k_int if k_int else None,
         ettr=ettr,
         checkpoint_save=save,
-        checkpoint_restore=cost_stats(f.restores, a, b),
-        checkpoint_interval_s=sum(gaps) / len(gaps) if gaps else None,
-        checkpoint_interval_steps=sum(step_gaps) / len(step_gaps) if step_gaps else None,
+        checkpoint_restore=restore,
+        checkpoint_interval_s=interval_s,
+        checkpoint_interval_steps=interval_steps,
         notes=tuple(notes),
         disruptions=tuple(costs),
     )
