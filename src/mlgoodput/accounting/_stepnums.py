@@ -133,6 +133,16 @@ class StepNums(Sequence[int]):
         p = self._packed.get(k)
         return p[-1] if p is not None else self._base[k] + self._n - 1 - self._starts[k]
 
+    def run_offset(self, lo: int) -> int | None:
+        """When the numbers from index `lo` to the end all lie in the last segment and it is a
+        run: that run's first number less its first index (numbers[i] == offset + i there), so
+        two hosts of one length with equal offsets hold equal numbers from `lo` on; else None.
+        O(1): a report asks it of every host."""
+        k = len(self._starts) - 1
+        if k < 0 or self._starts[k] > lo or k in self._packed:
+            return None
+        return self._base[k] - self._starts[k]
+
     def extend_run(self, first: int, m: int) -> int | None:
         """Append the m > 0 numbers first, first + 1, ... (the caller checked that they count
         up by one from a first of 0 or more): what `extend` does with them, without them.

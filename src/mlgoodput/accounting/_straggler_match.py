@@ -210,8 +210,10 @@ class StepMatcher:
         i's) has new steps numbered by one shared column, each rank's later than its earlier
         ones, all in the one attempt every rank is in, and nothing is waiting to be summed:
         every new step is then met first by rank index 0 and reported by every rank, so it is
-        summed at once. The ranks' columns are read in place (numpy views of them), a block of
-        steps at a time (`_sum_full`). False (nothing changed) when the case does not apply."""
+        summed at once. Few new steps (an upload's: one block) are copied side by side and
+        checked a numpy pass each; more are read in place (numpy views of the ranks' columns),
+        a block of steps at a time (`_sum_full`). False (nothing changed) when the case does
+        not apply."""
         n_ranks = len(self.ranks)
         nums = cols[0][1] if cols else None
         if n_ranks < 2 or nums is None or self.moved or len(self.segs[0]) > self.frozen:
@@ -219,43 +221,58 @@ class StepMatcher:
         n = len(nums)
         if n == 0 or n * n_ranks < LOCKSTEP_MIN:
             return False
-        if not (_packed(nums, "ql") and all(_packed(t, "d") and len(t) == n for t, _ in cols)):
+        tcols = [t for t, _ in cols]
+        if not (_packed(nums, "ql") and all(map(_doubles, tcols)) and all(len(t) == n for t in tcols)):
             return False
         nv = np.frombuffer(nums, dtype=np.int64)
-        tvs = [np.frombuffer(t, dtype=np.float64) for t, _ in cols]
-        att = self.att[0]
-        if any(a != att for a in self.att):
+        atts = np.frombuffer(self.att, dtype=np.int64)
+        att = int(atts[0])
+        if (atts != att).any():
             return False
         if n > 1 and not (nv[1:] > nv[:-1]).all():
             return False
-        first_n = int(nv[0])
-        for i, t in enumerate(tvs):
-            # finite, strictly later step after step (a NaN fails the comparison), after the
-            # rank's last job start and its last step
-            t0 = float(t[0])
-            if not (math.isfinite(t0) and math.isfinite(float(t[-1])) and self.js_last[i] <= t0):
-                return False
-            if self.has_last[i] and not (t0 > self.last_t[i] and first_n > self.last_n[i]):
-                return False
-            if n > 1 and not (t[1:] > t[:-1]).all():
-                return False
+        whole = n * n_ranks <= _CELLS  # one block: the ranks' new starts side by side, one copy
+        tv: Any = None
+        if whole:  # (checked a numpy pass each: not a few numpy calls a rank, at thousands of ranks)
+            tv = np.frombuffer(bytearray(b"".join(tcols)), dtype=np.float64).reshape(n_ranks, n)
+            t0, t1 = tv[:, 0], tv[:, -1]
+            rising = n < 2 or bool((tv[:, 1:] > tv[:, :-1]).all())
+        else:  # read in place, rank by rank
+            tvs = [np.frombuffer(t, dtype=np.float64) for t in tcols]
+            t0 = np.array([t[0] for t in tcols], dtype=np.float64)
+            t1 = np.array([t[-1] for t in tcols], dtype=np.float64)
+            rising = n < 2 or all(bool((t[1:] > t[:-1]).all()) for t in tvs)
+        # finite, strictly later step after step (a NaN fails the comparisons), after the
+        # rank's last job start and its last step
+        if not (rising and np.isfinite(t0).all() and np.isfinite(t1).all()):
+            return False
+        if not (np.frombuffer(self.js_last, dtype=np.float64) <= t0).all():
+            return False
+        has = np.frombuffer(self.has_last, dtype=np.uint8).astype(bool)
+        later = (t0 > np.frombuffer(self.last_t, dtype=np.float64)) & (
+            int(nv[0]) > np.frombuffer(self.last_n, dtype=np.int64)
+        )
+        if (has & ~later).any():
+            return False
         keys = list(zip(itertools.repeat(att, n), nv.tolist(), strict=True))  # (attempt, step number)
         intro = self.intro
         if intro and any(k in intro for k in keys):
             return False  # a step already summed
         # -- the case applies: the same changes as `add` then `freeze`
-        for i, t in enumerate(tvs):
-            self.has_last[i] = 1
-            self.last_t[i] = float(t[-1])
-            self.last_n[i] = int(nv[-1])
+        self.has_last[:] = b"\x01" * n_ranks
+        np.frombuffer(self.last_t, dtype=np.float64)[:] = t1
+        np.frombuffer(self.last_n, dtype=np.int64)[:] = int(nv[-1])
         intro.update(dict.fromkeys(keys, 0))
         self.segs[0].extend(keys)
-        step = max(1, _CELLS // n_ranks)
-        blk = np.empty((n_ranks, min(step, n)))
-        for c0 in range(0, n, step):
-            b = blk[:, : min(step, n - c0)]
-            np.stack([t[c0 : c0 + step] for t in tvs], out=b)
-            self._sum_full(np, b)
+        if whole:
+            self._sum_full(np, tv)  # (its scratch: a copy already)
+        else:
+            step = max(1, _CELLS // n_ranks)
+            blk = np.empty((n_ranks, min(step, n)))
+            for c0 in range(0, n, step):
+                b = blk[:, : min(step, n - c0)]
+                np.stack([t[c0 : c0 + step] for t in tvs], out=b)
+                self._sum_full(np, b)
         self.frozen += n
         return True
 
@@ -513,6 +530,13 @@ class StepMatcher:
             else:
                 late = [self.late[i * BINS : (i + 1) * BINS] for i in at]
         return compared, max_spread, min_ranks, lag, lag_n, last, held, late, pooled
+
+
+def _doubles(col: Column) -> bool:
+    """Whether `col` holds packed doubles (an array of them: no memoryview made)."""
+    if isinstance(col, array):
+        return col.typecode == "d"
+    return _packed(col, "d")
 
 
 def _packed(col: Column, codes: str) -> bool:

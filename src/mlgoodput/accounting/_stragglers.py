@@ -255,13 +255,24 @@ class HostStragglers:
         """The report of the steps started in [start, end]; `stats`: the accounting's step
         statistics of each host over all its steps, or a function that works them out (called
         only when the window holds every step: they are used then, and cost a pass)."""
-        logs = {h: hosts[h] for h in sorted(hosts) if len(hosts[h].times)}
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
+        logs: dict[int, HostLog] = {}
+        first = last = math.nan
+        for h in sorted(hosts):  # (one pass: a report at thousands of hosts pays per pass)
+            hl = hosts[h]
+            t = hl.times
+            if len(t):
+                if not logs:
+                    first, last = t[0], t[-1]
+                else:  # as min() and max() compare
+                    if t[0] < first:
+                        first = t[0]
+                    if t[-1] > last:
+                        last = t[-1]
+                logs[h] = hl
         if not logs:
             return _verdict([], 0, 0.0, [], [0] * BINS, 0)
-        first = min(log.times[0] for log in logs.values())
-        last = max(log.times[-1] for log in logs.values())
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
         m = self._update(logs)
@@ -288,24 +299,30 @@ class HostStragglers:
         """Add what each host's log gained at its end; False when anything else changed."""
         seen = self._seen
         grown: dict[int, int] = {}
+        mjs = m.js
         for h, hl in logs.items():
             version, k = seen[h]
-            if hl.version != version or len(hl.times) < k:
+            n = len(hl.times)
+            if hl.version != version or n < k:
                 return False
-            js, mine = hl.job_starts, m.js.get(h, [])
-            if js != mine:
-                if js[: len(mine)] != mine:
-                    return False
-                for t in js[len(mine) :]:
-                    if not m.job_start(h, t):
+            js = hl.job_starts
+            if js or h in mjs:
+                mine = mjs.get(h, [])
+                if js != mine:
+                    if js[: len(mine)] != mine:
                         return False
-            if len(hl.times) > k:
+                    for t in js[len(mine) :]:
+                        if not m.job_start(h, t):
+                            return False
+            if n > k:
                 grown[h] = k
         new = _columns({h: logs[h] for h in grown}, grown)
         if new:
             if not m.add_columns(new):
                 return False
-            self._seen = {h: (hl.version, len(hl.times)) for h, hl in logs.items()}
+            for h in grown:  # (the others: as seen, their version checked above)
+                hl = logs[h]
+                seen[h] = (hl.version, len(hl.times))
         return True
 
     @staticmethod
@@ -351,8 +368,9 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
 
 
 def _same_numbers(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> bool:
-    """Whether every host holds the same step numbers from `first[h]` on, by their stored
-    runs compared whole. This is asked at every report, so only numbers stored in a few runs
+    """Whether every host holds the same step numbers from `first[h]` on: where each host's
+    are in its last run, by that run's offset (O(1) a host), else by their stored runs
+    compared whole. This is asked at every report, so only numbers stored in a few runs
     (`_FEW_RUNS` bytes of them: a job's usual 0, 1, 2, ... between restarts) are compared;
     hosts with more, or stored differently, count as different (each gets its own column)."""
     if len(logs) < 2 or len(set(first.values())) != 1:
@@ -360,6 +378,15 @@ def _same_numbers(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> bool
     it = iter(logs.values())
     a = next(it)
     n = len(a.nums)
+    # the usual case first, O(1) a host: each host's numbers from `first` on in its last run,
+    # the runs alike (StepNums.run_offset)
+    k = next(iter(first.values()))
+    off = a.nums.run_offset(k)
+    if off is not None and len(a.times) == n:
+        if all(len(b.nums) == n and len(b.times) == n and b.nums.run_offset(k) == off for b in it):
+            return True
+        it = iter(logs.values())
+        next(it)
     if a.nums.nbytes() > _FEW_RUNS:
         return False
     state = a.nums.state()
