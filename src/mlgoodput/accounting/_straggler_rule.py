@@ -280,7 +280,7 @@ def straggler_verdict(
     for i in tried:
         counts = _at_least(late, i)
         all_late = sum(counts)
-        top = max(range(len(counts)), key=lambda j: (counts[j], -j), default=None)
+        top = counts.index(max(counts)) if counts else None  # the most, the first of a tie
         c = counts[top] if top is not None else 0
         p = min(1.0, len(ranks) * len(tried) * _binomial_tail(all_late, c, 1 / n)) if c else 1.0
         v = StragglerVerdict(

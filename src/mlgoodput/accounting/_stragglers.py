@@ -167,11 +167,13 @@ def _report(m: StepMatcher, stats: Mapping[int, _Stats]) -> StragglerReport:
     the report's)."""
     order = list(stats)
     compared, spread, fewest, lag, lag_n, last, held, late, pooled = m.totals(order)
-    rows = [
-        RankStepStats(r, *stats[r], lag[j] / lag_n[j] if lag_n[j] else 0.0, last[j], held[j])
-        for j, r in enumerate(order)
-    ]
-    return _verdict(rows, compared, spread, late, pooled, fewest)
+    if not order:
+        return _verdict([], compared, spread, late, pooled, fewest)
+    # column by column (thousands of ranks an upload: no Python loop a rank beyond these)
+    steps, med, p90, mx = zip(*stats.values(), strict=True)
+    mean = [a / k if k else 0.0 for a, k in zip(lag, lag_n, strict=True)]
+    rows = list(map(RankStepStats, order, steps, med, p90, mx, mean, last, held))
+    return _verdict(rows, compared, spread, late, pooled, fewest, order, med)
 
 
 def _verdict(
@@ -181,11 +183,19 @@ def _verdict(
     late: Sequence[Sequence[int]],
     pooled: Sequence[int],
     min_ranks: int,
+    numbers: Sequence[int] | None = None,
+    medians: Sequence[float] | None = None,
 ) -> StragglerReport:
     """The report, with the straggler rule's verdict (`straggler_verdict`) on the counts:
-    `late[i]` those of ranks[i]. Every straggler verdict shown anywhere is made here."""
-    typical = median([r.median_step_s for r in ranks]) if ranks else 0.0
-    v = straggler_verdict([r.rank for r in ranks], late, pooled, compared, min_ranks, typical)
+    `late[i]` those of ranks[i] (`numbers`, `medians`: their rank numbers and median step
+    times, when the caller has them as columns). Every straggler verdict shown anywhere is
+    made here."""
+    if medians is None:
+        medians = [r.median_step_s for r in ranks]
+    if numbers is None:
+        numbers = [r.rank for r in ranks]
+    typical = median(medians) if ranks else 0.0
+    v = straggler_verdict(numbers, late, pooled, compared, min_ranks, typical)
     return StragglerReport(tuple(ranks), compared, max_spread, v)
 
 
@@ -279,9 +289,10 @@ class HostStragglers:
         if callable(stats):
             stats = stats()
         rows: dict[int, _Stats] = {}
+        get = stats.get
         for h, hl in logs.items():
-            s = stats.get(h)
-            rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else (s.steps, s.median_s, s.p90_s, s.max_s)
+            s = get(h)
+            rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
         return _report(m, rows)
 
     def _update(self, logs: Mapping[int, HostLog]) -> StepMatcher:
@@ -344,6 +355,9 @@ class HostStragglers:
         m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
         m.add_columns(cols)
         return _report(m, stats)
+
+
+_STATS_OF = operator.attrgetter("steps", "median_s", "p90_s", "max_s")  # HostStepStats -> _Stats
 
 
 def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int, tuple[Column, Column]]:
