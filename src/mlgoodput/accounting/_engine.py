@@ -43,6 +43,8 @@ from mlgoodput.accounting._model import (
 )
 from mlgoodput.accounting._query import Query
 from mlgoodput.accounting._report import (
+    ALL_BUCKETS,
+    PARTITION_BUCKETS,
     BadputType,
     GoodputReport,
     HostStepStats,
@@ -460,10 +462,9 @@ class Engine:
         badput[B.CUSTOM_BADPUT_EVENTS] = custom
         accounted = productive + sum(res.values()) + parts["startup"] + parts["stall"] + parts["wasted"]
         badput[B.OTHER] = total - accounted
-        for bucket in BadputType:
-            if bucket is not B.DATA_LOADING_ASYNC:
-                badput.setdefault(bucket, 0.0)
-        ordered = {bk: badput[bk] for bk in BadputType if bk in badput}
+        for bucket in PARTITION_BUCKETS:
+            badput.setdefault(bucket, 0.0)
+        ordered = {bk: badput[bk] for bk in ALL_BUCKETS if bk in badput}
         return GoodputReport(
             job_name=job_name,
             logger_name=logger_name,

@@ -36,6 +36,13 @@ class BadputType(enum.Enum):
     ELASTIC_REINITIALIZATION = 14
     STALL = 15
 
+    # members are singletons compared by identity: hashed by identity too (a C slot), not by
+    # Enum's Python-level hash of the name (a report builds several dicts keyed by them)
+    __hash__ = object.__hash__
+
+
+#: Every bucket in definition order (iterating the enum itself costs a Python call a member).
+ALL_BUCKETS: tuple[BadputType, ...] = tuple(BadputType)
 
 #: The buckets of the partition (DATA_LOADING_ASYNC is reported beside it, in overlapped_s).
 PARTITION_BUCKETS: tuple[BadputType, ...] = tuple(b for b in BadputType if b is not BadputType.DATA_LOADING_ASYNC)
