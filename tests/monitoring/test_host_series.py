@@ -72,6 +72,21 @@ def test_unchanged_hosts_are_sent_again_after_the_refresh(monkeypatch: pytest.Mo
     assert sent == [[], [0, 1, 2, 3, 4, 6, 7], [5], []]  # uploads 9 to 12
 
 
+def test_a_refresh_the_bound_put_off_stays_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    monkeypatch.setattr(_host_series, "HOSTS_PER_UPLOAD", 4)
+    monkeypatch.setattr(_host_series, "REFRESH_UPLOADS", 3)
+    hs = HostSeries()
+    last: dict[int, int] = {}
+    for u in range(1, 40):  # hosts 0 and 1 change every upload; 2..11 never do
+        hosts = tuple(HostStepStats(h, 10, 1.0 + (u if h < 2 else 0), 1.5, 2.0) for h in range(12))
+        got_h, _ = hs.pick(hosts, _ranks(12))
+        for h in _ids(got_h):
+            last[h] = u
+    # with room for two refreshes an upload, every quiet host still goes out again and again
+    assert all(last[h] >= 39 - 10 for h in range(2, 12)), last
+
+
 def test_the_bound_sends_the_straggler_first_and_every_host_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
     monkeypatch.setattr(_host_series, "HOSTS_PER_UPLOAD", 5)

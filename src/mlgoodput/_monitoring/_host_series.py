@@ -88,6 +88,7 @@ class HostSeries:
         self._ranks = _Family("rank", ("held_back_s", "median_step_s", "mean_lag_s"))
         self._at: dict[int, int] = {}  # host -> the upload that last sent its series
         self._sent_in: dict[int, list[int]] = {}  # upload -> the hosts it sent (for the refresh)
+        self._overdue: set[int] = set()  # due a refresh and not sent yet (the bound left them out)
 
     def pick(
         self,
@@ -107,9 +108,11 @@ class HostSeries:
         now = self.uploads
         due = self._hosts.changed(hosts) | self._ranks.changed(ranks)
         at = self._at
+        overdue = self._overdue
         for h in self._sent_in.pop(now - REFRESH_UPLOADS, ()):
             if at.get(h) == now - REFRESH_UPLOADS:
-                due.add(h)  # unchanged for REFRESH_UPLOADS uploads: sent again
+                overdue.add(h)  # unchanged for REFRESH_UPLOADS uploads: sent again
+        due |= overdue  # a refresh the bound put off stays due until it goes out
         if not (final or now == 1) and len(due) > HOSTS_PER_UPLOAD:
             first = [straggler] if straggler is not None else []
             first += [r.rank for r in heapq.nlargest(FIRST_RANKS, ranks, key=_HELD) if r.held_back_s > 0]
@@ -127,8 +130,10 @@ class HostSeries:
         got_ranks = self._ranks.mark(ranks, due)
         for h in due:
             at[h] = now
+        overdue -= due
         self._sent_in[now] = list(due)
         if len(at) > 2 * max(len(hosts), len(ranks)) + 1_000:  # hosts that left the job: forgotten
             for h in [h for h in at if h not in self._hosts.pos and h not in self._ranks.pos]:
                 del at[h]
+                overdue.discard(h)
         return (hosts, ranks) if every else (got_hosts, got_ranks)
