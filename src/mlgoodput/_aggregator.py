@@ -95,6 +95,7 @@ class NodeShipper(BackgroundWorker):
         self._store_arg = store
         self._store: Store | None = None
         self._lock_fd = -1
+        self._open_reads: list[_Read] = []  # the segments the running round holds open
         self._identity: str | None = None
         self.leader = False
         self.rounds = 0  # rounds run as the leader
@@ -156,6 +157,7 @@ class NodeShipper(BackgroundWorker):
         """Read what is new in every segment, store it in one call, then mark it; True when
         the round's budget left something for the next round."""
         reads: list[_Read] = []
+        self._open_reads = reads  # a child forked mid-round closes these (their locks are ours)
         items: list[tuple[str, str, EventBatch]] = []
         budget = ROUND_EVENTS
         more = False
@@ -208,6 +210,7 @@ class NodeShipper(BackgroundWorker):
                     warn_damage(ns, job, host, lost, recovered, r.path)
             self.segments += sum(1 for r in reads if r.events)
         finally:
+            self._open_reads = []
             for r in reads:
                 os.close(r.fd)  # releases a dead segment's lock
         return more
@@ -341,6 +344,12 @@ class NodeShipper(BackgroundWorker):
         self._store = None
 
     def _on_fork_in_child(self) -> None:
+        for r in self._open_reads:  # a round was under way in the parent: its files stay its own
+            try:
+                os.close(r.fd)  # the parent's descriptor keeps the dead segment's lock
+            except OSError:
+                pass
+        self._open_reads = []
         if self._lock_fd >= 0:
             try:
                 os.close(self._lock_fd)  # the parent's descriptor keeps the lock
