@@ -16,6 +16,7 @@ so every path (the numpy block pass included) keeps it.
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import math
 import operator
@@ -498,7 +499,11 @@ class StepMatcher:
         compared, max_spread, min_ranks = self.compared, self.max_spread, self.min_ranks
         late: Any
         pooled: Any = self.pooled
-        if self.moved or (self.segs and len(self.segs[0]) > self.frozen):  # steps not summed for good: on copies
+        pending = self.moved or (self.segs and len(self.segs[0]) > self.frozen)
+        src = self._summed_copy() if pending else self
+        if src is not None:
+            compared, max_spread, min_ranks, pooled = src.compared, src.max_spread, src.min_ranks, src.pooled
+        if src is None:  # steps not summed for good: on copies, a step at a time
             lag_d, lag_n_d, last_d, held_d = self._totals()
             late_d, pooled = self._late_rows(copy=True), array("q", self.pooled)
             for j, seg in enumerate(self.segs):
@@ -522,14 +527,50 @@ class StepMatcher:
             late = [late_d[r] for r in order]
         else:  # the totals by rank index, in the order asked
             at = [self.index[r] for r in order]
-            lag, lag_n = [self.lag[i] for i in at], [self.lag_n[i] for i in at]
-            last, held = [self.last_steps[i] for i in at], [self.held[i] for i in at]
+            lag, lag_n = [src.lag[i] for i in at], [src.lag_n[i] for i in at]
+            last, held = [src.last_steps[i] for i in at], [src.held[i] for i in at]
             np = fast_numpy() if len(at) > 8 else None
             if np is not None:  # (the verdict sums each rank's bins in one pass)
-                late = np.frombuffer(self.late, dtype=np.int64).reshape(len(self.ranks), BINS)[at]
+                late = np.frombuffer(src.late, dtype=np.int64).reshape(len(self.ranks), BINS)[at]
             else:
-                late = [self.late[i * BINS : (i + 1) * BINS] for i in at]
+                late = [src.late[i * BINS : (i + 1) * BINS] for i in at]
         return compared, max_spread, min_ranks, lag, lag_n, last, held, late, pooled
+
+    def _summed_copy(self) -> StepMatcher | None:
+        """A copy of this matcher's totals with the steps not summed for good added, in the
+        order `totals` adds them (segs[0]'s unfrozen keys, then each later rank's), by the
+        numpy block pass (`_sum_block`: the same sums as `sum_steps`): at thousands of ranks
+        an upload that caught some ranks' latest step and not the others' pays a few numpy
+        passes, not a sort and a Python loop over the ranks of each such step. None (the
+        caller sums them step by step) without numpy, for few ranks, or with a start that is
+        not finite."""
+        n = len(self.ranks)
+        np = fast_numpy() if n > 8 else None
+        if np is None:
+            return None
+        keys = [k for j, seg in enumerate(self.segs) for k in (seg[self.frozen :] if j == 0 else seg)]
+        index, starts = self.index, self.starts
+        rows: list[int] = []
+        at: list[int] = []
+        ts: list[float] = []
+        for c, key in enumerate(keys):
+            st = starts[key]
+            rows.extend(map(index.__getitem__, st))
+            at.extend(itertools.repeat(c, len(st)))
+            ts.extend(st.values())
+        vals = np.array(ts, dtype=np.float64)
+        if not np.isfinite(vals).all():
+            return None
+        mat = np.zeros((n, len(keys)))
+        present = np.zeros((n, len(keys)), dtype=bool)
+        mat[rows, at] = vals
+        present[rows, at] = True
+        sh = copy.copy(self)  # (its own totals; what `_sum_block` reads of the rest: shared, unchanged)
+        sh.lag, sh.lag_n = array("d", self.lag), array("q", self.lag_n)
+        sh.last_steps, sh.held = array("q", self.last_steps), array("d", self.held)
+        sh.late, sh.pooled = array("q", self.late), array("q", self.pooled)
+        sh._sum_block(np, mat, present, present.sum(axis=0))
+        return sh
 
 
 def _doubles(col: Column) -> bool:

@@ -368,6 +368,7 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
     (`StepMatcher.add_columns`), instead of a copy of every host's starts and numbers."""
     out: dict[int, tuple[Column, Column]] = {}
     shared: Column | None = None
+    alike: dict[tuple[int, int], Column] = {}  # (first number, count) -> their column
     same = _same_numbers(logs, first)
     for h, hl in logs.items():
         k = first[h]
@@ -376,8 +377,19 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
             if shared is None:
                 shared = _nums(hl.nums, k, len(hl.nums))
             out[h] = (times, shared)
-        else:
-            out[h] = (times, _nums(hl.nums, k, len(hl.nums)))
+            continue
+        n = len(hl.nums)
+        off = hl.nums.run_offset(k)
+        if off is None:
+            out[h] = (times, _nums(hl.nums, k, n))
+            continue
+        # numbers off + k, ..., off + n - 1: hosts with the same share one column (an upload
+        # that caught some hosts' latest step and not the others': two columns, not thousands)
+        key = (off + k, n - k)
+        col = alike.get(key)
+        if col is None:
+            col = alike[key] = _nums(hl.nums, k, n)
+        out[h] = (times, col)
     return out
 
 
