@@ -366,8 +366,9 @@ class StepMatcher:
             del starts_of[key]
         for c in range(stop, len(keys)):  # the rest waits for its other ranks, as dicts
             st = starts_of.setdefault(keys[c], {})
-            for i in np.flatnonzero(present[:, c]).tolist():
-                st.setdefault(ranks[i], float(mat[i, c]))
+            got = np.flatnonzero(present[:, c])
+            # (the ranks already in st: the same values, from st; the others in rank order)
+            st.update(zip(map(ranks.__getitem__, got.tolist()), mat[got, c].tolist(), strict=True))
         self.frozen += stop
         return True
 
