@@ -20,7 +20,11 @@ through a transaction-mode pooler (pgbouncer). What that asks of the layout:
   `_xact_` advisory locks only), and a schema check of two reads when the schema is there.
 - **Identity in the append.** Every append reads the store id in its own transaction; the
   store remembers it, so `identity()` costs no transaction and a replaced store is noticed
-  by the append that first touches it.
+  by the append that first touches it (which then writes to the new store). Reads look the
+  job up afresh with the store id in one statement: a reader of a store made again reads
+  the new store and `identity()` tells it so, never another job's rows under a stale id.
+- **PostgreSQL 13 or newer** (`pg_current_xact_id`, `pg_current_snapshot`); an older
+  server is refused when the store opens.
 
 Older stores (format 2 and before: one row per batch under a per-job counter) are moved
 aside on first open (`mlgoodput_chunks_v2`, `mlgoodput_streams`) and still read: their
@@ -65,6 +69,13 @@ _MAX_ROWS_PER_TX = 1 << SEQ_SHIFT
 _MAX_XID = 1 << (63 - SEQ_SHIFT)
 #: Where the day a row is stored on comes from (its partition); tests set another clock.
 clock: Callable[[], float] = time.time
+#: How long making a partition waits for the table's lock before it gives up and tries again
+#: (CREATE ... PARTITION OF queues behind a long reader, and every append and read behind it).
+DDL_LOCK_TIMEOUT_MS = 2000
+#: How long a partition an append needs is tried for before the append fails.
+DDL_RETRY_S = 300.0
+#: How often a store object tries (without waiting) to make the partition ahead it lacks.
+AHEAD_RETRY_S = 60.0
 SMALL_ROW = 256  # events up to which a row's columns take the compact forms (deltas, XOR)
 T = TypeVar("T")
 
@@ -109,6 +120,10 @@ class _Replaced(Exception):
     """The store id changed under a transaction that had resolved ids from the old one."""
 
 
+class _Busy(Exception):
+    """Making a partition gave up on the table's lock (DDL_LOCK_TIMEOUT_MS): try again."""
+
+
 class PostgresStore:
     """A store in a PostgreSQL database (`postgresql://user@host:port/dbname`), directly or
     through a transaction-mode pooler such as pgbouncer."""
@@ -125,6 +140,7 @@ class PostgresStore:
         self._streams: dict[tuple[str, str], int] = {}  # (ns, job) -> stream id, under self._id
         self._writers: set[int] = set()  # writers whose row exists, under self._id
         self._parts: set[int] = set()  # partition starts (days) that exist, under self._id
+        self._ahead_try = (-1, 0.0)  # the partition ahead last tried, and when (monotonic)
         self.lock_waits = 0  # appends that took their writers' row locks, and how long that took
         self.lock_wait_total_s = 0.0
         self.lock_wait_max_s = 0.0
@@ -155,6 +171,13 @@ class PostgresStore:
             conn.close()
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         store_id, have, legacy = found
+        version = int(conn.info.server_version)
+        if version < 130000:  # pg_current_xact_id, pg_current_snapshot
+            conn.close()
+            raise StoreError(
+                f"the PostgreSQL store {self._safe_url()} needs PostgreSQL 13 or newer; the server is"
+                f" {version // 10000}.{version % 10000}"
+            )
         if have > FORMAT:
             conn.close()
             raise StoreError(
@@ -241,6 +264,8 @@ class PostgresStore:
         for attempt in range(2):
             if start not in self._parts:
                 self._ensure_partitions(start)
+            elif start + PARTITION_DAYS not in self._parts:  # a store living for weeks
+                self._try_ahead(start + PARTITION_DAYS)
             new = [w for w in writers if w not in self._writers]
             if new:
                 self._in_transaction("append to", partial(_add_writers, new))
@@ -276,6 +301,9 @@ class PostgresStore:
         self.lock_wait_max_s = max(self.lock_wait_max_s, waited)
         if len(locked) != len(writers):  # a writer row vanished: the schema was made again
             self._writers.clear()
+            row = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone()
+            if row is not None:
+                self._saw_id(str(row[0]))  # the retry resolves under the new id, not "keeps changing"
             raise _Replaced
         xid, store_id = int(locked[0][2]), str(locked[0][3])
         if store_id != self._id:
@@ -296,7 +324,9 @@ class PostgresStore:
             per_job.setdefault((ns, job), []).append((part, chunks))
         if not per_job:
             return
-        streams = {key: self._stream(conn, *key) for key in per_job}
+        # new jobs' rows made in one order (ns, job), whatever the call order: two appends making
+        # the same new jobs in opposite orders would otherwise deadlock on mlgoodput_jobs
+        streams = {key: self._stream(conn, *key) for key in sorted(per_job)}
         figures: dict[int, list[Any]] = {}  # writer -> [mark, stream, events, lo, hi]
         k = 0
         with conn.cursor().copy("COPY mlgoodput_chunks (stream, day, seq, n, data) FROM STDIN (FORMAT BINARY)") as cp:
@@ -351,22 +381,60 @@ class PostgresStore:
         self._streams[(ns, job)] = int(row[0])
         return int(row[0])
 
+    def _read_stream(self, conn: Any, ns: str, job: str) -> int | None:
+        """The job's stream id for a read, looked up afresh with the store id in one statement
+        (no cache: stream ids start at 1 again in a store made again, so a cached id could
+        name another job's rows). A changed store id drops what was resolved under the old one
+        (`identity()` then tells the reader), and the read reads the new store."""
+        store_id, sid, legacy = conn.execute(
+            "SELECT (SELECT value FROM mlgoodput_meta WHERE key = 'store_id'),"
+            " (SELECT id FROM mlgoodput_jobs WHERE ns = %s AND job = %s),"
+            " to_regclass('mlgoodput_chunks_v2') IS NOT NULL",
+            (ns, job),
+        ).fetchone()
+        if store_id is not None:
+            self._saw_id(str(store_id))
+        self._legacy = bool(legacy)
+        return None if sid is None else int(sid)
+
     def _ensure_partitions(self, start: int) -> None:
         """The partition for rows stored in the days from `start` on, and the next one made
         ahead (so a week's first appends do no DDL); the one ahead gives up on a busy table."""
         have = set(self._in_transaction("read", _partitions))
         self._parts.update(s for s, _, _ in have)
-        for s, wait in ((start, True), (start + PARTITION_DAYS, False)):
-            if s in self._parts:
-                continue
-            try:
-                made = self._in_transaction("add a partition to", partial(_add_partition, s, wait))
-            except StoreError:
-                if wait:
-                    raise
-                continue
-            if made:
-                self._parts.add(s)
+        if start not in self._parts:
+            deadline = time.monotonic() + DDL_RETRY_S
+            delay = 0.05
+            while True:
+                try:
+                    self._in_transaction("add a partition to", partial(_add_partition, start, True))
+                    break
+                except _Busy:  # gave way to a long reader: appends and reads went on meanwhile
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"cannot add a partition to PostgreSQL store {self._safe_url()}: the table"
+                            f" stayed locked for {DDL_RETRY_S:.0f} s"
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(1.0, delay * 2)
+            self._parts.add(start)
+        self._try_ahead(start + PARTITION_DAYS)
+
+    def _try_ahead(self, s: int) -> None:
+        """Make the partition ahead without waiting (a store living for weeks needs each
+        next one before its first append); tried at most every AHEAD_RETRY_S seconds."""
+        if s in self._parts:
+            return
+        now = time.monotonic()
+        if self._ahead_try[0] == s and now - self._ahead_try[1] < AHEAD_RETRY_S:
+            return
+        self._ahead_try = (s, now)
+        try:
+            made = self._in_transaction("add a partition to", partial(_add_partition, s, False))
+        except StoreError:
+            return
+        if made:
+            self._parts.add(s)
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, namespace: str, job: str, cursor: int = 0) -> ReadResult:
@@ -379,6 +447,7 @@ class PostgresStore:
         """Rows after `cursor` in order (at most `limit`), each with its decoder: older rows
         first (their cursors are all below the newer ones'), then rows of finished transactions."""
         out: list[tuple[int, Callable[[], Columns]]] = []
+        sid = self._read_stream(conn, ns, job)
         if self._legacy:
             sql = f"SELECT {_LEGACY_COLS} FROM mlgoodput_chunks_v2 WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq"
             for r in conn.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (ns, job, cursor)):
@@ -389,7 +458,6 @@ class PostgresStore:
                 limit -= len(out)
                 if limit <= 0:
                     return out
-        sid = self._stream(conn, ns, job, create=False)
         if sid is None:
             return out
         sql = f"SELECT seq, n, data FROM mlgoodput_chunks WHERE stream = %s AND seq > %s AND {_VISIBLE} ORDER BY seq"
@@ -460,6 +528,7 @@ class PostgresStore:
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         def work(conn: Any) -> tuple[int, int]:
             head, upto = 0, 0
+            sid = self._read_stream(conn, namespace, job)
             if self._legacy:
                 h, u = conn.execute(
                     "SELECT coalesce(max(seq), 0), coalesce(sum(n) FILTER (WHERE seq <= %s), 0)"
@@ -467,7 +536,6 @@ class PostgresStore:
                     (cursor, namespace, job),
                 ).fetchone()
                 head, upto = int(h), int(u)
-            sid = self._stream(conn, namespace, job, create=False)
             if sid is not None:
                 h, u = conn.execute(
                     "SELECT coalesce(max(seq) FILTER (WHERE " + _VISIBLE + "), 0),"
@@ -592,14 +660,26 @@ def _add_partition(start: int, wait: bool, conn: Any) -> bool:
     table for a moment, so one maker at a time, and a store that finds it made meanwhile
     does nothing more. The one made ahead is never waited for: when another store is making
     a partition it is left to that one, and a busy table makes it give up after a second
-    rather than queue the table's appends behind a long reader. Whether it exists now."""
+    rather than queue the table's appends behind a long reader. The one an append needs gives
+    up after DDL_LOCK_TIMEOUT_MS too (`_Busy`; the caller tries again), so appends and reads
+    never queue for long behind its lock. Whether it exists now."""
     name = "mlgoodput_chunks_" + _date(start).strftime("%Y%m%d")
     if wait:
+        conn.execute(f"SET LOCAL lock_timeout = {int(DDL_LOCK_TIMEOUT_MS)}")
+        try:
+            with conn.transaction():  # a savepoint: a lock timeout leaves the connection usable
+                return _make_partition(conn, name, start, True)
+        except _psycopg().errors.LockNotAvailable:
+            raise _Busy from None
+    conn.execute("SET LOCAL lock_timeout = '1s'")
+    if not conn.execute("SELECT pg_try_advisory_xact_lock(4242424242)").fetchone()[0]:
+        return False
+    return _make_partition(conn, name, start, False)
+
+
+def _make_partition(conn: Any, name: str, start: int, wait: bool) -> bool:
+    if wait:
         conn.execute("SELECT pg_advisory_xact_lock(4242424242)")
-    else:
-        conn.execute("SET LOCAL lock_timeout = '1s'")
-        if not conn.execute("SELECT pg_try_advisory_xact_lock(4242424242)").fetchone()[0]:
-            return False
     if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
         return True  # made by another store while this one waited
     conn.execute(
