@@ -20,9 +20,10 @@ through a transaction-mode pooler (pgbouncer). What that asks of the layout:
   `_xact_` advisory locks only), and a schema check of two reads when the schema is there.
 - **Identity in the append.** Every append reads the store id in its own transaction; the
   store remembers it, so `identity()` costs no transaction and a replaced store is noticed
-  by the append that first touches it (which then writes to the new store). Reads look the
-  job up afresh with the store id in one statement: a reader of a store made again reads
-  the new store and `identity()` tells it so, never another job's rows under a stale id.
+  by the append that first touches it (which then writes to the new store). A read reads the
+  store id in the statement that reads the rows: a reader of a store made again drops its
+  cached job ids and reads the new store (`identity()` tells it so), never another job's
+  rows under a stale id.
 - **PostgreSQL 13 or newer** (`pg_current_xact_id`, `pg_current_snapshot`); an older
   server is refused when the store opens.
 
@@ -106,6 +107,17 @@ CREATE INDEX IF NOT EXISTS mlgoodput_chunks_stream_seq ON mlgoodput_chunks (stre
 # rows below every running transaction: a reader never passes a row committed later
 _VISIBLE = "seq < (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 20)"
 _LEGACY_COLS = "seq, n, kinds, times, hosts, steps, vals, names, attrs"
+# a read in one statement: the store id its cached stream id must have been resolved under
+# (ids start at 1 again in a store made again), then the stream's rows after the cursor
+_READ_NEW = (
+    "SELECT NULL::bigint, NULL::int, NULL::bytea, value FROM mlgoodput_meta WHERE key = 'store_id'"
+    " UNION ALL (SELECT seq, n, data, NULL FROM mlgoodput_chunks WHERE stream = %s AND seq > %s"
+    " AND {visible} ORDER BY seq{limit})"
+)
+_POSITION = (
+    "SELECT coalesce(max(seq) FILTER (WHERE {visible}), 0), coalesce(sum(n) FILTER (WHERE seq <= %s), 0),"
+    " (SELECT value FROM mlgoodput_meta WHERE key = 'store_id') FROM mlgoodput_chunks WHERE stream = %s"
+)
 
 
 def _psycopg() -> Any:
@@ -381,22 +393,6 @@ class PostgresStore:
         self._streams[(ns, job)] = int(row[0])
         return int(row[0])
 
-    def _read_stream(self, conn: Any, ns: str, job: str) -> int | None:
-        """The job's stream id for a read, looked up afresh with the store id in one statement
-        (no cache: stream ids start at 1 again in a store made again, so a cached id could
-        name another job's rows). A changed store id drops what was resolved under the old one
-        (`identity()` then tells the reader), and the read reads the new store."""
-        store_id, sid, legacy = conn.execute(
-            "SELECT (SELECT value FROM mlgoodput_meta WHERE key = 'store_id'),"
-            " (SELECT id FROM mlgoodput_jobs WHERE ns = %s AND job = %s),"
-            " to_regclass('mlgoodput_chunks_v2') IS NOT NULL",
-            (ns, job),
-        ).fetchone()
-        if store_id is not None:
-            self._saw_id(str(store_id))
-        self._legacy = bool(legacy)
-        return None if sid is None else int(sid)
-
     def _ensure_partitions(self, start: int) -> None:
         """The partition for rows stored in the days from `start` on, and the next one made
         ahead (so a week's first appends do no DDL); the one ahead gives up on a busy table."""
@@ -442,12 +438,15 @@ class PostgresStore:
         return ReadResult([cols() for _, cols in rows], rows[-1][0] if rows else cursor)
 
     def _rows(
-        self, ns: str, job: str, cursor: int, limit: int | None, conn: Any
+        self, ns: str, job: str, cursor: int, limit: int | None, conn: Any, again: bool = False
     ) -> list[tuple[int, Callable[[], Columns]]]:
         """Rows after `cursor` in order (at most `limit`), each with its decoder: older rows
-        first (their cursors are all below the newer ones'), then rows of finished transactions."""
+        first (their cursors are all below the newer ones'), then rows of finished transactions.
+        The newer rows come in the statement that looks the job up and reads the store id (no
+        cached stream id: ids start at 1 again in a store made again); a changed store id
+        starts the read over as a read of the new store."""
+        first = (cursor, limit)
         out: list[tuple[int, Callable[[], Columns]]] = []
-        sid = self._read_stream(conn, ns, job)
         if self._legacy:
             sql = f"SELECT {_LEGACY_COLS} FROM mlgoodput_chunks_v2 WHERE ns = %s AND job = %s AND seq > %s ORDER BY seq"
             for r in conn.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (ns, job, cursor)):
@@ -458,12 +457,28 @@ class PostgresStore:
                 limit -= len(out)
                 if limit <= 0:
                     return out
-        if sid is None:
+        sid = self._stream(conn, ns, job, create=False)
+        if sid is None:  # looked up just now, by name: not in this store (yet)
             return out
-        sql = f"SELECT seq, n, data FROM mlgoodput_chunks WHERE stream = %s AND seq > %s AND {_VISIBLE} ORDER BY seq"
-        for r in conn.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (sid, cursor)):
-            out.append((int(r[0]), partial(_unblob, int(r[1]), bytes(r[2]))))
+        rows = conn.execute(
+            _READ_NEW.format(visible=_VISIBLE, limit="" if limit is None else f" LIMIT {int(limit)}"),
+            (sid, cursor),
+        ).fetchall()
+        if not again and self._replaced(conn, [r[3] for r in rows if r[0] is None]):
+            return self._rows(ns, job, *first, conn, again=True)
+        for seq, n, data, _ in sorted((r for r in rows if r[0] is not None), key=lambda r: int(r[0])):
+            out.append((int(seq), partial(_unblob, int(n), bytes(data))))
         return out
+
+    def _replaced(self, conn: Any, ids: list[str]) -> bool:
+        """Whether the store id a read found beside its rows is another one than the one its
+        cached stream id was resolved under: what was resolved under the old one is dropped
+        (`identity()` now tells the new one) and the caller reads again, as of a new store."""
+        if not ids or str(ids[0]) == self._id:
+            return False
+        self._saw_id(str(ids[0]))
+        self._legacy = bool(conn.execute("SELECT to_regclass('mlgoodput_chunks_v2') IS NOT NULL").fetchone()[0])
+        return True
 
     def jobs(self) -> list[JobInfo]:
         def work(conn: Any) -> list[Any]:
@@ -528,19 +543,19 @@ class PostgresStore:
     def stream_position(self, namespace: str, job: str, cursor: int) -> tuple[int, int]:
         def work(conn: Any) -> tuple[int, int]:
             head, upto = 0, 0
-            sid = self._read_stream(conn, namespace, job)
+            for again in (False, True):
+                sid = self._stream(conn, namespace, job, create=False)
+                if sid is None:
+                    break
+                h, u, store_id = conn.execute(_POSITION.format(visible=_VISIBLE), (cursor, sid)).fetchone()
+                if again or not self._replaced(conn, [] if store_id is None else [store_id]):
+                    head, upto = int(h), int(u)
+                    break
             if self._legacy:
                 h, u = conn.execute(
                     "SELECT coalesce(max(seq), 0), coalesce(sum(n) FILTER (WHERE seq <= %s), 0)"
                     " FROM mlgoodput_chunks_v2 WHERE ns = %s AND job = %s",
                     (cursor, namespace, job),
-                ).fetchone()
-                head, upto = int(h), int(u)
-            if sid is not None:
-                h, u = conn.execute(
-                    "SELECT coalesce(max(seq) FILTER (WHERE " + _VISIBLE + "), 0),"
-                    " coalesce(sum(n) FILTER (WHERE seq <= %s), 0) FROM mlgoodput_chunks WHERE stream = %s",
-                    (cursor, sid),
                 ).fetchone()
                 head, upto = max(head, int(h)), upto + int(u)
             return head, upto
