@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mlgoodput.events import Event, EventBatch, Kind
-from mlgoodput.store import _postgres, open_store
+from mlgoodput.store import StoreError, _postgres, open_store
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -207,3 +207,26 @@ def test_appends_making_new_jobs_in_opposite_orders_do_not_deadlock(
     url = _fresh_db(postgres_url)
     for _ in range(3):
         assert _one_race(url, monkeypatch) == []
+
+
+def test_a_server_older_than_13_is_refused_at_open(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No PostgreSQL 12 at hand: a connection that reports 12.5 stands in for one."""
+    import types
+
+    import psycopg
+
+    class Older:
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+            self.info = types.SimpleNamespace(server_version=120005)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._conn, name)
+
+    fake = types.SimpleNamespace(
+        connect=lambda *a, **k: Older(psycopg.connect(*a, **k)), Error=psycopg.Error, errors=psycopg.errors
+    )
+    monkeypatch.setattr(_postgres, "_psycopg", lambda: fake)
+    st = open_store(postgres_url)
+    with pytest.raises(StoreError, match=r"needs PostgreSQL 13 or newer; the server is 12\.5"):
+        st.read("ns", "j")
