@@ -689,7 +689,11 @@ def _add_partition(start: int, wait: bool, conn: Any) -> bool:
     conn.execute("SET LOCAL lock_timeout = '1s'")
     if not conn.execute("SELECT pg_try_advisory_xact_lock(4242424242)").fetchone()[0]:
         return False
-    return _make_partition(conn, name, start, False)
+    try:
+        with conn.transaction():  # a busy table: give up, keeping the connection
+            return _make_partition(conn, name, start, False)
+    except _psycopg().errors.LockNotAvailable:
+        return False
 
 
 def _make_partition(conn: Any, name: str, start: int, wait: bool) -> bool:
