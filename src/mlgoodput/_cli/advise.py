@@ -6,18 +6,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from mlgoodput._cli._common import positive_seconds
+
 if TYPE_CHECKING:  # imported when the command runs, so `mlgoodput --help` stays cheap
     from mlgoodput.accounting import Advice, GoodputCalculator
-
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not (v > 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return v
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,19 +19,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument(
         "--mtbi-s",
-        type=_positive,
+        type=positive_seconds,
         metavar="SECONDS",
         help="assume this mean time between interruptions (default: measured)",
     )
     p.add_argument(
         "--save-s",
-        type=_positive,
+        type=positive_seconds,
         metavar="SECONDS",
         help="assume this blocking checkpoint save time (default: measured mean)",
     )
     p.add_argument(
         "--recovery-s",
-        type=_positive,
+        type=positive_seconds,
         metavar="SECONDS",
         help="assume this time to recover (default: measured MTTR, else restore time)",
     )

@@ -12,15 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not (v > 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return v
+from mlgoodput._cli._common import positive_seconds
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument(
         "--interval-s",
-        type=_positive,
+        type=positive_seconds,
         default=0.5,
         metavar="SECONDS",
         help="time between shipping rounds (default: 0.5)",
