@@ -57,9 +57,13 @@ def cmd_aggregate(args: Any) -> int:
     ok = shipper.close(10)
     s = shipper.stats()
     rest = "" if ok else "; what is not stored stays journaled for the next shipper"
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
     print(
-        f"mlgoodput: aggregator stopped: {s['events']} events stored in {s['transactions']} transactions"
-        f" over {s['rounds']} rounds{rest}",
+        f"mlgoodput: aggregator stopped: {count(s['events'], 'event')} stored in"
+        f" {count(s['transactions'], 'transaction')} over {count(s['rounds'], 'round')}{rest}",
         file=sys.stderr,
         flush=True,
     )
