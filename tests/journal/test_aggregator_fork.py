@@ -55,6 +55,7 @@ def test_a_child_forked_mid_round_leaves_the_dead_segments_unlocked(
     monkeypatch.setattr(_aggregator, "ROUND_EVENTS", 500)  # the round reads a part: the file stays
     ns = _aggregator.NodeShipper(store_url(db), interval_s=3600)
     go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
     children: list[int] = []
     real = ns._store_all
 
@@ -63,14 +64,18 @@ def test_a_child_forked_mid_round_leaves_the_dead_segments_unlocked(
         if not children:
             pid = os.fork()
             if pid == 0:  # the child lives on, holding whatever it inherited, until told
-                os.read(go_r, 1)
-                os._exit(0)
+                try:  # (its fork handlers have run by now: os.fork returns after them)
+                    os.write(ready_w, b"r")
+                    os.read(go_r, 1)
+                finally:
+                    os._exit(0)
             children.append(pid)
 
     monkeypatch.setattr(ns, "_store_all", store_and_fork)
     try:
         ns._work()  # one round, as the leader: it forks in the middle
         assert children
+        assert os.read(ready_r, 1) == b"r"  # the child is past its fork handlers
         assert not any(_locked_by_someone(s) for s in segs if s.exists())
     finally:
         os.write(go_w, b"x" * len(children))
