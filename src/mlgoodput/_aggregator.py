@@ -31,6 +31,7 @@ from typing import Any
 
 from mlgoodput._recovery import (
     SHIP_BATCH,
+    StoreWatch,
     damage_item,
     in_time_order,
     journal_dirs,
@@ -45,10 +46,8 @@ from mlgoodput.events import EventBatch
 from mlgoodput.store import (
     ColumnEvents,
     Store,
-    StoreReplacedError,
     append_batches,
     open_store,
-    store_identity,
 )
 
 __all__ = ["LOCK_NAME", "ROUND_EVENTS", "NodeShipper", "acquire", "node_shipper_stats", "release"]
@@ -96,7 +95,7 @@ class NodeShipper(BackgroundWorker):
         self._store: Store | None = None
         self._lock_fd = -1
         self._open_reads: list[_Read] = []  # the segments the running round holds open
-        self._identity: str | None = None
+        self._watch = StoreWatch(url)  # the store's identity around each round stored
         self.leader = False
         self.rounds = 0  # rounds run as the leader
         self.transactions = 0  # append_batches calls that stored a round
@@ -105,7 +104,6 @@ class NodeShipper(BackgroundWorker):
         self.segments = 0  # segment files read with something new
         self.lost = 0  # damaged records reported lost
         self.elections = 0  # times this shipper became the leader
-        self.store_changes = 0  # times the store was found replaced or recreated
         self.round_done = threading.Condition()  # notified after each round (flushing journals wait on it)
 
     # -- leadership ------------------------------------------------------------------------
@@ -218,25 +216,12 @@ class NodeShipper(BackgroundWorker):
     def _store_all(self, store: Store, items: list[tuple[str, str, EventBatch]]) -> None:
         """One `append_batches`; raise unless the same store holds it afterwards (a store
         replaced meanwhile leaves the watermarks alone: everything is shipped again)."""
-        before = store_identity(store)
-        if before != self._identity:
-            if self._identity is not None:
-                self.store_changes += 1
-                log.warning(
-                    "mlgoodput: the store %s was replaced or recreated (was %s, now %s): shipping what"
-                    " is journaled on this node to the new one",
-                    self.url,
-                    self._identity,
-                    before,
-                )
-            self._identity = before
-        append_batches(store, items)
-        after = store_identity(store)
-        if after != before:
-            raise StoreReplacedError(
-                f"the store {self.url} changed while a round was written ({before} -> {after});"
-                " its events stay journaled and are shipped again"
-            )
+        self._watch.write(store, lambda: append_batches(store, items), "a round")
+
+    @property
+    def store_changes(self) -> int:
+        """Times the store was found replaced or recreated under this shipper."""
+        return self._watch.changes
 
     def _read(self, p: Path, budget: int, items: list[tuple[str, str, EventBatch]]) -> _Read | None:
         """Add what is new in segment `p` to `items`; None when it is left alone (not of this

@@ -25,7 +25,7 @@ from collections import deque
 from typing import Any, ClassVar
 
 from mlgoodput import _aggregator, _env
-from mlgoodput._recovery import SHIP_BATCH, journal_dirs, note_lost, recover_dead, store_url
+from mlgoodput._recovery import SHIP_BATCH, StoreWatch, journal_dirs, note_lost, recover_dead, store_url
 from mlgoodput._segment import (
     BODY,
     DEFAULT_SEGMENT_SIZE,
@@ -47,10 +47,8 @@ from mlgoodput.events import EventBatch, Kind
 from mlgoodput.store import (
     ColumnEvents,
     Store,
-    StoreReplacedError,
     is_process_local,
     open_store,
-    store_identity,
 )
 
 __all__ = ["Journal"]
@@ -150,8 +148,7 @@ class Journal(BackgroundWorker):
         self.volatile = 0  # events that went to a memory-only segment (no journal file)
         self.closed_appends = 0  # events appended after close: left on disk for recovery
         self.lost = 0  # events reported lost (damaged records, memory fallback at exit)
-        self._store_changes = 0  # times the store was found replaced or recreated
-        self._identity: str | None = None
+        self._watch = StoreWatch(self.url)  # the store's identity around each batch shipped
         self._fallback = ""  # why events went to memory, when they did
         self._alive_every = 0.0  # keep_alive's period; 0: no signs of life
         self._alive_seen = 0  # `appended` when the worker last looked
@@ -269,37 +266,16 @@ class Journal(BackgroundWorker):
         return self._store
 
     def _ship(self, store: Store, batch: EventBatch) -> None:
-        """Hand one batch to the store; raise unless the same store holds it afterwards.
-
-        The store's identity (its store id, and the file's device and inode for SQLite) is
-        read before and after: a store deleted or replaced meanwhile is a StoreError (the
-        journal keeps the events and ships them again), never an acknowledgement."""
-        before = store_identity(store)
-        if before != self._identity:
-            if self._identity is not None:
-                self._store_changes += 1
-                log.warning(
-                    "mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
-                    " shipped before are not in it; shipping what is journaled to the new one",
-                    self.url,
-                    self._identity,
-                    before,
-                )
-            self._identity = before
-        store.append(self.namespace, self.job, batch)
-        after = store_identity(store)
-        if after != before:
-            raise StoreReplacedError(
-                f"the store {self.url} changed while a batch was written"
-                f" ({before} -> {after}); the batch stays journaled and is shipped again"
-            )
+        """Hand one batch to the store; raise unless the same store holds it afterwards
+        (`StoreWatch`: the journal keeps the events and ships them again)."""
+        self._watch.write(store, lambda: store.append(self.namespace, self.job, batch), "a batch")
 
     @property
     def store_changes(self) -> int:
         """Times the store was found replaced or recreated while this journal's events went
         to it (with the node shipper on: as this process's node shipper found it)."""
         node = self._node
-        return self._store_changes + (node.store_changes if node is not None else 0)
+        return self._watch.changes + (node.store_changes if node is not None else 0)
 
     def keep_alive(self, every_s: float) -> None:
         """While this journal is open, append a sign of life (`Kind.ALIVE`, value `every_s`)

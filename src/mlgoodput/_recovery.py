@@ -20,7 +20,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +47,19 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import (
     ColumnEvents,
     Store,
+    StoreReplacedError,
     is_process_local,
     open_store,
     resolve_store_url,
     store_file,
+    store_identity,
 )
 
 __all__ = [
     "LOSS_NAMESPACE",
     "SHIP_BATCH",
     "UNKNOWN_STREAM",
+    "StoreWatch",
     "damage_item",
     "in_time_order",
     "journal_dirs",
@@ -73,6 +76,41 @@ __all__ = [
 ]
 
 log = logging.getLogger("mlgoodput")
+
+
+class StoreWatch:
+    """The identity of the store a shipper writes to (its store id, and the file's device and
+    inode for SQLite), read before and after each write: a store deleted or replaced
+    meanwhile is a StoreReplacedError (the events stay journaled and are shipped again), never
+    an acknowledgement. The journal's own shipper and the node shipper both write through it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.identity: str | None = None
+        self.changes = 0  # times the store was found replaced or recreated
+
+    def write(self, store: Store, write: Callable[[], None], what: str) -> None:
+        """Run `write()` (which hands `what` to `store`) between two reads of the identity."""
+        before = store_identity(store)
+        if before != self.identity:
+            if self.identity is not None:
+                self.changes += 1
+                log.warning(
+                    "mlgoodput: the store %s was replaced or recreated (was %s, now %s): events"
+                    " shipped before are not in it; shipping what is journaled to the new one",
+                    self.url,
+                    self.identity,
+                    before,
+                )
+            self.identity = before
+        write()
+        after = store_identity(store)
+        if after != before:
+            raise StoreReplacedError(
+                f"the store {self.url} changed while {what} was written ({before} -> {after});"
+                " its events stay journaled and are shipped again"
+            )
+
 
 SHIP_BATCH = 65536  # events per store append
 
