@@ -35,21 +35,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_scale import CUSTOM_EVERY, JOB, LOGGER, STEP_S, write_job
+from bench_scale import CUSTOM_EVERY, JOB, LOGGER, STEP_S, _hwm_mb, write_job
 
 NEW = 1000  # steps added before each "+1,000 steps" query
 ROUNDS = 7  # "+1,000 steps" queries (the median is shown)
 IDLE = 50  # queries with nothing new (the median is shown)
 SELECTS = 2000  # bare SELECTs (the median is shown)
 ROOM = 200_000  # steps' worth of time left after the job's last step for the steps added later
-
-
-def _hwm_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _more_steps(path: str, first: int, t0: float) -> None:
