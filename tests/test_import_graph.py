@@ -40,6 +40,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "_env",
         "_format",
         "_gcp_metadata",
+        "_labels",
         "_limited_server",
         "_misuse",
         "_numpy",

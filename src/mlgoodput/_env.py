@@ -58,6 +58,13 @@ CPU_PEAK_FLOPS = "MLGOODPUT_CPU_PEAK_FLOPS"
 JOB_SUBMIT_TIME = "MLGOODPUT_JOB_SUBMIT_TIME"
 #: The Kubernetes pod's name, where HOSTNAME is not it (the submit time is the pod's creation).
 POD_NAME = "MLGOODPUT_POD_NAME"
+#: A job's labels for the fleet view, "key=value,key2=value2" (docs/fleet.md); a recorder's
+#: `labels=` argument wins on a key.
+LABELS = "MLGOODPUT_LABELS"
+#: How many accelerators the whole job holds, where a recorder cannot detect it.
+ACCELERATORS = "MLGOODPUT_ACCELERATORS"
+#: The kind of the job's accelerators (the key of a price in `mlgoodput fleet --prices`).
+ACCELERATOR_TYPE = "MLGOODPUT_ACCELERATOR_TYPE"
 #: The built-in dead limit (or four of the writers' sign-of-life periods, if longer).
 DEAD_AFTER_S = 120.0
 

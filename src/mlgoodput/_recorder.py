@@ -15,10 +15,12 @@ import operator
 import os
 import threading
 import time as _time
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from mlgoodput._journal import Journal
+from mlgoodput._labels import check_accelerators, check_labels, detect_accelerators, job_labels
 from mlgoodput._misuse import MisuseReporter, resolve_strict
 from mlgoodput._once import Once
 from mlgoodput.events import Kind, check_name, check_step
@@ -66,8 +68,17 @@ class GoodputRecorder:
         store: str | os.PathLike[str] | Store | None = None,
         process_index: int | None = None,
         strict: bool | None = None,
+        labels: Mapping[str, str] | str | None = None,
+        accelerators: int | None = None,
+        accelerator_type: str | None = None,
     ) -> None:
         self.job_name = check_name(job_name, "job_name")
+        # the fleet view's labels and size (docs/fleet.md): checked here, recorded at each job start
+        self.labels: dict[str, str] = job_labels(check_labels(labels))
+        self.accelerators = check_accelerators(accelerators)
+        self.accelerator_type = None if accelerator_type is None else check_name(accelerator_type, "accelerator_type")
+        if self.accelerators is None:
+            detect_accelerators()  # a malformed $MLGOODPUT_ACCELERATORS fails here, not at the job start
         self.logger_name = check_name(logger_name, "logger_name")
         self.logging_enabled = bool(logging_enabled)
         self.strict = resolve_strict(strict)
@@ -247,7 +258,46 @@ class GoodputRecorder:
         if self.logging_enabled:
             self._last_step = -1
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
+            self._record_labels(start_time)
             self._keep_alive(SIGN_OF_LIFE_S, start_time)
+
+    def record_job_labels(
+        self,
+        labels: Mapping[str, str] | str | None = None,
+        *,
+        accelerators: int | None = None,
+        accelerator_type: str | None = None,
+    ) -> None:
+        """Add labels (team, model, cluster, ...) and the job's size for the fleet view, recorded
+        now and at every later job start (docs/fleet.md); a given key replaces the earlier value."""
+        if not self.logging_enabled:
+            return
+        try:
+            got = check_labels(labels)
+            n = check_accelerators(accelerators)
+            kind = None if accelerator_type is None else check_name(accelerator_type, "accelerator_type")
+        except (TypeError, ValueError) as e:
+            self._misuse.report("bad_labels", "record_job_labels", "labels", labels, f"{_said(e)}; not recorded")
+            return
+        self.labels = {**self.labels, **got}
+        self.accelerators = n if n is not None else self.accelerators
+        self.accelerator_type = kind if kind is not None else self.accelerator_type
+        self._record_labels(None)
+
+    def _record_labels(self, at: object) -> None:
+        """One JOB_LABELS event beside the job start: the labels, the accelerators (detected now,
+        when JAX or torch is up, unless given) and their kind; nothing when none is known."""
+        n, kind = self.accelerators, self.accelerator_type
+        try:
+            if n is None or kind is None:
+                found_n, found_kind = detect_accelerators()
+                n, kind = n if n is not None else found_n, kind if kind is not None else found_kind
+            if not (self.labels or n or kind) or (self._closed and self._dropped_when_closed("record_job_labels")):
+                return
+            t = at.timestamp() if isinstance(at, _datetime) else (float(at) if isinstance(at, (int, float)) else _now())
+            self._append(Kind.JOB_LABELS, t, None, None if n is None else float(n), kind, {"labels": self.labels})
+        except Exception as e:  # never into training
+            self._warn_once("labels", f"the job's labels could not be recorded: {_said(e)}")
 
     @property
     def completion_watcher(self) -> Any:

@@ -36,6 +36,7 @@ _COMMANDS: tuple[str, ...] = (
     "advise",
     "ui",
     "aggregate",
+    "fleet",
 )
 
 #: module -> its subcommands and their one-line help, so that `mlgoodput --help` and
@@ -56,6 +57,7 @@ _SUMMARY: dict[str, tuple[tuple[str, str], ...]] = {
     "advise": (("advise", "checkpoint interval advice from measured save cost and interruptions"),),
     "ui": (("ui", "serve a web app over a store: jobs, timelines, runs, console, compare"),),
     "aggregate": (("aggregate", "ship every journal of a store on this node as one shipper, until Ctrl-C"),),
+    "fleet": (("fleet", "accelerator hours of every job by team, model or cause, in hours and money"),),
 }
 _DESCRIPTION = "Goodput and Badput of ML training jobs, runs, and a live console."
 

@@ -50,6 +50,7 @@ class Kind(enum.IntEnum):
     PEAK_FLOPS = 26  # value: peak FLOP/s of the job's devices together; name: where it came from
     JOB_SUBMIT = 27  # value: UNIX seconds the job (attempt) was submitted; name: source
     ALIVE = 28  # a writer's sign of life; value: the seconds between its signs while it lives
+    JOB_LABELS = 29  # attrs: {"labels": {key: value}}; value: accelerators of the job; name: their kind
     # runs, metrics and profiles (diagnostics)
     RUN_START = 40  # attrs: run description and configs
     RUN_CONFIG = 41  # attrs: configs

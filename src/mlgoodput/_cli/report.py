@@ -21,7 +21,7 @@ RESERVED_PREFIX = "mlgoodput."
 #: A job with no job-end event whose last event is older than this is shown as stopped.
 
 # BadputType names -> the words a person reads (keys are names so this module imports nothing heavy)
-_LABELS = {
+BUCKET_WORDS = {
     "TPU_INITIALIZATION": "accelerator initialization",
     "TRAINING_PREP": "training preparation",
     "PROGRAM_STARTUP": "program startup (compilation)",
@@ -225,7 +225,7 @@ def report_rows(r: GoodputReport) -> list[tuple[str, float, float]]:
             for name, s in sorted(v.items()):
                 rows.append((f"custom: {name}", s, 100 * s / t))
         else:
-            rows.append((_LABELS.get(b.name, b.name.lower()), float(v), 100 * float(v) / t))
+            rows.append((BUCKET_WORDS.get(b.name, b.name.lower()), float(v), 100 * float(v) / t))
     return rows
 
 

@@ -14,6 +14,8 @@ from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
+from mlgoodput.accounting._fleet import FleetReport, JobSummary, Prices
+from mlgoodput.accounting._fleet_source import FleetSource
 from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._partition import Segment
 from mlgoodput.accounting._report import (
@@ -40,11 +42,15 @@ __all__ = [
     "CostStats",
     "ElasticGoodputCalculator",
     "Engine",
+    "FleetReport",
+    "FleetSource",
     "GoodputCalculator",
     "GoodputReport",
     "GoodputType",
     "HostLog",
     "HostStepStats",
+    "JobSummary",
+    "Prices",
     "Productivity",
     "RankStepStats",
     "Segment",

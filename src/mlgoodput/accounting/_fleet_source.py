@@ -1,0 +1,183 @@
+"""The fleet of one store: each job's summary kept (in memory and in the store's state), made
+again only for a job with something new, and the fleet queries over them (accounting/_fleet.py).
+
+A finished job's summary is read from the store once and then costs one position check per
+query, so a fleet of a thousand long jobs answers from a thousand small reads. A running job is
+asked of its calculator, which this source keeps between queries (it reads only what is new).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from mlgoodput.accounting._calculator import GoodputCalculator
+from mlgoodput.accounting._fleet import (
+    NAMESPACE,
+    FleetReport,
+    JobSummary,
+    LabelRecord,
+    Prices,
+    bucket_of,
+    fleet,
+    key,
+    summarize,
+)
+from mlgoodput.events import Kind
+from mlgoodput.store import StateStore, StoreError
+
+log = logging.getLogger("mlgoodput")
+
+RESERVED_PREFIX = "mlgoodput."  # namespaces of runs, console, JAX metrics: not goodput jobs
+_SETTLED = ("finished", "crashed", "empty")  # statuses whose report does not move with time
+_LABELS = int(Kind.JOB_LABELS)
+
+
+class FleetSource:
+    """Fleet queries over the goodput jobs of one store (`report`); thread-safe."""
+
+    def __init__(self, store: Any, *, clock: Callable[[], float] = time.time, save: bool = True) -> None:
+        self._store = store
+        self._clock = clock
+        self._save = save and isinstance(store, StateStore)
+        self._lock = threading.Lock()
+        self._summaries: dict[tuple[str, str], JobSummary] = {}
+        self._calcs: dict[tuple[str, str], GoodputCalculator] = {}
+        self._now = clock()
+        #: how the last refresh went: jobs whose summary was read from the store, made again, kept
+        self.last_counts: dict[str, int] = {}
+
+    def summaries(self, since: float | None = None) -> list[JobSummary]:
+        """Every goodput job's summary, up to date (jobs whose last event is before `since` and
+        that had settled then are skipped)."""
+        with self._lock:
+            return self._refresh(since)
+
+    def report(
+        self,
+        since: float,
+        until: float,
+        by: str = "team",
+        prices: Prices | None = None,
+        link: Callable[[JobSummary], str] | None = None,
+    ) -> FleetReport:
+        """The fleet's figures for [since, until] grouped by label `by` (or "job")."""
+        if not until > since:
+            raise ValueError(f"until must be after since, got since={since!r}, until={until!r}")
+        with self._lock:
+            got = self._refresh(since)
+            return fleet(got, since, until, by, self._exact, prices, link)
+
+    # -- keeping the summaries -----------------------------------------------------------------
+    def _refresh(self, since: float | None) -> list[JobSummary]:
+        self._now = self._clock()
+        counts = {"kept": 0, "read": 0, "made": 0}
+        out: list[JobSummary] = []
+        for info in self._store.jobs():
+            ns, job = info.namespace, info.job
+            if ns.startswith(RESERVED_PREFIX):
+                continue
+            k = (ns, job)
+            s = self._summaries.get(k)
+            how = "kept"
+            if s is None:
+                s, how = self._load(ns, job), "read"
+            before = s is not None and since is not None and s.end < since and s.status in _SETTLED
+            if before and s is not None and self._current(s):  # settled before the range, nothing new
+                self._summaries[k] = s
+                continue
+            if s is None or not self._current(s) or s.status not in _SETTLED:
+                try:
+                    s, how = self._make(ns, job), "made"
+                except Exception as e:  # one job we cannot account is left out and said, not fatal
+                    log.warning("mlgoodput: fleet: cannot account job %s/%s: %s", ns, job, e)
+                    continue
+                if s is None:
+                    continue
+            self._summaries[k] = s
+            counts[how] += 1
+            out.append(s)
+        self.last_counts = counts
+        return out
+
+    def _current(self, s: JobSummary) -> bool:
+        """Whether nothing was stored for the job after the summary's cursor."""
+        try:
+            latest, _ = self._store.stream_position(s.logger, s.job, s.cursor)
+        except (AttributeError, StoreError, OSError):
+            return False
+        return int(latest) == s.cursor
+
+    def _load(self, ns: str, job: str) -> JobSummary | None:
+        if not self._save:
+            return None
+        try:
+            pieces = self._store.load_state(NAMESPACE, key(ns, job))
+            raw = b"".join(pieces) if pieces is not None else None
+        except (StoreError, OSError) as e:
+            log.info("mlgoodput: fleet: cannot read the saved summary of %s/%s: %s", ns, job, e)
+            return None
+        if raw is None:
+            return None
+        s = JobSummary.loads(raw)
+        return s if s is not None and (s.logger, s.job) == (ns, job) else None
+
+    def _calc(self, ns: str, job: str) -> GoodputCalculator:
+        c = self._calcs.get((ns, job))
+        if c is None:
+            c = GoodputCalculator(job, ns, store=self._store, clock=lambda: self._now)
+            self._calcs[(ns, job)] = c
+        return c
+
+    def _make(self, ns: str, job: str) -> JobSummary | None:
+        """The job's summary from its calculator (a saved state makes this O(new events))."""
+        calc = self._calc(ns, job)
+        r = calc.report()
+        if r.total_s <= 0 and r.status == "empty":
+            self._calcs.pop((ns, job), None)
+            return None
+        segs = calc.partition(configured_ideal_step_time=r.ideal_step_time_s, read=False)
+        tl = calc.timeline
+        s = summarize(r, segs, _records(tl.hosts.values()), cursor=calc.cursor, events=tl.events)
+        if s.status in _SETTLED:
+            self._calcs.pop((ns, job), None)  # settled: the summary is all a later query needs
+        if self._save:
+            try:
+                self._store.save_state(NAMESPACE, key(ns, job), [s.dumps()])
+            except (StoreError, OSError) as e:  # the next query makes it again
+                log.info("mlgoodput: fleet: cannot save the summary of %s/%s: %s", ns, job, e)
+        return s
+
+    def _exact(self, s: JobSummary, lo: float, hi: float) -> Mapping[str, float]:
+        """The job's seconds by bucket in [lo, hi] (an hour an edge of the range cuts)."""
+        calc = self._calc(s.logger, s.job)
+        if calc.cursor != s.cursor:
+            calc.report()
+        out: dict[str, float] = {}
+        for seg in calc.partition(lo, hi, configured_ideal_step_time=s.ideal_step_time_s, read=False):
+            b = bucket_of(seg.bucket)
+            out[b] = out.get(b, 0.0) + seg.seconds
+        return out
+
+
+def _records(logs: Iterable[Any]) -> list[LabelRecord]:
+    """The JOB_LABELS events of every host."""
+    out: list[LabelRecord] = []
+    for hlog in logs:
+        for r in hlog.others:
+            if r.kind != _LABELS:
+                continue
+            labels: dict[str, str] = {}
+            if r.attrs:
+                try:
+                    got = json.loads(r.attrs).get("labels") or {}
+                    labels = {str(k): str(v) for k, v in got.items()}
+                except (ValueError, AttributeError):
+                    labels = {}
+            n = None if r.value is None or not r.value >= 1 else int(r.value)
+            out.append(LabelRecord(r.time, labels, n, r.name))
+    return out
