@@ -89,6 +89,7 @@ class FleetSource:
             before = s is not None and since is not None and s.end < since and s.status in _SETTLED
             if before and s is not None and self._current(s):  # settled before the range, nothing new
                 self._summaries[k] = s
+                counts[how] += 1
                 continue
             if s is None or not self._current(s) or s.status not in _SETTLED:
                 try:

@@ -1,0 +1,206 @@
+"""The fleet view against a hand computation: jobs of known timelines, sizes and labels, some
+only partly inside the range (edges that cut an hour, asked of the job's accounting), a
+restart, a queue before the first start, a job outside the range; exact equality throughout
+(every time is a whole second, so every sum is exact in floating point)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlgoodput.accounting import FleetSource, GoodputCalculator, Prices
+from mlgoodput.accounting._fleet import BUCKETS, NAMESPACE, JobSummary, key
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import SQLiteStore
+
+D = 1_700_006_400.0  # a UTC midnight (2023-11-15)
+H = 3600.0
+
+
+def _labels(t: float, labels: dict[str, str], n: int | None, kind: str | None) -> Event:
+    return Event(Kind.JOB_LABELS, t, value=None if n is None else float(n), name=kind, attrs={"labels": labels})
+
+
+def job_a() -> list[Event]:
+    """nlp, 8 H100: queued from +400, starts +1000, init 10 s, idle 10 s, 3,000 steps of 2 s, ends +7020."""
+    ev = [
+        Event(Kind.JOB_SUBMIT, D + 300, value=D + 400, name="recorded"),
+        Event(Kind.JOB_START, D + 1000),
+        _labels(D + 1000, {"team": "nlp", "model": "llama"}, 8, "H100"),
+        Event(Kind.ACCEL_INIT_START, D + 1000),
+        Event(Kind.ACCEL_INIT_END, D + 1010),
+    ]
+    ev += [Event(Kind.STEP_START, D + 1020 + 2 * k, step=k) for k in range(3000)]
+    return [*ev, Event(Kind.JOB_END, D + 7020)]
+
+
+def job_b() -> list[Event]:
+    """vision, 4 A100: 100 steps of 4 s from +5010, crashes; restarts at +5500 from step 0 (every
+    step redone), 200 steps of 4 s from +5510, ends +6310."""
+    ev = [Event(Kind.JOB_START, D + 5000), _labels(D + 5000, {"team": "vision"}, 4, "A100")]
+    ev += [Event(Kind.STEP_START, D + 5010 + 4 * k, step=k) for k in range(100)]
+    ev += [Event(Kind.JOB_START, D + 5500), _labels(D + 5500, {"team": "vision"}, 4, "A100")]
+    ev += [Event(Kind.STEP_START, D + 5510 + 4 * k, step=k) for k in range(200)]
+    return [*ev, Event(Kind.JOB_END, D + 6310)]
+
+
+def job_c() -> list[Event]:
+    """nlp, accelerators not recorded (counted as 1): 3,610 steps of 1 s from -1790, ends +1820."""
+    ev = [Event(Kind.JOB_START, D - 1800), _labels(D - 1800, {"team": "nlp"}, None, None)]
+    ev += [Event(Kind.STEP_START, D - 1790 + k, step=k) for k in range(3610)]
+    return [*ev, Event(Kind.JOB_END, D + 1820)]
+
+
+def job_d() -> list[Event]:
+    """No team, 2 accelerators, over before the range starts."""
+    ev = [Event(Kind.JOB_START, D - 7000), _labels(D - 7000, {"model": "bert"}, 2, "H100")]
+    ev += [Event(Kind.STEP_START, D - 6990 + k, step=k) for k in range(100)]
+    return [*ev, Event(Kind.JOB_END, D - 6890)]
+
+
+JOBS = {"a": job_a, "b": job_b, "c": job_c, "d": job_d}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    st = SQLiteStore(str(tmp_path / "fleet.db"))
+    for w, (name, make) in enumerate(JOBS.items(), start=1):
+        st.append("log", name, EventBatch(w, 0, make()))
+    return st
+
+
+def _src(st: SQLiteStore) -> FleetSource:
+    return FleetSource(st, clock=lambda: D + 86400)
+
+
+def _zero_but(**hours: float) -> dict[str, float]:
+    out = dict.fromkeys(BUCKETS, 0.0)
+    out.update(hours)
+    return out
+
+
+SINCE, UNTIL = D + 900, D + 6000  # both edges cut an hour: the exact path
+
+
+def test_groups_jobs_and_days_equal_a_hand_computation(store: SQLiteStore) -> None:
+    r = _src(store).report(SINCE, UNTIL, "team").to_dict()
+    # inside [+900, +6000]: a from +1000 (init 10, idle 10, productive 4,980), c to +1820
+    # (productive 920), b whole but its last 310 s (idle 10+10, wasted 400, down 90, productive 490)
+    nlp = next(g for g in r["groups"] if g["key"] == "nlp")
+    vision = next(g for g in r["groups"] if g["key"] == "vision")
+    assert [g["key"] for g in r["groups"]] == ["vision", "nlp"]  # most hours lost first
+    assert nlp["jobs"] == 2 and vision["jobs"] == 1
+    assert nlp["accelerator_hours"] == (5000 * 8 + 920 * 1) / H
+    assert nlp["productive_hours"] == (4980 * 8 + 920 * 1) / H
+    assert nlp["badput_hours"] == _zero_but(tpu_initialization=10 * 8 / H, other=10 * 8 / H)
+    assert nlp["lost_hours"] == (5000 * 8 + 920) / H - (4980 * 8 + 920) / H
+    assert nlp["goodput"] == ((4980 * 8 + 920) / H) / ((5000 * 8 + 920) / H)
+    # a queued from +400 to +1000: 100 s of it inside; c has no submit time (not weighted)
+    assert nlp["queue_hours"] == 100 * 8 / H
+    assert nlp["scheduling_goodput"] == (5000 * 8) / (5100 * 8)
+    assert vision["accelerator_hours"] == 1000 * 4 / H
+    assert vision["productive_hours"] == 490 * 4 / H
+    assert vision["badput_hours"] == _zero_but(
+        other=20 * 4 / H,
+        wasted_progress_from_disruption=400 * 4 / H,
+        infrastructure_recovery_from_disruption=90 * 4 / H,
+    )
+    assert vision["scheduling_goodput"] is None  # no submit time
+    total = r["total"]
+    assert total["jobs"] == 3  # d ended before the range
+    assert total["accelerator_hours"] == (5000 * 8 + 920 + 1000 * 4) / H
+    assert total["productive_hours"] == (4980 * 8 + 920 + 490 * 4) / H
+    jobs = {j["job"]: j for j in r["jobs"]}
+    assert set(jobs) == {"a", "b", "c"}
+    assert (jobs["a"]["start"], jobs["a"]["end"]) == (D + 1000, UNTIL)
+    assert (jobs["c"]["start"], jobs["c"]["end"]) == (SINCE, D + 1820)
+    assert jobs["c"]["accelerators"] == 1 and not jobs["c"]["accelerators_recorded"]
+    assert jobs["a"]["accelerators"] == 8 and jobs["a"]["accelerator_type"] == "H100"
+    assert jobs["a"]["labels"] == {"team": "nlp", "model": "llama"}
+    assert jobs["b"]["productive_hours"] == 490 * 4 / H
+    assert [d["day"] for d in r["days"]] == ["2023-11-15"]
+    assert r["days"][0]["accelerator_hours"] == total["accelerator_hours"]
+    assert r["days"][0]["productive_hours"] == total["productive_hours"]
+
+
+def test_a_job_inside_the_range_whole_counts_its_report(store: SQLiteStore) -> None:
+    """Over the whole day every job but d lies inside: each job row is its own report."""
+    r = _src(store).report(D - H, D + 86400, "job").to_dict()
+    for row in r["jobs"]:
+        rep = GoodputCalculator(row["job"], "log", store=store).report()
+        w = row["accelerators"]
+        assert row["accelerator_hours"] == rep.total_s * w / H
+        assert row["productive_hours"] == rep.productive_s * w / H
+        for b in BUCKETS:
+            want = rep.to_dict()["badput_s"].get(b, 0.0)
+            want = sum(want.values()) if isinstance(want, dict) else want
+            assert row["badput_hours"][b] == want * w / H, (row["job"], b)
+    assert {g["key"] for g in r["groups"]} == {"a", "b", "c"}
+    # c began the hour before: two UTC days
+    days = {d["day"]: d for d in r["days"]}
+    assert set(days) == {"2023-11-14", "2023-11-15"}
+    assert days["2023-11-14"]["accelerator_hours"] == 1800 / H
+    assert days["2023-11-14"]["badput_hours"]["other"] == 10 / H  # c's start to its first step
+
+
+def test_by_a_label_some_jobs_lack_and_prices(store: SQLiteStore) -> None:
+    prices = Prices(default=2.0, by_type={"H100": 4.0}, currency="EUR")
+    r = _src(store).report(D - 7200, D + 86400, "model", prices).to_dict()
+    assert r["currency"] == "EUR"
+    groups = {g["key"]: g for g in r["groups"]}
+    assert set(groups) == {"llama", "bert", None}  # b and c have no model label
+    assert groups["bert"]["accelerator_hours"] == 110 * 2 / H  # d: idle 10 s, 100 steps
+    a = groups["llama"]
+    assert a["cost"]["total"] == 6020 * 8 * 4.0 / H
+    assert a["cost"]["productive"] == 6000 * 8 * 4.0 / H
+    assert a["cost"]["lost"] == a["cost"]["total"] - a["cost"]["productive"]
+    none = groups[None]
+    assert none["cost"]["total"] == (1310 * 4 * 2.0 + 3620 * 1 * 2.0) / H  # b (A100) and c: the default
+
+
+def test_summaries_are_saved_and_read_back_not_made_again(store: SQLiteStore) -> None:
+    first = _src(store)
+    want = first.report(SINCE, UNTIL, "team").to_dict()
+    assert first.last_counts["made"] == 4
+    again = _src(store)
+    got = again.report(SINCE, UNTIL, "team").to_dict()
+    assert again.last_counts == {"kept": 0, "read": 4, "made": 0}
+    assert got == want
+    raw = b"".join(store.load_state(NAMESPACE, key("log", "a")) or [])
+    s = JobSummary.loads(raw)
+    assert s is not None and s.accelerators == 8 and json.loads(raw)["format"] == 1
+    # a job with something new is made again, the others are kept
+    store.append("log", "c", EventBatch(99, 0, [Event(Kind.CUSTOM_START, D + 1000, name="eval")]))
+    again.report(SINCE, UNTIL, "team")
+    assert again.last_counts == {"kept": 3, "read": 0, "made": 1}
+
+
+def test_a_damaged_saved_summary_is_made_again(store: SQLiteStore) -> None:
+    want = _src(store).report(SINCE, UNTIL, "team").to_dict()
+    store.save_state(NAMESPACE, key("log", "b"), [b'{"format": 1, "job": "b"'])
+    src = _src(store)
+    assert src.report(SINCE, UNTIL, "team").to_dict() == want
+    assert src.last_counts["made"] == 1
+
+
+def test_a_range_with_no_job_and_a_bad_range(store: SQLiteStore) -> None:
+    r = _src(store).report(D + 50_000, D + 60_000, "team").to_dict()
+    assert r["jobs"] == [] and r["groups"] == [] and r["total"]["accelerator_hours"] == 0.0
+    assert r["total"]["goodput"] is None
+    with pytest.raises(ValueError, match="until must be after since"):
+        _src(store).report(D, D, "team")
+
+
+def test_a_running_job_grows_with_the_clock(tmp_path: Path) -> None:
+    st = SQLiteStore(str(tmp_path / "run.db"))
+    ev = [Event(Kind.JOB_START, D), _labels(D, {"team": "x"}, 2, None)]
+    ev += [Event(Kind.STEP_START, D + 10 + k, step=k) for k in range(100)]
+    st.append("log", "r", EventBatch(1, 0, ev))
+    now = [D + 110.0]
+    src = FleetSource(st, clock=lambda: now[0])
+    first = src.report(D - H, D + H, "team").to_dict()["total"]["accelerator_hours"]
+    assert first == 110 * 2 / H
+    now[0] = D + 200.0  # nothing new, later: the running job's window reaches the new now
+    assert src.report(D - H, D + H, "team").to_dict()["total"]["accelerator_hours"] == 200 * 2 / H
