@@ -204,3 +204,23 @@ def test_a_running_job_grows_with_the_clock(tmp_path: Path) -> None:
     assert first == 110 * 2 / H
     now[0] = D + 200.0  # nothing new, later: the running job's window reaches the new now
     assert src.report(D - H, D + H, "team").to_dict()["total"]["accelerator_hours"] == 200 * 2 / H
+
+
+def test_a_live_range_asks_cut_hours_once_and_frees_settled_engines(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _src(store)
+    want = src.report(SINCE, UNTIL, "team").to_dict()
+    assert src._calcs == {}  # every job settled: no engine kept
+    asked: list[tuple[float, float]] = []
+    real = GoodputCalculator.partition
+
+    def counting(self: GoodputCalculator, *a: object, **k: object) -> object:
+        asked.append((a[0], a[1]) if len(a) >= 2 else (0.0, 0.0))  # type: ignore[arg-type]
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GoodputCalculator, "partition", counting)
+    assert src.report(SINCE, UNTIL, "team").to_dict() == want
+    assert asked == []  # the cut hours were remembered
+    src.report(SINCE + 1, UNTIL, "team")
+    assert asked  # a new edge is asked of the job's accounting

@@ -35,6 +35,7 @@ log = logging.getLogger("mlgoodput")
 RESERVED_PREFIX = "mlgoodput."  # namespaces of runs, console, JAX metrics: not goodput jobs
 _SETTLED = ("finished", "crashed", "empty")  # statuses whose report does not move with time
 _LABELS = int(Kind.JOB_LABELS)
+MAX_PIECES = 4096  # cut hours remembered (two per job that an edge of a live range cuts)
 
 
 class FleetSource:
@@ -47,6 +48,10 @@ class FleetSource:
         self._lock = threading.Lock()
         self._summaries: dict[tuple[str, str], JobSummary] = {}
         self._calcs: dict[tuple[str, str], GoodputCalculator] = {}
+        self._saved: dict[tuple[str, str], tuple[int, str]] = {}  # (cursor, status) saved last
+        # an hour cut by an edge of the range, answered for a job at a cursor: a range that stays
+        # put between queries (a live page) asks the job's accounting once, not each time
+        self._pieces: dict[tuple[str, str, int, float, float], Mapping[str, float]] = {}
         self._now = clock()
         #: how the last refresh went: jobs whose summary was read from the store, made again, kept
         self.last_counts: dict[str, int] = {}
@@ -70,7 +75,12 @@ class FleetSource:
             raise ValueError(f"until must be after since, got since={since!r}, until={until!r}")
         with self._lock:
             got = self._refresh(since)
-            return fleet(got, since, until, by, self._exact, prices, link)
+            try:
+                return fleet(got, since, until, by, self._exact, prices, link)
+            finally:  # a settled job's summary is all a later query needs: free its engine
+                for s in got:
+                    if s.status in _SETTLED:
+                        self._calcs.pop((s.logger, s.job), None)
 
     # -- keeping the summaries -----------------------------------------------------------------
     def _refresh(self, since: float | None) -> list[JobSummary]:
@@ -125,7 +135,10 @@ class FleetSource:
         if raw is None:
             return None
         s = JobSummary.loads(raw)
-        return s if s is not None and (s.logger, s.job) == (ns, job) else None
+        if s is None or (s.logger, s.job) != (ns, job):
+            return None
+        self._saved[(ns, job)] = (s.cursor, s.status)
+        return s
 
     def _calc(self, ns: str, job: str) -> GoodputCalculator:
         c = self._calcs.get((ns, job))
@@ -146,15 +159,22 @@ class FleetSource:
         s = summarize(r, segs, _records(tl.hosts.values()), cursor=calc.cursor, events=tl.events)
         if s.status in _SETTLED:
             self._calcs.pop((ns, job), None)  # settled: the summary is all a later query needs
-        if self._save:
+        # saved when the job has something new or changed status (a running job's summary
+        # also moves with the clock: saving it again for that alone would write every query)
+        if self._save and self._saved.get((ns, job)) != (s.cursor, s.status):
             try:
                 self._store.save_state(NAMESPACE, key(ns, job), [s.dumps()])
+                self._saved[(ns, job)] = (s.cursor, s.status)
             except (StoreError, OSError) as e:  # the next query makes it again
                 log.info("mlgoodput: fleet: cannot save the summary of %s/%s: %s", ns, job, e)
         return s
 
     def _exact(self, s: JobSummary, lo: float, hi: float) -> Mapping[str, float]:
         """The job's seconds by bucket in [lo, hi] (an hour an edge of the range cuts)."""
+        memo = (s.logger, s.job, s.cursor, lo, hi)
+        settled = s.status in _SETTLED
+        if settled and memo in self._pieces:
+            return self._pieces[memo]
         calc = self._calc(s.logger, s.job)
         if calc.cursor != s.cursor:
             calc.report()
@@ -162,6 +182,10 @@ class FleetSource:
         for seg in calc.partition(lo, hi, configured_ideal_step_time=s.ideal_step_time_s, read=False):
             b = bucket_of(seg.bucket)
             out[b] = out.get(b, 0.0) + seg.seconds
+        if settled:
+            if len(self._pieces) >= MAX_PIECES:
+                self._pieces.clear()
+            self._pieces[memo] = out
         return out
 
 
