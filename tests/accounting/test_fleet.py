@@ -224,3 +224,25 @@ def test_a_live_range_asks_cut_hours_once_and_frees_settled_engines(
     assert asked == []  # the cut hours were remembered
     src.report(SINCE + 1, UNTIL, "team")
     assert asked  # a new edge is asked of the job's accounting
+
+
+def test_a_peak_from_the_table_gives_the_size_when_none_was_recorded(tmp_path: Path) -> None:
+    st = SQLiteStore(str(tmp_path / "peak.db"))
+    ev = [
+        Event(Kind.JOB_START, D),
+        _labels(D, {"team": "x"}, None, None),
+        Event(Kind.PEAK_FLOPS, D + 1, value=1e15, name="table:TPU v5p x64 bf16"),
+    ]
+    ev += [Event(Kind.STEP_START, D + 10 + k, step=k) for k in range(10)]
+    st.append("log", "p", EventBatch(1, 0, [*ev, Event(Kind.JOB_END, D + 20)]))
+    ev2 = [
+        Event(Kind.JOB_START, D),
+        _labels(D, {}, 3, "L4"),
+        Event(Kind.PEAK_FLOPS, D, value=1.0, name="table:L4 x8 bf16"),
+    ]
+    st.append("log", "q", EventBatch(2, 0, [*ev2, Event(Kind.JOB_END, D + 20)]))
+    jobs = {j["job"]: j for j in _src(st).report(D - H, D + H, "team").to_dict()["jobs"]}
+    assert (jobs["p"]["accelerators"], jobs["p"]["accelerator_type"]) == (64, "TPU v5p")
+    assert jobs["p"]["accelerators_recorded"] is True
+    assert jobs["p"]["accelerator_hours"] == 20 * 64 / H
+    assert (jobs["q"]["accelerators"], jobs["q"]["accelerator_type"]) == (3, "L4")  # recorded wins

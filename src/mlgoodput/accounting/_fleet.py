@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,17 +153,32 @@ def merged_labels(
     return labels, n, kind
 
 
+_PEAK_TABLE = re.compile(r"table:(.+) x(\d+) \S+")
+
+
+def from_peak_source(source: str) -> tuple[int, str] | None:
+    """(devices, their kind) from a peak found in the table ("table:<kind> x<count> <dtype>",
+    mlgoodput.flops), which counted the job's devices; None for any other source."""
+    m = _PEAK_TABLE.fullmatch(source)
+    return None if m is None or int(m.group(2)) <= 0 else (int(m.group(2)), m.group(1))
+
+
 def summarize(
     report: GoodputReport,
     segments: Sequence[Segment],
     records: Iterable[LabelRecord],
     *,
+    peak_sources: Sequence[str] = (),
     cursor: int = 0,
     events: int = 0,
 ) -> JobSummary:
     """A job's summary from its whole-job report and that report's partition (`segments`, made
-    with the report's ideal step time, so their seconds are the report's)."""
+    with the report's ideal step time, so their seconds are the report's). Without a recorded
+    count of accelerators, the latest peak found in the table (`peak_sources`, in time order) gives it."""
     labels, n, kind = merged_labels(records)
+    found = next((g for g in map(from_peak_source, reversed(peak_sources)) if g is not None), None)
+    if n is None and found is not None:
+        n, kind = found[0], kind if kind is not None else found[1]
     seconds = {PRODUCTIVE: report.productive_s} | {b: 0.0 for b in BUCKETS}
     for bucket, v in report.badput_s.items():
         if bucket is BadputType.DATA_LOADING_ASYNC:

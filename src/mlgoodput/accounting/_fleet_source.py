@@ -35,6 +35,7 @@ log = logging.getLogger("mlgoodput")
 RESERVED_PREFIX = "mlgoodput."  # namespaces of runs, console, JAX metrics: not goodput jobs
 _SETTLED = ("finished", "crashed", "empty")  # statuses whose report does not move with time
 _LABELS = int(Kind.JOB_LABELS)
+_PEAK = int(Kind.PEAK_FLOPS)
 MAX_PIECES = 4096  # cut hours remembered (two per job that an edge of a live range cuts)
 
 
@@ -156,7 +157,8 @@ class FleetSource:
             return None
         segs = calc.partition(configured_ideal_step_time=r.ideal_step_time_s, read=False)
         tl = calc.timeline
-        s = summarize(r, segs, _records(tl.hosts.values()), cursor=calc.cursor, events=tl.events)
+        logs = list(tl.hosts.values())
+        s = summarize(r, segs, _records(logs), peak_sources=_peaks(logs), cursor=calc.cursor, events=tl.events)
         if s.status in _SETTLED:
             self._calcs.pop((ns, job), None)  # settled: the summary is all a later query needs
         # saved when the job has something new or changed status (a running job's summary
@@ -187,6 +189,12 @@ class FleetSource:
                 self._pieces.clear()
             self._pieces[memo] = out
         return out
+
+
+def _peaks(logs: Iterable[Any]) -> list[str]:
+    """The sources of every recorded peak, in time order (a table's counts the job's devices)."""
+    got = sorted((r.time, r.name) for hlog in logs for r in hlog.others if r.kind == _PEAK and r.name)
+    return [name for _, name in got]
 
 
 def _records(logs: Iterable[Any]) -> list[LabelRecord]:
