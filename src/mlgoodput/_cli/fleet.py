@@ -137,12 +137,30 @@ def _money(v: float | None, currency: str | None) -> str:
     return "-" if v is None or currency is None else f"{v:,.2f} {currency}"
 
 
-def _worst(row: dict[str, Any], n: int = 2) -> str:
-    """The row's largest badput buckets, as words."""
-    from mlgoodput._cli.report import BUCKET_WORDS
+#: a bucket in a few words, so a table row of several buckets fits a terminal (`mlgoodput report`
+#: has the long words)
+SHORT = {
+    "tpu_initialization": "accel init",
+    "training_prep": "prep",
+    "program_startup": "compile",
+    "data_loading_sync": "data",
+    "unproductive_checkpoint_save_time": "ckpt save",
+    "unproductive_checkpoint_restore_time": "ckpt restore",
+    "wasted_progress_from_disruption": "wasted",
+    "infrastructure_recovery_from_disruption": "recovery",
+    "custom_badput_events": "custom",
+    "other": "other",
+    "elastic_slice_down": "slice down",
+    "elastic_scale_up": "scale up",
+    "elastic_reinitialization": "elastic reinit",
+    "stall": "stall",
+}
 
+
+def _worst(row: dict[str, Any], n: int = 3) -> str:
+    """The row's largest badput buckets, in a few words each."""
     got = sorted(((h, b) for b, h in row["badput_hours"].items() if h > 0), reverse=True)[:n]
-    return ", ".join(f"{BUCKET_WORDS.get(b.upper(), b)} {_hours(h)} h" for h, b in got) or "-"
+    return ", ".join(f"{SHORT.get(b, b)} {_hours(h)}" for h, b in got) or "-"
 
 
 def show(r: FleetReport, top: int) -> None:
@@ -165,13 +183,13 @@ def show(r: FleetReport, top: int) -> None:
         "accel-hours",
         "goodput",
         "lost h",
-        "where it went",
+        "lost to (h)",
         "sched",
         "program",
         "MPG",
         "ETTR",
     ):
-        g.add_column(col, justify="left" if col in ("group", "where it went") else "right")
+        g.add_column(col, justify="left" if col in ("group", "lost to (h)") else "right")
     if cur:
         g.add_column(f"lost ({cur})", justify="right")
     rows = [*r.groups, {"key": "all", **t}]
@@ -192,12 +210,25 @@ def show(r: FleetReport, top: int) -> None:
             cells.append(_money(row["cost"]["lost"] if row["cost"] else None, cur))
         g.add_row(*cells, style="bold" if i == len(rows) - 1 else None)
     con.print(g)
+    if 1 < len(r.days) <= 31:
+        d = Table(title="by day (UTC)", title_justify="left")
+        for col in ("day", "accel-hours", "goodput", "lost h", "lost to (h)"):
+            d.add_column(col, justify="left" if col in ("day", "lost to (h)") else "right")
+        for row in r.days:
+            d.add_row(
+                str(row["day"]),
+                _hours(row["accelerator_hours"]),
+                _pct(row["goodput"]),
+                _hours(row["lost_hours"]),
+                _worst(dict(row)),
+            )
+        con.print(d)
     if top and r.jobs:
         j = Table(
             title=f"jobs that lost the most hours (top {min(top, len(r.jobs))} of {len(r.jobs)})", title_justify="left"
         )
-        for col in ("job", "group", "status", "accelerators", "accel-hours", "goodput", "lost h", "where it went"):
-            j.add_column(col, justify="left" if col in ("job", "group", "status", "where it went") else "right")
+        for col in ("job", "group", "status", "accelerators", "accel-hours", "goodput", "lost h", "lost to (h)"):
+            j.add_column(col, justify="left" if col in ("job", "group", "status", "lost to (h)") else "right")
         for row in r.jobs[:top]:
             j.add_row(
                 str(row["job"]),
