@@ -103,11 +103,49 @@ def test_a_store_living_for_weeks_makes_each_partition_ahead(
     st.close()  # type: ignore[attr-defined]
 
 
-def test_making_a_partition_gives_way_to_a_long_reader_and_retries(
+def test_making_a_partition_waits_for_no_reader_or_appender(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition is attached (SHARE UPDATE EXCLUSIVE on the table), not created in place
+    (ACCESS EXCLUSIVE): a long reader and an unfinished append hold their locks on the table
+    while the partition an append needs is made on the first try, and neither queues behind it."""
+    import psycopg
+
+    url = _fresh_db(postgres_url)
+    now = [20000 * 86400.0]
+    monkeypatch.setattr(_postgres, "clock", lambda: now[0])
+    monkeypatch.setattr(_postgres, "DDL_LOCK_TIMEOUT_MS", 50)
+    monkeypatch.setattr(_postgres, "DDL_RETRY_S", 5.0)  # a DDL that keeps giving way fails the append
+    st = open_store(url)
+    w = _writer()
+    st.append("ns", "j", EventBatch(w, 0, _steps(0, 1)))
+    tries = [0]
+    real = _postgres._add_partition
+
+    def counted(start: int, wait: bool, conn: Any) -> bool:
+        if wait:
+            tries[0] += 1
+        return real(start, wait, conn)
+
+    monkeypatch.setattr(_postgres, "_add_partition", counted)
+    now[0] += 3 * _postgres.PARTITION_DAYS * 86400  # past the one made ahead
+    with psycopg.connect(url) as reader, psycopg.connect(url) as appender:
+        reader.execute("SELECT count(*) FROM mlgoodput_chunks")  # holds ACCESS SHARE until it ends
+        appender.execute(  # an append still open: ROW EXCLUSIVE on the table and this week's partition
+            "INSERT INTO mlgoodput_chunks (stream, day, seq, n, data) VALUES (0, 20000, 1, 0, '')"
+        )
+        st.append("ns", "j", EventBatch(w, 1, _steps(1, 1)))
+        assert tries[0] == 1  # made on the first try: it did not queue behind them
+        appender.rollback()
+        reader.rollback()
+    assert [e.step for e in st.read("ns", "j").columns.events()] == [0, 1]
+    st.close()  # type: ignore[attr-defined]
+
+
+def test_making_a_partition_gives_way_to_a_conflicting_lock_and_retries(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The partition an append needs is made with a lock timeout: queued behind a long reader
-    it gives up (so appends and reads do not queue behind it) and tries again."""
+    """What attaching a partition does queue behind (a VACUUM or ANALYZE of the table, other
+    DDL: SHARE UPDATE EXCLUSIVE) makes it give up after DDL_LOCK_TIMEOUT_MS and try again, and
+    reads meanwhile are not stuck behind it."""
     import psycopg
 
     url = _fresh_db(postgres_url)
@@ -128,8 +166,8 @@ def test_making_a_partition_gives_way_to_a_long_reader_and_retries(
     monkeypatch.setattr(_postgres, "_add_partition", counted)
     now[0] += 3 * _postgres.PARTITION_DAYS * 86400  # past the one made ahead
     errors: list[BaseException] = []
-    with psycopg.connect(url) as reader:
-        reader.execute("SELECT count(*) FROM mlgoodput_chunks")  # holds ACCESS SHARE until it ends
+    with psycopg.connect(url) as holder:
+        holder.execute("LOCK TABLE mlgoodput_chunks IN SHARE UPDATE EXCLUSIVE MODE")  # what VACUUM takes
 
         def append() -> None:
             try:
@@ -139,11 +177,11 @@ def test_making_a_partition_gives_way_to_a_long_reader_and_retries(
 
         t = threading.Thread(target=append)
         t.start()
-        wait_for(lambda: tries[0] >= 3, timeout_s=60)  # gave up and tried again, more than once
+        assert wait_for(lambda: tries[0] >= 3, timeout_s=60)  # gave up and tried again, more than once
         other = open_store(url)
         assert len(other.read("ns", "j")) == 1  # a read is not stuck behind the waiting DDL
         other.close()  # type: ignore[attr-defined]
-        reader.rollback()
+        holder.rollback()
     t.join(60)
     assert not t.is_alive() and errors == []
     assert [e.step for e in st.read("ns", "j").columns.events()] == [0, 1]

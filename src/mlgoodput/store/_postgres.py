@@ -15,9 +15,13 @@ through a transaction-mode pooler (pgbouncer). What that asks of the layout:
   a round of tiny batches costs tens of bytes per event, not a row each.
 - **Partitions by day.** `mlgoodput_chunks` is partitioned by RANGE on the UTC day a row
   was stored (`PARTITION_DAYS` days a partition, made ahead as needed), so old data is
-  dropped or detached a partition at a time (`drop_before`).
+  dropped or detached a partition at a time (`drop_before`). The schema comes with this
+  week's and next week's partitions, and a partition is made apart and then attached, which
+  appends and reads never wait for (nor it for them).
 - **Pooler-safe.** No server-side prepared statements, no session state (`SET LOCAL` and
-  `_xact_` advisory locks only), and a schema check of two reads when the schema is there.
+  `_xact_` advisory locks only), and a schema check of three reads when the schema is there.
+  The maker's advisory lock is only ever tried: no backend queues on the server (holding a
+  pooled connection) while another store makes the schema or a partition.
 - **Identity in the append.** Every append reads the store id in its own transaction; the
   store remembers it, so `identity()` costs no transaction and a replaced store is noticed
   by the append that first touches it (which then writes to the new store). A read reads the
@@ -77,6 +81,8 @@ DDL_LOCK_TIMEOUT_MS = 2000
 DDL_RETRY_S = 300.0
 #: How often a store object tries (without waiting) to make the partition ahead it lacks.
 AHEAD_RETRY_S = 60.0
+#: The advisory lock that one maker of the schema or a partition holds (tried, never waited for).
+_MAKER_LOCK = 4242424242
 SMALL_ROW = 256  # events up to which a row's columns take the compact forms (deltas, XOR)
 T = TypeVar("T")
 
@@ -133,7 +139,8 @@ class _Replaced(Exception):
 
 
 class _Busy(Exception):
-    """Making a partition gave up on the table's lock (DDL_LOCK_TIMEOUT_MS): try again."""
+    """Making a partition gave up (another store is making one, or the table's lock took
+    longer than DDL_LOCK_TIMEOUT_MS): look again."""
 
 
 class PostgresStore:
@@ -173,13 +180,8 @@ class PostgresStore:
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         try:
-            with conn.transaction():
-                found = _schema_found(conn)
-            if found is None:
-                with conn.transaction():
-                    found = _make_schema(conn, psycopg)
-            self.transactions += 1
-        except psycopg.Error as e:
+            found, parts = self._open_schema(conn)
+        except (psycopg.Error, StoreError) as e:
             conn.close()
             raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         store_id, have, legacy = found
@@ -197,9 +199,32 @@ class PostgresStore:
                 f" mlgoodput; this one reads formats up to {FORMAT}: upgrade mlgoodput to read or write it"
             )
         self._saw_id(store_id)
+        self._parts.update(parts)  # a fleet's first appends find their partition here: no DDL
         self._legacy = legacy
         self._conn, self._pid = conn, os.getpid()
         return conn
+
+    def _open_schema(self, conn: Any) -> tuple[tuple[str, int, bool], list[int]]:
+        """The schema found (or made) and the partitions' first days, each try one transaction.
+        A store that finds the schema there reads the catalog only (no lock, no DDL). One store
+        at a time makes it (with this week's and next week's partitions, in the same
+        transaction); the others do not queue on the server for the maker's lock (a queued
+        backend holds a pooled connection and counts as a lock wait): they try it, and when
+        another store holds it, look again a moment later."""
+        deadline = time.monotonic() + DDL_RETRY_S
+        delay = 0.01
+        while True:
+            with conn.transaction():
+                self.transactions += 1
+                found = _schema_found(conn)
+                if found is None and conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_MAKER_LOCK,)).fetchone()[0]:
+                    found = _schema_found(conn) or _make_schema(conn)  # made meanwhile, or made here
+                if found is not None:
+                    return found, [s for s, _, _ in _partitions(conn)] if found[1] == FORMAT else []
+            if time.monotonic() > deadline:
+                raise StoreError(f"another store kept making the schema for {DDL_RETRY_S:.0f} s")
+            time.sleep(delay)
+            delay = min(0.2, delay * 2)
 
     def _saw_id(self, store_id: str) -> None:
         """Remember the store id a transaction read; another one drops what was resolved
@@ -279,8 +304,9 @@ class PostgresStore:
             elif start + PARTITION_DAYS not in self._parts:  # a store living for weeks
                 self._try_ahead(start + PARTITION_DAYS)
             new = [w for w in writers if w not in self._writers]
-            if new:
-                self._in_transaction("append to", partial(_add_writers, new))
+            jobs = sorted({(ns, job) for ns, job, _ in items} - self._streams.keys())
+            if new or jobs:
+                self._in_transaction("append to", partial(self._prepare, new, jobs))
                 self._writers.update(new)
             try:
                 self._in_transaction("append to", partial(self._append_all, items, first_try, writers, day))
@@ -374,6 +400,17 @@ class PostgresStore:
             ),
         )
 
+    def _prepare(self, writers: list[int], jobs: list[tuple[str, str]], conn: Any) -> None:
+        """Rows for writers and jobs new to this store object, in a short transaction of their
+        own before the append's: an append then locks rows that exist, in one order, and
+        stores that make the same new job at once wait (on its unique key) only for this
+        transaction, not for another's whole append. Jobs are made in (ns, job) order, so two
+        stores making the same new jobs never deadlock."""
+        if writers:
+            _add_writers(writers, conn)
+        for ns, job in jobs:
+            self._stream(conn, ns, job)
+
     def _stream(self, conn: Any, ns: str, job: str, create: bool = True) -> int | None:
         """The job's stream id (made on its first append), cached under the store id."""
         got = self._streams.get((ns, job))
@@ -395,17 +432,20 @@ class PostgresStore:
 
     def _ensure_partitions(self, start: int) -> None:
         """The partition for rows stored in the days from `start` on, and the next one made
-        ahead (so a week's first appends do no DDL); the one ahead gives up on a busy table."""
-        have = set(self._in_transaction("read", _partitions))
-        self._parts.update(s for s, _, _ in have)
+        ahead (so a week's first appends do no DDL); the one ahead gives up on a busy table.
+        Connecting reads the partitions: a store's first append finds them there."""
+        with self._lock:
+            self._connect()
+        if start not in self._parts:
+            self._parts.update(s for s, _, _ in self._in_transaction("read", _partitions))
         if start not in self._parts:
             deadline = time.monotonic() + DDL_RETRY_S
-            delay = 0.05
+            delay = 0.02
             while True:
                 try:
                     self._in_transaction("add a partition to", partial(_add_partition, start, True))
                     break
-                except _Busy:  # gave way to a long reader: appends and reads went on meanwhile
+                except _Busy:  # another store is making it, or the table was busy: look again
                     if time.monotonic() > deadline:
                         raise StoreError(
                             f"cannot add a partition to PostgreSQL store {self._safe_url()}: the table"
@@ -671,42 +711,52 @@ def _partitions(conn: Any) -> list[tuple[int, int, str]]:
 
 
 def _add_partition(start: int, wait: bool, conn: Any) -> bool:
-    """The partition for days [start, start + PARTITION_DAYS). Making one locks the whole
-    table for a moment, so one maker at a time, and a store that finds it made meanwhile
-    does nothing more. The one made ahead is never waited for: when another store is making
-    a partition it is left to that one, and a busy table makes it give up after a second
-    rather than queue the table's appends behind a long reader. The one an append needs gives
-    up after DDL_LOCK_TIMEOUT_MS too (`_Busy`; the caller tries again), so appends and reads
-    never queue for long behind its lock. Whether it exists now."""
-    name = "mlgoodput_chunks_" + _date(start).strftime("%Y%m%d")
-    if wait:
-        conn.execute(f"SET LOCAL lock_timeout = {int(DDL_LOCK_TIMEOUT_MS)}")
-        try:
-            with conn.transaction():  # a savepoint: a lock timeout leaves the connection usable
-                return _make_partition(conn, name, start, True)
-        except _psycopg().errors.LockNotAvailable:
-            raise _Busy from None
-    conn.execute("SET LOCAL lock_timeout = '1s'")
-    if not conn.execute("SELECT pg_try_advisory_xact_lock(4242424242)").fetchone()[0]:
+    """The partition for days [start, start + PARTITION_DAYS), whether it exists now. A
+    store that finds it there reads the catalog only. One maker at a time (`_MAKER_LOCK`),
+    tried, never queued for on the server: when another store is making it, the one an
+    append needs raises `_Busy` (the caller looks again a moment later) and the one ahead is
+    left to that store. The partition is made as a table of its own, then attached: ATTACH
+    takes SHARE UPDATE EXCLUSIVE on mlgoodput_chunks, which appends and reads do not conflict
+    with, so neither waits for the other. What it can queue behind (a VACUUM or ANALYZE of
+    the parent, other DDL) makes it give up after DDL_LOCK_TIMEOUT_MS (the one an append
+    needs: `_Busy`, tried again) or a second (the one ahead)."""
+    if _has_partition(conn, start):
+        return True
+    conn.execute(f"SET LOCAL lock_timeout = {int(DDL_LOCK_TIMEOUT_MS) if wait else 1000}")
+    if not conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_MAKER_LOCK,)).fetchone()[0]:
+        if wait:
+            raise _Busy
         return False
     try:
-        with conn.transaction():  # a busy table: give up, keeping the connection
-            return _make_partition(conn, name, start, False)
+        with conn.transaction():  # a savepoint: a lock timeout leaves the connection usable
+            _make_partition(conn, start)
+            return True
     except _psycopg().errors.LockNotAvailable:
+        if wait:
+            raise _Busy from None
         return False
 
 
-def _make_partition(conn: Any, name: str, start: int, wait: bool) -> bool:
-    if wait:
-        conn.execute("SELECT pg_advisory_xact_lock(4242424242)")
+def _has_partition(conn: Any, start: int) -> bool:
+    """Whether mlgoodput_chunks has the partition for days from `start` (a catalog read, no lock)."""
+    return any(s == start for s, _, _ in _partitions(conn))
+
+
+def _make_partition(conn: Any, start: int) -> None:
+    """Make and attach the partition for days from `start`, under the maker's lock (made by
+    another store meanwhile: nothing to do). Named after its first day; a table of that name
+    that is no partition (one detached to archive it) is left alone and the new one named apart."""
+    if _has_partition(conn, start):
+        return
+    name = "mlgoodput_chunks_" + _date(start).strftime("%Y%m%d")
     if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
-        return True  # made by another store while this one waited
+        name += "_" + secrets.token_hex(3)
+    conn.execute(f"CREATE TABLE {name} (LIKE mlgoodput_chunks)")
+    _use_lz4(conn, name)
     conn.execute(
-        f"CREATE TABLE {name} PARTITION OF mlgoodput_chunks"
+        f"ALTER TABLE mlgoodput_chunks ATTACH PARTITION {name}"
         f" FOR VALUES FROM ({int(start)}) TO ({int(start + PARTITION_DAYS)})"
     )
-    _use_lz4(conn, name)
-    return True
 
 
 def _schema_found(conn: Any) -> tuple[str, int, bool] | None:
@@ -726,11 +776,12 @@ def _schema_found(conn: Any) -> tuple[str, int, bool] | None:
     return str(meta["store_id"]), have, bool(kinds[2])
 
 
-def _make_schema(conn: Any, psycopg: Any) -> tuple[str, int, bool]:
-    """Make (or bring up to FORMAT) the schema, one maker at a time: an older store's rows
-    and per-job figures are moved aside, kept and still read. A store newer than this code
-    is left as it is (its format is returned for the caller to refuse)."""
-    conn.execute("SELECT pg_advisory_xact_lock(4242424242)")
+def _make_schema(conn: Any) -> tuple[str, int, bool]:
+    """Make (or bring up to FORMAT) the schema, under the maker's lock (`_MAKER_LOCK`, which
+    the caller holds): an older store's rows and per-job figures are moved aside, kept and
+    still read. The partitions for this week and the next are made with it, so a fleet that
+    starts against a fresh store does no partition DDL on its first appends. A store newer
+    than this code is left as it is (its format is returned for the caller to refuse)."""
     conn.execute("CREATE TABLE IF NOT EXISTS mlgoodput_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     row = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'format'").fetchone()
     have = int(row[0]) if row is not None and str(row[0]).isdigit() else 0
@@ -748,6 +799,10 @@ def _make_schema(conn: Any, psycopg: Any) -> tuple[str, int, bool]:
         "INSERT INTO mlgoodput_meta (key, value) VALUES ('format', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
         (str(FORMAT),),
     )
+    day = _day(clock())
+    start = day - day % PARTITION_DAYS
+    for s in (start, start + PARTITION_DAYS):
+        _make_partition(conn, s)
     store_id = conn.execute("SELECT value FROM mlgoodput_meta WHERE key = 'store_id'").fetchone()[0]
     legacy = conn.execute("SELECT to_regclass('mlgoodput_chunks_v2') IS NOT NULL").fetchone()[0]
     return str(store_id), FORMAT, bool(legacy)
@@ -948,7 +1003,7 @@ def _join(run: list[Chunk]) -> Chunk:
 def _state_schema(conn: Any) -> None:
     if conn.execute("SELECT to_regclass('mlgoodput_state_pieces')").fetchone()[0] is not None:
         return  # made already: no lock (many savers at once do not queue on it)
-    conn.execute("SELECT pg_advisory_xact_lock(4242424242)")  # one schema creator at a time
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MAKER_LOCK,))  # one schema creator at a time
     conn.execute(_STATE_SCHEMA)
 
 
