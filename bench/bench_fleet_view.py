@@ -133,9 +133,9 @@ def write_jobs(path: str, real: int, steps: int, now: float) -> list[float]:
     """The K real jobs, each in its own writer's batches; job i ends about (i + 2) hours before
     `now`. Returns the seconds each took to write."""
     from mlgoodput.events import EventBatch
-    from mlgoodput.store import SQLiteStore
+    from mlgoodput.store import open_store
 
-    st = SQLiteStore(path)
+    st = open_store(path)
     took = []
     for i in range(real):
         t = time.perf_counter()
@@ -236,6 +236,108 @@ def copy_jobs(path: str, real: int, jobs: int) -> dict[str, Any]:
     }
 
 
+def copy_jobs_pg(url: str, real: int, jobs: int) -> dict[str, Any]:
+    """`copy_jobs` in a PostgreSQL store: a job (stream id), a writer row per copy (what
+    `jobs()` sums), the real job's chunk rows under the copy's stream with the same day, seq
+    and n (so the copy's summary keeps its cursor), the last one whole and the others with an
+    18-byte `data` (a real row's ~500 kB goes to TOAST, and its heap row keeps an 18-byte
+    pointer to it), and the saved summary; then VACUUM ANALYZE, as autovacuum leaves a store
+    that has been written for a while (the planner's statistics, the visibility map)."""
+    import psycopg
+
+    from mlgoodput.accounting._fleet import NAMESPACE, key
+
+    t = time.perf_counter()
+    n_rows = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.transaction():
+            src: list[dict[str, Any]] = []
+            for i in range(real):
+                name = job_name(i)
+                sid = conn.execute(
+                    "SELECT id FROM mlgoodput_jobs WHERE ns = %s AND job = %s", (LOGGER, name)
+                ).fetchone()[0]
+                writers = conn.execute(
+                    "SELECT next_seq, events, first_time, last_time FROM mlgoodput_writers WHERE stream = %s", (sid,)
+                ).fetchall()
+                assert len(writers) == 1, writers
+                rows = conn.execute(
+                    "SELECT day, seq FROM mlgoodput_chunks WHERE stream = %s ORDER BY seq", (sid,)
+                ).fetchall()
+                n_rows.append(len(rows))
+                gen, pieces = conn.execute(
+                    "SELECT gen, pieces FROM mlgoodput_states WHERE ns = %s AND job = %s",
+                    (NAMESPACE, key(LOGGER, name)),
+                ).fetchone()
+                assert pieces == 1, pieces
+                data = conn.execute(
+                    "SELECT data FROM mlgoodput_state_pieces WHERE ns = %s AND job = %s AND gen = %s AND i = 0",
+                    (NAMESPACE, key(LOGGER, name), gen),
+                ).fetchone()[0]
+                src.append(
+                    {
+                        "sid": sid,
+                        "writer": writers[0],
+                        "last": rows[-1][1],
+                        "gen": gen,
+                        "summary": json.loads(bytes(data)),
+                    }
+                )
+            for i in range(real, jobs):
+                s = src[i % real]
+                name = job_name(i)
+                sid = conn.execute(
+                    "INSERT INTO mlgoodput_jobs (ns, job) VALUES (%s, %s) RETURNING id", (LOGGER, name)
+                ).fetchone()[0]
+                conn.execute(
+                    "INSERT INTO mlgoodput_writers (writer, next_seq, stream, events, first_time, last_time)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (1_000_000_000 + i, *s["writer"][:1], sid, *s["writer"][1:]),
+                )
+                conn.execute(
+                    "INSERT INTO mlgoodput_chunks (stream, day, seq, n, data) SELECT %s, day, seq, n,"
+                    " CASE WHEN seq = %s THEN data ELSE decode(repeat('00', 18), 'hex') END"
+                    " FROM mlgoodput_chunks WHERE stream = %s",
+                    (sid, s["last"], s["sid"]),
+                )
+                summary = dict(s["summary"], job=name)
+                k = key(LOGGER, name)
+                conn.execute(
+                    "INSERT INTO mlgoodput_states (ns, job, gen, pieces, saved_at) VALUES (%s, %s, %s, 1, %s)",
+                    (NAMESPACE, k, s["gen"], time.time()),
+                )
+                conn.execute(
+                    "INSERT INTO mlgoodput_state_pieces (ns, job, gen, i, data) VALUES (%s, %s, %s, 0, %s)",
+                    (NAMESPACE, k, s["gen"], json.dumps(summary, separators=(",", ":")).encode()),
+                )
+        conn.execute("VACUUM ANALYZE")
+    return {"copy_s": time.perf_counter() - t, "chunks_per_job": n_rows}
+
+
+def _is_pg(where: str) -> bool:
+    return where.startswith(("postgresql://", "postgres://"))
+
+
+def _jobs(where: str) -> list[Any]:
+    from mlgoodput.store import open_store
+
+    st = open_store(where)
+    try:
+        return list(st.jobs())
+    finally:
+        st.close()
+
+
+def _size_mb(where: str) -> float:
+    """The store's size: the SQLite file, or the PostgreSQL database."""
+    if not _is_pg(where):
+        return os.path.getsize(where) / 1e6
+    import psycopg
+
+    with psycopg.connect(where) as conn:
+        return float(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]) / 1e6
+
+
 # -- measurements, each in a fresh process ---------------------------------------------------------
 def _report_args(cfg: dict[str, Any]) -> list[str]:
     """`mlgoodput fleet --json --by team` over the configured range."""
@@ -268,10 +370,10 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         out.update(jobs=got["total"]["jobs"], groups=len(got["groups"]), acc_h=got["total"]["accelerator_hours"])
         return out
     from mlgoodput.accounting import FleetSource, JobSummary
-    from mlgoodput.store import SQLiteStore
+    from mlgoodput.store import SQLiteStore, open_store
 
     if mode == "cold":  # every summary made from the job's events, and saved
-        st = SQLiteStore(cfg["path"])
+        st = open_store(cfg["path"])
         t, c = time.perf_counter(), time.process_time()
         src = FleetSource(st)
         got = src.summaries()
@@ -283,7 +385,7 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
     if mode == "check":  # what a new process reads of the 1,000-job store, and that copies are equal
         import dataclasses
 
-        st = SQLiteStore(cfg["path"])
+        st = open_store(cfg["path"])
         infos = st.jobs()
         out["listed"] = len(infos)
         out["min_events"] = min(j.events for j in infos)
@@ -315,7 +417,7 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
     if mode == "source":  # FleetSource.report twice in one process
         from mlgoodput._cli.fleet import job_link
 
-        st = SQLiteStore(cfg["path"])
+        st = open_store(cfg["path"])
         src = FleetSource(st)
         for n in (1, 2):
             t, c = time.perf_counter(), time.process_time()
@@ -328,8 +430,13 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         from mlgoodput.accounting import _fleet_source
 
         job = job_name(0)
+        base: Any = SQLiteStore
+        if _is_pg(cfg["path"]):
+            from mlgoodput.store._postgres import PostgresStore
 
-        class OneJob(SQLiteStore):
+            base = PostgresStore
+
+        class OneJob(base):  # type: ignore[misc,valid-type]
             """The store as it is, listing one job (the copies' events cannot be read)."""
 
             def jobs(self) -> Any:
@@ -388,7 +495,17 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1000, help="jobs in the store, the real ones and copies (default 1000)")
     ap.add_argument("--steps", type=int, default=1_000_000, help="steps of each real job (default 1e6)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of `mlgoodput fleet` (the median is shown)")
-    ap.add_argument("--store", metavar="PATH", help="write the SQLite store here (must not exist) and keep it")
+    ap.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="write the SQLite store at PATH (must not exist) and keep it; or a postgresql:// URL of a database"
+        " without this bench's jobs (default: a temporary SQLite file)",
+    )
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="start a PostgreSQL server of the bench's own (tests/pgserver.py) and use it as the store",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -396,39 +513,58 @@ def main() -> int:
         return 0
     if not 1 <= args.real <= args.jobs:
         ap.error("need 1 <= --real <= --jobs")
-    if args.store and os.path.exists(args.store):
+    server: Any = None
+    if args.postgres:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from pgserver import PgServer, why_not
+
+        why = why_not()
+        if why:
+            print(f"skipped: {why}")
+            return 0
+        server = PgServer()
+        server.start()
+        args.store = server.url
+    pg = bool(args.store) and _is_pg(args.store)
+    if args.store and not pg and os.path.exists(args.store):
         ap.error(f"--store {args.store!r} exists: give a new path")
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.abspath(args.store or os.path.join(d, "fleet_view.db"))
-        now = time.time()
-        wrote = write_jobs(path, args.real, args.steps, now)
-        first = now - (args.real + 1) * 3600.0 - span_s(args.steps)
-        cfg = {
-            "path": path,
-            "real": args.real,
-            "jobs": args.jobs,
-            "since": float(int(first // 3600) * 3600 - 3600),  # every job whole inside
-            "until": float(int(now // 3600) * 3600),
-        }
-        pyc = os.path.join(d, "pycache")
-        run_child("warm", cfg, pyc)
-        real_mb = os.path.getsize(path) / 1e6
-        cold = run_child("cold", cfg, pyc)
-        lo, hi = cold["span_0"]  # real job 0: edges a quarter in from each end, inside two of its hours
-        cfg.update(cut_since=lo + (hi - lo) / 4, cut_until=hi - (hi - lo) / 4)
-        cut = run_child("cut", cfg, pyc)
-        copied = copy_jobs(path, args.real, args.jobs)
-        check = run_child("check", cfg, pyc)
-        cli = [run_child("cli", cfg, pyc) for _ in range(args.repeat)]
-        source = run_child("source", cfg, pyc)
-        size = os.path.getsize(path) / 1e6
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = args.store if pg else os.path.abspath(args.store or os.path.join(d, "fleet_view.db"))
+            if pg and any(j.namespace == LOGGER for j in _jobs(path)):
+                ap.error(f"--store {path!r} holds jobs of logger {LOGGER!r} already: give an empty database")
+            now = time.time()
+            wrote = write_jobs(path, args.real, args.steps, now)
+            first = now - (args.real + 1) * 3600.0 - span_s(args.steps)
+            cfg = {
+                "path": path,
+                "real": args.real,
+                "jobs": args.jobs,
+                "since": float(int(first // 3600) * 3600 - 3600),  # every job whole inside
+                "until": float(int(now // 3600) * 3600),
+            }
+            pyc = os.path.join(d, "pycache")
+            run_child("warm", cfg, pyc)
+            real_mb = _size_mb(path)
+            cold = run_child("cold", cfg, pyc)
+            lo, hi = cold["span_0"]  # real job 0: edges a quarter in from each end, inside two of its hours
+            cfg.update(cut_since=lo + (hi - lo) / 4, cut_until=hi - (hi - lo) / 4)
+            cut = run_child("cut", cfg, pyc)
+            copied = (copy_jobs_pg if pg else copy_jobs)(path, args.real, args.jobs)
+            check = run_child("check", cfg, pyc)
+            cli = [run_child("cli", cfg, pyc) for _ in range(args.repeat)]
+            source = run_child("source", cfg, pyc)
+            size = _size_mb(path)
+    finally:
+        if server is not None:
+            server.close()
     k, n = args.real, args.jobs
     print(
-        f"\nThe fleet view: {n:,} jobs of {args.steps:,} steps each; {k} real (written in"
-        f" {statistics.mean(wrote):.1f} s each, {real_mb / k:.0f} MB each), {n - k:,} copies of them"
+        f"\nThe fleet view ({'PostgreSQL' if pg else 'SQLite'}): {n:,} jobs of {args.steps:,} steps each; {k} real"
+        f" (written in {statistics.mean(wrote):.1f} s each, {real_mb / k:.0f} MB each), {n - k:,} copies of them"
         f" made with SQL in {copied['copy_s']:.1f} s (stub rows for the real jobs' {copied['chunks_per_job']}"
-        f" chunks, {copied['stub_mb']:.0f} MB; store {size:,.0f} MB). Copies are not real jobs: their events"
-        " are zeros; their listing, positions and saved summaries are a real job's (docstring).\n"
+        f" chunks; store {size:,.0f} MB). Copies are not real jobs: their events are zeros; their listing,"
+        " positions and saved summaries are a real job's (docstring).\n"
     )
     same = (
         check["counts"] == {"kept": 0, "read": n, "made": 0}
