@@ -8,6 +8,7 @@ builds one by its registered name (`_registry`).
 """
 
 from mlgoodput.export._base import Exporter, Sample
+from mlgoodput.export._fleet import fleet_samples as fleet_samples  # for other packages
 from mlgoodput.export._gcp import CloudMonitoringExporter, GCPOptions
 from mlgoodput.export._names import label_name
 from mlgoodput.export._otlp import OTLPExporter

@@ -10,6 +10,7 @@ from typing import Any
 
 from mlgoodput._endpoint import check_host
 from mlgoodput.export._base import Sample
+from mlgoodput.export._fleet import FLEET_PREFIX, newest_rounds_only
 from mlgoodput.export._names import check_name
 from mlgoodput.export._process import SeriesKey, series_key
 from mlgoodput.export._prom_metrics import metric_families, prometheus_name
@@ -48,6 +49,10 @@ class PrometheusExporter:
     Until its first export the endpoint has nothing to show: a scrape then waits for that
     export, `first_scrape_wait_s` after the start at the latest, rather than read an empty
     page as "no series".
+
+    Every series keeps its latest value, except fleet gauges (`fleet/...`, export/_fleet.py):
+    those come in rounds, and only the newest round per `by` label is served, so a group that
+    left the top N does not stay at its last value.
     """
 
     def __init__(self, port: int = 9464, addr: str = "127.0.0.1", *, first_scrape_wait_s: float = 5.0) -> None:
@@ -145,6 +150,7 @@ class PrometheusExporter:
         if self._endpoint is None:
             self.start()
         values = self._values
+        rounds: list[Sample] = []  # fleet samples: their older rounds are dropped (export/_fleet.py)
         with self._lock:
             self._version += 1
             for s in samples:
@@ -157,6 +163,10 @@ class PrometheusExporter:
                 else:
                     check_name(s.name, labels)
                     values[series_key(s)] = s
+                    if s.name.startswith(FLEET_PREFIX):
+                        rounds.append(s)
+            if rounds:
+                newest_rounds_only(values, rounds)
         self._exported.set()
 
     def snapshot(self) -> list[Sample]:
