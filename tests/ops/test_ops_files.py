@@ -67,10 +67,44 @@ def test_every_metric_named_exists_on_our_endpoint(installed: Path, tmp_path: Pa
     hists = {ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE") and ln.endswith(" histogram")}
     served_series = served | {h + part for h in hists for part in ("_bucket", "_sum", "_count")}
     dash = json.loads((installed / "grafana-dashboard.json").read_text())
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]  # a row has none
+    exprs += [v["definition"] for v in dash["templating"]["list"] if "definition" in v]
     exprs += re.findall(r"expr: (.*)", (installed / "prometheus-rules.yml").read_text())
     used = {m for e in exprs for m in re.findall(r"(?<![:\w])mlgoodput_\w+(?![:\w])", e)}
     assert used and used <= served_series, sorted(used - served_series)
     titles = " ".join(p["title"].lower() for p in dash["panels"])
-    for topic in ("goodput", "badput", "step time", "stall", "disruption", "compile", "host"):
+    for topic in ("goodput", "badput", "step time", "stall", "disruption", "compile", "host", "fleet"):
         assert topic in titles, topic
+
+
+def test_the_fleet_row_charts_the_fleet_gauges(installed: Path) -> None:
+    """A row of its own, below the job panels, whose panels chart `monitor --fleet`'s gauges
+    for one grouping ($fleet_by) and the groups chosen ($fleet_group)."""
+    dash = json.loads((installed / "grafana-dashboard.json").read_text())
+    panels = dash["panels"]
+    rows = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    assert len(rows) == 1 and panels[rows[0]]["title"].startswith("Fleet")
+    row = panels[rows[0]]
+    jobs, fleet = panels[: rows[0]], panels[rows[0] + 1 :]
+    assert len(fleet) >= 6 and all(p["title"].startswith("Fleet") for p in fleet)
+    assert all(p["gridPos"]["y"] > row["gridPos"]["y"] for p in fleet)
+    assert all(p["gridPos"]["y"] + p["gridPos"]["h"] <= row["gridPos"]["y"] for p in jobs)
+    assert len({p["id"] for p in panels}) == len(panels)
+    used: set[str] = set()
+    for p in fleet:
+        for t in p["targets"]:
+            assert 'by="$fleet_by"' in t["expr"], t["expr"]
+            used |= set(re.findall(r"(?<![:\w])mlgoodput_\w+(?![:\w])", t["expr"]))
+    assert all(m.startswith("mlgoodput_fleet_") for m in used), used
+    want = {
+        "mlgoodput_fleet_total_goodput_ratio",
+        "mlgoodput_fleet_total_ml_productivity_goodput_ratio",
+        "mlgoodput_fleet_total_accelerator_seconds",
+        "mlgoodput_fleet_lost_seconds",
+        "mlgoodput_fleet_goodput_ratio",
+        "mlgoodput_fleet_badput_seconds",
+        "mlgoodput_fleet_lost_cost",
+    }
+    assert want <= used, sorted(want - used)
+    names = {v["name"] for v in dash["templating"]["list"]}
+    assert {"fleet_by", "fleet_group"} <= names

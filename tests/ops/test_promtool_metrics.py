@@ -45,14 +45,41 @@ def _jax_samples() -> list:  # type: ignore[type-arg]
     return to_samples(agg.snapshot(), {"job_name": "lint"})
 
 
+def fleet_gauges(tmp_path: Path) -> list:  # type: ignore[type-arg]
+    """Fleet gauges (`monitor --fleet`) of a priced fleet: a job whose every productivity figure
+    is known (a queue, FLOPs) and two more teams, the smallest summed into group="other"."""
+    from mlgoodput.accounting import FleetSource, Prices
+    from mlgoodput.events import Event, Kind
+    from mlgoodput.export import fleet_samples
+
+    tl = load(next(p for p in all_timelines() if p.stem.startswith("p1_")))
+    st = open_store(f"sqlite://{tmp_path}/fleet.db")
+    try:
+        st.append(f"goodput_{tl.job_name}", tl.job_name, EventBatch(1, 0, tl.events))
+        for w, team in enumerate(("nlp", "vision"), start=2):
+            t = tl.events[0].time
+            ev = [
+                Event(Kind.JOB_START, t),
+                Event(Kind.JOB_LABELS, t, value=float(w), name="H100", attrs={"labels": {"team": team}}),
+            ]
+            ev += [Event(Kind.STEP_START, t + 1 + k, step=k) for k in range(10 * w)]
+            st.append("log", team, EventBatch(w, 0, [*ev, Event(Kind.JOB_END, t + 20 * w)]))
+        report = FleetSource(st, clock=lambda: tl.query).report(0.0, tl.query + 3600, "team", Prices(default=2.0))
+    finally:
+        st.close()
+    return fleet_samples(report.to_dict(), top_groups=2, time=tl.query)
+
+
 def endpoint_text(tmp_path: Path) -> str:
-    """What our exporter serves for a real job (two hosts, a restart) and real JAX compiles."""
+    """What our exporter serves for a real job (two hosts, a restart), real JAX compiles and
+    the gauges of a small fleet."""
     url, logger, job = _store_with(tmp_path, "s8_multihost_duplicates")
     samples = []
     for mode in ("cumulative", "rolling"):
         src = GoodputSource(job, logger, url, mode=mode, windows_s=(60, 300), include_step_deviation=True)
         samples += src.collect(0.0)
     samples += _jax_samples()
+    samples += fleet_gauges(tmp_path)
     exp = PrometheusExporter(port=0)
     try:
         exp.export(samples)
@@ -78,6 +105,16 @@ def test_endpoint_is_clean_under_promtool(tmp_path: Path) -> None:
     helps = {ln.split()[2] for ln in text.splitlines() if ln.startswith("# HELP")}
     assert set(types) <= helps
     assert types["mlgoodput_goodput_ratio"] == "gauge" and types["mlgoodput_badput_seconds"] == "gauge"
+    # fleet gauges: every figure of a group and of the whole fleet, the smallest group in other
+    fleet = {n for n, t in types.items() if n.startswith("mlgoodput_fleet_") and t == "gauge"}
+    for fig in ("goodput", "scheduling_goodput", "program_goodput", "ml_productivity_goodput", "ettr"):
+        assert {f"mlgoodput_fleet_{fig}_ratio", f"mlgoodput_fleet_total_{fig}_ratio"} <= fleet, fig
+    assert {
+        "mlgoodput_fleet_accelerator_seconds",
+        "mlgoodput_fleet_badput_seconds",
+        "mlgoodput_fleet_lost_cost",
+    } <= fleet
+    assert 'group="other"' in text and 'group="none"' in text  # the job without a team is shown
 
 
 def test_rolling_ratio_of_a_finished_job_is_its_last_window(tmp_path: Path) -> None:
