@@ -58,7 +58,7 @@ def check_labels(labels: object, arg: str = "labels") -> dict[str, str]:
 
 
 def parse_labels(text: str, arg: str = "$" + _env.LABELS) -> dict[str, str]:
-    """"team=nlp,model=llama-8b" as a dict (spaces around items are dropped; empty items skipped)."""
+    """ "team=nlp,model=llama-8b" as a dict (spaces around items are dropped; empty items skipped)."""
     out: dict[str, str] = {}
     for item in text.split(","):
         item = item.strip()
@@ -121,9 +121,10 @@ def check_accelerators(value: object, arg: str = "accelerators") -> int | None:
 
 def detect_accelerators(env: Mapping[str, str] | None = None) -> tuple[int | None, str | None]:
     """(how many accelerators the whole job holds, their kind), from `$MLGOODPUT_ACCELERATORS`, else
-    an already imported JAX on an accelerator backend, else an already imported torch with CUDA
-    (its devices on this host times the hosts of a torchrun/Slurm job); (None, None) if unknown.
-    Never imports a framework (that would cost seconds, or start one the job does not use)."""
+    a JAX runtime already initialized on an accelerator backend, else torch with CUDA already
+    initialized (its devices on this host times the hosts of a torchrun/Slurm job); (None, kind)
+    if unknown. Never imports nor initializes a framework (that would cost seconds, start one the
+    job does not use, or break its later distributed initialization or fork)."""
     env = os.environ if env is None else env
     kind = env.get(_env.ACCELERATOR_TYPE, "").strip() or None
     raw = env.get(_env.ACCELERATORS, "").strip()
@@ -133,17 +134,22 @@ def detect_accelerators(env: Mapping[str, str] | None = None) -> tuple[int | Non
         except (TypeError, ValueError):
             raise ValueError(f"${_env.ACCELERATORS} must be a positive whole number, got {raw!r}") from None
     jax = sys.modules.get("jax")
-    if jax is not None:
+    xb = sys.modules.get("jax._src.xla_bridge")
+    ready = getattr(xb, "backends_are_initialized", None)
+    if jax is not None and ready is not None:
         try:
-            if jax.default_backend() != "cpu":
+            # only a runtime the job already started: asking an idle one would initialize its
+            # backends before the job's jax.distributed.initialize(), which then fails
+            if ready() and jax.default_backend() != "cpu":
                 devs = jax.devices()
                 return len(devs), kind or str(getattr(devs[0], "device_kind", "")) or None
-        except Exception:  # a runtime not initialized, or one that fails: not known here
+        except Exception:  # a JAX we do not understand: not known here
             pass
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
-            if torch.cuda.is_available():
+            # CUDA already initialized by the job: starting it here would break a later fork
+            if torch.cuda.is_initialized():
                 local = int(torch.cuda.device_count())
                 nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("GROUP_WORLD_SIZE"))
                 world, per = _int(env.get("WORLD_SIZE")), _int(env.get("LOCAL_WORLD_SIZE"))

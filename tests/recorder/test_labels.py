@@ -153,3 +153,33 @@ def test_labels_reach_the_fleet(tmp_path: Path) -> None:
     assert [g["key"] for g in rep["groups"]] == ["rl"]
     assert rep["groups"][0]["accelerator_hours"] == 5 * 4 / 3600.0
     assert json.dumps(rep)  # JSON-ready
+
+
+def test_an_idle_runtime_is_never_started_to_count_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JAX whose backends are not initialized yet (before jax.distributed.initialize) and a
+    torch whose CUDA is not initialized are not asked: asking would start them."""
+    import sys
+    import types
+
+    asked: list[str] = []
+    ready = [False]
+
+    class Dev:
+        device_kind = "TPU v5 lite"
+
+    fake_jax = types.ModuleType("jax")
+    fake_jax.default_backend = lambda: asked.append("backend") or "tpu"  # type: ignore[attr-defined]
+    fake_jax.devices = lambda: asked.append("devices") or [Dev()] * 8  # type: ignore[attr-defined]
+    xb = types.ModuleType("jax._src.xla_bridge")
+    xb.backends_are_initialized = lambda: ready[0]  # type: ignore[attr-defined]
+    fake_torch = types.ModuleType("torch")
+    fake_torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: False, device_count=lambda: asked.append("cuda") or 4
+    )
+    monkeypatch.setitem(sys.modules, "jax", fake_jax)
+    monkeypatch.setitem(sys.modules, "jax._src.xla_bridge", xb)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    assert detect_accelerators({}) == (None, None)
+    assert asked == []
+    ready[0] = True
+    assert detect_accelerators({}) == (8, "TPU v5 lite")
