@@ -258,7 +258,7 @@ class GoodputRecorder:
         if self.logging_enabled:
             self._last_step = -1
             self._start(Kind.JOB_START, start_time, "record_job_start_time")
-            self._record_labels(start_time)
+            self._record_labels(start_time, at_start=True)
             self._keep_alive(SIGN_OF_LIFE_S, start_time)
 
     def record_job_labels(
@@ -284,7 +284,7 @@ class GoodputRecorder:
         self.accelerator_type = kind if kind is not None else self.accelerator_type
         self._record_labels(None)
 
-    def _record_labels(self, at: object) -> None:
+    def _record_labels(self, at: object, at_start: bool = False) -> None:
         """One JOB_LABELS event beside the job start: the labels, the accelerators (detected now,
         when JAX or torch is up, unless given) and their kind; nothing when none is known."""
         n, kind = self.accelerators, self.accelerator_type
@@ -292,6 +292,10 @@ class GoodputRecorder:
             if n is None or kind is None:
                 found_n, found_kind = detect_accelerators()
                 n, kind = n if n is not None else found_n, kind if kind is not None else found_kind
+            if n is None and at_start:
+                # not known at the job start (JAX or CUDA not started yet): asked again at the
+                # attempt's first step start, then the plain method again (no cost per step)
+                self.record_step_start_time = self._first_step_start  # type: ignore[method-assign]
             if not (self.labels or n or kind) or (self._closed and self._dropped_when_closed("record_job_labels")):
                 return
             t = at.timestamp() if isinstance(at, _datetime) else (float(at) if isinstance(at, (int, float)) else _now())
@@ -415,6 +419,18 @@ class GoodputRecorder:
             return
         self._last_step = step
         self._open_step = step
+
+    def _first_step_start(self, step: int, start_time: _dt.datetime | None = None) -> None:
+        """The attempt's first step start: recorded, then the job's size asked again (a runtime
+        is up by now) and recorded with the labels when found."""
+        self.__dict__.pop("record_step_start_time", None)
+        type(self).record_step_start_time(self, step, start_time)
+        try:
+            found, _ = detect_accelerators()
+        except Exception:  # never into training
+            found = None
+        if found is not None:
+            self._record_labels(None)
 
     # -- custom badput -------------------------------------------------------------------
     def record_custom_badput_event_start_time(

@@ -183,3 +183,22 @@ def test_an_idle_runtime_is_never_started_to_count_devices(monkeypatch: pytest.M
     assert asked == []
     ready[0] = True
     assert detect_accelerators({}) == (8, "TPU v5 lite")
+
+
+def test_a_size_unknown_at_the_start_is_asked_at_the_first_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """JAX is usually started after record_job_start_time: the first step start asks again, once."""
+    monkeypatch.delenv("MLGOODPUT_ACCELERATORS", raising=False)
+    url = "memory://labels-first-step"
+    size: list[tuple[int | None, str | None]] = [(None, None)]
+    monkeypatch.setattr("mlgoodput._recorder.detect_accelerators", lambda: size[0])
+    with goodput.GoodputRecorder("fs", "goodput_fs", True, store=url, labels={"team": "a"}) as r:
+        r.record_job_start_time(T0)
+        size[0] = (16, "H100")  # the job started its runtime
+        r.record_step_start_time(0, T0 + dt.timedelta(seconds=1))
+        assert "record_step_start_time" not in vars(r)  # the plain method again
+        r.record_step_start_time(1, T0 + dt.timedelta(seconds=2))
+        assert r.flush(30)
+    got = _labels_events(url, "fs")
+    assert [(v, n) for _, _, v, n in got] == [(None, None), (16.0, "H100")]
+    steps = [e.step for e in read(url, "fs") if e.kind is Kind.STEP_START]
+    assert steps == [0, 1]
