@@ -118,6 +118,7 @@ def test_fifty_groups_are_the_top_n_and_other_with_sums_kept(tmp_path: Path) -> 
     # cardinality: 11 groups x (jobs, 4 times, 14 buckets, <= 5 ratios, 2 costs) at most
     per_group = [s for s in got if "group" in s.labels]
     assert len(per_group) <= 11 * (1 + 4 + len(want["buckets"]) + 5 + 2)
+    assert len(got) <= (10 + 1) * 26 + 26 + 2  # the bound docs/exporting.md states
     assert all(s.time == now for s in got)  # one round
 
 
