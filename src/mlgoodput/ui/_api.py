@@ -17,6 +17,7 @@ from mlgoodput.store import Store
 from mlgoodput.ui import _charts
 from mlgoodput.ui._console import NAMESPACE as CONSOLE_NS
 from mlgoodput.ui._console import ConsoleView
+from mlgoodput.ui._fleet import FleetView, parse_query
 from mlgoodput.ui._job import JobView
 from mlgoodput.ui._pieces import PieceWorker
 from mlgoodput.ui._reduce import minmax_points, numpy
@@ -112,6 +113,7 @@ class Api:
         self._pieces = PieceWorker()  # goodput over time of this API's job views
         self._due: set[tuple[str, str]] = set()  # jobs with background work, for after_request
         self._runs = RunIndex(store, clock=clock)
+        self._fleet = FleetView(store, clock=clock)  # one for the server's life: repeat queries are cheap
         numpy()  # loaded with the server (when installed), not by the first long job's page
 
     def close(self) -> None:
@@ -325,6 +327,15 @@ class Api:
             row["step"] = {"x": st["x"], "mean": st["mean"], "ideal_s": st["ideal_s"]}
             out.append(row)
         return {"jobs": out, "labels": BUCKET_LABELS}
+
+    # -- fleet -----------------------------------------------------------------------------
+    def fleet(self, q: Mapping[str, list[str]]) -> dict[str, Any]:
+        """The fleet page's report (`mlgoodput fleet --json`'s keys), the bucket words and the time."""
+        try:
+            query = parse_query(q, self.clock())
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+        return {**self._fleet.answer(query), "labels": BUCKET_LABELS, "now": self.clock(), "store": self.store.url}
 
     # -- runs ------------------------------------------------------------------------------
     def runs(self) -> dict[str, Any]:

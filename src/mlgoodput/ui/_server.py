@@ -44,7 +44,7 @@ BUILD_HINT = (
     " e.g. Debian/Ubuntu: apt-get install npm; macOS: brew install node)"
 )
 COOKIE = "mlgoodput_ui_token"
-_PAGES = re.compile(r"^/(|jobs/[^/]+|runs|runs/[^/]+|console|console/[^/]+|compare)$")
+_PAGES = re.compile(r"^/(|jobs/[^/]+|runs|runs/[^/]+|console|console/[^/]+|compare|fleet)$")
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 _CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -278,6 +278,8 @@ class UIServer:
                 ans.json(getattr(api, seg[2])(seg[1], q))
         elif rest == "compare":
             ans.json(api.compare(q))
+        elif rest == "fleet":
+            ans.json(api.fleet(q))
         elif rest == "runs":
             ans.json(api.runs())
         elif seg[0] == "runs" and len(seg) == 2:

@@ -234,6 +234,7 @@ function route() {
   else if (parts[0] === "console" && parts.length === 1) page = consolesPage();
   else if (parts[0] === "console" && parts.length === 2) page = consolePage(parts[1]);
   else if (parts[0] === "compare") page = comparePage();
+  else if (parts[0] === "fleet" && parts.length === 1) page = fleetPage();
   else page = Promise.reject(new Error("no such page"));
   page.catch(failed);
 }
