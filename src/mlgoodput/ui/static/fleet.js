@@ -194,7 +194,8 @@ async function fleetPage() {
       el("div", { class: "fleet-total-bar" }, stackBar(t, totalParts, t.accelerator_hours, "all jobs")));
     // ---- a stacked bar per group (most hours lost first, as the report orders them)
     const scale = Math.max(0, ...d.groups.map((g) => g.accelerator_hours));
-    const bars = el("div", { class: "fleet-bars", id: "fleet-groups" }, d.groups.map((g) => {
+    const MAX_BARS = 40;  // by job over a big fleet: the groups that lost the most (every one is in the table)
+    const bars = el("div", { class: "fleet-bars", id: "fleet-groups" }, d.groups.slice(0, MAX_BARS).map((g) => {
       const parts = fleetParts(g, buckets, labels);
       for (const p of parts) if (p.h > 0) used.add(p.key);
       return el("div", { class: "fleet-bar", "data-group": groupName(g.key), "data-v": String(g.accelerator_hours) },
@@ -223,7 +224,7 @@ async function fleetPage() {
       priced ? fcell("cost.total", g.cost && g.cost.total, fleetMoney(g.cost && g.cost.total, d.currency)) : null,
       priced ? fcell("cost.lost", g.cost && g.cost.lost, fleetMoney(g.cost && g.cost.lost, d.currency)) : null,
       el("td", { class: "where", text: worstBuckets(g, buckets, labels) }));
-    const groupTable = el("div", { class: "scroll full", id: "fleet-groups-box" }, el("table", { id: "fleet-group-table" },
+    const groupTable = el("div", { class: d.groups.length > 20 ? "scroll" : "scroll full", id: "fleet-groups-box" }, el("table", { id: "fleet-group-table" },
       el("thead", {}, el("tr", {}, gcols.map((c) => el("th", { class: numCol(c) ? "num" : null, text: c })))),
       el("tbody", {}, d.groups.map((g) => grow(g, groupName(g.key))), grow(t, "all", "total"))));
     const jcols = ["job", d.by === "job" ? null : d.by, "status", "accelerators", "accel-hours", "goodput", "lost h"].filter(Boolean).concat(priced ? ["lost (" + d.currency + ")"] : [], ["where it went"]);
@@ -241,7 +242,9 @@ async function fleetPage() {
     const jobsHint = "Most hours lost first; each links to its job page. Hours are accelerator-hours inside the range." +
       (d.jobs.some((j) => !j.accelerators_recorded) ? " ? accelerators not recorded: counted as 1." : "");
     body.replaceChildren(totals,
-      card("By " + d.by, "Accelerator-hours of each " + (d.by === "job" ? "job" : "value of the label " + d.by) + ", productive and each badput bucket; most hours lost first. (none): jobs without the label.", bars, legend()),
+      card("By " + d.by, "Accelerator-hours of each " + (d.by === "job" ? "job" : "value of the label " + d.by) + ", productive and each badput bucket; most hours lost first." +
+        (d.by === "job" ? "" : " (none): jobs without the label.") +
+        (d.groups.length > MAX_BARS ? " The " + MAX_BARS + " of " + num(d.groups.length, 0) + " that lost the most; every one is in the table below." : ""), bars, legend()),
       card("Per day (UTC)", "Accelerator-hours each day: productive and each badput bucket.", dayBox, legend()),
       card("Groups", null, groupTable),
       card("Jobs", jobsHint,
