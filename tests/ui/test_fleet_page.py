@@ -370,6 +370,21 @@ def test_page_says_what_is_wrong_with_its_parameters(site: dict[str, Any], brows
     text = js(browser, "return document.getElementById('fleet-error').textContent")
     assert text.startswith("since must be") and not js(browser, "return document.getElementById('fleet-error').hidden")
     assert js(browser, "return !!document.getElementById('fleet-by')")  # the controls stay, to fix it
+    # a range the controls make wrong: said, and the last range's figures are gone; made right again: back
+    open_page(browser, f"{site['base']}/fleet?{RANGE}", READY)
+    pick = (
+        "const i = document.getElementById('fleet-since'); i.value = arguments[0]; i.dispatchEvent(new Event('change'))"
+    )
+    js(browser, pick, "2026-11-25")
+    assert wait_for(
+        lambda: js(browser, "return document.body.dataset.fleetError || ''").startswith("until must be after")
+    )
+    assert not js(browser, "return !!document.querySelector('#fleet-jobs')")
+    js(browser, pick, "2026-11-19")
+    assert wait_for(
+        lambda: js(browser, "return !document.body.dataset.fleetError && !!document.querySelector('#fleet-jobs')")
+    )
+    assert js(browser, "return new URLSearchParams(location.search).get('since')") == "2026-11-19"
     browser.console_errors()  # the 400 itself is logged by the browser
 
 

@@ -97,7 +97,7 @@ async function fleetPage() {
     const q = query();
     if (state.all) q.set("all", "1");
     history.replaceState(null, "", "/fleet?" + q.toString());
-    load().catch(() => {});
+    load(true).catch(() => {});
   }
   sinceIn.addEventListener("change", () => { state.since = sinceIn.value; changed(); });
   // the "to" day is taken whole: the range ends at the next UTC midnight
@@ -117,7 +117,8 @@ async function fleetPage() {
     drawDays(box, d);
   });
   let seq = 0;
-  async function load() {
+  // asked: a new question (not a refresh): when it fails, the figures of the last one go
+  async function load(asked) {
     const mine = ++seq;
     const q = query();
     if (!state.all) q.set("top", String(TOP));
@@ -129,6 +130,7 @@ async function fleetPage() {
       err.textContent = String(e.message || e);
       err.hidden = false;
       document.body.dataset.fleetError = err.textContent;
+      if (asked) { d = null; body.replaceChildren(); }
       return;
     }
     if (mine !== seq || !body.isConnected) return;  // a newer question was asked meanwhile, or the page left
@@ -326,7 +328,6 @@ async function fleetPage() {
     return 10 * p;
   }
   function axisHours(v) { return v >= 1000 ? fixedPy(v / 1000, v % 1000 === 0 ? 0 : 1) + "k" : String(Number(v.toPrecision(4))); }
-  await load();
-  if (!d) body.replaceChildren();  // the error above says why
+  await load(true);
   every(4000, () => load().catch(() => {}));
 }
