@@ -415,7 +415,7 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         assert isinstance(next(iter(got.values())), JobSummary)
         return out
     if mode == "source":  # FleetSource.report twice in one process
-        from mlgoodput._cli.fleet import job_link
+        from mlgoodput.accounting import job_link
 
         st = open_store(cfg["path"])
         src = FleetSource(st)

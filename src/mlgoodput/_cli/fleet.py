@@ -7,12 +7,11 @@ import json
 import math
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from mlgoodput._cli._common import open_read_store, rich_console
 
 if TYPE_CHECKING:
-    from mlgoodput.accounting import FleetReport, JobSummary, Prices
+    from mlgoodput.accounting import FleetReport, Prices
 
 DEFAULT_DAYS = 7
 #: JSON keys of --json (docs/fleet.md lists each); a test checks the output against them
@@ -38,11 +37,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--top", type=int, default=10, metavar="N", help="jobs shown in the table (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables (every job)")
     p.set_defaults(func=cmd_fleet)
-
-
-def job_link(s: JobSummary) -> str:
-    """The job's page in `mlgoodput ui` (a path: the server's address goes before it)."""
-    return f"/jobs/{quote(s.job, safe='')}?logger={quote(s.logger, safe='')}"
 
 
 def time_range(since: str | None, until: str | None, now: float) -> tuple[float, float]:
@@ -104,7 +98,7 @@ def _price(v: object, where: str, path: str) -> float:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from mlgoodput.accounting import FleetSource
+    from mlgoodput.accounting import FleetSource, job_link
 
     if args.top < 0:
         raise ValueError(f"--top must be >= 0, got {args.top}")

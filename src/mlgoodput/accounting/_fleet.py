@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from mlgoodput.accounting._partition import Segment
 from mlgoodput.accounting._report import PARTITION_BUCKETS, BadputType, GoodputReport
@@ -348,6 +349,11 @@ class FleetReport:
             "days": [dict(d) for d in self.days],
             "jobs": [dict(j) for j in self.jobs],
         }
+
+
+def job_link(s: JobSummary) -> str:
+    """The job's page in `mlgoodput ui` (a path: the server's address goes before it)."""
+    return f"/jobs/{quote(s.job, safe='')}?logger={quote(s.logger, safe='')}"
 
 
 def group_of(s: JobSummary, by: str) -> str | None:

@@ -18,9 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
-from mlgoodput.accounting import FleetSource, JobSummary, Prices
+from mlgoodput.accounting import FleetSource, Prices, job_link
 
 __all__ = ["DEFAULT_BY", "DEFAULT_DAYS", "FleetQuery", "FleetView", "job_link", "parse_query"]
 
@@ -39,11 +38,6 @@ class FleetQuery:
     by: str
     price_per_hour: float | None
     top: int | None
-
-
-def job_link(s: JobSummary) -> str:
-    """A job's page in this UI (the same path `mlgoodput fleet --json` gives as `link`)."""
-    return f"/jobs/{quote(s.job, safe='')}?logger={quote(s.logger, safe='')}"
 
 
 def _first(q: Mapping[str, list[str]], name: str) -> str | None:
