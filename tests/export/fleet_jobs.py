@@ -32,13 +32,16 @@ def job(t: float, labels: dict[str, str], accelerators: int, steps: int, kind: s
     return [*ev, Event(Kind.JOB_END, t + 10 + 2 * steps + 5)]
 
 
-def write_jobs(path: str, jobs: Sequence[tuple[str, dict[str, str], int, int]], t0: float | None = None) -> float:
-    """Store (name, labels, accelerators, steps) jobs at `path`, one a minute from `t0`; `t0`."""
+def write_jobs(
+    path: str, jobs: Sequence[tuple[str, dict[str, str], int, int]], t0: float | None = None, writer0: int = 0
+) -> float:
+    """Store (name, labels, accelerators, steps) jobs at `path`, one a minute from `t0`; `t0`.
+    Writer ids (global to a store) are `writer0` + 1, 2, ...: another call gives another `writer0`."""
     t0 = base_time() if t0 is None else t0
     st = SQLiteStore(path)
     try:
         for w, (name, labels, n, steps) in enumerate(jobs, start=1):
-            st.append("log", name, EventBatch(w, 0, job(t0 + 60 * w, labels, n, steps)))
+            st.append("log", name, EventBatch(writer0 + w, 0, job(t0 + 60 * w, labels, n, steps)))
     finally:
         st.close()
     return t0
@@ -52,3 +55,22 @@ TEAMS: tuple[tuple[str, dict[str, str], int, int], ...] = (
     ("d", {"model": "bert"}, 1, 100),
     ("e", {"team": "nlp"}, 2, 50),
 )
+
+
+class FileClock:
+    """A clock another process reads: the number in a file (picklable, for a source's `clock`)."""
+
+    def __init__(self, path: str, now: float) -> None:
+        self.path = path
+        self.set(now)
+
+    def set(self, now: float) -> None:
+        with open(self.path + ".tmp", "w") as f:
+            f.write(repr(now))
+        import os
+
+        os.replace(self.path + ".tmp", self.path)
+
+    def __call__(self) -> float:
+        with open(self.path) as f:
+            return float(f.read())

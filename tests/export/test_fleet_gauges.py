@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from tests.export.conftest import scrape
-from tests.export.fleet_jobs import TEAMS, write_jobs
+from tests.export.fleet_jobs import TEAMS, FileClock, H, base_time, write_jobs
 from tests.export.test_export_real_servers import PROMETHEUS, free_port, get_json
 
 from mlgoodput._cli._fleet_gauges import FleetGauges, fleet_range
@@ -191,6 +191,39 @@ def test_a_group_that_left_the_top_is_no_longer_served() -> None:
         exp.shutdown()
 
 
+@pytest.mark.slow
+def test_groups_that_leave_the_range_leave_the_endpoint(tmp_path: Path) -> None:
+    """The range moves on with the uploads: a group whose jobs fell out of it, and `other`
+    once nothing is left beyond the top N, are no longer served (the exporter process, a real
+    FleetSource and endpoint; the source's clock moved between two uploads)."""
+    path = str(tmp_path / "f.db")
+    t0 = base_time()
+    write_jobs(path, [("e", {"team": "early"}, 1, 50)], t0)
+    write_jobs(path, [("m", {"team": "mid"}, 2, 100)], t0 + H, writer0=10)
+    write_jobs(path, [("l", {"team": "late"}, 8, 100)], t0 + 5 * H, writer0=20)
+    clock = FileClock(str(tmp_path / "clock"), time.time())
+    proc = ExporterProcess([PrometheusExporter(port=0)], interval_s=600)
+    proc.start()
+    try:
+        port = int(str(proc.addresses[0]).rsplit(":", 1)[1].split("/")[0])
+        proc.add_source("fleet", FleetGauges(path, top_groups=2, clock=clock))
+
+        def groups() -> set[str]:
+            return {dict(k[1])["group"] for k in scrape(port) if k[0] == "mlgoodput_fleet_accelerator_seconds"}
+
+        assert wait_for(lambda: groups() == {"late", "mid", "other"}, 60), groups()
+        clock.set(t0 + 7 * 86400 + 3 * H)  # the range now starts at t0 + 3 h: early and mid are out
+        assert proc.flush(60)
+        page = scrape(port)
+        assert groups() == {"late"}
+        assert page[("mlgoodput_fleet_groups", (("by", "team"),))] == 1.0
+        acc = page[("mlgoodput_fleet_accelerator_seconds", (("by", "team"), ("group", "late")))]
+        assert page[("mlgoodput_fleet_total_accelerator_seconds", (("by", "team"),))] == acc
+        assert not [k for k in page if dict(k[1]).get("group") in ("mid", "early", "other")]
+    finally:
+        assert proc.stop(20)
+
+
 # -- OTLP ---------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("proto", ["grpc", "http"])
@@ -219,6 +252,31 @@ def test_otlp_gets_the_reports_figures(tmp_path: Path, proto: str) -> None:
             bad = otlp_name("fleet/badput/{bucket}_seconds")[0]
             init = rows["nlp"]["badput_hours"]["tpu_initialization"] * 3600.0
             assert init > 0 and rx.latest(bad, group="nlp", bucket="tpu_initialization") == init
+        finally:
+            assert proc.stop(20)
+
+
+@pytest.mark.slow
+def test_a_backend_that_was_down_gets_the_latest_figures(tmp_path: Path) -> None:
+    """OTLP refusing the first uploads: nothing crashes, and once it answers the next upload
+    carries the latest figures."""
+    path = str(tmp_path / "f.db")
+    write_jobs(path, TEAMS)
+    want = _report(path)
+    with OTLPReceiver("grpc") as rx:
+        rx.fail = True
+        exp = OTLPExporter(endpoint=rx.endpoint, protocol="grpc", timeout_s=2)
+        proc = ExporterProcess([exp], interval_s=600, max_backoff_s=0.5)
+        proc.start()
+        try:
+            proc.add_source("fleet", FleetGauges(path, top_groups=5))
+            assert not proc.flush(5)  # refused: the figures wait in the exporter process
+            assert not rx.points and proc.alive
+            rx.fail = False
+            name = otlp_name("fleet/total/accelerator_seconds")[0]
+            got = wait_for(lambda: rx.latest(name, by="team"), 60, "the upload after the backend is back")
+            assert got == want["total"]["accelerator_hours"] * 3600.0
+            assert proc.alive
         finally:
             assert proc.stop(20)
 
