@@ -1,4 +1,5 @@
-"""`mlgoodput monitor`: run a job's GoodputMonitor on its own, away from the training machine."""
+"""`mlgoodput monitor`: run a job's GoodputMonitor on its own, away from the training machine; or,
+with `--fleet`, export the fleet view's gauges by group (`run_fleet`, docs/exporting.md)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fleet = p.add_argument_group("fleet gauges (with --fleet)")
     fleet.add_argument("--by", default=None, help="group by this label, or `job` (default: team)")
     fleet.add_argument(
-        "--range-days", type=_days, default=None, help="the range each upload covers, ending then (default 7)"
+        "--range-days",
+        type=_days,
+        default=None,
+        metavar="DAYS",
+        help="the range each upload covers, ending then (default 7)",
     )
     fleet.add_argument(
         "--top-groups",
@@ -112,16 +117,16 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return run_fleet(args)
+    fleet_only = [f"--{k.replace('_', '-')}" for k in _FLEET_OPTIONS if getattr(args, k) is not None]
+    if fleet_only:
+        raise ValueError(f"{', '.join(fleet_only)} go with --fleet (a job's monitor has no groups)")
     from mlgoodput._format import duration, timestamp
     from mlgoodput.accounting import GoodputCalculator
     from mlgoodput.export import GCPOptions, make_exporter
     from mlgoodput.monitoring import GoodputMonitor
 
-    fleet_only = [f"--{k.replace('_', '-')}" for k in _FLEET_OPTIONS if getattr(args, k) is not None]
-    if args.fleet:
-        return run_fleet(args)
-    if fleet_only:
-        raise ValueError(f"{', '.join(fleet_only)} go with --fleet (a job's monitor has no groups)")
     logger_name = _default_logger(args.store, args.job, args.logger_name)
     exporters: list[Any] = []
     if args.prometheus_port is not None:
