@@ -5,10 +5,12 @@ Target: 1,000 jobs of 1e6 steps each answer in under 2 s warm.
 
     PYTHONPATH=src python bench/bench_fleet_view.py [--real 4] [--jobs 1000] [--steps 1000000]
     PYTHONPATH=src python bench/bench_fleet_view.py --store /tmp/fleet_view.db   # kept afterwards
+    PYTHONPATH=src python bench/bench_fleet_view.py --postgres    # a PostgreSQL server of its own
+    PYTHONPATH=src python bench/bench_fleet_view.py --store postgresql://user@host/db   # an empty database
 
-What is real and what is copied, plainly: a real job of 1e6 steps takes about 50 MB in a
-SQLite store and 10 s to write, so 1,000 of them (50 GB, hours) do not fit the machine this
-bench runs on. It therefore writes `--real` (K, default 4) real jobs of `--steps` steps each
+What is real and what is copied, plainly: a real job of 1e6 steps takes 30-50 MB in a SQLite
+store and 7-10 s to write (this bench's: 32 MB, 7 s), so 1,000 of them (30-50 GB, hours) do not
+fit the machine this bench runs on. It therefore writes `--real` (K, default 4) real jobs of `--steps` steps each
 (each with its JOB_LABELS: teams, models, accelerators and their kinds differ; every job saves
 a checkpoint every 50,000 steps; the even ones run an eval every 1,000 steps and queued before
 they started, the odd ones crash at 60 % and restart from a checkpoint 50,000 steps back), and
@@ -18,13 +20,18 @@ i mod K under a new name, made of
   - its `streams` row (what `store.jobs()` lists: 1e6 events, first and last time);
   - a row in `chunks` for each of the real job's chunks, with the same seq order, writer,
     first_seq, n and times, whose packed columns are zeros of the size the real row keeps on
-    its b-tree leaf page (a real row of ~500 kB keeps a few hundred bytes to 4 kB there and
+    its b-tree leaf page (a real row of ~300 kB keeps a few hundred bytes to 4 kB there and
     the rest on overflow pages), so that `stream_position` -- `max(seq)` and `sum(n)` over the
     job's rows up to the summary's cursor -- walks as many index entries and leaf pages as it
     does on the real job; only the last chunk is copied whole. Copying the last chunk alone
     would give `max(seq)` but make `sum(n)` one row instead of a hundred: not the real cost;
   - its saved fleet summary (state namespace `mlgoodput.fleet`, key `json.dumps([logger,
     job])`) with the copy's name and, as its cursor, the seq of the copy's last chunk.
+In a PostgreSQL store the same (`copy_jobs_pg`): a stream and a writer row per copy, the real
+job's chunk rows under the copy's stream with the same day, seq and n (so a copy's summary
+keeps its real job's cursor), `data` whole in the last row and 18 bytes in the others (a real
+row's packed columns, a few kB compressed, go to TOAST: its heap row keeps an 18-byte pointer),
+then VACUUM ANALYZE, as autovacuum leaves a store written for a while.
 The copies' events cannot be read back (the stub rows hold zeros), so a query that needs a
 copy's events (a range whose edge cuts one of its hours, or its `mlgoodput report`) would be
 wrong: the bench checks that nothing reads them (every summary read, none made again) and
