@@ -256,7 +256,8 @@ def copy_jobs_pg(url: str, real: int, jobs: int) -> dict[str, Any]:
 
     t = time.perf_counter()
     n_rows = []
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as opened:
+        conn: Any = opened  # rows as the queries give them (each one found: the bench wrote them)
         with conn.transaction():
             src: list[dict[str, Any]] = []
             for i in range(real):
@@ -341,7 +342,8 @@ def _size_mb(where: str) -> float:
         return os.path.getsize(where) / 1e6
     import psycopg
 
-    with psycopg.connect(where) as conn:
+    with psycopg.connect(where) as opened:
+        conn: Any = opened
         return float(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]) / 1e6
 
 
@@ -378,6 +380,8 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
         return out
     from mlgoodput.accounting import FleetSource, JobSummary
     from mlgoodput.store import SQLiteStore, open_store
+
+    st: Any  # a store with the optional abilities (stream_position, saved state): SQLite or PostgreSQL
 
     if mode == "cold":  # every summary made from the job's events, and saved
         st = open_store(cfg["path"])
@@ -443,7 +447,7 @@ def child(mode: str, cfg: dict[str, Any]) -> dict[str, Any]:
 
             base = PostgresStore
 
-        class OneJob(base):  # type: ignore[misc,valid-type]
+        class OneJob(base):  # type: ignore[misc]
             """The store as it is, listing one job (the copies' events cannot be read)."""
 
             def jobs(self) -> Any:
@@ -523,7 +527,7 @@ def main() -> int:
     server: Any = None
     if args.postgres:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-        from pgserver import PgServer, why_not
+        from pgserver import PgServer, why_not  # type: ignore[import-not-found]
 
         why = why_not()
         if why:
