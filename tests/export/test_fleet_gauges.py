@@ -154,6 +154,48 @@ def test_gauges_pickle_and_check_arguments(tmp_path: Path) -> None:
     assert until == 1_700_000_000.5 and since % 3600 == 0 and until - since - 7 * 86400 < 3600
 
 
+def test_a_running_job_counts_up_to_the_round(tmp_path: Path) -> None:
+    """A running job's figures end at the round's time, as a report made at that instant says,
+    and its last hour is not one the range cuts (no exact accounting asked each round)."""
+    from tests.export.fleet_jobs import job
+
+    from mlgoodput.events import EventBatch
+
+    path = str(tmp_path / "f.db")
+    t = base_time() + 5 * H
+    running = job(t, {"team": "nlp"}, 4, 600)[:-1]  # no job end
+    st = SQLiteStore(path)
+    try:
+        st.append("log", "run", EventBatch(1, 0, running))
+    finally:
+        st.close()
+    write_jobs(path, TEAMS[1:3], writer0=10)
+    g = FleetGauges(path, top_groups=5)
+    g.open()
+    assert g._source is not None
+    exact = g._source._exact
+    asked: list[tuple[float, float]] = []
+
+    def counted(s: Any, lo: float, hi: float) -> Any:
+        asked.append((lo, hi))
+        return exact(s, lo, hi)
+
+    g._source._exact = counted  # type: ignore[method-assign]
+    for at in (t + 3000.0, t + 3500.0):
+        got = g.collect(at)
+        st = SQLiteStore(path)
+        try:
+            want = FleetSource(st, clock=lambda at=at: at).report(*fleet_range(at, 7.0), "team").to_dict()
+        finally:
+            st.close()
+        rows = {r["key"]: r for r in want["groups"]}
+        assert _group(got, "fleet/accelerator_seconds", "nlp") == rows["nlp"]["accelerator_hours"] * 3600.0
+        assert _group(got, "fleet/productive_seconds", "nlp") == rows["nlp"]["productive_hours"] * 3600.0
+        assert rows["nlp"]["accelerator_hours"] * 3600.0 == pytest.approx(4 * (at - t))
+    assert asked == []
+    g.close()
+
+
 # -- Prometheus keeps the newest round ----------------------------------------------------
 def test_a_group_that_left_the_top_is_no_longer_served() -> None:
     exp = PrometheusExporter(port=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from mlgoodput.export import Sample, fleet_samples
@@ -37,6 +38,7 @@ class FleetGauges:
     reports: int = 0
     _store: Any = dataclasses.field(default=None, repr=False, compare=False)
     _source: FleetSource | None = dataclasses.field(default=None, repr=False, compare=False)
+    _at: float | None = dataclasses.field(default=None, repr=False, compare=False)  # this round's time
 
     def __post_init__(self) -> None:
         if not self.by or not self.by.strip():
@@ -58,16 +60,22 @@ class FleetGauges:
             from mlgoodput.store import open_store
 
             self._store = open_store(self.store_url, "--store")
-            self._source = FleetSource(self._store)
+            # the source's "now" is the round's: a running job's report then ends where the
+            # range does, and its last hour is not one the range cuts (asked again each round)
+            self._source = FleetSource(self._store, clock=self._round_time)
 
     def collect(self, now: float, final: bool = False) -> list[Sample]:
         self.open()
         assert self._source is not None
         at = now if self.clock is None else float(self.clock())
+        self._at = at
         since, until = fleet_range(at, self.range_days)
         report = self._source.report(since, until, self.by, self.prices)
         self.reports += 1
         return fleet_samples(report.to_dict(), top_groups=self.top_groups, time=at)
+
+    def _round_time(self) -> float:
+        return self._at if self._at is not None else time.time()
 
     def close(self) -> None:
         store, self._store, self._source = self._store, None, None
