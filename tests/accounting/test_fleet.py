@@ -170,7 +170,7 @@ def test_summaries_are_saved_and_read_back_not_made_again(store: SQLiteStore) ->
     assert got == want
     raw = b"".join(store.load_state(NAMESPACE, key("log", "a")) or [])
     s = JobSummary.loads(raw)
-    assert s is not None and s.accelerators == 8 and json.loads(raw)["format"] == 1
+    assert s is not None and s.accelerators == 8 and json.loads(raw)["format"] == 2
     # a job with something new is made again, the others are kept
     store.append("log", "c", EventBatch(99, 0, [Event(Kind.CUSTOM_START, D + 1000, name="eval")]))
     again.report(SINCE, UNTIL, "team")
@@ -246,3 +246,21 @@ def test_a_peak_from_the_table_gives_the_size_when_none_was_recorded(tmp_path: P
     assert jobs["p"]["accelerators_recorded"] is True
     assert jobs["p"]["accelerator_hours"] == 20 * 64 / H
     assert (jobs["q"]["accelerators"], jobs["q"]["accelerator_type"]) == (3, "L4")  # recorded wins
+
+
+def test_a_new_process_reads_every_summary_at_once_and_asks_no_job(store: SQLiteStore) -> None:
+    """Warm: one listing and one read of every saved summary, no query per job."""
+    want = _src(store).report(SINCE, UNTIL, "team").to_dict()
+    calls: list[str] = []
+    for name in ("load_state", "stream_position", "read"):
+        real = getattr(store, name)
+
+        def counted(*a: object, _real: object = real, _name: str = name, **k: object) -> object:
+            calls.append(_name)
+            return _real(*a, **k)  # type: ignore[operator]
+
+        setattr(store, name, counted)
+    src = _src(store)
+    got = src.report(D - H, D + 86400, "team").to_dict()  # edges on the hour: no job's accounting
+    assert calls == [] and src.last_counts == {"kept": 0, "read": 4, "made": 0}
+    assert got["total"]["jobs"] == want["total"]["jobs"] == 3  # d ended before either range

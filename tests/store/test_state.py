@@ -11,7 +11,7 @@ import pytest
 
 from mlgoodput.events import EventBatch
 from mlgoodput.store import open_store
-from mlgoodput.store._state import PAGE_ROWS, PagedStore, StateStore
+from mlgoodput.store._state import PAGE_ROWS, PagedStore, StateListing, StateStore
 from tests.store.test_store_contract import steps
 
 
@@ -38,6 +38,20 @@ def test_saved_state_round_trips_and_is_replaced(store_url: str) -> None:
     got = st.load_state("ns", job)
     assert got is not None and list(got) == [b"second"]
     assert st.load_state("ns", "other") is None
+    st.close()
+
+
+def test_single_piece_states_of_a_namespace_in_one_read(store_url: str) -> None:
+    st = open_store(store_url)
+    assert isinstance(st, StateListing)
+    ns = f"ns-{uuid.uuid4().hex}"
+    assert st.load_single_states(ns) == {}
+    st.save_state(ns, "a", [b"one"])
+    st.save_state(ns, "b", [b"two", b"pieces"])  # not one piece: left to load_state
+    st.save_state(ns, "c", [b"first"])
+    st.save_state(ns, "c", [b"second"])  # the current one only
+    st.save_state("other", "d", [b"elsewhere"])
+    assert st.load_single_states(ns) == {"a": b"one", "c": b"second"}
     st.close()
 
 

@@ -25,7 +25,7 @@ from mlgoodput.accounting._report import PARTITION_BUCKETS, BadputType, GoodputR
 
 #: Where a store keeps each job's summary (the state namespace; the key is the job's).
 NAMESPACE = "mlgoodput.fleet"
-FORMAT = 1
+FORMAT = 2
 PIECE_S = 3600.0  # a summary's pieces: UTC hours
 DAY_S = 86400.0
 PRODUCTIVE = "productive"
@@ -68,6 +68,9 @@ class JobSummary:
     ettr: float | None
     cursor: int = 0  # the store cursor and events the summary covers
     events: int = 0
+    #: (events, last time) the store's listing gave for the job just before the summary read it:
+    #: while the listing says the same, nothing new was stored (no per-job query to know it)
+    listed: tuple[int, float] | None = None
 
     @property
     def weight(self) -> int:
@@ -92,6 +95,7 @@ class JobSummary:
             "ettr": self.ettr,
             "cursor": self.cursor,
             "events": self.events,
+            "listed": None if self.listed is None else list(self.listed),
         }
         return json.dumps(d, separators=(",", ":")).encode()
 
@@ -103,6 +107,7 @@ class JobSummary:
             if not isinstance(d, dict) or d.get("format") != FORMAT:
                 return None
             q = d["queue"]
+            seen = d["listed"]
             return cls(
                 logger=str(d["logger"]),
                 job=str(d["job"]),
@@ -120,6 +125,7 @@ class JobSummary:
                 ettr=_opt(d["ettr"]),
                 cursor=int(d["cursor"]),
                 events=int(d["events"]),
+                listed=None if seen is None else (int(seen[0]), float(seen[1])),
             )
         except (ValueError, TypeError, KeyError, AttributeError, IndexError):
             return None
@@ -172,6 +178,7 @@ def summarize(
     peak_sources: Sequence[str] = (),
     cursor: int = 0,
     events: int = 0,
+    listed: tuple[int, float] | None = None,
 ) -> JobSummary:
     """A job's summary from its whole-job report and that report's partition (`segments`, made
     with the report's ideal step time, so their seconds are the report's). Without a recorded
@@ -217,6 +224,7 @@ def summarize(
         ettr=None if p is None else p.ettr,
         cursor=cursor,
         events=events,
+        listed=listed,
     )
 
 

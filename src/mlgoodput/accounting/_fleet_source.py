@@ -28,7 +28,7 @@ from mlgoodput.accounting._fleet import (
     summarize,
 )
 from mlgoodput.events import Kind
-from mlgoodput.store import StateStore, StoreError
+from mlgoodput.store import StateListing, StateStore, StoreError
 
 log = logging.getLogger("mlgoodput")
 
@@ -88,23 +88,24 @@ class FleetSource:
         self._now = self._clock()
         counts = {"kept": 0, "read": 0, "made": 0}
         out: list[JobSummary] = []
-        for info in self._store.jobs():
+        listing = [i for i in self._store.jobs() if not i.namespace.startswith(RESERVED_PREFIX)]
+        saved = self._saved_summaries(listing)
+        for info in listing:
             ns, job = info.namespace, info.job
-            if ns.startswith(RESERVED_PREFIX):
-                continue
             k = (ns, job)
+            seen = (int(info.events), float(info.last_time))
             s = self._summaries.get(k)
             how = "kept"
             if s is None:
-                s, how = self._load(ns, job), "read"
-            before = s is not None and since is not None and s.end < since and s.status in _SETTLED
-            if before and s is not None and self._current(s):  # settled before the range, nothing new
-                self._summaries[k] = s
+                s, how = self._load(ns, job, saved), "read"
+            fresh = s is not None and self._fresh(s, seen)
+            if fresh and s is not None and since is not None and s.end < since and s.status in _SETTLED:
+                self._summaries[k] = s  # settled before the range, nothing new: not in it
                 counts[how] += 1
                 continue
-            if s is None or not self._current(s) or s.status not in _SETTLED:
+            if s is None or not fresh or s.status not in _SETTLED:
                 try:
-                    s, how = self._make(ns, job), "made"
+                    s, how = self._make(ns, job, seen), "made"
                 except Exception as e:  # one job we cannot account is left out and said, not fatal
                     log.warning("mlgoodput: fleet: cannot account job %s/%s: %s", ns, job, e)
                     continue
@@ -116,23 +117,42 @@ class FleetSource:
         self.last_counts = counts
         return out
 
-    def _current(self, s: JobSummary) -> bool:
-        """Whether nothing was stored for the job after the summary's cursor."""
+    def _fresh(self, s: JobSummary, seen: tuple[int, float]) -> bool:
+        """Whether nothing was stored for the job since its summary was made: the store's
+        listing says what it said then (else, for a summary without it, the stream's position)."""
+        if s.listed is not None:
+            return s.listed == seen
         try:
             latest, _ = self._store.stream_position(s.logger, s.job, s.cursor)
         except (AttributeError, StoreError, OSError):
             return False
         return int(latest) == s.cursor
 
-    def _load(self, ns: str, job: str) -> JobSummary | None:
-        if not self._save:
+    def _saved_summaries(self, listing: list[Any]) -> dict[str, bytes] | None:
+        """Every saved summary in one read, when some job's is not in memory and the store can."""
+        if not self._save or not isinstance(self._store, StateListing):
+            return None
+        if all((i.namespace, i.job) in self._summaries for i in listing):
             return None
         try:
-            pieces = self._store.load_state(NAMESPACE, key(ns, job))
-            raw = b"".join(pieces) if pieces is not None else None
+            return self._store.load_single_states(NAMESPACE)
         except (StoreError, OSError) as e:
-            log.info("mlgoodput: fleet: cannot read the saved summary of %s/%s: %s", ns, job, e)
+            log.info("mlgoodput: fleet: cannot read the saved summaries: %s", e)
+            return {}
+
+    def _load(self, ns: str, job: str, saved: dict[str, bytes] | None) -> JobSummary | None:
+        """The job's saved summary: from `saved` (all of them, read at once) when given."""
+        if not self._save:
             return None
+        if saved is not None:
+            raw = saved.get(key(ns, job))
+        else:
+            try:
+                pieces = self._store.load_state(NAMESPACE, key(ns, job))
+                raw = b"".join(pieces) if pieces is not None else None
+            except (StoreError, OSError) as e:
+                log.info("mlgoodput: fleet: cannot read the saved summary of %s/%s: %s", ns, job, e)
+                return None
         if raw is None:
             return None
         s = JobSummary.loads(raw)
@@ -148,7 +168,7 @@ class FleetSource:
             self._calcs[(ns, job)] = c
         return c
 
-    def _make(self, ns: str, job: str) -> JobSummary | None:
+    def _make(self, ns: str, job: str, seen: tuple[int, float] | None = None) -> JobSummary | None:
         """The job's summary from its calculator (a saved state makes this O(new events))."""
         calc = self._calc(ns, job)
         r = calc.report()
@@ -158,7 +178,9 @@ class FleetSource:
         segs = calc.partition(configured_ideal_step_time=r.ideal_step_time_s, read=False)
         tl = calc.timeline
         logs = list(tl.hosts.values())
-        s = summarize(r, segs, _records(logs), peak_sources=_peaks(logs), cursor=calc.cursor, events=tl.events)
+        s = summarize(
+            r, segs, _records(logs), peak_sources=_peaks(logs), cursor=calc.cursor, events=tl.events, listed=seen
+        )
         if s.status in _SETTLED:
             self._calcs.pop((ns, job), None)  # settled: the summary is all a later query needs
         # saved when the job has something new or changed status (a running job's summary

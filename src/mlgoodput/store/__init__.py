@@ -30,7 +30,7 @@ from mlgoodput.store._registry import is_process_local as is_process_local  # fo
 from mlgoodput.store._registry import open_store, resolve_store_url
 from mlgoodput.store._registry import store_file as store_file  # for other packages
 from mlgoodput.store._sqlite import SQLiteStore
-from mlgoodput.store._state import PagedStore, StateStore
+from mlgoodput.store._state import PagedStore, StateListing, StateStore
 
 decode_chunk = _decode  # for other packages: one stored chunk's bytes (a RawChunk) -> Columns
 
@@ -43,6 +43,7 @@ __all__ = [
     "PagedStore",
     "ReadResult",
     "SQLiteStore",
+    "StateListing",
     "StateStore",
     "Store",
     "StoreError",

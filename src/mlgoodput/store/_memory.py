@@ -73,6 +73,10 @@ class MemoryStore:
             gens = self._states.setdefault((namespace, job), [])
             gens[:] = [saved, *gens[:1]]
 
+    def load_single_states(self, namespace: str) -> dict[str, bytes]:
+        with self._lock:
+            return {j: g[0][0] for (ns, j), g in self._states.items() if ns == namespace and g and len(g[0]) == 1}
+
     def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
         with self._lock:
             gens = self._states.get((namespace, job))

@@ -650,6 +650,19 @@ class PostgresStore:
 
         self._in_transaction("save state in", flip)
 
+    def load_single_states(self, namespace: str) -> dict[str, bytes]:
+        def work(conn: Any) -> dict[str, bytes]:
+            if conn.execute("SELECT to_regclass('mlgoodput_states')").fetchone()[0] is None:
+                return {}
+            rows = conn.execute(
+                "SELECT s.job, p.data FROM mlgoodput_states s JOIN mlgoodput_state_pieces p ON p.ns = s.ns"
+                " AND p.job = s.job AND p.gen = s.gen AND p.i = 0 WHERE s.ns = %s AND s.pieces = 1",
+                (namespace,),
+            ).fetchall()
+            return {str(j): bytes(d) for j, d in rows}
+
+        return self._in_transaction("read", work)
+
     def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
         def head(conn: Any) -> tuple[int, int] | None:
             exists = conn.execute("SELECT to_regclass('mlgoodput_states')").fetchone()[0]

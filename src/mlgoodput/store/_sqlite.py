@@ -550,6 +550,20 @@ class SQLiteStore:
             n += len(batch)
         self._run("save state in", lambda conn: flip(conn, n))
 
+    def load_single_states(self, namespace: str) -> dict[str, bytes]:
+        def work(conn: sqlite3.Connection) -> dict[str, bytes]:
+            try:
+                rows = conn.execute(
+                    "SELECT s.job, p.data FROM states s JOIN state_pieces p ON p.ns = s.ns AND p.job = s.job"
+                    " AND p.gen = s.gen AND p.i = 0 WHERE s.ns = ? AND s.pieces = 1",
+                    (namespace,),
+                ).fetchall()
+            except sqlite3.OperationalError:  # no state table: nothing was ever saved
+                return {}
+            return {str(j): bytes(d) for j, d in rows}
+
+        return self._run("read", work)
+
     def load_state(self, namespace: str, job: str) -> Iterator[bytes] | None:
         def head(conn: sqlite3.Connection) -> tuple[int, int] | None:
             try:
