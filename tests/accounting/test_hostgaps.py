@@ -394,3 +394,82 @@ def test_a_nan_among_the_new_gaps_of_hosts_updated_together(numpy_mode: str) -> 
         if r == 3:  # inf - inf: a NaN gap on one host
             logs[5].add_steps([math.inf, math.inf], [10**6, 10**6 + 1])
         both()
+
+
+def _stats_bits(got: list[Any]) -> list[Any]:
+    return [None if s is None else (s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in got]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hosts_off_the_usual_path_among_those_updated_together(numpy_mode: str, seed: int) -> None:
+    """update_all reads and writes its hosts a column at a time; hosts that leave the usual path
+    (no job start at all, a restart after the last step, a new host, a host updated on its own
+    between two updates together, a host with nothing new, a rebuilt host) get what one by one
+    gives, and so do the others around them."""
+    from mlgoodput.accounting._hoststats import Together, update_all
+
+    rnd = random.Random(seed)
+    logs = [HostLog(h) for h in range(96)]
+    for h, log in enumerate(logs):
+        if h % 3:  # a third of the hosts never record a job start
+            log.job_starts.append(T0 - 1.0)
+        log.add_steps([T0 + k * 0.5 + rnd.random() * 0.01 for k in range(2000)], list(range(2000)))
+    mine, plain = [HostSteps() for _ in logs], [HostSteps() for _ in logs]
+    tg = Together()
+    step = 2000
+    for r in range(10):
+        if r == 4:  # a new host joins
+            logs.append(HostLog(len(logs)))
+            logs[-1].add_steps([T0 + k * 0.5 for k in range(3000)], list(range(3000)))
+            mine.append(HostSteps())
+            plain.append(HostSteps())
+        for h, log in enumerate(logs):
+            if r and h % 7 == r % 7:
+                continue  # nothing new from this host this time
+            t = log.times[-1]
+            if r == 3 and h in (5, 6):  # a restart after the last step (its gap is cut)
+                log.job_starts.append(t + 0.2)
+            log.add_steps([t + 0.5 + rnd.random() * 0.01, t + 1.0 + rnd.random() * 0.01], [step, step + 1])
+        if r == 6:  # a late step: that host rebuilds
+            logs[9].add_steps([logs[9].times[10] + 1e-3], [10**6])
+        if r == 5:  # one host updated on its own in between (its row is stale after)
+            mine[13].update(logs[13])
+        step += 2
+        got = update_all(list(zip(mine, logs, strict=True)), tg)
+        want = [hs.update(log) for hs, log in zip(plain, logs, strict=True)]
+        assert _stats_bits(got) == _stats_bits(want), r
+        for a, b in zip(mine, plain, strict=True):
+            assert (a.n, a.version, a.stats) == (b.n, b.version, b.stats)
+            assert _bits_all(a.last_new) == _bits_all(b.last_new)
+            assert len(a.diffs) == len(b.diffs)
+    if numpy_mode == "on":
+        assert tg.used >= 64  # (most hosts went together)
+
+
+def test_rows_from_columns_are_the_dataclass_objects() -> None:
+    """The column-wise maker gives objects equal to the dataclass's own, field by field, with
+    the same hash, repr and frozenness; wrong shapes are refused."""
+    import dataclasses
+
+    from mlgoodput.accounting._hoststats import rows_from_columns
+    from mlgoodput.accounting._report import HostStepStats
+    from mlgoodput.accounting._stragglers import RankStepStats
+
+    rnd = random.Random(1)
+    n = 300
+    cols = [list(range(n)), [rnd.randrange(9) for _ in range(n)]] + [[rnd.random() for _ in range(n)] for _ in range(3)]
+    got = rows_from_columns(HostStepStats, *cols)
+    want = list(map(HostStepStats, *cols))
+    assert got == want
+    assert [hash(x) for x in got] == [hash(x) for x in want]
+    assert [repr(x) for x in got] == [repr(x) for x in want]
+    assert [x.to_dict() for x in got] == [x.to_dict() for x in want]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].steps = 3  # type: ignore[misc]
+    rcols = [*cols, [rnd.random() for _ in range(n)], list(range(n)), [0.5] * n]
+    assert rows_from_columns(RankStepStats, *rcols) == list(map(RankStepStats, *rcols))
+    assert rows_from_columns(HostStepStats, [], [], [], [], []) == []
+    with pytest.raises(TypeError):
+        rows_from_columns(HostStepStats, *cols[:4])
+    with pytest.raises(ValueError):
+        rows_from_columns(HostStepStats, *cols[:4], cols[4][:-1])

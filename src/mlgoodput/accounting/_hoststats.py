@@ -18,7 +18,10 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
-from typing import Any
+from collections import deque
+from collections.abc import Iterable, Sequence
+from itertools import repeat
+from typing import Any, TypeVar, cast
 
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
@@ -43,7 +46,7 @@ class HostSteps:
         self.last_new: list[float] | array[float] | None = None
         # update_all's row for this host: (its Together, the row, and the structure, its stamp
         # and its side values ever added that the row describes, its side list's limit there)
-        self._near: tuple[Together, int, HostGaps | None, int, int, int] | None = None
+        self._near: _Near = _NO_NEAR
 
     @property
     def diffs(self) -> HostGaps:
@@ -118,6 +121,11 @@ class HostSteps:
             )
         return self.stats
 
+
+#: update_all's row of a host: (its Together, the row, the structure the row describes, its
+#: stamp and its side values ever added then, its side list's limit for merging)
+_Near = tuple["Together | None", int, HostGaps | None, int, int, int]
+_NO_NEAR: _Near = (None, -1, None, -1, -1, 0)
 
 _TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
 _HALF = 96  # half the width of a part of a host's buckets kept around a statistic
@@ -210,82 +218,107 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     appended, values waiting aside) go together: the new gaps of all those hosts in one numpy
     subtraction, appended to their side lists unsorted (HostGaps.append), and their medians
     and p90s read in a few numpy passes over all of them (a search in the kept parts of
-    their buckets and side lists: `Together`), not one search per host and statistic."""
+    their buckets and side lists: `Together`), not one search per host and statistic.
+
+    Thousands of hosts an upload: what is read from and written to each host's objects goes
+    a column at a time (`map` of attribute getters and setters, C-level loops), not through
+    a Python loop over the hosts; only hosts off the usual path take one."""
     np: Any = _fast.numpy() if tg is not None and len(pairs) >= _TOGETHER else None
     if np is None or tg is None:
         return [hs.update(log) for hs, log in pairs]
-    out: list[HostStepStats | None] = [None] * len(pairs)
-    cand: list[tuple[int, HostSteps, HostGaps, int, int]] = []
-    slices: list[array[float]] = []
-    cnts: list[int] = []
-    for i, (hs, log) in enumerate(pairs):
-        times = log.times
-        n = len(times)
-        lo = hs.n
-        g = hs._diffs
-        if n > lo > 1 and log.version == hs.version and hs._raw is None and g.clean and n - lo <= g.merged >> 3:
-            js = log.job_starts
-            if not js or js[-1] <= times[lo - 1]:
-                cand.append((i, hs, g, n, log.host))
-                slices.append(times[lo - 1 : n])
-                cnts.append(n - lo)
-                continue
-        out[i] = hs.update(log)
-    if len(cand) < _TOGETHER:
-        for i, hs, _, _, _ in cand:
-            out[i] = hs.update(pairs[i][1])
+    p = len(pairs)
+    i64 = np.int64
+    hss: list[HostSteps] = list(map(_FIRST, pairs))
+    logs: list[HostLog] = list(map(_SECOND, pairs))
+    times: list[array[float]] = list(map(_TIMES, logs))
+    gs: list[HostGaps] = list(map(_GAPS, hss))
+    n = np.fromiter(map(len, times), i64, p)
+    lo = np.fromiter(map(_N, hss), i64, p)
+    # the usual update (HostSteps._grow's case, with values that may wait aside), host by host:
+    # n > lo > 1, the same version, no first fill waiting, a clean side list, few new values
+    ok = (n > lo) & (lo > 1) & ((n - lo) <= (np.fromiter(map(_MERGED, gs), i64, p) >> 3))
+    ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
+    ok &= np.fromiter(map(operator.is_, map(_RAW, hss), repeat(None)), bool, p)
+    ok &= np.fromiter(map(operator.is_, map(_CLEAN, gs), repeat(True)), bool, p)
+    js: list[list[float]] = list(map(_JS, logs))
+    w = np.flatnonzero(np.fromiter(map(bool, js), bool, p) & ok)
+    if len(w):  # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
+        wl = w.tolist()
+        last_js = map(_LAST, map(js.__getitem__, wl))
+        before: Iterable[float] = map(operator.getitem, map(times.__getitem__, wl), (lo[w] - 1).tolist())
+        ok[w] = np.fromiter(map(operator.le, last_js, before), bool, len(wl))
+    out: list[HostStepStats | None] = [None] * p
+    for i in np.flatnonzero(~ok).tolist():
+        out[i] = hss[i].update(logs[i])
+    ci = np.flatnonzero(ok)
+    cl: list[int] = ci.tolist()
+    h = len(cl)
+    if h < _TOGETHER:
+        for i in cl:
+            out[i] = hss[i].update(logs[i])
         return out
-    h = len(cand)
-    cnt = np.array(cnts, dtype=np.int64)
+    c_hs: list[HostSteps] = list(map(hss.__getitem__, cl))
+    c_g: list[HostGaps] = list(map(gs.__getitem__, cl))
+    c_n, c_lo = n[ci], lo[ci]
+    cnt = c_n - c_lo
+    slices = cast(
+        "Iterable[array[float]]",
+        map(operator.getitem, map(times.__getitem__, cl), map(slice, (c_lo - 1).tolist(), c_n.tolist())),
+    )
     flat = np.frombuffer(b"".join(slices), dtype=np.float64)
     ends = np.cumsum(cnt + 1)
     with np.errstate(invalid="ignore"):  # (inf - inf: a NaN, looked at below)
         gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
     if bool((np.isnan(gaps) | ((gaps == 0) & np.signbit(gaps))).any()):
-        for i, hs, _, _, _ in cand:  # a NaN or a -0.0: their structures' own ways
-            out[i] = hs.update(pairs[i][1])
+        for i in cl:  # a NaN or a -0.0: their structures' own ways
+            out[i] = hss[i].update(logs[i])
         return out
     packed = array("d")
     packed.frombytes(gaps.tobytes())
     starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
-    rows: list[int] = []
-    ms: list[int] = []
-    bs: list[int] = []
-    tops: list[float] = []
-    full: list[int] = []  # side lists to merge (past _GROW times their limit)
+    # each host's row of `tg`: filled again where it does not describe the host's structure now
+    nears: list[_Near] = list(map(_NEAR, c_hs))
+    tgs, _, kept_g, kept_stamp, kept_added, _ = zip(*nears, strict=True)
+    stale = np.fromiter(map(operator.is_not, tgs, repeat(tg)), bool, h)
+    stale |= np.fromiter(map(operator.is_not, kept_g, c_g), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_stamp, map(_STAMP, c_g)), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_added, map(_ADDED, c_g)), bool, h)
     fail: list[int] = []  # positions in cand whose rows could not be filled
-    pos = 0
-    for x, ((_, hs, g, n, _), c) in enumerate(zip(cand, cnts, strict=True)):
-        near = hs._near
-        if near is None or near[0] is not tg:
+    for x in np.flatnonzero(stale).tolist():  # (before the new values go aside)
+        g = c_g[x]
+        near = nears[x]
+        if near[0] is not tg:
             near = (tg, tg.row(np), None, -1, -1, 0)
-        if near[2] is not g or near[3] != g.stamp or near[4] != g.added:
-            # filled again before the new values go aside (counted with the others below)
-            merged = g.merged
-            if not tg.fill(np, near[1], g, (merged // 2, int(0.9 * merged))):
-                fail.append(x)
-            near = (tg, near[1], g, g.stamp, g.added, _GROW * g.limit())
-        new = packed[pos : pos + c]
-        pos += c
-        g.append(new)
-        added = g.added
-        hs.last_new = new
-        hs.n = n
-        r = near[1]
-        rows.append(r)
-        hs._near = (tg, r, g, near[3], added, near[5])
-        b = g.pending()
-        ms.append(g.merged)
-        bs.append(b)
-        tops.append(g.largest_merged())
-        if b > near[5]:
-            full.append(x)
-    R = np.array(rows, dtype=np.int64)
+        merged = g.merged
+        if not tg.fill(np, near[1], g, (merged // 2, int(0.9 * merged))):
+            fail.append(x)
+        nears[x] = (tg, near[1], g, g.stamp, g.added, _GROW * g.limit())
+    bounds = starts.tolist()
+    news = cast(
+        "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
+    )
+    _each(map(HostGaps.append, c_g, news))
+    _each(map(setattr, c_hs, repeat("last_new"), news))
+    _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
+    rows: list[int] = list(map(_ROW, nears))
+    lims: list[int] = list(map(_LIM, nears))
+    _each(
+        map(
+            setattr,
+            c_hs,
+            repeat("_near"),
+            zip(repeat(tg), rows, c_g, map(_KEPT_STAMP, nears), map(_ADDED, c_g), lims, strict=False),
+        )
+    )
+    R = np.array(rows, dtype=i64)
+    b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
+    m = np.fromiter(map(_MERGED, c_g), i64, h)
+    tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
+    full = np.flatnonzero(b > np.array(lims, dtype=i64)).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
-    m = np.array(ms, dtype=np.int64)
-    n_all = m + np.array(bs, dtype=np.int64)
+    n_all = m + b
     half = n_all // 2
-    k90 = np.minimum(n_all - 1, (0.9 * n_all).astype(np.int64))  # as int(0.9 * n): a double, truncated
+    k90 = np.minimum(n_all - 1, (0.9 * n_all).astype(i64))  # as int(0.9 * n): a double, truncated
     val, bad = _search(
         np,
         tg,
@@ -296,24 +329,62 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     )
     lo_v, hi_v, p90 = val[:h], val[h : 2 * h], val[2 * h :]
     med = np.where(n_all & 1, hi_v, (lo_v + hi_v) / 2.0)
-    mx = np.maximum(np.array(tops, dtype=np.float64), tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
+    mx = np.maximum(tops, tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
     bad = bad[:h] | bad[h : 2 * h] | bad[2 * h :]
     bad[fail] = True
-    for (i, hs, g, _, host), ni, kp, md, p9, top, f in zip(
-        cand, n_all.tolist(), k90.tolist(), med.tolist(), p90.tolist(), mx.tolist(), bad.tolist(), strict=True
-    ):
-        if f:  # read one by one; the row filled again around where those searches ended
-            md, p9, top = g.median(), g.kth(kp), g.kth(ni - 1)
-            near = hs._near
-            assert near is not None
-            if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
-                hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
-        else:
-            g.remember({-1: md, kp: p9})
-        hs.stats = out[i] = HostStepStats(host, ni + 1, md, p9, top)
+    c_hosts: list[int] = list(map(_HOST, map(logs.__getitem__, cl)))
+    kp_l: list[int] = k90.tolist()
+    # (the found values are not handed to the structures' memo: the next change empties it
+    # anyway, and a statistic asked of a structure finds the same value itself)
+    stats = rows_from_columns(HostStepStats, c_hosts, (n_all + 1).tolist(), med.tolist(), p90.tolist(), mx.tolist())
+    nl: list[int] = n_all.tolist()
+    for x in np.flatnonzero(bad).tolist():  # read one by one; the row filled again around where those searches ended
+        g, hs, ni, kp = c_g[x], c_hs[x], nl[x], kp_l[x]
+        stats[x] = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
+        near = hs._near
+        if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
+            hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
+    _each(map(setattr, c_hs, repeat("stats"), stats))
+    for i, st in zip(cl, stats, strict=True):
+        out[i] = st
     for x in full:
-        cand[x][2].flush()
+        c_g[x].flush()
     return out
+
+
+# a host's objects read a column at a time (update_all)
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_TIMES, _JS, _HOST, _VERSION = (operator.attrgetter(a) for a in ("times", "job_starts", "host", "version"))
+_N, _RAW, _GAPS, _NEAR = (operator.attrgetter(a) for a in ("n", "_raw", "_diffs", "_near"))
+_MERGED, _CLEAN, _STAMP, _ADDED = (operator.attrgetter(a) for a in ("merged", "clean", "stamp", "added"))
+_LAST = operator.itemgetter(-1)
+_ROW, _KEPT_STAMP, _LIM = (operator.itemgetter(k) for k in (1, 3, 5))
+
+
+_R = TypeVar("_R")
+
+
+def rows_from_columns(cls: type[_R], *columns: Sequence[Any]) -> list[_R]:
+    """`list(map(cls, *columns))` for a frozen dataclass with slots and nothing more to its
+    `__init__` than setting its fields in order (HostStepStats, RankStepStats): the objects
+    made bare, then each field set a column at a time through its slot (C-level), which
+    gives the same objects as the dataclass's own `__init__` (one `object.__setattr__` a
+    field, in Python) at about a third of its cost: thousands of hosts an upload."""
+    names = cast("tuple[str, ...]", cls.__slots__)  # type: ignore[attr-defined]
+    if len(columns) != len(names):
+        raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(columns)} columns")
+    n = len(columns[0]) if columns else 0
+    objs: list[_R] = list(map(object.__new__, repeat(cls, n)))
+    for name, col in zip(names, columns, strict=True):
+        if len(col) != n:
+            raise ValueError("columns of different lengths")
+        _each(map(getattr(cls, name).__set__, objs, col))
+    return objs
+
+
+def _each(calls: Iterable[object]) -> None:
+    """Run a lazy `map` of calls for their effects (a C-level loop: no Python step a host)."""
+    deque(calls, maxlen=0)
 
 
 def _classify(np: Any, tg: Together, R: Any, gaps: Any, starts: Any, cnt: Any) -> None:
