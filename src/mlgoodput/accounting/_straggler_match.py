@@ -22,7 +22,7 @@ import math
 import operator
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._straggler_rule import BINS, count_late, count_late_block, count_late_full
@@ -191,7 +191,11 @@ class StepMatcher:
         np = fast_numpy()
         if np is not None and self.moved == 0:
             cols = [new[r] for r in self.ranks if r in new]
-            if len(cols) == len(self.ranks) and all(c[1] is cols[0][1] for c in cols) and self._aligned(np, cols):
+            if (
+                len(cols) == len(self.ranks)
+                and all(map(operator.is_, map(_NUMBERS, cols), itertools.repeat(cols[0][1] if cols else None)))
+                and self._aligned(np, cols)
+            ):
                 return True
             order = [r for r in self.ranks if r in new and len(new[r][0])]
             tcols = [new[r][0] for r in order]
@@ -222,8 +226,10 @@ class StepMatcher:
         n = len(nums)
         if n == 0 or n * n_ranks < LOCKSTEP_MIN:
             return False
-        tcols = [t for t, _ in cols]
-        if not (_packed(nums, "ql") and all(map(_doubles, tcols)) and all(len(t) == n for t in tcols)):
+        tcols = list(map(_STARTS, cols))
+        if not (
+            _packed(nums, "ql") and all(map(operator.eq, map(len, tcols), itertools.repeat(n))) and _all_doubles(tcols)
+        ):
             return False
         nv = np.frombuffer(nums, dtype=np.int64)
         atts = np.frombuffer(self.att, dtype=np.int64)
@@ -527,9 +533,14 @@ class StepMatcher:
             last, held = [last_d[r] for r in order], [held_d[r] for r in order]
             late = [late_d[r] for r in order]
         else:  # the totals by rank index, in the order asked
-            at = [self.index[r] for r in order]
-            lag, lag_n = [src.lag[i] for i in at], [src.lag_n[i] for i in at]
-            last, held = [src.last_steps[i] for i in at], [src.held[i] for i in at]
+            if list(order) == self.ranks:  # (the usual: the ranks' own order, whole columns)
+                at: list[int] = list(range(len(order)))
+                lag, lag_n = src.lag.tolist(), src.lag_n.tolist()
+                last, held = src.last_steps.tolist(), src.held.tolist()
+            else:
+                at = list(map(self.index.__getitem__, order))
+                lag, lag_n = list(map(src.lag.__getitem__, at)), list(map(src.lag_n.__getitem__, at))
+                last, held = list(map(src.last_steps.__getitem__, at)), list(map(src.held.__getitem__, at))
             np = fast_numpy() if len(at) > 8 else None
             if np is not None:  # (the verdict sums each rank's bins in one pass)
                 late = np.frombuffer(src.late, dtype=np.int64).reshape(len(self.ranks), BINS)[at]
@@ -572,6 +583,18 @@ class StepMatcher:
         sh.late, sh.pooled = array("q", self.late), array("q", self.pooled)
         sh._sum_block(np, mat, present, present.sum(axis=0))
         return sh
+
+
+def _all_doubles(cols: Sequence[Column]) -> bool:
+    """Whether every column holds packed doubles: arrays' type codes read a column at a time
+    (thousands of ranks), anything else one by one."""
+    if all(map(isinstance, cols, itertools.repeat(array))):
+        return all(map(operator.eq, map(_TYPECODE, cast("Sequence[array[Any]]", cols)), itertools.repeat("d")))
+    return all(map(_doubles, cols))
+
+
+_STARTS, _NUMBERS = operator.itemgetter(0), operator.itemgetter(1)  # a rank's (starts, numbers) columns
+_TYPECODE = operator.attrgetter("typecode")
 
 
 def _doubles(col: Column) -> bool:

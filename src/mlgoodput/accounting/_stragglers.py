@@ -37,11 +37,13 @@ import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from statistics import median
-from typing import Any
+from typing import Any, cast
 
 from mlgoodput._format import duration
 from mlgoodput.accounting._fast import numpy as fast_numpy
+from mlgoodput.accounting._hoststats import rows_from_columns
 from mlgoodput.accounting._report import HostStepStats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._straggler_match import Column, StepMatcher, sum_steps
@@ -166,13 +168,27 @@ def _report(m: StepMatcher, stats: Mapping[int, _Stats]) -> StragglerReport:
     """The report of what `m` matched; `stats`: each rank's step statistics (its key order is
     the report's)."""
     order = list(stats)
+    if not order:
+        return _report_columns(m, order, (), (), (), ())
+    steps, med, p90, mx = zip(*stats.values(), strict=True)
+    return _report_columns(m, order, steps, med, p90, mx)
+
+
+def _report_columns(
+    m: StepMatcher,
+    order: list[int],
+    steps: Sequence[int],
+    med: Sequence[float],
+    p90: Sequence[float],
+    mx: Sequence[float],
+) -> StragglerReport:
+    """`_report` with the ranks' statistics as columns, in the report's rank order `order`."""
     compared, spread, fewest, lag, lag_n, last, held, late, pooled = m.totals(order)
     if not order:
         return _verdict([], compared, spread, late, pooled, fewest)
     # column by column (thousands of ranks an upload: no Python loop a rank beyond these)
-    steps, med, p90, mx = zip(*stats.values(), strict=True)
     mean = [a / k if k else 0.0 for a, k in zip(lag, lag_n, strict=True)]
-    rows = list(map(RankStepStats, order, steps, med, p90, mx, mean, last, held))
+    rows = rows_from_columns(RankStepStats, order, steps, med, p90, mx, mean, last, held)
     return _verdict(rows, compared, spread, late, pooled, fewest, order, med)
 
 
@@ -253,7 +269,9 @@ class HostStragglers:
 
     def __init__(self) -> None:
         self._m: StepMatcher | None = None
-        self._seen: dict[int, tuple[int, int]] = {}  # host -> (its log's version, steps taken)
+        # by rank index of the matcher: each host's log version and the steps taken from it
+        self._versions: list[int] = []
+        self._taken: list[int] = []
 
     def report(
         self,
@@ -267,33 +285,37 @@ class HostStragglers:
         only when the window holds every step: they are used then, and cost a pass)."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
-        logs: dict[int, HostLog] = {}
-        first = last = math.nan
-        for h in sorted(hosts):  # (one pass: a report at thousands of hosts pays per pass)
-            hl = hosts[h]
-            t = hl.times
-            if len(t):
-                if not logs:
-                    first, last = t[0], t[-1]
-                else:  # as min() and max() compare
-                    if t[0] < first:
-                        first = t[0]
-                    if t[-1] > last:
-                        last = t[-1]
-                logs[h] = hl
-        if not logs:
+        # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
+        keys = sorted(hosts)
+        hls: list[HostLog] = list(map(hosts.__getitem__, keys))
+        ts = list(map(_TIMES, hls))
+        if 0 in map(len, ts):  # hosts with no step start are no ranks
+            keep = list(map(len, ts))
+            keys, hls, ts = list(compress(keys, keep)), list(compress(hls, keep)), list(compress(ts, keep))
+        if not keys:
             return _verdict([], 0, 0.0, [], [0] * BINS, 0)
+        first, last = min(map(_FIRST, ts)), max(map(_LAST, ts))  # (min and max: the first NaN-free pass's)
+        logs = dict(zip(keys, hls, strict=True))
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
         m = self._update(logs)
         if callable(stats):
             stats = stats()
-        rows: dict[int, _Stats] = {}
-        get = stats.get
-        for h, hl in logs.items():
-            s = get(h)
-            rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
-        return _report(m, rows)
+        got = list(map(stats.get, keys))
+        if any(map(operator.is_, got, repeat(None))):
+            rows: dict[int, _Stats] = {}
+            for h, hl, s in zip(keys, hls, got, strict=True):
+                rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
+            return _report(m, rows)
+        have = cast("list[HostStepStats]", got)
+        return _report_columns(
+            m,
+            keys,
+            list(map(_STEPS_OF, have)),
+            list(map(_MEDIAN_OF, have)),
+            list(map(_P90_OF, have)),
+            list(map(_MAX_OF, have)),
+        )
 
     def _update(self, logs: Mapping[int, HostLog]) -> StepMatcher:
         """The matcher with every step of `logs` in it: the new steps added, or a fresh one."""
@@ -303,37 +325,44 @@ class HostStragglers:
         m = self._m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
         ok = m.add_columns(_columns(logs, dict.fromkeys(logs, 0)))
         assert ok, "a fresh matcher takes any steps"
-        self._seen = {h: (hl.version, len(hl.times)) for h, hl in logs.items()}
+        hls = list(logs.values())
+        self._versions, self._taken = list(map(_VERSION, hls)), list(map(len, map(_TIMES, hls)))
         return m
 
     def _extend(self, m: StepMatcher, logs: Mapping[int, HostLog]) -> bool:
-        """Add what each host's log gained at its end; False when anything else changed."""
-        seen = self._seen
-        grown: dict[int, int] = {}
+        """Add what each host's log gained at its end (the hosts of `logs` are the matcher's
+        ranks, in its order); False when anything else changed. A column at a time: no
+        Python step a host but for the hosts whose job starts changed."""
+        ranks = m.ranks
+        hls = list(logs.values())
+        ns = list(map(len, map(_TIMES, hls)))
+        taken = self._taken
+        if list(map(_VERSION, hls)) != self._versions or any(map(operator.lt, ns, taken)):
+            return False
         mjs = m.js
-        for h, hl in logs.items():
-            version, k = seen[h]
-            n = len(hl.times)
-            if hl.version != version or n < k:
-                return False
-            js = hl.job_starts
-            if js or h in mjs:
-                mine = mjs.get(h, [])
-                if js != mine:
-                    if js[: len(mine)] != mine:
+        js: list[list[float]] = list(map(_JS, hls))
+        mine = list(map(mjs.get, ranks, repeat(_NO_STARTS)))
+        if not all(map(operator.eq, js, mine)):
+            for h, a, b in zip(ranks, js, mine, strict=True):
+                if a == b:
+                    continue
+                if a[: len(b)] != b:
+                    return False
+                for t in a[len(b) :]:
+                    if not m.job_start(h, t):
                         return False
-                    for t in js[len(mine) :]:
-                        if not m.job_start(h, t):
-                            return False
-            if n > k:
-                grown[h] = k
-        new = _columns({h: logs[h] for h in grown}, grown)
-        if new:
-            if not m.add_columns(new):
-                return False
-            for h in grown:  # (the others: as seen, their version checked above)
-                hl = logs[h]
-                seen[h] = (hl.version, len(hl.times))
+        grown = list(map(operator.gt, ns, taken))
+        if not any(grown):
+            return True
+        if all(grown):
+            new = _columns(logs, dict(zip(ranks, taken, strict=True)))
+        else:
+            new = _columns(
+                {h: logs[h] for h in compress(ranks, grown)}, dict(compress(zip(ranks, taken, strict=True), grown))
+            )
+        if not m.add_columns(new):
+            return False
+        self._taken = ns  # (the versions: checked equal above)
         return True
 
     @staticmethod
@@ -358,6 +387,10 @@ class HostStragglers:
 
 
 _STATS_OF = operator.attrgetter("steps", "median_s", "p90_s", "max_s")  # HostStepStats -> _Stats
+_STEPS_OF, _MEDIAN_OF, _P90_OF, _MAX_OF = map(operator.attrgetter, ("steps", "median_s", "p90_s", "max_s"))
+_TIMES, _NUMS, _JS, _VERSION = map(operator.attrgetter, ("times", "nums", "job_starts", "version"))
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
+_NO_STARTS: list[float] = []  # a rank's job starts when the matcher holds none (never changed)
 
 
 def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int, tuple[Column, Column]]:
@@ -366,22 +399,22 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
     step numbers there (ranks stepping together: their numbers are stored alike) they share
     one column of them, which lets the matcher sum the ranks' starts in place
     (`StepMatcher.add_columns`), instead of a copy of every host's starts and numbers."""
+    keys = list(logs)
+    hls = list(logs.values())
+    ks = list(map(first.__getitem__, keys))
+    ts = list(map(_TIMES, hls))
+    times: list[Column] = [t if k == 0 else t[k:] for t, k in zip(ts, ks, strict=True)]
+    if _same_numbers(hls, ks):
+        a = hls[0]
+        shared = _nums(a.nums, ks[0], len(a.nums))
+        return dict(zip(keys, zip(times, repeat(shared)), strict=True))
     out: dict[int, tuple[Column, Column]] = {}
-    shared: Column | None = None
     alike: dict[tuple[int, int], Column] = {}  # (first number, count) -> their column
-    same = _same_numbers(logs, first)
-    for h, hl in logs.items():
-        k = first[h]
-        times: Column = hl.times if k == 0 else hl.times[k:]
-        if same:
-            if shared is None:
-                shared = _nums(hl.nums, k, len(hl.nums))
-            out[h] = (times, shared)
-            continue
+    for h, hl, k, col_t in zip(keys, hls, ks, times, strict=True):
         n = len(hl.nums)
         off = hl.nums.run_offset(k)
         if off is None:
-            out[h] = (times, _nums(hl.nums, k, n))
+            out[h] = (col_t, _nums(hl.nums, k, n))
             continue
         # numbers off + k, ..., off + n - 1: hosts with the same share one column (an upload
         # that caught some hosts' latest step and not the others': two columns, not thousands)
@@ -389,39 +422,40 @@ def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int,
         col = alike.get(key)
         if col is None:
             col = alike[key] = _nums(hl.nums, k, n)
-        out[h] = (times, col)
+        out[h] = (col_t, col)
     return out
 
 
-def _same_numbers(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> bool:
-    """Whether every host holds the same step numbers from `first[h]` on: where each host's
+def _same_numbers(hls: Sequence[HostLog], first: Sequence[int]) -> bool:
+    """Whether every host holds the same step numbers from `first[i]` on: where each host's
     are in its last run, by that run's offset (O(1) a host), else by their stored runs
     compared whole. This is asked at every report, so only numbers stored in a few runs
     (`_FEW_RUNS` bytes of them: a job's usual 0, 1, 2, ... between restarts) are compared;
     hosts with more, or stored differently, count as different (each gets its own column)."""
-    if len(logs) < 2 or len(set(first.values())) != 1:
+    if len(hls) < 2 or first.count(first[0]) != len(first):
         return False
-    it = iter(logs.values())
-    a = next(it)
+    a = hls[0]
     n = len(a.nums)
+    nums: list[StepNums] = list(map(_NUMS, hls))
+    if not (
+        all(map(operator.eq, map(len, nums), repeat(n)))
+        and all(map(operator.eq, map(len, map(_TIMES, hls)), repeat(len(a.times))))
+    ):
+        return False
     # the usual case first, O(1) a host: each host's numbers from `first` on in its last run,
     # the runs alike (StepNums.run_offset)
-    k = next(iter(first.values()))
+    k = first[0]
     off = a.nums.run_offset(k)
-    if off is not None and len(a.times) == n:
-        if all(len(b.nums) == n and len(b.times) == n and b.nums.run_offset(k) == off for b in it):
-            return True
-        it = iter(logs.values())
-        next(it)
+    if (
+        off is not None
+        and len(a.times) == n
+        and all(map(operator.eq, map(StepNums.run_offset, nums, repeat(k)), repeat(off)))
+    ):
+        return True
     if a.nums.nbytes() > _FEW_RUNS:
         return False
     state = a.nums.state()
-    for b in it:
-        if len(b.nums) != n or len(b.times) != len(a.times) or b.nums.nbytes() > _FEW_RUNS:
-            return False
-        if b.nums.state() != state:
-            return False
-    return True
+    return all(b.nbytes() <= _FEW_RUNS and b.state() == state for b in nums[1:])
 
 
 _FEW_RUNS = 4096  # bytes of stored step numbers (16 a run) up to which hosts' runs are compared
