@@ -13,8 +13,10 @@ import math
 import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from mlgoodput import _env
 from mlgoodput.accounting import _fast
@@ -282,13 +284,20 @@ class Timeline:
         first_t, last_t, first_s, counted = heads
         tv, sv = memoryview(times), memoryview(steps)
         logs = self.hosts
+        got = list(map(logs.get, hosts))
+        if any(map(operator.is_, got, itertools.repeat(None))):
+            got = [
+                log if log is not None else logs.setdefault(h, HostLog(h)) for h, log in zip(hosts, got, strict=True)
+            ]
+        hls = cast("list[HostLog]", got)
+        lts = list(map(_TIMES, hls))
+        if all(counted) and all(lts) and all(map(operator.gt, first_t, map(_LAST, lts))):
+            self._append_block(hls, lts, sizes, tv, heads)  # the usual: every part appends
+            return
         earliest = list(first_t)  # each part's earliest change: its first time, when appended
         at = 0
-        for i, (h, n, t0, s0, by_one) in enumerate(zip(hosts, sizes, first_t, first_s, counted, strict=True)):
+        for i, (log, n, t0, s0, by_one) in enumerate(zip(hls, sizes, first_t, first_s, counted, strict=True)):
             b = at + 8 * n
-            log = logs.get(h)
-            if log is None:
-                log = logs[h] = HostLog(h)
             lt = log.times
             if by_one and (not lt or t0 > lt[-1]):  # what add_steps does with it, in short
                 lt.frombytes(tv[at:b])
@@ -306,6 +315,33 @@ class Timeline:
         self.events += at >> 3
         self.max_time = max(self.max_time, *last_t)
         self.earliest_change = min(self.earliest_change, *[min(math.inf, e) for e in earliest])
+
+    def _append_block(
+        self,
+        hls: list[HostLog],
+        lts: list[array[float]],
+        sizes: list[int],
+        tv: memoryview,
+        heads: tuple[list[float], list[float], list[int], list[bool]],
+    ) -> None:
+        """`ingest_step_block` when every part counts up by one after its host's last step:
+        what its loop does part by part, a column at a time (`map` over the hosts' objects,
+        C-level loops: thousands of hosts, one step each, every upload)."""
+        first_t, last_t, first_s, _ = heads
+        ends = list(itertools.accumulate(map(operator.mul, sizes, itertools.repeat(8))))
+        _each(map(array.frombytes, lts, map(tv.__getitem__, map(slice, [0, *ends[:-1]], ends))))
+        _each(map(setattr, hls, itertools.repeat("changed_from"), map(min, map(_CHANGED, hls), first_t)))
+        lasts = list(map(StepNums.extend_run, map(_NUMS, hls), first_s, sizes))
+        if lasts.count(None):
+            back = [last is not None and s0 < last for s0, last in zip(first_s, lasts, strict=True)]
+        else:
+            back = list(map(operator.lt, first_s, cast("list[int]", lasts)))
+        if any(back):  # a part numbered below its host's last step: no longer monotonic
+            for log in itertools.compress(hls, back):
+                log.monotonic = False
+        self.events += ends[-1] >> 3 if ends else 0
+        self.max_time = max(self.max_time, *last_t)
+        self.earliest_change = min(self.earliest_change, *first_t)
 
     def _signs_of_life(self, cols: Columns, kinds: bytes) -> float:
         """Take the batch's signs of life; the latest of their times."""
@@ -346,6 +382,15 @@ class Timeline:
         if q >= latest_first:
             self._lead = (self.events, latest_first, best)
         return best
+
+
+_TIMES, _NUMS, _CHANGED = (operator.attrgetter(a) for a in ("times", "nums", "changed_from"))
+_LAST = operator.itemgetter(-1)
+
+
+def _each(calls: Iterator[object]) -> None:
+    """Run a lazy `map` of calls for their effects (a C-level loop: no Python step an item)."""
+    deque(calls, maxlen=0)
 
 
 #: How an attempt without an end of its own ends: its steps at that instant belong to it.
