@@ -117,7 +117,10 @@ class HostSeries:
             first = [straggler] if straggler is not None else []
             first += [r.rank for r in heapq.nlargest(FIRST_RANKS, ranks, key=_HELD) if r.held_back_s > 0]
             chosen = {h for h in first if h in due}
-            for h in sorted(due, key=lambda h: (at.get(h, 0), h)):  # longest waiting first
+            # longest waiting first: the few needed of the order (last sent, host), not a sort
+            # of every due host (thousands an upload)
+            waiting = zip(map(at.get, due, itertools.repeat(0)), due, strict=True)
+            for _, h in heapq.nsmallest(HOSTS_PER_UPLOAD, waiting):
                 if len(chosen) >= HOSTS_PER_UPLOAD:
                     break
                 chosen.add(h)
