@@ -170,7 +170,7 @@ def test_summaries_are_saved_and_read_back_not_made_again(store: SQLiteStore) ->
     assert got == want
     raw = b"".join(store.load_state(NAMESPACE, key("log", "a")) or [])
     s = JobSummary.loads(raw)
-    assert s is not None and s.accelerators == 8 and json.loads(raw)["format"] == 2
+    assert s is not None and s.accelerators == 8 and json.loads(raw)["format"] == 3
     # a job with something new is made again, the others are kept
     store.append("log", "c", EventBatch(99, 0, [Event(Kind.CUSTOM_START, D + 1000, name="eval")]))
     again.report(SINCE, UNTIL, "team")
@@ -264,3 +264,78 @@ def test_a_new_process_reads_every_summary_at_once_and_asks_no_job(store: SQLite
     got = src.report(D - H, D + 86400, "team").to_dict()  # edges on the hour: no job's accounting
     assert calls == [] and src.last_counts == {"kept": 0, "read": 4, "made": 0}
     assert got["total"]["jobs"] == want["total"]["jobs"] == 3  # d ended before either range
+
+
+def test_a_job_that_restarts_at_another_size_weighs_each_hour_by_its_size_then(tmp_path: Path) -> None:
+    """8 accelerators for 2 h, a restart at 64 for 1 h (mid-hour: the hour is cut there)."""
+    st = SQLiteStore(str(tmp_path / "resize.db"))
+    ev = [Event(Kind.JOB_START, D), _labels(D, {"team": "x"}, None, None)]
+    ev += [Event(Kind.STEP_START, D + k, step=k) for k in range(7200)]
+    ev += [_labels(D + 60, {"team": "x"}, 8, "H100")]  # the size found at the first step: from the start
+    ev += [Event(Kind.JOB_START, D + 7200 + 1800), _labels(D + 9000, {"team": "x"}, 64, "H100")]
+    ev += [Event(Kind.STEP_START, D + 9000 + k, step=7200 + k) for k in range(3600)]
+    st.append("log", "r", EventBatch(1, 0, [*ev, Event(Kind.JOB_END, D + 12600)]))
+    src = _src(st)
+    first = src.report(D, D + 7200, "team").to_dict()["total"]
+    assert first["accelerator_hours"] == 2 * 8
+    assert first["productive_hours"] == 16.0  # the crashed attempt's last step: one ideal step
+    whole = src.report(D - H, D + 86400, "team").to_dict()
+    # 8 until the restart at +9000 (the 1,800 s down included), 64 from then
+    assert whole["total"]["accelerator_hours"] == (9000 * 8 + 3600 * 64) / H
+    assert whole["jobs"][0]["accelerators"] == 64
+    assert sum(d["accelerator_hours"] for d in whole["days"]) == whole["total"]["accelerator_hours"]
+
+
+def test_queue_time_counts_even_when_the_job_ran_only_after_the_range(tmp_path: Path) -> None:
+    st = SQLiteStore(str(tmp_path / "queue.db"))
+    ev = [
+        Event(Kind.JOB_SUBMIT, D + 10, value=D, name="recorded"),
+        Event(Kind.JOB_START, D + 3600),
+        _labels(D + 3600, {"team": "q"}, 4, None),
+        *[Event(Kind.STEP_START, D + 3610 + k, step=k) for k in range(10)],
+        Event(Kind.JOB_END, D + 3620),
+    ]
+    st.append("log", "late", EventBatch(1, 0, ev))
+    ev = [
+        Event(Kind.JOB_SUBMIT, D + 10, value=D + 100, name="recorded"),
+        Event(Kind.JOB_START, D + 100),  # submitted and started at once: a queue of 0 s
+        _labels(D + 100, {"team": "q"}, 4, None),
+        *[Event(Kind.STEP_START, D + 110 + k, step=k) for k in range(10)],
+        Event(Kind.JOB_END, D + 120),
+    ]
+    st.append("log", "now", EventBatch(2, 0, ev))
+    g = _src(st).report(D, D + 1800, "team").to_dict()["groups"][0]
+    assert g["jobs"] == 2
+    assert g["queue_hours"] == 1800 * 4 / H  # "late" queued the whole range
+    assert g["accelerator_hours"] == 20 * 4 / H  # only "now" ran in it
+    assert g["scheduling_goodput"] == (20 * 4) / (20 * 4 + 1800 * 4)
+    rows = {j["job"]: j for j in _src(st).report(D, D + 1800, "team").to_dict()["jobs"]}
+    assert rows["now"]["scheduling_goodput"] == 1.0  # a known submit time with no wait
+    assert rows["late"]["start"] is None and rows["late"]["accelerator_hours"] == 0.0
+
+
+def test_by_job_keeps_jobs_of_two_loggers_apart(tmp_path: Path) -> None:
+    st = SQLiteStore(str(tmp_path / "names.db"))
+    for w, ns in enumerate(("la", "lb"), start=1):
+        ev = [Event(Kind.JOB_START, D), *[Event(Kind.STEP_START, D + 1 + k, step=k) for k in range(5)]]
+        st.append(ns, "train", EventBatch(w, 0, [*ev, Event(Kind.JOB_END, D + 6)]))
+    keys = sorted(g["key"] for g in _src(st).report(D - H, D + H, "job").to_dict()["groups"])
+    assert keys == ["train (la)", "train (lb)"]
+
+
+def test_running_jobs_are_not_saved_and_jobs_without_a_summary_are_not_asked_again(tmp_path: Path) -> None:
+    st = SQLiteStore(str(tmp_path / "quiet.db"))
+    ev = [Event(Kind.JOB_START, D), *[Event(Kind.STEP_START, D + 1 + k, step=k) for k in range(5)]]
+    st.append("log", "run", EventBatch(1, 0, ev))  # running at the clock below
+    st.append("log", "nothing", EventBatch(2, 0, [Event(Kind.JOB_SUBMIT, D, value=D - 5)]))  # no job start
+    saves: list[str] = []
+    bulk: list[str] = []
+    real_save, real_bulk = st.save_state, st.load_single_states
+    st.save_state = lambda ns, job, pieces: (saves.append(job), real_save(ns, job, pieces))[1]  # type: ignore[method-assign]
+    st.load_single_states = lambda ns: (bulk.append(ns), real_bulk(ns))[1]  # type: ignore[method-assign]
+    src = FleetSource(st, clock=lambda: D + 7.0)
+    for _ in range(3):
+        assert src.report(D - H, D + H, "team").to_dict()["total"]["jobs"] == 1
+    assert [s for s in saves if "run" in s or "nothing" in s] == []  # the running job's summary moves with the clock
+    assert len(bulk) == 1  # "nothing" has no summary: remembered, so the saved ones are not read again
+    assert src.last_counts == {"kept": 0, "read": 0, "made": 1}

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from mlgoodput.accounting._report import PARTITION_BUCKETS, BadputType, GoodputR
 
 #: Where a store keeps each job's summary (the state namespace; the key is the job's).
 NAMESPACE = "mlgoodput.fleet"
-FORMAT = 2
+FORMAT = 3
 PIECE_S = 3600.0  # a summary's pieces: UTC hours
 DAY_S = 86400.0
 PRODUCTIVE = "productive"
@@ -62,7 +63,9 @@ class JobSummary:
     end: float  # ... to the last job end, or the query time
     ideal_step_time_s: float
     seconds: Mapping[str, float]  # the whole-job report: "productive" and each bucket
-    pieces: tuple[tuple[float, Mapping[str, float]], ...]  # (UTC hour start, seconds by bucket)
+    #: (start, end, accelerators then or None, seconds by bucket): the UTC hours of the job's
+    #: window, cut where its size changed
+    pieces: tuple[tuple[float, float, int | None, Mapping[str, float]], ...]
     queue: tuple[float, float] | None  # [submit, first start] when the submit time is known
     program_goodput: float | None
     ettr: float | None
@@ -74,7 +77,13 @@ class JobSummary:
 
     @property
     def weight(self) -> int:
+        """The job's accelerators as last recorded (1 when never recorded)."""
         return self.accelerators or 1
+
+    @property
+    def one_size(self) -> bool:
+        """Whether the job held one number of accelerators all along."""
+        return len({n for _, _, n, _ in self.pieces}) <= 1
 
     def dumps(self) -> bytes:
         d = {
@@ -89,7 +98,7 @@ class JobSummary:
             "end": self.end,
             "ideal_step_time_s": self.ideal_step_time_s,
             "seconds": dict(self.seconds),
-            "pieces": [[t, dict(s)] for t, s in self.pieces],
+            "pieces": [[a, b, n, dict(s)] for a, b, n, s in self.pieces],
             "queue": None if self.queue is None else list(self.queue),
             "program_goodput": self.program_goodput,
             "ettr": self.ettr,
@@ -119,7 +128,10 @@ class JobSummary:
                 end=float(d["end"]),
                 ideal_step_time_s=float(d["ideal_step_time_s"]),
                 seconds={str(k): float(v) for k, v in d["seconds"].items()},
-                pieces=tuple((float(t), {str(k): float(v) for k, v in s.items()}) for t, s in d["pieces"]),
+                pieces=tuple(
+                    (float(a), float(b), None if n is None else int(n), {str(k): float(v) for k, v in s.items()})
+                    for a, b, n, s in d["pieces"]
+                ),
                 queue=None if q is None else (float(q[0]), float(q[1])),
                 program_goodput=_opt(d["program_goodput"]),
                 ettr=_opt(d["ettr"]),
@@ -185,28 +197,38 @@ def summarize(
     count of accelerators, the latest peak found in the table (`peak_sources`, in time order) gives it."""
     labels, n, kind = merged_labels(records)
     found = next((g for g in map(from_peak_source, reversed(peak_sources)) if g is not None), None)
+    sizes = _sizes(records)
     if n is None and found is not None:
         n, kind = found[0], kind if kind is not None else found[1]
+        sizes = [(report.start, found[0])]
     seconds = {PRODUCTIVE: report.productive_s} | {b: 0.0 for b in BUCKETS}
     for bucket, v in report.badput_s.items():
         if bucket is BadputType.DATA_LOADING_ASYNC:
             continue
         name = bucket.name.lower()
         seconds[name] = float(sum(v.values())) if isinstance(v, Mapping) else float(v)
+    # the pieces' edges: UTC hours, and where the job's size changed
+    edges = sorted({*_hours(report.start, report.end), *(t for t, _ in sizes[1:] if report.start < t < report.end)})
     pieces: dict[float, dict[str, float]] = {}
-    for s in segments:
-        b = bucket_of(s.bucket)
-        x = s.start
-        while x < s.end:
-            h = math.floor(x / PIECE_S) * PIECE_S
-            y = min(s.end, h + PIECE_S)
-            got = pieces.setdefault(h, {})
+    for seg in segments:
+        b = bucket_of(seg.bucket)
+        k = max(0, bisect_right(edges, seg.start) - 1)
+        x = seg.start
+        while x < seg.end:
+            y = min(seg.end, edges[k + 1]) if k + 1 < len(edges) else seg.end
+            got = pieces.setdefault(edges[k], {})
             got[b] = got.get(b, 0.0) + (y - x)
-            x = y
+            x, k = y, k + 1
+    bounds = [*edges, report.end]
+    laid = tuple(
+        (max(a, report.start), min(bounds[i + 1], report.end), _size_at(sizes, a), pieces[a])
+        for i, a in enumerate(edges)
+        if a in pieces
+    )
     p = report.productivity
     queue = None
-    if p is not None and p.submit_time is not None and p.queue_s is not None and p.queue_s > 0:
-        queue = (p.submit_time, p.submit_time + p.queue_s)
+    if p is not None and p.submit_time is not None and p.queue_s is not None:
+        queue = (p.submit_time, p.submit_time + p.queue_s)  # a queue of 0 s still says it was known
     return JobSummary(
         logger=report.logger_name,
         job=report.job_name,
@@ -218,7 +240,7 @@ def summarize(
         end=report.end,
         ideal_step_time_s=report.ideal_step_time_s,
         seconds=seconds,
-        pieces=tuple(sorted(pieces.items())),
+        pieces=laid,
         queue=queue,
         program_goodput=None if p is None else p.program_goodput,
         ettr=None if p is None else p.ettr,
@@ -226,6 +248,33 @@ def summarize(
         events=events,
         listed=listed,
     )
+
+
+def _sizes(records: Iterable[LabelRecord]) -> list[tuple[float, int]]:
+    """(time, accelerators) where the recorded size changed, in time order."""
+    out: list[tuple[float, int]] = []
+    for r in sorted(records, key=lambda r: r.time):
+        if r.accelerators is not None and (not out or out[-1][1] != r.accelerators):
+            out.append((r.time, r.accelerators))
+    return out
+
+
+def _size_at(sizes: Sequence[tuple[float, int]], t: float) -> int | None:
+    """The size in effect at t: the latest recorded at or before it, else the first recorded
+    (a size found just after the start, at the first step, held from the start)."""
+    if not sizes:
+        return None
+    i = bisect_right([x for x, _ in sizes], t) - 1
+    return sizes[max(i, 0)][1]
+
+
+def _hours(a: float, b: float) -> list[float]:
+    """The UTC hour starts from the one holding `a` to the last before `b`."""
+    h = math.floor(a / PIECE_S) * PIECE_S
+    out = [h]
+    while out[-1] + PIECE_S < b:
+        out.append(out[-1] + PIECE_S)
+    return out
 
 
 # -- a range of the fleet ---------------------------------------------------------------------
@@ -239,9 +288,8 @@ class _Sum:
     sched_w: float = 0.0  # accelerator-seconds of jobs whose scheduling goodput is known
     sched_acc_s: float = 0.0  # their accelerator-seconds plus queue
     weighted: dict[str, tuple[float, float]] = field(default_factory=dict)  # figure -> (sum w*f, sum w)
-    cost: float = 0.0
+    priced: dict[float, float] = field(default_factory=dict)  # price -> accelerator-seconds at it
     cost_by: dict[str, float] = field(default_factory=dict)
-    priced_acc_s: float = 0.0
     jobs: int = 0
 
     def add(self, seconds: Mapping[str, float], w: float, price: float | None) -> None:
@@ -254,8 +302,7 @@ class _Sum:
         """Wall seconds of a job (or part) holding `w` accelerators at `price` an hour."""
         self.acc_s += wall_s * w
         if price is not None:
-            self.cost += wall_s * w * price / 3600.0
-            self.priced_acc_s += wall_s * w
+            self.priced[price] = self.priced.get(price, 0.0) + wall_s * w
 
     def figure(self, name: str, value: float | None, w: float) -> None:
         if value is not None and w > 0:
@@ -273,8 +320,8 @@ class _Sum:
         for name, (a, w) in other.weighted.items():
             x, y = self.weighted.get(name, (0.0, 0.0))
             self.weighted[name] = (x + a, y + w)
-        self.cost += other.cost
-        self.priced_acc_s += other.priced_acc_s
+        for price, a in other.priced.items():
+            self.priced[price] = self.priced.get(price, 0.0) + a
         self.jobs += other.jobs
 
     def to_dict(self, priced: bool) -> dict[str, Any]:
@@ -298,14 +345,14 @@ class _Sum:
             "cost": None,
         }
         if priced:
-            total = self.cost
+            total = sum(a * price / 3600.0 for price, a in self.priced.items())
             produced = self.cost_by.get(PRODUCTIVE, 0.0)
             out["cost"] = {
                 "total": total,
                 "productive": produced,
                 "lost": total - produced,
                 "badput": {b: self.cost_by.get(b, 0.0) for b in BUCKETS},
-                "unpriced_hours": (self.acc_s - self.priced_acc_s) / 3600.0,
+                "unpriced_hours": (self.acc_s - sum(self.priced.values())) / 3600.0,
             }
         return out
 
@@ -364,28 +411,31 @@ def job_link(s: JobSummary) -> str:
     return f"/jobs/{quote(s.job, safe='')}?logger={quote(s.logger, safe='')}"
 
 
-def group_of(s: JobSummary, by: str) -> str | None:
-    """The group a job falls in: its label `by`, its name for "job", None without that label."""
+def group_of(s: JobSummary, by: str, shared_name: bool = False) -> str | None:
+    """The group a job falls in: its label `by`, None without that label; for "job" its name,
+    with its logger where jobs of several loggers share the name."""
     if by == "job":
-        return s.job
+        return f"{s.job} ({s.logger})" if shared_name else s.job
     return s.labels.get(by, NO_GROUP)
 
 
-def inside(s: JobSummary, since: float, until: float, exact: Exact) -> list[tuple[float, float, Mapping[str, float]]]:
-    """The job's seconds by bucket inside [since, until], as pieces (start, end, seconds): its
-    hours inside the range, an hour cut by an edge of the range asked of `exact`."""
+def inside(
+    s: JobSummary, since: float, until: float, exact: Exact
+) -> list[tuple[float, float, float, Mapping[str, float]]]:
+    """The job's pieces inside [since, until] as (start, end, accelerators, seconds by bucket);
+    a piece cut by an edge of the range is asked of `exact`."""
     lo, hi = max(since, s.start), min(until, s.end)
     if hi <= lo:
         return []
-    out: list[tuple[float, float, Mapping[str, float]]] = []
-    for h, secs in s.pieces:
-        a, b = max(h, s.start), min(h + PIECE_S, s.end)
+    out: list[tuple[float, float, float, Mapping[str, float]]] = []
+    for a, b, n, secs in s.pieces:
         if b <= lo or a >= hi:
             continue
+        w = float(n or 1)
         if a >= lo and b <= hi:
-            out.append((a, b, secs))
+            out.append((a, b, w, secs))
         else:
-            out.append((max(a, lo), min(b, hi), exact(s, max(a, lo), min(b, hi))))
+            out.append((max(a, lo), min(b, hi), w, exact(s, max(a, lo), min(b, hi))))
     return out
 
 
@@ -399,47 +449,54 @@ def fleet(
     link: Callable[[JobSummary], str] | None = None,
 ) -> FleetReport:
     """Sum the jobs' parts inside [since, until] by group (`by`: a label, or "job"), by UTC day,
-    and per job; each job weighted by its accelerators (docs/fleet.md). A job inside the range
-    whole counts its report's seconds; the days count its hours."""
+    and per job; each hour of a job weighted by the accelerators it held then (docs/fleet.md).
+    A job inside the range whole, at one size, counts its report's seconds; the days count its
+    hours. A job that only queued in the range counts its queue."""
     prices = prices or Prices()
     priced = prices.any
+    summaries = list(summaries)
+    loggers: dict[str, set[str]] = {}
+    for s in summaries:
+        loggers.setdefault(s.job, set()).add(s.logger)
     total = _Sum()
     groups: dict[str | None, _Sum] = {}
     days: dict[float, _Sum] = {}
     jobs: list[dict[str, Any]] = []
     for s in summaries:
         parts = inside(s, since, until, exact)
-        if not parts:
-            continue
-        w = float(s.weight)
-        price = prices.of(s.accelerator_type)
-        lo, hi = max(since, s.start), min(until, s.end)
-        whole = lo == s.start and hi == s.end
-        mine = _Sum(jobs=1)
-        for a, b, secs in parts:
-            day = days.setdefault(math.floor(a / DAY_S) * DAY_S, _Sum())
-            day.span(b - a, w, price)
-            day.add(secs, w, price)
-            if not whole:
-                mine.add(secs, w, price)
-        if whole:
-            mine.add(s.seconds, w, price)
-        wall = hi - lo
-        mine.span(wall, w, price)
         queued = 0.0
         if s.queue is not None:  # the queue before the first start, inside the range
             queued = max(0.0, min(until, s.queue[1]) - max(since, s.queue[0]))
-            mine.queue_acc_s = queued * w
-            mine.sched_w = wall * w
-            mine.sched_acc_s = (wall + queued) * w
-        productive = mine.by.get(PRODUCTIVE, 0.0) / w
-        runtime = productive / wall
+        if not parts and not queued > 0:
+            continue
+        price = prices.of(s.accelerator_type)
+        lo, hi = max(since, s.start), min(until, s.end)
+        whole = lo == s.start and hi == s.end and s.one_size
+        mine = _Sum(jobs=1)
+        for a, b, w, secs in parts:
+            day = days.setdefault(math.floor(a / DAY_S) * DAY_S, _Sum())
+            day.span(b - a, w, price)
+            day.add(secs, w, price)
+            mine.span(b - a, w, price)
+            if not whole:
+                mine.add(secs, w, price)
+        if whole and parts:
+            mine.add(s.seconds, parts[0][2], price)
+        acc = mine.acc_s
+        if s.queue is not None:
+            w0 = float(s.pieces[0][2] or 1) if s.pieces else float(s.weight)
+            mine.queue_acc_s = queued * w0
+            mine.sched_w = acc
+            mine.sched_acc_s = acc + queued * w0
         pg = s.program_goodput
-        mpg = None if s.queue is None or pg is None else wall / (wall + queued) * runtime * pg
-        mine.figure("program_goodput", pg, wall * w)
-        mine.figure("ml_productivity_goodput", mpg, wall * w)
-        mine.figure("ettr", s.ettr, wall * w)
-        g = group_of(s, by)
+        if acc > 0:
+            runtime = mine.by.get(PRODUCTIVE, 0.0) / acc
+            sched = None if s.queue is None else acc / mine.sched_acc_s
+            mpg = None if sched is None or pg is None else sched * runtime * pg
+            mine.figure("program_goodput", pg, acc)
+            mine.figure("ml_productivity_goodput", mpg, acc)
+            mine.figure("ettr", s.ettr, acc)
+        g = group_of(s, by, len(loggers[s.job]) > 1)
         groups.setdefault(g, _Sum()).merge(mine)
         total.merge(mine)
         row = {
@@ -451,8 +508,8 @@ def fleet(
             "accelerators_recorded": s.accelerators is not None,
             "accelerator_type": s.accelerator_type,
             "status": s.status,
-            "start": lo,
-            "end": hi,
+            "start": lo if parts else None,
+            "end": hi if parts else None,
             "job_start": s.start,
             "job_end": s.end,
             "link": None if link is None else link(s),

@@ -49,7 +49,11 @@ class FleetSource:
         self._lock = threading.Lock()
         self._summaries: dict[tuple[str, str], JobSummary] = {}
         self._calcs: dict[tuple[str, str], GoodputCalculator] = {}
-        self._saved: dict[tuple[str, str], tuple[int, str]] = {}  # (cursor, status) saved last
+        # what was saved last of each job (cursor, status, listing): saved again only when changed
+        self._saved: dict[tuple[str, str], tuple[int, str, tuple[int, float] | None]] = {}
+        # jobs with no summary (nothing to account, or their accounting failed), by the listing
+        # that said so: not asked again (nor every summary read again) until it changes
+        self._none: dict[tuple[str, str], tuple[int, float]] = {}
         # an hour cut by an edge of the range, answered for a job at a cursor: a range that stays
         # put between queries (a live page) asks the job's accounting once, not each time
         self._pieces: dict[tuple[str, str, int, float, float], Mapping[str, float]] = {}
@@ -94,6 +98,8 @@ class FleetSource:
             ns, job = info.namespace, info.job
             k = (ns, job)
             seen = (int(info.events), float(info.last_time))
+            if self._none.get(k) == seen:
+                continue
             s = self._summaries.get(k)
             how = "kept"
             if s is None:
@@ -108,9 +114,12 @@ class FleetSource:
                     s, how = self._make(ns, job, seen), "made"
                 except Exception as e:  # one job we cannot account is left out and said, not fatal
                     log.warning("mlgoodput: fleet: cannot account job %s/%s: %s", ns, job, e)
-                    continue
+                    s = None
                 if s is None:
+                    self._none[k] = seen
+                    self._summaries.pop(k, None)
                     continue
+                self._none.pop(k, None)
             self._summaries[k] = s
             counts[how] += 1
             out.append(s)
@@ -132,13 +141,17 @@ class FleetSource:
         """Every saved summary in one read, when some job's is not in memory and the store can."""
         if not self._save or not isinstance(self._store, StateListing):
             return None
-        if all((i.namespace, i.job) in self._summaries for i in listing):
+        if all(
+            (i.namespace, i.job) in self._summaries
+            or self._none.get((i.namespace, i.job)) == (int(i.events), float(i.last_time))
+            for i in listing
+        ):
             return None
         try:
             return self._store.load_single_states(NAMESPACE)
-        except (StoreError, OSError) as e:
-            log.info("mlgoodput: fleet: cannot read the saved summaries: %s", e)
-            return {}
+        except (StoreError, OSError) as e:  # each job's own read then
+            log.info("mlgoodput: fleet: cannot read the saved summaries at once: %s", e)
+            return None
 
     def _load(self, ns: str, job: str, saved: dict[str, bytes] | None) -> JobSummary | None:
         """The job's saved summary: from `saved` (all of them, read at once) when given."""
@@ -158,7 +171,7 @@ class FleetSource:
         s = JobSummary.loads(raw)
         if s is None or (s.logger, s.job) != (ns, job):
             return None
-        self._saved[(ns, job)] = (s.cursor, s.status)
+        self._saved[(ns, job)] = (s.cursor, s.status, s.listed)
         return s
 
     def _calc(self, ns: str, job: str) -> GoodputCalculator:
@@ -183,12 +196,13 @@ class FleetSource:
         )
         if s.status in _SETTLED:
             self._calcs.pop((ns, job), None)  # settled: the summary is all a later query needs
-        # saved when the job has something new or changed status (a running job's summary
-        # also moves with the clock: saving it again for that alone would write every query)
-        if self._save and self._saved.get((ns, job)) != (s.cursor, s.status):
+        # saved once settled (a running job's is made again at each query, and moves with the
+        # clock), and again only when the job or the listing it was made after changed
+        mark = (s.cursor, s.status, s.listed)
+        if self._save and s.status in _SETTLED and self._saved.get((ns, job)) != mark:
             try:
                 self._store.save_state(NAMESPACE, key(ns, job), [s.dumps()])
-                self._saved[(ns, job)] = (s.cursor, s.status)
+                self._saved[(ns, job)] = mark
             except (StoreError, OSError) as e:  # the next query makes it again
                 log.info("mlgoodput: fleet: cannot save the summary of %s/%s: %s", ns, job, e)
         return s

@@ -558,8 +558,10 @@ class SQLiteStore:
                     " AND p.gen = s.gen AND p.i = 0 WHERE s.ns = ? AND s.pieces = 1",
                     (namespace,),
                 ).fetchall()
-            except sqlite3.OperationalError:  # no state table: nothing was ever saved
-                return {}
+            except sqlite3.OperationalError as e:
+                if "no such table" in str(e):  # nothing was ever saved
+                    return {}
+                raise
             return {str(j): bytes(d) for j, d in rows}
 
         return self._run("read", work)
