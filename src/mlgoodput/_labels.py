@@ -102,6 +102,11 @@ def job_labels(given: Mapping[str, str] | None = None, env: Mapping[str, str] | 
         out.update(parse_labels(raw))
     if given:
         out.update(given)
+    if len(out) > MAX_LABELS:
+        raise ValueError(
+            f"labels: at most {MAX_LABELS} labels, got {len(out)} from the scheduler, ${_env.LABELS} and the"
+            f" argument together ({', '.join(sorted(out))})"
+        )
     return out
 
 
@@ -151,11 +156,14 @@ def detect_accelerators(env: Mapping[str, str] | None = None) -> tuple[int | Non
             # CUDA already initialized by the job: starting it here would break a later fork
             if torch.cuda.is_initialized():
                 local = int(torch.cuda.device_count())
+                world = _int(env.get("WORLD_SIZE")) or _int(env.get("SLURM_NTASKS"))
+                per = _int(env.get("LOCAL_WORLD_SIZE")) or _int(env.get("SLURM_NTASKS_PER_NODE"))
                 nodes = _int(env.get("SLURM_JOB_NUM_NODES")) or _int(env.get("GROUP_WORLD_SIZE"))
-                world, per = _int(env.get("WORLD_SIZE")), _int(env.get("LOCAL_WORLD_SIZE"))
                 if world and per:
                     nodes = max(1, world // per)
-                return local * (nodes or 1), kind or str(torch.cuda.get_device_name(0))
+                # each rank sees its node's devices (devices x nodes), or only its own (one a
+                # rank: CUDA_VISIBLE_DEVICES or --gpus-per-task): the larger is the job's
+                return max(local * (nodes or 1), world or 0), kind or str(torch.cuda.get_device_name(0))
         except Exception:  # a driver that fails: not known here
             pass
     return None, kind

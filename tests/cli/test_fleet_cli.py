@@ -90,3 +90,50 @@ def test_default_range_is_seven_days_from_the_hour() -> None:
     assert time_range("1000", "2000", now) == (1000.0, 2000.0)
     with pytest.raises(ValueError, match="--until must be after --since"):
         time_range("2000", "1000", now)
+
+
+def test_names_that_look_like_markup_print_as_they_are(tmp_path: Path) -> None:
+    from mlgoodput.events import Event, Kind
+
+    path = str(tmp_path / "markup.db")
+    st = SQLiteStore(path)
+    for w, (job, team) in enumerate((("x[/y]", "[bold]nlp"), ("[gpu]", "a[/b]")), start=1):
+        ev = [
+            Event(Kind.JOB_START, D),
+            Event(Kind.JOB_LABELS, D, attrs={"labels": {"team": team}}),
+            *[Event(Kind.STEP_START, D + 1 + k, step=k) for k in range(5)],
+            Event(Kind.JOB_END, D + 6),
+        ]
+        st.append("log", job, EventBatch(w, 0, ev))
+    st.close()
+    res = run("--store", path, "--since", "2023-11-14T23:00", "--until", "2023-11-15T01:00")
+    assert res.returncode == 0, res.stderr
+    for text in ("x[/y]", "[gpu]", "[bold]nlp", "a[/b]"):
+        assert text in res.stdout, text
+
+
+def test_times_without_a_zone_are_utc(db: str) -> None:
+    """As on the fleet page: 2023-11-15 is D whatever this machine's zone."""
+    env_tz = {"TZ": "Asia/Tokyo"}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlgoodput",
+            "fleet",
+            "--store",
+            db,
+            "--since",
+            "2023-11-15",
+            "--until",
+            "2023-11-15T01:00",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, **env_tz},
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert (got["since"], got["until"]) == (D, D + 3600)

@@ -202,3 +202,36 @@ def test_a_size_unknown_at_the_start_is_asked_at_the_first_step(monkeypatch: pyt
     assert [(v, n) for _, _, v, n in got] == [(None, None), (16.0, "H100")]
     steps = [e.step for e in read(url, "fs") if e.kind is Kind.STEP_START]
     assert steps == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("env", "local", "want"),
+    [
+        ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, 8, 16),  # every rank sees its node's 8
+        ({"WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}, 1, 16),  # one device a rank
+        ({"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}, 8, 16),  # one process a node drives 8
+        ({"SLURM_NTASKS": "16", "SLURM_JOB_NUM_NODES": "2"}, 1, 16),  # srun --gpus-per-task=1
+        ({}, 4, 4),
+    ],
+)
+def test_torch_counts_the_whole_job(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], local: int, want: int
+) -> None:
+    import sys
+    import types
+
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True, device_count=lambda: local, get_device_name=lambda i: "NVIDIA H100"
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    assert detect_accelerators(env) == (want, "NVIDIA H100")
+
+
+def test_too_many_labels_together_fail_at_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLGOODPUT_LABELS", ",".join(f"e{i}=v" for i in range(20)))
+    with pytest.raises(ValueError, match="at most 32 labels, got 40"):
+        goodput.GoodputRecorder(
+            "many", "goodput_many", True, store="memory://many", labels={f"a{i}": "v" for i in range(20)}
+        )

@@ -23,10 +23,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--store", help="store URL or path (default: $MLGOODPUT_STORE, else the default file)")
     p.add_argument(
         "--since",
-        help=f"start of the range, ISO 8601 or UNIX seconds (default: {DEFAULT_DAYS} days before --until,"
-        " from the start of that hour)",
+        help=f"start of the range, ISO 8601 (UTC unless it names a zone) or UNIX seconds (default:"
+        f" {DEFAULT_DAYS} days before --until, from the start of that hour)",
     )
-    p.add_argument("--until", help="end of the range (default: now)")
+    p.add_argument("--until", help="end of the range, as --since (default: now)")
     p.add_argument("--by", default="team", help="group by this label, or `job` (default: team)")
     p.add_argument("--price-per-hour", type=float, metavar="PRICE", help="price of one accelerator-hour")
     p.add_argument(
@@ -42,10 +42,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def time_range(since: str | None, until: str | None, now: float) -> tuple[float, float]:
     """(since, until) from the arguments: until defaults to now, since to DEFAULT_DAYS before it
     (from the start of that hour, where a job's hours begin)."""
-    from mlgoodput._cli.report import parse_time
+    from mlgoodput.accounting import parse_utc_time
 
-    hi = parse_time(until, "--until") if until else now
-    lo = parse_time(since, "--since") if since else math.floor((hi - DEFAULT_DAYS * 86400.0) / 3600.0) * 3600.0
+    hi = parse_utc_time(until, "--until") if until else now
+    lo = parse_utc_time(since, "--since") if since else math.floor((hi - DEFAULT_DAYS * 86400.0) / 3600.0) * 3600.0
     if not hi > lo:
         raise ValueError(f"--until must be after --since (got {lo!r} and {hi!r})")
     return lo, hi
@@ -158,6 +158,7 @@ def _worst(row: dict[str, Any], n: int = 3) -> str:
 
 
 def show(r: FleetReport, top: int) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from mlgoodput._format import timestamp
@@ -170,7 +171,7 @@ def show(r: FleetReport, top: int) -> None:
         f" {_hours(t['accelerator_hours'])} accelerator-hours, goodput {_pct(t['goodput'])},"
         f" lost {_hours(t['lost_hours'])} h" + (f" ({_money(t['cost']['lost'], cur)})" if t["cost"] else "")
     )
-    g = Table(title=f"by {r.by}", title_justify="left")
+    g = Table(title=f"by {escape(r.by)}", title_justify="left")
     for col in (
         "group",
         "jobs",
@@ -189,7 +190,7 @@ def show(r: FleetReport, top: int) -> None:
     rows = [*r.groups, {"key": "all", **t}]
     for i, row in enumerate(rows):
         cells = [
-            "(none)" if row["key"] is None else str(row["key"]),
+            "(none)" if row["key"] is None else escape(str(row["key"])),
             str(row["jobs"]),
             _hours(row["accelerator_hours"]),
             _pct(row["goodput"]),
@@ -225,9 +226,9 @@ def show(r: FleetReport, top: int) -> None:
             j.add_column(col, justify="left" if col in ("job", "group", "status", "lost to (h)") else "right")
         for row in r.jobs[:top]:
             j.add_row(
-                str(row["job"]),
-                "(none)" if row["group"] is None else str(row["group"]),
-                str(row["status"]),
+                escape(str(row["job"])),
+                "(none)" if row["group"] is None else escape(str(row["group"])),
+                escape(str(row["status"])),
                 str(row["accelerators"]) + ("" if row["accelerators_recorded"] else "?"),
                 _hours(row["accelerator_hours"]),
                 _pct(row["goodput"]),

@@ -14,7 +14,7 @@ from mlgoodput.accounting._elastic import ElasticGoodputCalculator
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
-from mlgoodput.accounting._fleet import FleetReport, JobSummary, Prices, job_link
+from mlgoodput.accounting._fleet import FleetReport, JobSummary, Prices, job_link, parse_utc_time
 from mlgoodput.accounting._fleet_source import FleetSource
 from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._partition import Segment
@@ -65,6 +65,7 @@ __all__ = [
     "compare_step_starts",
     "fast_numpy",
     "job_link",
+    "parse_utc_time",
     "productive_by_piece",
     "retention_period",
     "snapshot_policy",

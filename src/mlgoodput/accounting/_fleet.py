@@ -406,6 +406,35 @@ class FleetReport:
         }
 
 
+def parse_utc_time(text: str, name: str) -> float:
+    """UNIX seconds, or ISO 8601 (a date, or a date and time; no zone means UTC, the zone of the
+    fleet's days), for `mlgoodput fleet` and the fleet page alike; ValueError naming `name`."""
+    try:
+        t = float(text)
+    except ValueError:
+        try:
+            d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"{name} must be an ISO 8601 date or time (UTC unless it names a zone) or UNIX seconds, got {text[:60]!r}"
+            ) from None
+        if d.tzinfo is None:
+            d = d.replace(tzinfo=dt.UTC)
+        try:
+            t = d.timestamp()
+        except (OverflowError, ValueError, OSError):
+            raise ValueError(f"{name}: {text[:60]!r} is not a time this machine can show") from None
+    if not math.isfinite(t):
+        raise ValueError(f"{name} must be a finite time, got {text[:60]!r}")
+    try:
+        dt.datetime.fromtimestamp(t, dt.UTC)
+    except (OverflowError, ValueError, OSError):
+        raise ValueError(
+            f"{name}: {text[:60]!r} is not a time this machine can show (UNIX seconds from 0 to about 2.5e11)"
+        ) from None
+    return t
+
+
 def job_link(s: JobSummary) -> str:
     """The job's page in `mlgoodput ui` (a path: the server's address goes before it)."""
     return f"/jobs/{quote(s.job, safe='')}?logger={quote(s.logger, safe='')}"

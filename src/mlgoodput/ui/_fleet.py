@@ -12,14 +12,13 @@ that hour), by team.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mlgoodput.accounting import FleetSource, Prices, job_link
+from mlgoodput.accounting import FleetSource, Prices, job_link, parse_utc_time
 
 __all__ = ["DEFAULT_BY", "DEFAULT_DAYS", "FleetQuery", "FleetView", "job_link", "parse_query"]
 
@@ -45,40 +44,12 @@ def _first(q: Mapping[str, list[str]], name: str) -> str | None:
     return None if raw is None or raw.strip() == "" else raw.strip()
 
 
-def parse_time(text: str, name: str) -> float:
-    """UNIX seconds, or ISO 8601 (a date, or a date and time; no zone means UTC)."""
-    try:
-        t = float(text)
-    except ValueError:
-        try:
-            d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(
-                f"{name} must be an ISO 8601 date or time (UTC unless it names a zone) or UNIX seconds, got {text[:60]!r}"
-            ) from None
-        if d.tzinfo is None:
-            d = d.replace(tzinfo=dt.UTC)
-        try:
-            t = d.timestamp()
-        except (OverflowError, ValueError, OSError):
-            raise ValueError(f"{name}: {text[:60]!r} is not a time this server can show") from None
-    if not math.isfinite(t):
-        raise ValueError(f"{name} must be a finite time, got {text[:60]!r}")
-    try:
-        dt.datetime.fromtimestamp(t, dt.UTC)
-    except (OverflowError, ValueError, OSError):
-        raise ValueError(
-            f"{name}: {text[:60]!r} is not a time this server can show (UNIX seconds from 0 to about 2.5e11)"
-        ) from None
-    return t
-
-
 def parse_query(q: Mapping[str, list[str]], now: float) -> FleetQuery:
     """The fleet question of a request's query string; ValueError (one line) when it is wrong."""
     raw_until, raw_since = _first(q, "until"), _first(q, "since")
-    until = parse_time(raw_until, "until") if raw_until is not None else now
+    until = parse_utc_time(raw_until, "until") if raw_until is not None else now
     if raw_since is not None:
-        since = parse_time(raw_since, "since")
+        since = parse_utc_time(raw_since, "since")
     else:
         since = math.floor((until - DEFAULT_DAYS * 86400.0) / 3600.0) * 3600.0
     if not until > since:
