@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 DEFAULT_DAYS = 7
 #: JSON keys of --json (docs/fleet.md lists each); a test checks the output against them
-TOP_KEYS = ("since", "until", "by", "currency", "buckets", "total", "groups", "days", "jobs")
+TOP_KEYS = ("since", "until", "by", "currency", "buckets", "total", "groups", "days", "jobs", "label_keys")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

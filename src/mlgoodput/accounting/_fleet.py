@@ -391,6 +391,7 @@ class FleetReport:
     days: tuple[Mapping[str, Any], ...]
     jobs: tuple[Mapping[str, Any], ...]
     currency: str | None = None
+    label_keys: tuple[str, ...] = ()  # every label key of the jobs in the range (what `by` can be)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -403,6 +404,7 @@ class FleetReport:
             "groups": [dict(g) for g in self.groups],
             "days": [dict(d) for d in self.days],
             "jobs": [dict(j) for j in self.jobs],
+            "label_keys": list(self.label_keys),
         }
 
 
@@ -572,4 +574,5 @@ def fleet(
         days=tuple(day_rows),
         jobs=tuple(jobs),
         currency=prices.currency if priced else None,
+        label_keys=tuple(sorted({k for j in jobs for k in j["labels"]})),
     )

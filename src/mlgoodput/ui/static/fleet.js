@@ -149,7 +149,7 @@ async function fleetPage() {
     if (document.activeElement !== sinceIn) sinceIn.value = dayOf(d.since);
     if (document.activeElement !== untilIn) untilIn.value = dayOf(d.until - 1e-3);  // the last day in the range
     const keys = new Set(["team", "job", d.by]);
-    for (const j of d.jobs) for (const k of Object.keys(j.labels || {})) keys.add(k);
+    for (const k of d.label_keys || []) keys.add(k);  // every job's, not only the rows sent
     const want = [...keys].sort();
     if ([...bySel.options].map((o) => o.value).join("\n") !== want.join("\n")) {
       bySel.replaceChildren(...want.map((k) => el("option", { value: k, text: k === "job" ? "job (each its own)" : k })));
