@@ -59,6 +59,10 @@ import tempfile
 import time
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_scale import _hwm_mb
+
 STEP_S = 0.1
 LOGGER = "fleet_bench"
 BATCH = 10_000  # events a batch, as a shipper sends them (bench_scale.write_job's size)
@@ -68,14 +72,6 @@ TEAMS = ("nlp", "vision", "speech", "ranking")
 MODELS = ("llama-8b", "vit-l", "whisper-l", "dlrm")
 SIZES = ((8, "H100"), (16, "A100"), (4, "H100"), (32, "v5e"))
 CLUSTERS = ("east", "west")
-
-
-def _hwm_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def job_name(i: int) -> str:

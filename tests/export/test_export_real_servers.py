@@ -61,6 +61,28 @@ def server_proc() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait(5)
 
 
+def start_prometheus(folder: Path, target: int, port: int) -> subprocess.Popen[bytes]:
+    """A real Prometheus server on 127.0.0.1:`port` scraping 127.0.0.1:`target` every second,
+    its config and data in `folder` (the caller stops it)."""
+    cfg = folder / "prometheus.yml"
+    cfg.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: mlgoodput\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+    )
+    assert PROMETHEUS is not None
+    return subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=folder,
+    )
+
+
 def test_tensorboard_server_shows_the_scalars(tmp_path: Path, server_proc: list[subprocess.Popen[bytes]]) -> None:
     logdir = tmp_path / "tb"
     proc = ExporterProcess([TensorBoardExporter(logdir)], interval_s=60)
@@ -124,25 +146,7 @@ def test_prometheus_server_scrapes_our_endpoint(tmp_path: Path, server_proc: lis
             ]
         )
         assert proc.flush(10)
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"scrape_configs:\n  - job_name: mlgoodput\n    static_configs:\n      - targets: ['127.0.0.1:{ours}']\n"
-        )
-        assert PROMETHEUS is not None
-        server_proc.append(
-            subprocess.Popen(
-                [
-                    PROMETHEUS,
-                    f"--config.file={cfg}",
-                    f"--storage.tsdb.path={tmp_path / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{theirs}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd=tmp_path,
-            )
-        )
+        server_proc.append(start_prometheus(tmp_path, ours, theirs))
 
         def query(expr: str) -> Any:
             url = f"http://127.0.0.1:{theirs}/api/v1/query?" + urllib.parse.urlencode({"query": expr})

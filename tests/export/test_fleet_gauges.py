@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from tests.export.conftest import scrape
 from tests.export.fleet_jobs import TEAMS, FileClock, H, base_time, write_jobs
-from tests.export.test_export_real_servers import PROMETHEUS, free_port, get_json
+from tests.export.test_export_real_servers import PROMETHEUS, free_port, get_json, start_prometheus
 
 from mlgoodput._cli._fleet_gauges import FleetGauges, fleet_range
 from mlgoodput.accounting import FleetSource, Prices
@@ -339,25 +339,7 @@ def test_prometheus_server_queries_equal_the_report(
     try:
         proc.add_source("fleet", FleetGauges(path, top_groups=2, prices=Prices(default=2.5)))
         assert proc.flush(60)
-        cfg = tmp_path / "prometheus.yml"
-        cfg.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"scrape_configs:\n  - job_name: mlgoodput\n    static_configs:\n      - targets: ['127.0.0.1:{ours}']\n"
-        )
-        assert PROMETHEUS is not None
-        server_proc.append(
-            subprocess.Popen(
-                [
-                    PROMETHEUS,
-                    f"--config.file={cfg}",
-                    f"--storage.tsdb.path={tmp_path / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{theirs}",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd=tmp_path,
-            )
-        )
+        server_proc.append(start_prometheus(tmp_path, ours, theirs))
 
         def query(expr: str) -> Any:
             url = f"http://127.0.0.1:{theirs}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
