@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import logging
 import math
@@ -22,7 +21,7 @@ from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
 from mlgoodput.accounting._partition import Segment, partition
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._reader import StoreReader
-from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType
+from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType, with_productivity
 from mlgoodput.accounting._seed_steps import SeedSteps
 from mlgoodput.accounting._stragglers import HostStragglers, StragglerReport
 from mlgoodput.accounting._timeline import Timeline
@@ -105,6 +104,9 @@ class GoodputCalculator:
 
             store = store_from_cloud_logger(cloud_logger, logger_name)
         self._store: Store = open_store(store)
+        # the store's URL, looked up once (every query's journal check and live-journal match use it)
+        self._url_attr: object = getattr(self._store, "url", None)
+        self._url = self._url_attr if isinstance(self._url_attr, str) else None
         self._reader = StoreReader(self._store, logger_name, job_name)  # the job's events, from a cursor
         self._clock = clock
         self._notes_said = Once()  # which report notes were logged (each once)
@@ -220,11 +222,11 @@ class GoodputCalculator:
                 return fn()
 
     def _refresh(self) -> None:
-        url = getattr(self._store, "url", None)
         try:  # what killed processes left behind
-            recover_changed_journals(self._store, url if isinstance(url, str) else None)
+            recover_changed_journals(self._store, self._url)
         except OSError:
             pass  # a journal we cannot read now is read by a later query
+        url = self._url_attr
         for j in Journal.live(self.job_name):  # read what this process recorded (as the seed)
             if j.namespace == self.logger_name and j.url == url:
                 j.flush(LIVE_FLUSH_TIMEOUT_S)
@@ -756,7 +758,7 @@ def _with_productivity(
     facts = facts_from_timeline(engine.timeline, q, cache)
     if facts.empty:
         return r
-    return dataclasses.replace(r, productivity=productivity(facts, r, start))
+    return with_productivity(r, productivity(facts, r, start))
 
 
 def snapshot_policy(snapshot: bool | None) -> int | None:

@@ -33,10 +33,14 @@ def percentile(xs: Sequence[float], p: float) -> float | None:
     return ys[k - 1]
 
 
+#: The figures of no saves (or restores): one frozen value, shared.
+_NO_COST = CostStats(0, None, None)
+
+
 def cost_stats(spans: Sequence[tuple[float, float]], a: float, b: float) -> CostStats:
     ds = [d for t, d in spans if a <= t <= b]
     if not ds:
-        return CostStats(0, None, None)
+        return _NO_COST
     return CostStats(len(ds), sum(ds) / len(ds), percentile(ds, 95))
 
 
@@ -125,7 +129,7 @@ def _executed_hi(f: JobFacts, att: AttemptFacts) -> int:
     """The end of the executed steps of an attempt: all but a step still running at q."""
     if att.ended_by == "running" and att.i1 > att.i0:
         last = att.i1 - 1
-        if f.step_end(last, f.q) is None:
+        if not f.step_ends or f.step_end(last, f.q) is None:
             return last
     return att.i1
 
@@ -138,10 +142,11 @@ def _first_productive(f: JobFacts, att: AttemptFacts, ideal: float) -> float | N
         return None
     times = f.step_times
     s1 = times[att.i0]
+    ends = f.step_ends  # most jobs record no step ends: then none is looked up
     if att.i1 - att.i0 >= 2:
-        e1 = f.step_end(att.i0, times[att.i0 + 1]) or times[att.i0 + 1]
+        e1 = (f.step_end(att.i0, times[att.i0 + 1]) if ends else None) or times[att.i0 + 1]
     else:
-        se = f.step_end(att.i0, att.end)
+        se = f.step_end(att.i0, att.end) if ends else None
         if se is not None:
             e1 = se
         elif att.ended_by == "running":
@@ -159,7 +164,7 @@ def _interrupted_at(f: JobFacts, att: AttemptFacts, ideal: float) -> float:
         return att.start  # a crash loop: it never did any work
     last = att.i1 - 1
     t = f.step_times[last]
-    se = f.step_end(last, att.end)
+    se = f.step_end(last, att.end) if f.step_ends else None
     return min(att.end, se if se is not None else t + ideal)
 
 
@@ -193,23 +198,26 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     useful = executed - n_redone
     fl_useful = fl_exec - fl_redone
     flops_now = _flops_at(f.flops, b)
-    peaks = [x for x in f.peaks if x[0] <= b] or list(f.peaks[:1])  # as of the window's end
-    explicit = [x for x in peaks if x[2] == "recorded"]  # a user's own number beats detection
-    peak = explicit[-1] if explicit else (peaks[-1] if peaks else None)
+    peak: tuple[float, float, str] | None = None
+    if f.peaks:
+        peaks = [x for x in f.peaks if x[0] <= b] or list(f.peaks[:1])  # as of the window's end
+        explicit = [x for x in peaks if x[2] == "recorded"]  # a user's own number beats detection
+        peak = explicit[-1] if explicit else peaks[-1]
     p = peak[1] if peak else None
     known = bool(f.flops)
     achieved = _div(fl_useful, r.productive_s) if known else None
-    steps_s = r.productive_s + sum(
-        r.badput_total_s(x) for x in (B.PROGRAM_STARTUP, B.STALL, B.WASTED_PROGRESS_FROM_DISRUPTION)
-    )
+    startup = r.badput_total_s(B.PROGRAM_STARTUP)
+    stall = r.badput_total_s(B.STALL)
+    wasted = r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
+    steps_s = r.productive_s + (0 + startup + stall + wasted)  # as sum() over the three adds them
     mfu = _div(fl_exec, None if p is None else p * steps_s) if known else None
     pg = _div(achieved, p)
     step_mfu = _div(flops_now, None if p is None else p * ideal)
     notes: list[str] = []
-    ahead = host_ahead(r, executed)
+    ahead = _ahead(ideal, executed, r.productive_s, stall, startup, wasted)
     if ahead is not None:
         notes.append(ahead)
-    if any(x is not None and x > 1.0 for x in (mfu, pg, step_mfu)):
+    if (mfu is not None and mfu > 1.0) or (pg is not None and pg > 1.0) or (step_mfu is not None and step_mfu > 1.0):
         # more than the peak: an input is wrong, so the figures are unknown rather than false
         mfu = None if mfu is not None and mfu > 1.0 else mfu
         pg = None if pg is not None and pg > 1.0 else pg
@@ -225,7 +233,10 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         )
     # -- scheduling goodput ---------------------------------------------------------------
     n = len(atts)
-    if len(r.stops) == n - 1:  # the partition's own stops: one figure, computed once
+    inter_at: dict[int, float] = {}
+    if n < 2:
+        pass  # one attempt: nothing interrupted it
+    elif len(r.stops) == n - 1:  # the partition's own stops: one figure, computed once
         inter_at = {k: r.stops[k][0] for k in range(n - 1)}
     else:
         inter_at = {k: _interrupted_at(f, atts[k], ideal) for k in range(n - 1)}
@@ -257,7 +268,7 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
     mpg = None if sg is None or rg is None or pg is None else sg * rg * pg
     avail = None if r.slice_efficiency is None else r.slice_efficiency.available / 100.0
     # -- reliability ----------------------------------------------------------------------
-    interrupts = [k for k in range(n - 1) if a < atts[k + 1].start <= b]
+    interrupts = [k for k in range(n - 1) if a < atts[k + 1].start <= b] if n > 1 else []
     firsts = [_first_productive(f, att, ideal) for att in atts]
     uptime = 0.0
     for k, att in enumerate(atts):
@@ -298,19 +309,19 @@ def productivity(f: JobFacts, r: GoodputReport, window_start: float | None = Non
         lost_start = _clip(atts[0].start, max(atts[0].start, stop0), a, b)
     else:
         lost_start = 0.0
-    wasted = r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
     k_int = len(interrupts)
     ettr = _div(r.total_s - lost_start - lost_recovery - wasted, r.total_s)
     # -- checkpoints ----------------------------------------------------------------------
     ck = f.ckpt
-    if ck is not None and all(not xs or (a <= xs[0][0] and xs[-1][0] <= b) for xs in (f.saves, f.restores)):
+    sv, rs = f.saves, f.restores
+    if (
+        ck is not None
+        and (not sv or (a <= sv[0][0] and sv[-1][0] <= b))
+        and (not rs or (a <= rs[0][0] and rs[-1][0] <= b))
+    ):
         # the window holds every checkpoint: the figures kept as they came (the same floats)
-        save = CostStats(ck.saves, ck.save_sum / ck.saves, ck.save_p95) if ck.saves else CostStats(0, None, None)
-        restore = (
-            CostStats(ck.restores, ck.restore_sum / ck.restores, ck.restore_p95)
-            if ck.restores
-            else CostStats(0, None, None)
-        )
+        save = CostStats(ck.saves, ck.save_sum / ck.saves, ck.save_p95) if ck.saves else _NO_COST
+        restore = CostStats(ck.restores, ck.restore_sum / ck.restores, ck.restore_p95) if ck.restores else _NO_COST
         interval_s = ck.gap_sum / ck.gaps if ck.gaps else None
         interval_steps = ck.step_sum / ck.steps if ck.steps else None
     else:
@@ -378,13 +389,21 @@ def host_ahead(r: GoodputReport, steps: int) -> str | None:
     ideal = r.ideal_step_time_s
     if steps < 10 or not ideal > 0:
         return None
-    stall = r.badput_total_s(B.STALL)
-    in_steps = (
-        r.productive_s
-        + stall
-        + r.badput_total_s(B.PROGRAM_STARTUP)
-        + r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION)
+    return _ahead(
+        ideal,
+        steps,
+        r.productive_s,
+        r.badput_total_s(B.STALL),
+        r.badput_total_s(B.PROGRAM_STARTUP),
+        r.badput_total_s(B.WASTED_PROGRESS_FROM_DISRUPTION),
     )
+
+
+def _ahead(ideal: float, steps: int, productive: float, stall: float, startup: float, wasted: float) -> str | None:
+    """`host_ahead` of a report's figures, read once by the caller."""
+    if steps < 10 or not ideal > 0:
+        return None
+    in_steps = productive + stall + startup + wasted
     if in_steps <= 0 or stall < AHEAD_STALL_SHARE * in_steps or in_steps / steps < AHEAD_RATIO * ideal:
         return None
     return (

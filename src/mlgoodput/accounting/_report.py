@@ -129,6 +129,8 @@ class GoodputReport:
 
     def badput_total_s(self, bucket: BadputType) -> float:
         v = self.badput_s.get(bucket, 0.0)
+        if type(v) is float:  # most buckets: no isinstance check against an ABC (a report asks ~10 times)
+            return v
         return float(sum(v.values())) if isinstance(v, Mapping) else float(v)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,3 +167,28 @@ class GoodputReport:
             return {k: None for k in keys} | {"productivity": None}
         d = p.to_dict()
         return {k: d[k] for k in keys} | {"productivity": d}
+
+
+def with_productivity(r: GoodputReport, productivity: Productivity | None) -> GoodputReport:
+    """`dataclasses.replace(r, productivity=productivity)`, field by field: `replace` walks
+    the fields generically, which costs a query with nothing new a noticeable share of its
+    time (tests/accounting/test_report_copy.py keeps this in step with the fields)."""
+    return GoodputReport(
+        r.job_name,
+        r.logger_name,
+        r.start,
+        r.end,
+        r.total_s,
+        r.productive_s,
+        r.badput_s,
+        r.overlapped_s,
+        r.disruptions,
+        r.last_step,
+        r.max_productive_step,
+        r.ideal_step_time_s,
+        r.slice_efficiency,
+        r.hosts,
+        productivity,
+        r.status,
+        r.stops,
+    )
