@@ -194,3 +194,56 @@ def test_extend_run_is_extend_of_a_run() -> None:
         a.extend(range(first, first + m))
         assert [x.tobytes() for x in a.state()] == [x.tobytes() for x in b.state()]
         assert len(a) == len(b) and a.last() == b.last()
+
+
+def _timeline_state(tl: Timeline) -> Any:
+    """Everything ingesting steps changes, floats as their reprs."""
+    hosts = [
+        (h, log.times.tobytes(), [a.tobytes() for a in log.nums.state()], log.monotonic, repr(log.changed_from))
+        for h, log in tl.hosts.items()
+    ]
+    return hosts, tl.events, repr(tl.max_time), repr(tl.earliest_change)
+
+
+@pytest.mark.parametrize("case", ["appends", "backwards", "new host", "behind"])
+def test_step_block_leaves_what_part_by_part_leaves(numpy_mode: str, case: str) -> None:
+    """`Timeline.ingest_step_block` (its column-at-a-time path when every part appends after
+    its host's last step, its part-by-part loop otherwise) leaves what `ingest_steps` part by
+    part leaves, the earliest change and each host's change included."""
+    if numpy_mode == "off":
+        pytest.skip("step_blocks (the block's checks) needs numpy")
+    from mlgoodput.store import Columns
+
+    rng = random.Random(len(case))
+    hosts = list(range(24))
+    tls = Timeline(), Timeline()
+    for tl in tls:  # earlier steps of every host, and a change taken since
+        for h in hosts:
+            t = array("d", [100.0 + k + h * 1e-3 for k in range(50)])
+            tl.ingest_steps(Columns.from_events([Event(Kind.STEP_START, x, h, step=k) for k, x in enumerate(t)]))
+            tl.hosts[h].take_change()
+        tl.earliest_change = float("inf")
+    order = hosts[:]
+    rng.shuffle(order)
+    if case == "new host":
+        order.append(99)
+    sizes, times, steps = [], array("d"), array("q")
+    for i, h in enumerate(order):
+        k = rng.randrange(1, 4)
+        first = 50 if case != "backwards" or i % 5 else 7  # numbers below the host's last
+        t0 = 160.0 + h * 1e-3 + rng.random() * 0.1
+        if case == "behind" and i == 3:
+            t0 = 120.5  # before the host's last step: spliced in
+        times.extend(t0 + j for j in range(k))
+        steps.extend(range(first, first + k))
+        sizes.append(k)
+    got = _fast.step_blocks(times.tobytes(), steps.tobytes(), sizes)
+    assert got is not None and got[0]
+    tls[0].ingest_step_block(order, sizes, times.tobytes(), steps.tobytes(), got[1:])
+    at = 0
+    for h, k in zip(order, sizes, strict=True):
+        evs = [Event(Kind.STEP_START, times[at + j], h, step=steps[at + j]) for j in range(k)]
+        tls[1].ingest_steps(Columns.from_events(evs))
+        at += k
+    assert _timeline_state(tls[0]) == _timeline_state(tls[1])
+    assert tls[0].earliest_change < float("inf")
