@@ -206,12 +206,11 @@ def _timeline_state(tl: Timeline) -> Any:
 
 
 @pytest.mark.parametrize("case", ["appends", "backwards", "new host", "behind"])
-def test_step_block_leaves_what_part_by_part_leaves(numpy_mode: str, case: str) -> None:
+def test_step_block_leaves_what_part_by_part_leaves(case: str) -> None:
     """`Timeline.ingest_step_block` (its column-at-a-time path when every part appends after
     its host's last step, its part-by-part loop otherwise) leaves what `ingest_steps` part by
-    part leaves, the earliest change and each host's change included."""
-    if numpy_mode == "off":
-        pytest.skip("step_blocks (the block's checks) needs numpy")
+    part leaves, the earliest change and each host's change included (the block's checks use
+    numpy, which the test install has: no run without it)."""
     from mlgoodput.store import Columns
 
     rng = random.Random(len(case))
