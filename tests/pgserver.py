@@ -12,6 +12,18 @@ import tempfile
 import time
 
 
+def fresh_database(url: str, prefix: str) -> str:
+    """A new, empty database on the server of `url` (named `prefix` and a random suffix): its URL."""
+    import secrets
+
+    import psycopg
+
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
 def pg_bin(name: str) -> str | None:
     found = shutil.which(name)
     if found:

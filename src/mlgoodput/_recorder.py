@@ -112,6 +112,7 @@ class GoodputRecorder:
         self._last_step = -1
         self._closed = False
         self._step_clock: Any = None  # a CompletionWatcher that times the steps, when attached
+        self._size_due = False  # the job's size is to be asked at the attempt's first step start
         self._journal: Journal | None = None
         if self.logging_enabled:
             self._journal = Journal.for_stream(self._store_arg, self.logger_name, self.job_name, self.process_index)
@@ -295,6 +296,7 @@ class GoodputRecorder:
             if n is None and at_start:
                 # not known at the job start (JAX or CUDA not started yet): asked again at the
                 # attempt's first step start, then the plain method again (no cost per step)
+                self._size_due = True
                 self.record_step_start_time = self._first_step_start  # type: ignore[method-assign]
             if not (self.labels or n or kind) or (self._closed and self._dropped_when_closed("record_job_labels")):
                 return
@@ -425,6 +427,9 @@ class GoodputRecorder:
         is up by now) and recorded with the labels when found."""
         self.__dict__.pop("record_step_start_time", None)
         type(self).record_step_start_time(self, step, start_time)
+        if not self._size_due:  # a caller that kept this bound method: asked once already
+            return
+        self._size_due = False
         try:
             found, _ = detect_accelerators()
         except Exception:  # never into training

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,20 @@ from mlgoodput.export import (
 from mlgoodput.export._otlp import otlp_name
 from mlgoodput.export._prometheus import prometheus_name
 from mlgoodput.testing import FakeMetricService, OTLPReceiver
+
+
+@pytest.fixture
+def server_proc() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts (a Prometheus or TensorBoard server), ended on the way out."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
 
 
 def _tb_reader(logdir: Path) -> Callable[[str, dict[str, str]], float | None]:

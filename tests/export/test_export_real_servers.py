@@ -11,7 +11,6 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +45,6 @@ def poll(fn: Any, timeout_s: float = 60.0) -> Any:
             last = e
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting; last error: {last}")
-
-
-@pytest.fixture
-def server_proc() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
 
 
 def start_prometheus(folder: Path, target: int, port: int) -> subprocess.Popen[bytes]:

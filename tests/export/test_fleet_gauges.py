@@ -9,7 +9,6 @@ import pickle
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +28,6 @@ from mlgoodput.testing import OTLPReceiver
 from waiting import wait_for
 
 ADDITIVE = ("accelerator_hours", "productive_hours", "lost_hours", "queue_hours")
-
-
-@pytest.fixture
-def server_proc() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test starts (a Prometheus server), ended on the way out."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
 
 
 def _report(path: str, by: str = "team", prices: Prices | None = None, now: float | None = None) -> dict[str, Any]:

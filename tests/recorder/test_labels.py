@@ -235,3 +235,20 @@ def test_too_many_labels_together_fail_at_the_constructor(monkeypatch: pytest.Mo
         goodput.GoodputRecorder(
             "many", "goodput_many", True, store="memory://many", labels={f"a{i}": "v" for i in range(20)}
         )
+
+
+def test_a_step_method_kept_before_the_first_step_asks_the_size_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An integration that looked the method up once (after the job start) keeps calling the
+    first-step wrapper: it records every step and asks for the size only the first time."""
+    asked: list[int] = []
+    monkeypatch.setattr("mlgoodput._recorder.detect_accelerators", lambda: asked.append(1) or (None, None))
+    url = "memory://labels-kept-method"
+    with goodput.GoodputRecorder("km", "goodput_km", True, store=url) as r:
+        r.record_job_start_time(T0)
+        step = r.record_step_start_time  # kept, as a hook or a watcher may keep it
+        base = len(asked)
+        for k in range(5):
+            step(k, T0 + dt.timedelta(seconds=1 + k))
+        assert len(asked) - base == 1
+        assert r.flush(30)
+    assert [e.step for e in read(url, "km") if e.kind is Kind.STEP_START] == [0, 1, 2, 3, 4]

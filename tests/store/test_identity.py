@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 
 from mlgoodput._journal import Journal
 from mlgoodput.events import Kind
 from mlgoodput.store import open_store
+from tests.pgserver import fresh_database
 
 
 @pytest.mark.slow
 def test_postgres_schema_dropped_mid_run_later_events_reach_the_new_one(postgres_url: str) -> None:
     import psycopg
 
-    name = "ident_" + secrets.token_hex(4)
-    with psycopg.connect(postgres_url, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    url = postgres_url.rsplit("/", 1)[0] + "/" + name
+    url = fresh_database(postgres_url, "ident")
     st = open_store(url)
     first = st.identity()  # type: ignore[attr-defined]
     assert first and first == st.identity()  # type: ignore[attr-defined]

@@ -4,7 +4,6 @@ many writers' batches in one transaction, partitions dropped by date, older stor
 from __future__ import annotations
 
 import math
-import secrets
 import struct
 import threading
 import time
@@ -18,6 +17,7 @@ from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import _exactly_once, _postgres, open_store
 from mlgoodput.store._columns import Columns
 from mlgoodput.store._exactly_once import NewPart
+from tests.pgserver import fresh_database
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -32,12 +32,7 @@ def _writer() -> int:
 
 
 def _fresh_db(url: str) -> str:
-    import psycopg
-
-    name = "fleet_" + secrets.token_hex(4)
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(url, "fleet")
 
 
 def test_a_reader_never_passes_a_row_a_slower_transaction_commits_later(

@@ -5,7 +5,6 @@ partition DDL (issue 30: 512 shippers waited 180 ms for the one making the first
 from __future__ import annotations
 
 import datetime
-import secrets
 import threading
 import time
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import _postgres, open_store
+from tests.pgserver import fresh_database
 
 pytestmark = pytest.mark.slow
 
@@ -21,12 +21,7 @@ STORES = 24
 
 
 def _fresh_db(url: str) -> str:
-    import psycopg
-
-    name = "start_" + secrets.token_hex(4)
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(url, "fresh")
 
 
 class _Waiters(threading.Thread):

@@ -5,7 +5,6 @@ make new jobs in opposite orders do not deadlock."""
 from __future__ import annotations
 
 import datetime
-import secrets
 import threading
 import uuid
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from mlgoodput.events import Event, EventBatch, Kind
 from mlgoodput.store import StoreError, _postgres, open_store
+from tests.pgserver import fresh_database
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -28,12 +28,7 @@ def _writer() -> int:
 
 
 def _fresh_db(url: str) -> str:
-    import psycopg
-
-    name = "review_" + secrets.token_hex(4)
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    return url.rsplit("/", 1)[0] + "/" + name
+    return fresh_database(url, "review")
 
 
 def _drop_store(url: str) -> None:
@@ -103,17 +98,14 @@ def test_a_store_living_for_weeks_makes_each_partition_ahead(
     st.close()  # type: ignore[attr-defined]
 
 
-def test_making_a_partition_waits_for_no_reader_or_appender(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A partition is attached (SHARE UPDATE EXCLUSIVE on the table), not created in place
-    (ACCESS EXCLUSIVE): a long reader and an unfinished append hold their locks on the table
-    while the partition an append needs is made on the first try, and neither queues behind it."""
-    import psycopg
-
+def _past_the_partition_ahead(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any, int, list[int]]:
+    """A fresh store with one append, its clock then moved past the partition made ahead (the
+    next append must make one), DDL giving way after 50 ms: (url, store, writer, [partitions
+    made waiting])."""
     url = _fresh_db(postgres_url)
     now = [20000 * 86400.0]
     monkeypatch.setattr(_postgres, "clock", lambda: now[0])
     monkeypatch.setattr(_postgres, "DDL_LOCK_TIMEOUT_MS", 50)
-    monkeypatch.setattr(_postgres, "DDL_RETRY_S", 5.0)  # a DDL that keeps giving way fails the append
     st = open_store(url)
     w = _writer()
     st.append("ns", "j", EventBatch(w, 0, _steps(0, 1)))
@@ -127,6 +119,17 @@ def test_making_a_partition_waits_for_no_reader_or_appender(postgres_url: str, m
 
     monkeypatch.setattr(_postgres, "_add_partition", counted)
     now[0] += 3 * _postgres.PARTITION_DAYS * 86400  # past the one made ahead
+    return url, st, w, tries
+
+
+def test_making_a_partition_waits_for_no_reader_or_appender(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition is attached (SHARE UPDATE EXCLUSIVE on the table), not created in place
+    (ACCESS EXCLUSIVE): a long reader and an unfinished append hold their locks on the table
+    while the partition an append needs is made on the first try, and neither queues behind it."""
+    import psycopg
+
+    monkeypatch.setattr(_postgres, "DDL_RETRY_S", 5.0)  # a DDL that keeps giving way fails the append
+    url, st, w, tries = _past_the_partition_ahead(postgres_url, monkeypatch)
     with psycopg.connect(url) as reader, psycopg.connect(url) as appender:
         reader.execute("SELECT count(*) FROM mlgoodput_chunks")  # holds ACCESS SHARE until it ends
         appender.execute(  # an append still open: ROW EXCLUSIVE on the table and this week's partition
@@ -148,23 +151,7 @@ def test_making_a_partition_gives_way_to_a_conflicting_lock_and_retries(
     reads meanwhile are not stuck behind it."""
     import psycopg
 
-    url = _fresh_db(postgres_url)
-    now = [20000 * 86400.0]
-    monkeypatch.setattr(_postgres, "clock", lambda: now[0])
-    monkeypatch.setattr(_postgres, "DDL_LOCK_TIMEOUT_MS", 50)
-    st = open_store(url)
-    w = _writer()
-    st.append("ns", "j", EventBatch(w, 0, _steps(0, 1)))
-    tries = [0]
-    real = _postgres._add_partition
-
-    def counted(start: int, wait: bool, conn: Any) -> bool:
-        if wait:
-            tries[0] += 1
-        return real(start, wait, conn)
-
-    monkeypatch.setattr(_postgres, "_add_partition", counted)
-    now[0] += 3 * _postgres.PARTITION_DAYS * 86400  # past the one made ahead
+    url, st, w, tries = _past_the_partition_ahead(postgres_url, monkeypatch)
     errors: list[BaseException] = []
     with psycopg.connect(url) as holder:
         holder.execute("LOCK TABLE mlgoodput_chunks IN SHARE UPDATE EXCLUSIVE MODE")  # what VACUUM takes
