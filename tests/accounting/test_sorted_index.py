@@ -86,6 +86,8 @@ def _check(s: SortedFloats, ref: list[float], t: float, block: int, rnd_ks: list
             assert _bits(s.kth(k)) == _bits(ref[k]), k
         mid = ref[n // 2] if n % 2 else (ref[n // 2 - 1] + ref[n // 2]) / 2.0
         assert _bits(s.median()) == _bits(mid)
+    for extra in ([t], [0.0, t], [t, t, 10.0], [-1.0], [11.0, 12.0]):
+        _check_with(s, ref, extra)
     got_above = s.above(t)
     got_total = s.total()
     total, above = _expected_sums(s, t, block)
@@ -95,6 +97,21 @@ def _check(s: SortedFloats, ref: list[float], t: float, block: int, rnd_ks: list
     assert got_total == pytest.approx(math.fsum(ref), rel=1e-12, abs=1e-12)
     assert got_above[1] == pytest.approx(math.fsum(x for x in ref if x > t), rel=1e-12, abs=1e-12)
     assert list(s.values()) == ref
+
+
+def _check_with(s: SortedFloats, ref: list[float], extra: list[float]) -> None:
+    """kth_with and median_with: the values of `ref` and `extra` together, in order, bit for
+    bit, and the structure left as it was (no value added, its index not read again)."""
+    both = sorted(ref + extra)
+    stale, n = set(s._stale), len(s)
+    for k in range(len(both)):
+        assert _bits(s.kth_with(k, extra)) == _bits(both[k]), (k, extra)
+    m = len(both)
+    mid = both[m // 2] if m % 2 else (both[m // 2 - 1] + both[m // 2]) / 2.0
+    assert _bits(s.median_with(extra)) == _bits(mid)
+    with pytest.raises(IndexError):
+        s.kth_with(m, extra)
+    assert len(s) == n and set(s._stale) <= stale
 
 
 _value = st.one_of(st.sampled_from([0.0, 0.1, 0.25, 1.0, 2.5]), st.floats(0.0, 10.0, allow_nan=False))

@@ -86,16 +86,11 @@ class Query:
             return
         d = self.d
         if upto is None:
-            added = [v for v, _ in self.extra.values()]
-            for v in added:
-                d.ordered.add(v)
-            try:
-                if len(d.ordered):
-                    self.ideal = d.ordered.median()
-                    return
-            finally:
-                for v in added:
-                    d.ordered.remove(v)
+            # the regular steps and each attempt's last step of known end, taken as if added
+            added = sorted(v for v, _ in self.extra.values())
+            if len(d.ordered) + len(added):
+                self.ideal = d.ordered.median_with(added)
+                return
         else:
             times = self.log.times
             vals = [
@@ -233,16 +228,18 @@ class Query:
     def aggregate(self) -> dict[str, float]:
         d = self.d
         ideal = self.ideal
-        added = [v for v, _ in self.extra.values()]
-        for v in added:
-            d.ordered.add(v)
-        try:
-            cnt, above = d.ordered.above(self.e.stall_factor * ideal)
-            stall = above - cnt * ideal
-            productive = d.ordered.total() - stall
-        finally:
-            for v in added:
-                d.ordered.remove(v)
+        # the regular steps and each attempt's last step of known end (the structure is left
+        # as it is: a query that adds and removes them would make its index be read again)
+        limit = self.e.stall_factor * ideal
+        cnt, above = d.ordered.above(limit)
+        total = d.ordered.total()
+        for v, _ in self.extra.values():
+            total += v
+            if v > limit:
+                cnt += 1
+                above += v
+        stall = above - cnt * ideal
+        productive = total - stall
         startup = d.compile_total + sum(c for _, c in self.extra.values())
         for k, att in enumerate(self.atts):
             if att.i1 == att.i0:

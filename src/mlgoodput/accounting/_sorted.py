@@ -324,6 +324,39 @@ class SortedFloats:
             return self.kth(n // 2)
         return (self.kth(n // 2 - 1) + self.kth(n // 2)) / 2.0
 
+    def kth_with(self, k: int, extra: list[float]) -> float:
+        """The k-th smallest (0-based) of these values and `extra` (a few, in order) together,
+        as `kth` after adding them, without adding them: a query's running steps leave the
+        index as it is, so the next query finds it ready."""
+        m = len(extra)
+        if not m:
+            return self.kth(k)
+        n = len(self)
+        if not 0 <= k < n + m:
+            raise IndexError(k)
+        # the first k + 1 values together are extra's first j and the first r = k + 1 - j of
+        # these, for the j where neither side's next value is below the other side's last taken
+        for j in range(max(0, k + 1 - n), min(m, k + 1) + 1):
+            r = k + 1 - j
+            mine = self.kth(r - 1) if r else None
+            if mine is not None and j < m and mine > extra[j]:
+                continue
+            if j and r < n and extra[j - 1] > self.kth(r):
+                continue
+            if mine is None:
+                return extra[j - 1]
+            return mine if not j or mine >= extra[j - 1] else extra[j - 1]
+        raise AssertionError("no split of the first k + 1 values")  # pragma: no cover (values in order)
+
+    def median_with(self, extra: list[float]) -> float:
+        """`median` of these values and `extra` (a few, in order) together, without adding them."""
+        n = len(self) + len(extra)
+        if n == 0:
+            return 0.0
+        if n % 2:
+            return self.kth_with(n // 2, extra)
+        return (self.kth_with(n // 2 - 1, extra) + self.kth_with(n // 2, extra)) / 2.0
+
     def total(self) -> float:
         """The sum of all values: the blocks' sums in order (kept until a change)."""
         tot = self._tot
