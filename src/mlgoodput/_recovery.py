@@ -176,16 +176,50 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
     if is_process_local(url):  # no other process can have journaled into it
         return 0
     dirs = _dirs_of(url)
+    pid = os.getpid()
+    with _seen_lock:
+        quiet = _quiet.get(url)
+    if quiet is not None and quiet[0] == pid and _dir_stamps(dirs) == quiet[1]:
+        return 0  # no file came or went in any folder since they were found holding none of another's
+    began = time.time_ns()
+    stamps = _dir_stamps(dirs)  # before the listing: a file made during it shows in the listing or a later mtime
     state = _folder_state(dirs)
     with _seen_lock:
         last = _seen.get(url)
+        _quiet.pop(url, None)
     if last is not None and not last[1] and not state[1] and last[0] == state[0]:
+        if not state[0] and max(stamps, default=-1) < began - _RACY_NS:
+            with _seen_lock:
+                if len(_quiet) >= 64:
+                    _quiet.clear()
+                _quiet[url] = (pid, stamps)
         return 0
     shipped = recover_journals(store)  # an OSError leaves `_seen` alone: the next call retries
     after = _folder_state(dirs)  # recovery removed what dead processes left
     with _seen_lock:
         _seen[url] = after
     return shipped
+
+
+# url -> (pid, each journal folder's mtime) when this process last found the folders holding
+# no file of another process and unchanged since the listing before: a reader asks before each
+# query, and one stat a folder tells whether a file came or went since (files that only grow
+# are another process's, and then the folders are listed every time). Only mtimes older than
+# the listing by _RACY_NS are kept: a file made in the same clock tick as an earlier change
+# could leave a fresher mtime as it was.
+_quiet: dict[str, tuple[int, tuple[int, ...]]] = {}
+_RACY_NS = 2_000_000_000
+
+
+def _dir_stamps(dirs: list[Path]) -> tuple[int, ...]:
+    """Each folder's mtime in ns (-1: not there or unreadable): changes when a file comes or goes."""
+    out = []
+    for d in dirs:
+        try:
+            out.append(os.stat(d).st_mtime_ns)
+        except OSError:
+            out.append(-1)
+    return tuple(out)
 
 
 # journal_dirs of each URL, by the environment variables it reads: a reader asks before each

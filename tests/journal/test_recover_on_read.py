@@ -165,3 +165,41 @@ def test_another_live_journaling_process_means_a_rescan_every_time(
             child.wait(30)
     steps = [e for e in open_store(db).read("ns", "live").columns.events() if e.kind.name == "STEP_START"]
     assert len(steps) == 50
+
+
+def test_quiet_folders_are_checked_by_their_mtimes_and_a_new_file_is_still_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlgoodput import _recovery
+
+    db = str(tmp_path / "q.db")
+    rec = GoodputRecorder("q", "goodput_q", True, store=db)
+    rec.record_job_start_time()
+    rec.record_step_start_time(0)
+    assert rec.flush(30)
+    rec.close()
+    folders = journal_dirs("sqlite://" + db)
+    for d in folders:
+        d.mkdir(parents=True, exist_ok=True)
+    listings = []
+    real = _recovery._folder_state
+    monkeypatch.setattr(_recovery, "_folder_state", lambda dirs: listings.append(1) or real(dirs))
+    calc = GoodputCalculator("q", "goodput_q", store=db)
+    calc.report()
+    calc.report()
+    # folders changed a moment ago: their mtimes cannot tell a file made in the same clock tick
+    n = len(listings)
+    calc.report()
+    assert len(listings) == n + 1
+    for d in folders:  # changed long ago: one stat each tells that nothing came or went
+        os.utime(d, ns=(os.stat(d).st_atime_ns, os.stat(d).st_mtime_ns - 60 * 10**9))
+    calc.report()  # listed once more, found unchanged and quiet
+    n = len(listings)
+    calc.report()
+    calc.report()
+    assert len(listings) == n
+    with caplog.at_level(logging.WARNING, logger="mlgoodput"):
+        _newer_segment(folders[-1], "999999-00000000000000ad")  # a file comes: the folder's mtime moves
+        calc.report()
+        assert len(listings) > n
+        assert _scans(caplog) == 1
