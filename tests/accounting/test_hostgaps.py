@@ -473,3 +473,25 @@ def test_rows_from_columns_are_the_dataclass_objects() -> None:
         rows_from_columns(HostStepStats, *cols[:4])
     with pytest.raises(ValueError):
         rows_from_columns(HostStepStats, *cols[:4], cols[4][:-1])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_engine_host_stats_a_column_at_a_time_equal_host_by_host(numpy_mode: str, seed: int) -> None:
+    """Engine.host_stats reads its hosts a column at a time when every host holds two steps or
+    more and the query is past them all; it answers what the host-by-host way answers (hosts
+    with one step or none, a query inside the steps: the host-by-host way itself)."""
+    rnd = random.Random(seed)
+    rounds = _many_hosts_job(rnd, 20, 10)
+    cols, rows = Engine(), Engine()
+    used = 0
+    for evs in rounds:
+        for e in (cols, rows):
+            e.timeline.ingest(Columns.from_events(evs))
+        if cols._host_stats_columns(math.inf) is not None:  # (it updated cols' hosts: asked again below)
+            used += 1
+        got = cols.host_stats(math.inf)
+        assert _stats_bits(list(got)) == _stats_bits(list(rows._host_stats_rows(math.inf)))
+        q = cols.timeline.max_time - 1.0  # inside the last steps: each host as of q
+        assert cols._host_stats_columns(q) is None
+        assert _stats_bits(list(cols.host_stats(q))) == _stats_bits(list(rows._host_stats_rows(q)))
+    assert used  # the column-wise way was taken

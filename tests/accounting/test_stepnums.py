@@ -120,3 +120,52 @@ def test_insert_of_a_counting_batch_keeps_the_job_in_few_runs() -> None:
     s.insert(0, array("q", range(1000)))  # the early part of the job, delivered last
     assert list(s) == list(range(2000))
     assert s.nbytes() <= 3 * 16  # runs, not a packed copy of the numbers
+
+
+def _hosts_numbers(rnd: random.Random, hosts: int) -> list[StepNums]:
+    """Hosts' numbers alike and not: the usual runs from 0, a host with a packed segment, a
+    host with a restart, a host behind, an empty one (by the seed)."""
+    out = []
+    for h in range(hosts):
+        s = StepNums()
+        kind = rnd.random()
+        if kind < 0.05:
+            out.append(s)  # no numbers yet
+            continue
+        if kind < 0.1:
+            s.extend(_numbers(rnd, rnd.randint(1, 200)))  # anything, packed segments included
+        elif kind < 0.15:
+            s.extend(range(50))
+            s.extend(range(10, 40))  # a restart: a second run
+        else:
+            s.extend(range(100 - (h % 2 if kind < 0.2 else 0)))
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_many_hosts_a_column_at_a_time_equal_one_by_one(seed: int) -> None:
+    """lengths, common_run_offset and extend_runs (a column at a time over many hosts) give
+    what len, run_offset and extend_run give host by host, and leave the numbers the same."""
+    from mlgoodput.accounting._stepnums import common_run_offset, extend_runs, lengths
+
+    rnd = random.Random(seed)
+    hosts = rnd.choice((1, 2, 17, 64))
+    alike = rnd.random() < 0.5  # every host the usual run: the column-wise paths
+    mine = [StepNums(range(100)) for _ in range(hosts)] if alike else _hosts_numbers(rnd, hosts)
+    plain = [StepNums.from_state(len(s), *s.state()) for s in mine]  # the same segments
+    for _ in range(4):
+        assert lengths(mine) == [len(s) for s in plain]
+        lo = rnd.choice((0, 1, 50, 99, 100, 10**6))
+        offs = [s.run_offset(lo) for s in plain]
+        want = offs[0] if offs[0] is not None and offs.count(offs[0]) == len(offs) else None
+        assert common_run_offset(mine, lo) == want
+        firsts = [(s.last() + 1 if s.last() is not None else 0) for s in plain]
+        if rnd.random() < 0.3:
+            firsts[rnd.randrange(hosts)] += rnd.choice((-3, 5))  # one host does not go on by one
+        sizes = [rnd.choice((1, 2, 7)) for _ in range(hosts)]
+        got = extend_runs(mine, [max(0, f) for f in firsts], sizes)
+        assert got == [s.extend_run(max(0, f), m) for s, f, m in zip(plain, firsts, sizes, strict=True)]
+        assert [list(s) for s in mine] == [list(s) for s in plain]
+        assert [s.state() for s in mine] == [s.state() for s in plain]
+    assert common_run_offset([], 0) is None

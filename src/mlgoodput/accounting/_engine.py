@@ -13,10 +13,12 @@ import math
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
+from itertools import repeat
+from typing import cast
 
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._activities import ActivityBuilder, EventIndex
-from mlgoodput.accounting._hoststats import HostSteps, Together, stats_as_of, update_all
+from mlgoodput.accounting._hoststats import HostSteps, Together, stats_as_of, update_all, update_columns
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -585,6 +587,33 @@ class Engine:
         c = self._stats_cache
         if c is not None and c[0] is tl and c[1] == tl.events and q >= tl.max_time:
             return c[2]
+        res = self._host_stats_columns(q)
+        if res is None:
+            res = self._host_stats_rows(q)
+        self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None
+        return res
+
+    def _host_stats_columns(self, q: float) -> tuple[HostStepStats, ...] | None:
+        """`host_stats` when every host holds two steps or more and q is past all of them (the
+        usual at every upload): the hosts read and updated a column at a time (thousands of
+        hosts, no Python step a host); None, nothing done, otherwise."""
+        logs_of = self.timeline.hosts
+        keys = sorted(logs_of)
+        logs: list[HostLog] = list(map(logs_of.__getitem__, keys))
+        times = list(map(_TIMES, logs))
+        if not times or min(map(len, times)) < 2 or any(map(operator.lt, repeat(q), map(_LAST, times))):
+            return None
+        hosts = self.host_steps
+        hss = list(map(hosts.get, keys))
+        if any(map(operator.is_, hss, repeat(None))):
+            hss = [hosts.setdefault(h, HostSteps()) if hs is None else hs for h, hs in zip(keys, hss, strict=True)]
+        got = update_columns(cast("list[HostSteps]", hss), logs, self._together)
+        if any(map(operator.is_, got, repeat(None))):
+            return tuple(st for st in got if st is not None)
+        return tuple(cast("list[HostStepStats]", got))
+
+    def _host_stats_rows(self, q: float) -> tuple[HostStepStats, ...]:
+        """`host_stats` host by host: hosts with fewer than two steps, a q inside the steps."""
         out: list[HostStepStats | None] = []
         kept: list[tuple[HostSteps, HostLog]] = []  # updated together (update_all)
         at: list[int] = []
@@ -603,9 +632,10 @@ class Engine:
                 kept.append((hs, log))
         for i, st in zip(at, update_all(kept, self._together), strict=True):
             out[i] = st
-        res = tuple(st for st in out if st is not None)
-        self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None
-        return res
+        return tuple(st for st in out if st is not None)
+
+
+_TIMES, _LAST = operator.attrgetter("times"), operator.itemgetter(-1)  # (host_stats, a column at a time)
 
 
 def _slices(slices: list[tuple[float, float, float, float]], a: float, b: float) -> SliceEfficiency | None:

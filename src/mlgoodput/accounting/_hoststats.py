@@ -223,26 +223,36 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     Thousands of hosts an upload: what is read from and written to each host's objects goes
     a column at a time (`map` of attribute getters and setters, C-level loops), not through
     a Python loop over the hosts; only hosts off the usual path take one."""
-    np: Any = _fast.numpy() if tg is not None and len(pairs) >= _TOGETHER else None
-    if np is None or tg is None:
+    if tg is None or len(pairs) < _TOGETHER:
         return [hs.update(log) for hs, log in pairs]
-    p = len(pairs)
+    return update_columns(list(map(_FIRST, pairs)), list(map(_SECOND, pairs)), tg)
+
+
+def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | None) -> list[HostStepStats | None]:
+    """`update_all` of the pairs zip(hss, logs), given as its two columns (an engine reads its
+    hosts a column at a time)."""
+    p = len(hss)
+    np: Any = _fast.numpy() if tg is not None and p >= _TOGETHER else None
+    if np is None or tg is None:
+        return list(map(HostSteps.update, hss, logs))
     i64 = np.int64
-    hss: list[HostSteps] = list(map(_FIRST, pairs))
-    logs: list[HostLog] = list(map(_SECOND, pairs))
     times: list[array[float]] = list(map(_TIMES, logs))
     gs: list[HostGaps] = list(map(_GAPS, hss))
     n = np.fromiter(map(len, times), i64, p)
     lo = np.fromiter(map(_N, hss), i64, p)
     # the usual update (HostSteps._grow's case, with values that may wait aside), host by host:
     # n > lo > 1, the same version, no first fill waiting, a clean side list, few new values
-    ok = (n > lo) & (lo > 1) & ((n - lo) <= (np.fromiter(map(_MERGED, gs), i64, p) >> 3))
+    merged_all = np.fromiter(map(_MERGED, gs), i64, p)  # (unchanged by HostGaps.append below)
+    ok = (n > lo) & (lo > 1) & ((n - lo) <= (merged_all >> 3))
     ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
     ok &= np.fromiter(map(operator.is_, map(_RAW, hss), repeat(None)), bool, p)
     ok &= np.fromiter(map(operator.is_, map(_CLEAN, gs), repeat(True)), bool, p)
     js: list[list[float]] = list(map(_JS, logs))
-    w = np.flatnonzero(np.fromiter(map(bool, js), bool, p) & ok)
-    if len(w):  # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
+    if all(js) and ok.all():  # (the usual: every host on its usual path, each with a job start)
+        # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
+        before_all = cast("Iterable[float]", map(operator.getitem, times, (lo - 1).tolist()))
+        ok &= np.fromiter(map(operator.le, map(_LAST, js), before_all), bool, p)
+    elif len(w := np.flatnonzero(np.fromiter(map(bool, js), bool, p) & ok)):  # (else `_new_gaps` cuts gaps out)
         wl = w.tolist()
         last_js = map(_LAST, map(js.__getitem__, wl))
         before: Iterable[float] = map(operator.getitem, map(times.__getitem__, wl), (lo[w] - 1).tolist())
@@ -257,13 +267,19 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         for i in cl:
             out[i] = hss[i].update(logs[i])
         return out
-    c_hs: list[HostSteps] = list(map(hss.__getitem__, cl))
-    c_g: list[HostGaps] = list(map(gs.__getitem__, cl))
+    every = h == p  # (the usual: every host updated together, no columns to pick from)
+    c_hs: list[HostSteps] = hss if every else list(map(hss.__getitem__, cl))
+    c_g: list[HostGaps] = gs if every else list(map(gs.__getitem__, cl))
+    c_logs: list[HostLog] = logs if every else list(map(logs.__getitem__, cl))
     c_n, c_lo = n[ci], lo[ci]
     cnt = c_n - c_lo
     slices = cast(
         "Iterable[array[float]]",
-        map(operator.getitem, map(times.__getitem__, cl), map(slice, (c_lo - 1).tolist(), c_n.tolist())),
+        map(
+            operator.getitem,
+            times if every else map(times.__getitem__, cl),
+            map(slice, (c_lo - 1).tolist(), c_n.tolist()),
+        ),
     )
     flat = np.frombuffer(b"".join(slices), dtype=np.float64)
     ends = np.cumsum(cnt + 1)
@@ -312,7 +328,7 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     )
     R = np.array(rows, dtype=i64)
     b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
-    m = np.fromiter(map(_MERGED, c_g), i64, h)
+    m = merged_all[ci]
     tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
     full = np.flatnonzero(b > np.array(lims, dtype=i64)).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
@@ -332,7 +348,7 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     mx = np.maximum(tops, tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
     bad = bad[:h] | bad[h : 2 * h] | bad[2 * h :]
     bad[fail] = True
-    c_hosts: list[int] = list(map(_HOST, map(logs.__getitem__, cl)))
+    c_hosts: list[int] = list(map(_HOST, c_logs))
     kp_l: list[int] = k90.tolist()
     # (the found values are not handed to the structures' memo: the next change empties it
     # anyway, and a statistic asked of a structure finds the same value itself)
@@ -345,10 +361,12 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
         if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
             hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
     _each(map(setattr, c_hs, repeat("stats"), stats))
-    for i, st in zip(cl, stats, strict=True):
-        out[i] = st
     for x in full:
         c_g[x].flush()
+    if every:
+        return cast("list[HostStepStats | None]", stats)
+    for i, st in zip(cl, stats, strict=True):
+        out[i] = st
     return out
 
 

@@ -8,12 +8,14 @@ so the engine uses this like the array it replaces.
 
 from __future__ import annotations
 
+import operator
 import sys
 from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
-from typing import overload
+from itertools import chain, repeat
+from typing import cast, overload
 
 from mlgoodput.accounting import _fast
 
@@ -258,3 +260,63 @@ class StepNums(Sequence[int]):
         if pos != len(packed) or (n and not starts):
             raise ValueError("packed step numbers do not match their segments")
         return s
+
+
+# -- many hosts' numbers a column at a time (thousands of hosts, one step each, every upload) --
+_STARTS, _BASE, _PACKED, _N = (operator.attrgetter(a) for a in ("_starts", "_base", "_packed", "_n"))
+_LAST = operator.itemgetter(-1)
+
+
+def _plain_runs(nums: Sequence[StepNums]) -> list[array[int]] | None:
+    """Each one's segment starts when every one holds numbers and none a packed segment (all
+    runs: the usual), else None."""
+    starts: list[array[int]] = list(map(_STARTS, nums))
+    if 0 in map(len, starts) or any(map(bool, map(_PACKED, nums))):
+        return None
+    return starts
+
+
+def common_run_offset(nums: Sequence[StepNums], lo: int) -> int | None:
+    """The run offset (`StepNums.run_offset(lo)`) all of `nums` share, when each has one and
+    they are equal; else None. `run_offset` of each, read a column at a time where every one
+    is all runs (no Python call a host)."""
+    if not nums:
+        return None
+    starts = _plain_runs(nums)
+    if starts is None:
+        offs = list(map(StepNums.run_offset, nums, repeat(lo)))
+        off = offs[0]
+        return off if off is not None and offs.count(off) == len(offs) else None
+    tops = list(map(_LAST, starts))
+    if max(tops) > lo:
+        return None
+    offs = list(map(operator.sub, map(_LAST, map(_BASE, nums)), tops))
+    off = offs[0]
+    return off if offs.count(off) == len(offs) else None
+
+
+def extend_runs(nums: Sequence[StepNums], firsts: Sequence[int], sizes: Sequence[int]) -> list[int | None]:
+    """`StepNums.extend_run(first, m)` of each (nums[i], firsts[i], sizes[i]), their returns:
+    a column at a time where each continues its last run (the usual: one host's next steps),
+    else one call each."""
+    starts = _plain_runs(nums)
+    if starts is None:
+        return list(map(StepNums.extend_run, nums, firsts, sizes))
+    ns: list[int] = list(map(_N, nums))
+    # each one's last number: its last run's base + (n - 1 - that run's start)
+    lasts: list[int] = list(
+        map(
+            operator.add,
+            map(_LAST, map(_BASE, nums)),
+            map(operator.sub, ns, map(operator.add, map(_LAST, starts), repeat(1))),
+        )
+    )
+    if list(map(operator.add, lasts, repeat(1))) != list(firsts):
+        return list(map(StepNums.extend_run, nums, firsts, sizes))
+    deque(map(setattr, nums, repeat("_n"), map(operator.add, ns, sizes)), maxlen=0)
+    return cast("list[int | None]", lasts)
+
+
+def lengths(nums: Iterable[StepNums]) -> list[int]:
+    """`len` of each, read a column at a time (`__len__` is a Python call a host)."""
+    return list(map(_N, nums))

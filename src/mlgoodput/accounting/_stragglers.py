@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import operator
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from mlgoodput._format import duration
 from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._hoststats import rows_from_columns
 from mlgoodput.accounting._report import HostStepStats
-from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting._stepnums import StepNums, common_run_offset, lengths
 from mlgoodput.accounting._straggler_match import Column, StepMatcher, sum_steps
 from mlgoodput.accounting._straggler_rule import BINS, StragglerVerdict, straggler_verdict
 from mlgoodput.accounting._timeline import HostLog
@@ -187,7 +188,10 @@ def _report_columns(
     if not order:
         return _verdict([], compared, spread, late, pooled, fewest)
     # column by column (thousands of ranks an upload: no Python loop a rank beyond these)
-    mean = [a / k if k else 0.0 for a, k in zip(lag, lag_n, strict=True)]
+    if 0 in lag_n:
+        mean = [a / k if k else 0.0 for a, k in zip(lag, lag_n, strict=True)]
+    else:  # (every rank compared: the usual) the same divisions, a C-level loop
+        mean = list(map(operator.truediv, lag, lag_n))
     rows = rows_from_columns(RankStepStats, order, steps, med, p90, mx, mean, last, held)
     return _verdict(rows, compared, spread, late, pooled, fewest, order, med)
 
@@ -298,7 +302,7 @@ class HostStragglers:
         logs = dict(zip(keys, hls, strict=True))
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
-        m = self._update(logs)
+        m = self._update(logs, keys, hls, ts)
         if callable(stats):
             stats = stats()
         got = list(map(stats.get, keys))
@@ -317,25 +321,26 @@ class HostStragglers:
             list(map(_MAX_OF, have)),
         )
 
-    def _update(self, logs: Mapping[int, HostLog]) -> StepMatcher:
-        """The matcher with every step of `logs` in it: the new steps added, or a fresh one."""
+    def _update(
+        self, logs: Mapping[int, HostLog], keys: list[int], hls: list[HostLog], ts: list[array[float]]
+    ) -> StepMatcher:
+        """The matcher with every step of `logs` in it: the new steps added, or a fresh one
+        (`keys`, `hls`, `ts`: the hosts of `logs` in its order, their logs and step starts)."""
         m = self._m
-        if m is not None and m.ranks == list(logs) and self._extend(m, logs):
+        if m is not None and m.ranks == keys and self._extend(m, hls, ts):
             return m
         m = self._m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
-        ok = m.add_columns(_columns(logs, dict.fromkeys(logs, 0)))
+        ok = m.add_columns(_columns(keys, hls, ts, [0] * len(keys)))
         assert ok, "a fresh matcher takes any steps"
-        hls = list(logs.values())
-        self._versions, self._taken = list(map(_VERSION, hls)), list(map(len, map(_TIMES, hls)))
+        self._versions, self._taken = list(map(_VERSION, hls)), list(map(len, ts))
         return m
 
-    def _extend(self, m: StepMatcher, logs: Mapping[int, HostLog]) -> bool:
-        """Add what each host's log gained at its end (the hosts of `logs` are the matcher's
-        ranks, in its order); False when anything else changed. A column at a time: no
-        Python step a host but for the hosts whose job starts changed."""
+    def _extend(self, m: StepMatcher, hls: list[HostLog], ts: list[array[float]]) -> bool:
+        """Add what each host's log gained at its end (`hls`: the logs of the matcher's ranks,
+        in its order; `ts`: their step starts); False when anything else changed. A column at
+        a time: no Python step a host but for the hosts whose job starts changed."""
         ranks = m.ranks
-        hls = list(logs.values())
-        ns = list(map(len, map(_TIMES, hls)))
+        ns = list(map(len, ts))
         taken = self._taken
         if list(map(_VERSION, hls)) != self._versions or any(map(operator.lt, ns, taken)):
             return False
@@ -355,10 +360,13 @@ class HostStragglers:
         if not any(grown):
             return True
         if all(grown):
-            new = _columns(logs, dict(zip(ranks, taken, strict=True)))
+            new = _columns(ranks, hls, ts, taken)
         else:
             new = _columns(
-                {h: logs[h] for h in compress(ranks, grown)}, dict(compress(zip(ranks, taken, strict=True), grown))
+                list(compress(ranks, grown)),
+                list(compress(hls, grown)),
+                list(compress(ts, grown)),
+                list(compress(taken, grown)),
             )
         if not m.add_columns(new):
             return False
@@ -390,20 +398,23 @@ _STATS_OF = operator.attrgetter("steps", "median_s", "p90_s", "max_s")  # HostSt
 _STEPS_OF, _MEDIAN_OF, _P90_OF, _MAX_OF = map(operator.attrgetter, ("steps", "median_s", "p90_s", "max_s"))
 _TIMES, _NUMS, _JS, _VERSION = map(operator.attrgetter, ("times", "nums", "job_starts", "version"))
 _FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
+_TAIL = cast("Callable[[array[float], slice], array[float]]", operator.getitem)  # a host's starts from an index on
 _NO_STARTS: list[float] = []  # a rank's job starts when the matcher holds none (never changed)
 
 
-def _columns(logs: Mapping[int, HostLog], first: Mapping[int, int]) -> dict[int, tuple[Column, Column]]:
-    """Each host's (step starts, step numbers) from index `first[h]` on: the starts are the
+def _columns(
+    keys: list[int], hls: list[HostLog], ts: list[array[float]], ks: list[int]
+) -> dict[int, tuple[Column, Column]]:
+    """Each host's (keys[i]: its log hls[i], step starts ts[i]) step starts and numbers from
+    index ks[i] on: the starts are the
     host's own array (no copy) when it is taken whole, and when every host holds the same
     step numbers there (ranks stepping together: their numbers are stored alike) they share
     one column of them, which lets the matcher sum the ranks' starts in place
     (`StepMatcher.add_columns`), instead of a copy of every host's starts and numbers."""
-    keys = list(logs)
-    hls = list(logs.values())
-    ks = list(map(first.__getitem__, keys))
-    ts = list(map(_TIMES, hls))
-    times: list[Column] = [t if k == 0 else t[k:] for t, k in zip(ts, ks, strict=True)]
+    if 0 in ks:  # (a host taken whole: its own array, no copy)
+        times: list[Column] = [t if k == 0 else t[k:] for t, k in zip(ts, ks, strict=True)]
+    else:
+        times = cast("list[Column]", list(map(_TAIL, ts, map(slice, ks, repeat(None)))))
     if _same_numbers(hls, ks):
         a = hls[0]
         shared = _nums(a.nums, ks[0], len(a.nums))
@@ -437,20 +448,13 @@ def _same_numbers(hls: Sequence[HostLog], first: Sequence[int]) -> bool:
     a = hls[0]
     n = len(a.nums)
     nums: list[StepNums] = list(map(_NUMS, hls))
-    if not (
-        all(map(operator.eq, map(len, nums), repeat(n)))
-        and all(map(operator.eq, map(len, map(_TIMES, hls)), repeat(len(a.times))))
-    ):
+    lens = lengths(nums)
+    if lens.count(n) != len(lens) or not all(map(operator.eq, map(len, map(_TIMES, hls)), repeat(len(a.times)))):
         return False
     # the usual case first, O(1) a host: each host's numbers from `first` on in its last run,
-    # the runs alike (StepNums.run_offset)
+    # the runs alike (StepNums.run_offset, read a column at a time)
     k = first[0]
-    off = a.nums.run_offset(k)
-    if (
-        off is not None
-        and len(a.times) == n
-        and all(map(operator.eq, map(StepNums.run_offset, nums, repeat(k)), repeat(off)))
-    ):
+    if len(a.times) == n and common_run_offset(nums, k) is not None:
         return True
     if a.nums.nbytes() > _FEW_RUNS:
         return False

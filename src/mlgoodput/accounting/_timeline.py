@@ -20,7 +20,7 @@ from typing import cast
 
 from mlgoodput import _env
 from mlgoodput.accounting import _fast
-from mlgoodput.accounting._stepnums import StepNums
+from mlgoodput.accounting._stepnums import StepNums, extend_runs
 from mlgoodput.events import Kind
 from mlgoodput.store import NO_STEP, Columns
 
@@ -331,7 +331,7 @@ class Timeline:
         ends = list(itertools.accumulate(map(operator.mul, sizes, itertools.repeat(8))))
         _each(map(array.frombytes, lts, map(tv.__getitem__, map(slice, [0, *ends[:-1]], ends))))
         _each(map(setattr, hls, itertools.repeat("changed_from"), map(min, map(_CHANGED, hls), first_t)))
-        lasts = list(map(StepNums.extend_run, map(_NUMS, hls), first_s, sizes))
+        lasts = extend_runs(list(map(_NUMS, hls)), first_s, sizes)
         if lasts.count(None):
             back = [last is not None and s0 < last for s0, last in zip(first_s, lasts, strict=True)]
         else:
