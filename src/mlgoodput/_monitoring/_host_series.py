@@ -61,10 +61,9 @@ class _Family:
             self._sent = [list(col) for col in zip(*moved, strict=True)] if moved else [[], [], []]
             self.keys = keys
             self.pos = {k: i for i, k in enumerate(keys)}
-        pos: set[int] = set()
-        for get, sent in zip(self._fields, self._sent, strict=True):
-            pos.update(itertools.compress(range(len(keys)), map(operator.ne, map(get, rows), sent)))
-        return {keys[i] for i in pos}
+        # a host whose any of the three values differs: the three comparisons or-ed a column at a time
+        a, b, c = (map(operator.ne, map(get, rows), sent) for get, sent in zip(self._fields, self._sent, strict=True))
+        return set(itertools.compress(keys, map(operator.or_, map(operator.or_, a, b), c)))
 
     def mark(self, rows: Sequence[Any], hosts: set[int]) -> list[Any]:
         """Note the values of `hosts` as sent, and return their rows in the order of `rows`
