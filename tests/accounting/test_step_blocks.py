@@ -246,3 +246,25 @@ def test_step_block_leaves_what_part_by_part_leaves(case: str) -> None:
         at += k
     assert _timeline_state(tls[0]) == _timeline_state(tls[1])
     assert tls[0].earliest_change < float("inf")
+
+
+def _lead_by_loop(tl: Timeline, q: float) -> int | None:
+    """The lowest host with a job start at or before q (the plain reading of lead_host)."""
+    got = [h for h, log in tl.hosts.items() if log.job_starts and log.job_starts[0] <= q]
+    return min(got) if got else None
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lead_host_is_the_lowest_host_started_by_q(seed: int) -> None:
+    """lead_host reads the hosts a column at a time: the lowest process index with a job start
+    at or before q, hosts without one passed over, in any order the hosts came in."""
+    rnd = random.Random(seed)
+    tl = Timeline()
+    hosts = rnd.sample(range(200), rnd.randint(1, 40))
+    for h in hosts:
+        log = tl.host(h)
+        if rnd.random() < 0.8:
+            log.job_starts.extend(sorted(rnd.uniform(0, 100) for _ in range(rnd.randint(1, 3))))
+    for q in [-1.0, 0.0, *sorted(rnd.uniform(0, 110) for _ in range(8)), 1e9]:
+        tl.events += 1  # (no answer kept from the last question)
+        assert tl.lead_host(q) == _lead_by_loop(tl, q)

@@ -371,21 +371,24 @@ class Timeline:
         c = self._lead
         if c is not None and c[0] == self.events and q >= c[1]:
             return c[2]
-        best = None
-        latest_first = -math.inf
-        for h, log in self.hosts.items():
-            if log.job_starts:
-                first = log.job_starts[0]
-                latest_first = max(latest_first, first)
-                if first <= q and (best is None or h < best):
-                    best = h
+        # (a column at a time: thousands of hosts, asked again after every read)
+        js: list[list[float]] = list(map(_JS, self.hosts.values()))
+        if not all(js):  # hosts without a job start are no candidates
+            keep = list(map(bool, js))
+            hosts, js = list(itertools.compress(self.hosts, keep)), list(itertools.compress(js, keep))
+        else:
+            hosts = list(self.hosts)
+        firsts: list[float] = list(map(_FIRST, js))
+        # (a fold of max from -inf, as `max` of pairs gives it: a NaN first time is passed over)
+        latest_first = max(itertools.chain((-math.inf,), firsts))
+        best = min(itertools.compress(hosts, map(operator.le, firsts, itertools.repeat(q))), default=None)
         if q >= latest_first:
             self._lead = (self.events, latest_first, best)
         return best
 
 
-_TIMES, _NUMS, _CHANGED = (operator.attrgetter(a) for a in ("times", "nums", "changed_from"))
-_LAST = operator.itemgetter(-1)
+_TIMES, _NUMS, _CHANGED, _JS = (operator.attrgetter(a) for a in ("times", "nums", "changed_from", "job_starts"))
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
 
 
 def _each(calls: Iterator[object]) -> None:
