@@ -8,6 +8,7 @@ productivity events (step FLOPs, peak FLOP/s, submit times) of any host.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -368,6 +369,15 @@ def scan(tl: Timeline, q: float) -> Scan:
     )
 
 
+_OTHERS, _JS, _TIME = (operator.attrgetter(a) for a in ("others", "job_starts", "time"))
+
+
+def _latest_other(tl: Timeline) -> float:
+    """The time of the latest non-step event of any host (-inf: none), a column at a time."""
+    others = filter(None, map(_OTHERS, tl.hosts.values()))
+    return max(map(_TIME, map(operator.itemgetter(-1), others)), default=-math.inf)
+
+
 def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None) -> JobFacts:
     """Gather the facts as of `q` (events after `q` are ignored)."""
     sc: Scan | None = None
@@ -377,14 +387,18 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
         if seen is not None and seen[0] is tl and seen[1] == tl.events and q >= seen[2]:
             sc = cache.scan
         else:
-            latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
+            latest = _latest_other(tl)
             if q >= latest and tl.lead_host(q) == (cache.scan.lead if cache.scan else None):
-                key = tuple((h, id(v.others), len(v.others), len(v.job_starts)) for h, v in tl.hosts.items())
+                # (a column at a time: thousands of hosts, every query)
+                others = list(map(_OTHERS, tl.hosts.values()))
+                key = tuple(
+                    zip(tl.hosts, map(id, others), map(len, others), map(len, map(_JS, tl.hosts.values())), strict=True)
+                )
                 if key == cache.key:
                     sc = cache.scan
                     cache.seen = (tl, tl.events, latest)
     if sc is None:
-        latest = max((h.others[-1].time for h in tl.hosts.values() if h.others), default=-math.inf)
+        latest = _latest_other(tl)
         sc = cache.scanner.scan(tl, q) if cache is not None and q >= latest else scan(tl, q)
         if cache is not None:
             cache.key, cache.scan, cache.seen = key, sc, None
