@@ -21,6 +21,15 @@ from mlgoodput.export import Sample
 from mlgoodput.store import open_store
 
 
+@pytest.fixture(autouse=True, params=["numpy", "loop"])
+def _compare_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here both ways `_Family.changed` compares (numpy from a few hosts on, or its
+    C-level loop): the same hosts either way."""
+    if request.param == "numpy":
+        pytest.importorskip("numpy")
+    monkeypatch.setattr(_host_series, "_NUMPY_FROM", 0 if request.param == "numpy" else 10**9)
+
+
 def _hosts(n: int, median: float = 1.0, moved: Iterable[int] = ()) -> tuple[HostStepStats, ...]:
     bump = set(moved)
     return tuple(HostStepStats(h, 10, median + (0.5 if h in bump else 0.0), 1.5, 2.0) for h in range(n))

@@ -24,6 +24,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from mlgoodput._numpy import numpy
 from mlgoodput.accounting import HostStepStats, RankStepStats
 
 #: Jobs of up to this many hosts export every host's series every upload.
@@ -36,6 +37,7 @@ REFRESH_UPLOADS = 30
 FIRST_RANKS = 8
 
 _HELD = operator.attrgetter("held_back_s")
+_NUMPY_FROM = 1024  # hosts from which `_Family.changed` compares in numpy (when it is installed)
 _NEVER = math.nan  # the value "last sent" of a series never sent: unequal to any value
 
 
@@ -61,6 +63,15 @@ class _Family:
             self._sent = [list(col) for col in zip(*moved, strict=True)] if moved else [[], [], []]
             self.keys = keys
             self.pos = {k: i for i, k in enumerate(keys)}
+        np = numpy() if len(keys) >= _NUMPY_FROM else None
+        if np is not None:  # the comparisons of thousands of hosts in numpy (the same IEEE `!=`)
+            try:
+                new = [np.fromiter(map(get, rows), np.float64, len(keys)) for get in self._fields]
+            except (TypeError, ValueError):  # a value that is no float: the loop below
+                pass
+            else:
+                differs = [a != np.array(sent, dtype=np.float64) for a, sent in zip(new, self._sent, strict=True)]
+                return set(itertools.compress(keys, (differs[0] | differs[1] | differs[2]).tolist()))
         # a host whose any of the three values differs: the three comparisons or-ed a column at a time
         a, b, c = (map(operator.ne, map(get, rows), sent) for get, sent in zip(self._fields, self._sent, strict=True))
         return set(itertools.compress(keys, map(operator.or_, map(operator.or_, a, b), c)))
