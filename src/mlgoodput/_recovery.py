@@ -188,7 +188,7 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
         last = _seen.get(url)
         _quiet.pop(url, None)
     if last is not None and not last[1] and not state[1] and last[0] == state[0]:
-        if not state[0] and max(stamps, default=-1) < began - _RACY_NS:
+        if not any(f[0].endswith(_SHIPPABLE) for f in state[0]) and max(stamps, default=-1) < began - _RACY_NS:
             with _seen_lock:
                 if len(_quiet) >= 64:
                     _quiet.clear()
@@ -202,19 +202,24 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
 
 
 # url -> (pid, each journal folder's mtime) when this process last found the folders holding
-# no file of another process and unchanged since the listing before: a reader asks before each
+# no journal file of another process and unchanged since the listing before: a reader asks before each
 # query, and one stat a folder tells whether a file came or went since (files that only grow
 # are another process's, and then the folders are listed every time). Only mtimes older than
 # the listing by _RACY_NS are kept: a file made in the same clock tick as an earlier change
 # could leave a fresher mtime as it was.
 _quiet: dict[str, tuple[int, tuple[int, ...]]] = {}
 _RACY_NS = 2_000_000_000
+_SHIPPABLE = (SUFFIX, ".tmp")  # what recovery reads; other files (a node shipper's lock, a
+# damaged segment put aside) can stay in a quiet folder: they never grow into events
 
 
 def _dir_stamps(dirs: list[Path]) -> tuple[int, ...]:
     """Each folder's mtime in ns (-1: not there or unreadable): changes when a file comes or goes."""
     out = []
     for d in dirs:
+        if not os.access(d, os.F_OK):  # (no exception made for a folder not there, the usual)
+            out.append(-1)
+            continue
         try:
             out.append(os.stat(d).st_mtime_ns)
         except OSError:
@@ -229,8 +234,7 @@ _dirs_memo: dict[tuple[str, str | None, str | None, str | None], list[Path]] = {
 
 def _dirs_of(url: str) -> list[Path]:
     """`journal_dirs(url)` (read only), made again when an environment variable it reads changed."""
-    env = os.environ
-    key = (url, env.get(_env.JOURNAL_DIR), env.get("XDG_DATA_HOME"), env.get("HOME"))
+    key = (url, _env.get(_env.JOURNAL_DIR), _env.get("XDG_DATA_HOME"), _env.get("HOME"))
     got = _dirs_memo.get(key)
     if got is None:
         if len(_dirs_memo) >= 64:
