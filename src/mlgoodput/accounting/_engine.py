@@ -78,6 +78,13 @@ class Engine:
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self.job_ends_cache: tuple[HostLog, int, list[float]] | None = None
+        self._starts_cache: tuple[list[float], int, list[float]] | None = None  # job starts, once each
+        # (log, timeline.events, latest job start or end, the attempts before the last, the
+        # last one's start and first step) while the last has no end of its own (`attempts`)
+        self._atts_memo: tuple[HostLog, int, float, list[Attempt], float, int] | None = None
+        # (log, timeline.events, derived, activities) of the last query that derived: the next
+        # one, if nothing came in since, finds them as they are
+        self._quiet: tuple[HostLog, int, Derived, Activities] | None = None
         self.activities_cache: tuple[object, float, Activities] | None = None
         self.partition_cache: (
             tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
@@ -121,7 +128,18 @@ class Engine:
 
     # -- structure ---------------------------------------------------------------------
     def attempts(self, log: HostLog, q: float) -> list[Attempt]:
-        js = sorted({t for t in log.job_starts if t <= q})
+        m = self._atts_memo
+        if m is not None and m[0] is log and m[1] == self.timeline.events and q >= m[2]:
+            # nothing came in and q is past every job start and end: only the last attempt's
+            # end moves (the query time, or when its writers went silent)
+            head, s, i0 = m[3], m[4], m[5]
+            end, how = last_attempt_end(self.timeline, s, q)
+            return [*head, Attempt(s, end, how, i0, max(i0, bisect_right(log.times, end)))]
+        starts = log.job_starts  # in order (insort), perhaps with repeats
+        sc = self._starts_cache
+        if sc is None or sc[0] is not starts or sc[1] != len(starts):
+            sc = self._starts_cache = (starts, len(starts), sorted(set(starts)))
+        js = sc[2][: bisect_right(sc[2], q)]
         c = self.job_ends_cache
         if c is None or c[0] is not log or c[1] != len(log.others):
             c = self.job_ends_cache = (log, len(log.others), self._events(log).job_ends)
@@ -140,6 +158,11 @@ class Engine:
             i0 = bisect_left(times, s)
             i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
             out.append(Attempt(s, end, how, i0, max(i0, i1)))
+        bound = max(c[2][-1] if c[2] else -INF, js[-1] if js else -INF)
+        if out and out[-1].ended_by in OPEN_ENDED and len(js) == len(sc[2]) and q >= bound:
+            self._atts_memo = (log, self.timeline.events, bound, out[:-1], out[-1].start, out[-1].i0)
+        else:
+            self._atts_memo = None
         return out
 
     def activities(self, log: HostLog, atts: list[Attempt]) -> Activities:
@@ -240,6 +263,8 @@ class Engine:
     def step_end(self, log: HostLog, i: int, hi: float) -> float | None:
         """A recorded step_end for step i between its start and `hi`."""
         ends = self.step_ends(log)
+        if not ends:  # most jobs record none: no step number looked up
+            return None
         cands = ends.get(log.nums[i])
         if not cands:
             return None
@@ -403,10 +428,23 @@ class Engine:
         if q < latest:
             acts = self._activities(log, atts)
             return acts, self.derive(log, atts, acts, keep=False)
+        quiet = self._quiet
+        if (
+            quiet is not None
+            and quiet[0] is log
+            and quiet[1] == self.timeline.events
+            and quiet[2] is self.derived
+            and self._dver == log.version
+        ):
+            acts = self.activities(log, atts)  # (its own check: the attempts' ends, the horizon)
+            if acts is quiet[3]:
+                return acts, quiet[2]  # nothing came in: no job end, change or step to take
         self._events(log)
         acts = self.activities(log, atts)
         self._changes(log)
-        return acts, self.derive(log, atts, acts)
+        d = self.derive(log, atts, acts)
+        self._quiet = (log, self.timeline.events, d, acts)
+        return acts, d
 
     def query(
         self, q: float, start: float | None, end: float | None, configured_ideal: float | None
@@ -451,12 +489,15 @@ class Engine:
         parts = ctx.aggregate() if whole else ctx.layout(a, b)
         total = b - a
         productive = parts["productive"]
-        badput: dict[BadputType, object] = {}
+        # every partition bucket, in the order of ALL_BUCKETS, 0 unless claimed or computed
+        badput: dict[BadputType, object] = dict.fromkeys(PARTITION_BUCKETS, 0.0)
         custom: dict[str, float] = {}
+        others = False  # a claimed bucket outside the partition's (then put in order below)
         for rkey, v in res.items():
             if isinstance(rkey, tuple):
                 custom[str(rkey[1])] = custom.get(str(rkey[1]), 0.0) + v
             elif isinstance(rkey, BadputType):
+                others = others or rkey not in badput
                 badput[rkey] = v
         badput[B.PROGRAM_STARTUP] = parts["startup"]
         badput[B.STALL] = parts["stall"]
@@ -464,9 +505,7 @@ class Engine:
         badput[B.CUSTOM_BADPUT_EVENTS] = custom
         accounted = productive + sum(res.values()) + parts["startup"] + parts["stall"] + parts["wasted"]
         badput[B.OTHER] = total - accounted
-        for bucket in PARTITION_BUCKETS:
-            badput.setdefault(bucket, 0.0)
-        ordered = {bk: badput[bk] for bk in ALL_BUCKETS if bk in badput}
+        ordered = {bk: badput[bk] for bk in ALL_BUCKETS if bk in badput} if others else badput
         return GoodputReport(
             job_name=job_name,
             logger_name=logger_name,
@@ -476,7 +515,7 @@ class Engine:
             productive_s=productive,
             badput_s=ordered,
             overlapped_s={B.DATA_LOADING_ASYNC: overlapped},
-            disruptions=sum(1 for att in atts[1:] if a < att.start <= b),
+            disruptions=sum(1 for att in atts[1:] if a < att.start <= b) if len(atts) > 1 else 0,
             last_step=ctx.last_step(b),
             max_productive_step=ctx.max_productive_step,
             ideal_step_time_s=ctx.ideal,

@@ -87,7 +87,9 @@ class Query:
         d = self.d
         if upto is None:
             # the regular steps and each attempt's last step of known end, taken as if added
-            added = sorted(v for v, _ in self.extra.values())
+            added = [v for v, _ in self.extra.values()]
+            if len(added) > 1:
+                added.sort()
             if len(d.ordered) + len(added):
                 self.ideal = d.ordered.median_with(added)
                 return

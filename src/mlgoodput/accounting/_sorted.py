@@ -44,7 +44,20 @@ Fetch = Callable[[int, int], "array[float]"]
 
 
 class SortedFloats:
-    __slots__ = ("_bcnt", "_bends", "_bsum", "_buckets", "_fetch", "_inner", "_maxes", "_n", "_stale", "_sums", "_tot")
+    __slots__ = (
+        "_bcnt",
+        "_bends",
+        "_bsum",
+        "_buckets",
+        "_fetch",
+        "_inner",
+        "_km",
+        "_maxes",
+        "_n",
+        "_stale",
+        "_sums",
+        "_tot",
+    )
 
     def __init__(self, values: Iterable[float] | None = None) -> None:
         self._buckets: list[array[float] | range] = []
@@ -61,6 +74,7 @@ class SortedFloats:
         self._bends: list[int] | None = None
         self._inner: dict[int, list[int]] = {}
         self._tot: float | None = None
+        self._km: dict[int, float] = {}  # k -> the k-th value, while the buckets stay as they are
         if values:
             self._build(sorted(values), own=True)
 
@@ -91,6 +105,7 @@ class SortedFloats:
             self._inner.pop(q, None)
         self._bends = None
         self._tot = None
+        self._km.clear()
 
     def _relayout(self) -> None:
         """Buckets were added or removed: every block is read again when next needed."""
@@ -99,6 +114,7 @@ class SortedFloats:
         self._inner.clear()
         self._bends = None
         self._tot = None
+        self._km.clear()
 
     def _index(self) -> list[int]:
         """The cumulative counts of the blocks, after reading again the blocks that changed."""
@@ -311,10 +327,18 @@ class SortedFloats:
 
     def kth(self, k: int) -> float:
         """The k-th smallest value, 0-based (found through the index: a block, then a bucket)."""
+        got = self._km.get(k)
+        if got is not None:
+            return got  # (a query with nothing new asks for the same few again)
         if not 0 <= k < self._n:
             raise IndexError(k)
         i, start = self._locate(k)
-        return self._get(i)[k - start]
+        got = self._get(i)[k - start]
+        km = self._km
+        if len(km) >= 16:
+            km.clear()
+        km[k] = got
+        return got
 
     def median(self) -> float:
         n = self._n
