@@ -116,3 +116,26 @@ def test_a_saved_state_keeps_the_signs_of_life(tmp_path: Path) -> None:
     c.save_state()
     again = GoodputCalculator("j", "l", store=st, clock=lambda: q, snapshot=True).report()
     assert again.status == "crashed" and again.end == T0 + 100
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_asked_again_with_nothing_new_it_answers_as_a_new_calculator(alive: bool) -> None:
+    """One calculator asked on and on (nothing new comes in: what it keeps from the last query
+    is reused) gives, at each time, what a new calculator gives, bit for bit: through the dead
+    limit (running, then crashed), and a second attempt whose end is the one that moves."""
+    t1 = T0 + 300
+    evs = _job(alive) + [Event(Kind.JOB_START, t1)] + [Event(Kind.STEP_START, t1 + 1 + i, step=i) for i in range(50)]
+    if alive:
+        evs.append(Event(Kind.ALIVE, t1, value=15.0))
+    st = MemoryStore()
+    st.append("l", "j", EventBatch(1, 0, evs))
+    now = [t1 + 50.0]
+    calc = GoodputCalculator("j", "l", store=st, clock=lambda: now[0])
+    statuses = set()
+    for dt in (0.0, 0.25, 1.5, 30.0, 59.75, 60.5, 119.0, 121.0, 200.0, 5000.0):
+        now[0] = t1 + 50.0 + dt
+        got = calc.report()
+        want = _report(evs, now[0])
+        assert got == want, dt
+        statuses.add(got.status)
+    assert statuses == ({"running", "crashed"} if alive else {"running", "stale"})
