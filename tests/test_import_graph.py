@@ -47,6 +47,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "_once",
         "_ops",
         "_process_window",
+        "_quick_init",
         "_profiler",
         "_segment",
         "_spawn",

@@ -13,10 +13,12 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mlgoodput._quick_init import quick_init
 from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, last_attempt_end
 from mlgoodput.events import Kind
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AttemptFacts:
     """One attempt of the lead host: its span, how it ended, its step indices [i0, i1)."""
@@ -29,6 +31,7 @@ class AttemptFacts:
     restored_step: int | None  # the step its earliest checkpoint restore named
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class JobFacts:
     """The inputs of `productivity()`, as of one query time."""

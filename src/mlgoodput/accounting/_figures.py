@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mlgoodput._quick_init import quick_init
+
 
 @dataclass(frozen=True, slots=True)
 class CostStats:
@@ -19,6 +21,7 @@ class CostStats:
         return {"count": self.count, "mean_s": self.mean_s, "p95_s": self.p95_s}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AttemptQueue:
     """One attempt's scheduling: when it was submitted (if known) and how long it queued."""
@@ -41,6 +44,7 @@ class AttemptQueue:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class DisruptionCost:
     """What one disruption cost, in the two figures the report uses (docs/accounting.md,
@@ -66,6 +70,7 @@ class DisruptionCost:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Productivity:
     """Everything beside the partition: MFU, the three goodputs and MPG, ETTR, reliability.

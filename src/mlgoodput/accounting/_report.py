@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mlgoodput._quick_init import quick_init
+
 if TYPE_CHECKING:
     from mlgoodput.accounting._figures import Productivity
 
@@ -81,6 +83,7 @@ class HostStepStats:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GoodputReport:
     """Where the wall time of one job went inside one query window (spec/accounting.md).
