@@ -94,6 +94,11 @@ class FactsCache:
         # current: the same timeline with no event since and q past that needs no check at all
         self.seen: tuple[Timeline, int, float] | None = None
         self.scanner = Scanner()
+        # (scan, timeline, its event count, the attempts before the last, the last one's
+        # start, first step and restored step) while the last has no end of its own: a query
+        # with nothing new makes only the last attempt again (its end is the query time, or
+        # when its writers went silent)
+        self.head: tuple[Scan, Timeline, int, tuple[AttemptFacts, ...], float, int, int | None] | None = None
 
 
 class Scanner:
@@ -410,6 +415,12 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
     log = tl.hosts[sc.lead]
     js, je = sc.job_starts, sc.job_ends
     times, nums = log.times, log.nums
+    head = cache.head if cache is not None else None
+    if head is not None and head[0] is sc and head[1] is tl and head[2] == tl.events:
+        s0, i0 = head[4], head[5]
+        end, how = last_attempt_end(tl, s0, q)
+        last = AttemptFacts(s0, end, how, i0, max(i0, bisect_right(times, end)), head[6])
+        return _facts(q, (*head[3], last), times, nums, sc)
     attempts: list[AttemptFacts] = []
     for k, s in enumerate(js):
         nxt = js[k + 1] if k + 1 < len(js) else math.inf
@@ -423,9 +434,21 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
         i0 = bisect_left(times, s)
         i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
         attempts.append(AttemptFacts(s, end, how, i0, max(i0, i1), sc.restored.get(k)))
+    if cache is not None:
+        cache.head = None
+        if attempts and attempts[-1].ended_by in OPEN_ENDED:
+            a = attempts[-1]
+            cache.head = (sc, tl, tl.events, tuple(attempts[:-1]), a.start, a.i0, a.restored_step)
+    return _facts(q, tuple(attempts), times, nums, sc)
+
+
+def _facts(
+    q: float, attempts: tuple[AttemptFacts, ...], times: Sequence[float], nums: Sequence[int], sc: Scan
+) -> JobFacts:
+    """The facts of the lead host's `attempts` at q, the rest as `sc` found it."""
     return JobFacts(
         q,
-        tuple(attempts),
+        attempts,
         times,
         nums,
         sc.step_ends,
