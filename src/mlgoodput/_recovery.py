@@ -179,7 +179,7 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
     pid = os.getpid()
     with _seen_lock:
         quiet = _quiet.get(url)
-    if quiet is not None and quiet[0] == pid and _dir_stamps(dirs) == quiet[1]:
+    if quiet is not None and quiet[0] == pid and time.monotonic() < quiet[2] and _dir_stamps(dirs) == quiet[1]:
         return 0  # no file came or went in any folder since they were found holding none of another's
     began = time.time_ns()
     stamps = _dir_stamps(dirs)  # before the listing: a file made during it shows in the listing or a later mtime
@@ -192,7 +192,7 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
             with _seen_lock:
                 if len(_quiet) >= 64:
                     _quiet.clear()
-                _quiet[url] = (pid, stamps)
+                _quiet[url] = (pid, stamps, time.monotonic() + _QUIET_FOR_S)
         return 0
     shipped = recover_journals(store)  # an OSError leaves `_seen` alone: the next call retries
     after = _folder_state(dirs)  # recovery removed what dead processes left
@@ -201,23 +201,29 @@ def recover_changed_journals(store: Any, url: str | None = None) -> int:
     return shipped
 
 
-# url -> (pid, each journal folder's mtime) when this process last found the folders holding
+# url -> (pid, each journal folder's mtime, until when) when this process last found the folders holding
 # no journal file of another process and unchanged since the listing before: a reader asks before each
 # query, and one stat a folder tells whether a file came or went since (files that only grow
 # are another process's, and then the folders are listed every time). Only mtimes older than
 # the listing by _RACY_NS are kept: a file made in the same clock tick as an earlier change
 # could leave a fresher mtime as it was.
-_quiet: dict[str, tuple[int, tuple[int, ...]]] = {}
+_quiet: dict[str, tuple[int, tuple[int, ...], float]] = {}
 _RACY_NS = 2_000_000_000
+# and for this long at most: a folder whose mtimes cannot be trusted (a file system whose clock
+# lags this host's, or coarser than _RACY_NS, a tool that sets them back) is listed again then
+_QUIET_FOR_S = 10.0
 _SHIPPABLE = (SUFFIX, ".tmp")  # what recovery reads; other files (a node shipper's lock, a
 # damaged segment put aside) can stay in a quiet folder: they never grow into events
+
+
+_EFFECTIVE = os.access in os.supports_effective_ids  # what a listing can see, in a setuid process too
 
 
 def _dir_stamps(dirs: list[Path]) -> tuple[int, ...]:
     """Each folder's mtime in ns (-1: not there or unreadable): changes when a file comes or goes."""
     out = []
     for d in dirs:
-        if not os.access(d, os.F_OK):  # (no exception made for a folder not there, the usual)
+        if not os.access(d, os.F_OK, effective_ids=_EFFECTIVE):  # (no exception for a folder not there)
             out.append(-1)
             continue
         try:

@@ -139,3 +139,35 @@ def test_asked_again_with_nothing_new_it_answers_as_a_new_calculator(alive: bool
         assert got == want, dt
         statuses.add(got.status)
     assert statuses == ({"running", "crashed"} if alive else {"running", "stale"})
+
+
+def test_a_reader_during_an_ingest_keeps_no_state_older_than_its_event_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The UI reads a calculator's timeline through an engine of its own, outside the
+    calculator's lock: what that engine keeps between queries is keyed on the timeline's event
+    count, which an ingest moves only once the hosts' logs hold the events. A reader that runs
+    in the middle of an ingest (here: as the job end is put in) keeps nothing the count would
+    later pass off as current."""
+    from mlgoodput.accounting import Engine
+    from mlgoodput.accounting._timeline import HostLog
+    from mlgoodput.store._columns import Columns
+
+    owner, reader = Engine(), Engine()
+    reader.timeline = tl = owner.timeline
+    tl.ingest(Columns.from_events(_job(steps=5)))
+    log = tl.hosts[0]
+    q = T0 + 100
+    assert [a.ended_by for a in reader.attempts(log, q)] == ["running"]
+    add_other = HostLog.add_other
+
+    def mid_ingest(self: HostLog, rec: object) -> float:
+        reader.attempts(log, q)  # the other thread, between the events' count and their place
+        return add_other(self, rec)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HostLog, "add_other", mid_ingest)
+    tl.ingest(Columns.from_events([Event(Kind.JOB_END, T0 + 10)]))
+    monkeypatch.setattr(HostLog, "add_other", add_other)
+    fresh = Engine()
+    fresh.timeline = tl
+    for at in (q, q + 1, q + 1000):
+        assert [a.ended_by for a in reader.attempts(log, at)] == [a.ended_by for a in fresh.attempts(log, at)]
+    assert [a.ended_by for a in reader.attempts(log, q)] == ["job_end"]

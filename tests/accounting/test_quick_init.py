@@ -69,3 +69,16 @@ def test_what_it_cannot_make_faster_is_refused() -> None:
     for cls in (NotFrozen, Factory, Post, NoSlots):
         with pytest.raises(TypeError, match="quick_init"):
             quick_init(cls)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_its_init_belongs_to_the_class_module(cls: type[Any]) -> None:
+    init = cls.__init__
+    assert init.__module__ == cls.__module__
+    try:  # (names the module imports only for type checking cannot be evaluated, either way)
+        want = inspect.signature(init.dataclass_init, eval_str=True)
+    except NameError:
+        with pytest.raises(NameError):
+            inspect.signature(init, eval_str=True)
+        return
+    assert inspect.signature(init, eval_str=True) == want

@@ -86,7 +86,7 @@ def _check(s: SortedFloats, ref: list[float], t: float, block: int, rnd_ks: list
             assert _bits(s.kth(k)) == _bits(ref[k]), k
         mid = ref[n // 2] if n % 2 else (ref[n // 2 - 1] + ref[n // 2]) / 2.0
         assert _bits(s.median()) == _bits(mid)
-    for extra in ([t], [0.0, t], [t, t, 10.0], [-1.0], [11.0, 12.0]):
+    for extra in ([t], [0.0, t], [-0.0], [-0.0, 0.0], [t, t, 10.0], [-1.0], [11.0, 12.0]):
         _check_with(s, ref, extra)
     got_above = s.above(t)
     got_total = s.total()

@@ -9,6 +9,8 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,34 @@ def test_quiet_folders_are_checked_by_their_mtimes_and_a_new_file_is_still_found
         calc.report()
         assert len(listings) > n
         assert _scans(caplog) == 1
+
+
+def test_quiet_folders_are_listed_again_after_a_while(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder's mtime may not be trusted (a file system whose clock lags, a tool that sets
+    mtimes back): a quiet folder is listed again once its quiet time is over."""
+    from mlgoodput import _recovery
+
+    db = str(tmp_path / "w.db")
+    rec = GoodputRecorder("w", "goodput_w", True, store=db)
+    rec.record_job_start_time()
+    assert rec.flush(30)
+    rec.close()
+    folders = journal_dirs("sqlite://" + db)
+    for d in folders:
+        d.mkdir(parents=True, exist_ok=True)
+        os.utime(d, ns=(os.stat(d).st_atime_ns, os.stat(d).st_mtime_ns - 60 * 10**9))
+    listings = []
+    real = _recovery._folder_state
+    monkeypatch.setattr(_recovery, "_folder_state", lambda dirs: listings.append(1) or real(dirs))
+    calc = GoodputCalculator("w", "goodput_w", store=db)
+    calc.report()
+    calc.report()  # found quiet
+    n = len(listings)
+    calc.report()
+    assert len(listings) == n  # quiet: not listed
+    later = types.SimpleNamespace(monotonic=lambda: time.monotonic() + _recovery._QUIET_FOR_S, time_ns=time.time_ns)
+    monkeypatch.setattr(_recovery, "time", later)  # its clock, past the quiet time
+    calc.report()  # the quiet state it finds is over: listed (and made quiet again from now on)
+    assert len(listings) == n + 1
+    calc.report()
+    assert len(listings) == n + 1

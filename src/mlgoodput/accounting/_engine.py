@@ -138,7 +138,7 @@ class Engine:
         starts = log.job_starts  # in order (insort), perhaps with repeats
         sc = self._starts_cache
         if sc is None or sc[0] is not starts or sc[1] != len(starts):
-            sc = self._starts_cache = (starts, len(starts), sorted(set(starts)))
+            sc = self._starts_cache = (starts, len(starts), sorted({t for t in starts if t == t}))  # (no NaN)
         js = sc[2][: bisect_right(sc[2], q)]
         c = self.job_ends_cache
         if c is None or c[0] is not log or c[1] != len(log.others):

@@ -369,7 +369,7 @@ class SortedFloats:
                 continue
             if mine is None:
                 return extra[j - 1]
-            return mine if not j or mine >= extra[j - 1] else extra[j - 1]
+            return mine if not j or mine > extra[j - 1] else extra[j - 1]  # (an added value after equal ones)
         raise AssertionError("no split of the first k + 1 values")  # pragma: no cover (values in order)
 
     def median_with(self, extra: list[float]) -> float:

@@ -201,7 +201,15 @@ class Timeline:
         n = len(cols)
         if n == 0:
             return
-        self.events += n
+        try:
+            self._ingest(cols, n)
+        finally:
+            # counted once the hosts' logs hold the events: a reader outside the lock (the UI's
+            # view of the attempts) that keys what it keeps on the count never keeps a state
+            # older than its count
+            self.events += n
+
+    def _ingest(self, cols: Columns, n: int) -> None:
         kinds = bytes(cols.kinds)
         top = _fast.maximum(cols.times)
         if top is None:
@@ -261,11 +269,11 @@ class Timeline:
         n = len(cols)
         if n == 0:
             return
-        self.events += n
         times = cols.times
         self.max_time = max(self.max_time, times[-1])  # increasing: the last is the largest
         earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True, by_one))
         self.earliest_change = min(self.earliest_change, earliest)
+        self.events += n  # last (see `ingest`)
 
     def ingest_step_block(
         self,
@@ -312,9 +320,9 @@ class Timeline:
                 earliest[i] = log.add_steps(t, s, True, by_one)
             at = b
         # what ingest_steps does part after part with these (max and min pick as a fold does)
-        self.events += at >> 3
         self.max_time = max(self.max_time, *last_t)
         self.earliest_change = min(self.earliest_change, *[min(math.inf, e) for e in earliest])
+        self.events += at >> 3  # last (see `ingest`)
 
     def _append_block(
         self,
@@ -339,9 +347,9 @@ class Timeline:
         if any(back):  # a part numbered below its host's last step: no longer monotonic
             for log in itertools.compress(hls, back):
                 log.monotonic = False
-        self.events += ends[-1] >> 3 if ends else 0
         self.max_time = max(self.max_time, *last_t)
         self.earliest_change = min(self.earliest_change, *first_t)
+        self.events += ends[-1] >> 3 if ends else 0  # last (see `ingest`)
 
     def _signs_of_life(self, cols: Columns, kinds: bytes) -> float:
         """Take the batch's signs of life; the latest of their times."""
