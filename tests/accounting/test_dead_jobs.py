@@ -171,3 +171,29 @@ def test_a_reader_during_an_ingest_keeps_no_state_older_than_its_event_count(mon
     for at in (q, q + 1, q + 1000):
         assert [a.ended_by for a in reader.attempts(log, at)] == [a.ended_by for a in fresh.attempts(log, at)]
     assert [a.ended_by for a in reader.attempts(log, q)] == ["job_end"]
+
+
+def test_a_restarted_job_asked_with_nothing_new_walks_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job restarted from a checkpoint (its step numbers go back: the redone steps are
+    wasted progress) asked again with nothing new: the redone steps' figures are kept, not
+    found again by a pass over its steps, and the answer is a new calculator's, bit for bit."""
+    from mlgoodput.accounting._query import Query
+
+    t1 = T0 + 300
+    evs = [*_job(steps=200), Event(Kind.JOB_START, t1), Event(Kind.CKPT_RESTORE, t1 + 1, step=100, value=1.0)]
+    evs += [Event(Kind.STEP_START, t1 + 3 + i, step=101 + i) for i in range(50)]
+    st = MemoryStore()
+    st.append("l", "j", EventBatch(1, 0, evs))
+    now = [t1 + 60.0]
+    calc = GoodputCalculator("j", "l", store=st, clock=lambda: now[0])
+    first = calc.report()
+    assert first.disruptions == 1 and first.badput_s[B.WASTED_PROGRESS_FROM_DISRUPTION] > 90
+    times = [t1 + 60.0 + dt for dt in (0.5, 1.0, 30.0)]
+    want = [_report(evs, t) for t in times]  # new calculators (each walks every step)
+    parts = []
+    real = Query._parts
+    monkeypatch.setattr(Query, "_parts", lambda self, k, i: parts.append(i) or real(self, k, i))
+    for t, w in zip(times, want, strict=True):
+        now[0] = t
+        assert calc.report() == w
+    assert len(parts) < 20  # each attempt's first and last steps, not the 99 redone ones

@@ -43,7 +43,7 @@ from mlgoodput.accounting._model import (
     Derived,
     Touched,
 )
-from mlgoodput.accounting._query import Query
+from mlgoodput.accounting._query import Query, WastedMemo
 from mlgoodput.accounting._report import (
     ALL_BUCKETS,
     PARTITION_BUCKETS,
@@ -85,6 +85,7 @@ class Engine:
         # (log, timeline.events, derived, activities) of the last query that derived: the next
         # one, if nothing came in since, finds them as they are
         self._quiet: tuple[HostLog, int, Derived, Activities] | None = None
+        self.wasted_memo: WastedMemo | None = None  # the redone steps' figures (Query._wasted)
         self.activities_cache: tuple[object, float, Activities] | None = None
         self.partition_cache: (
             tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None

@@ -8,7 +8,11 @@ from typing import Protocol
 
 from mlgoodput.accounting._intervals import Intervals, union
 from mlgoodput.accounting._model import Activities, Attempt, Derived, median
-from mlgoodput.accounting._timeline import HostLog
+from mlgoodput.accounting._timeline import HostLog, Timeline
+
+#: what `Query.aggregate` found of the redone steps: the query it was found for (see `_wasted`)
+#: and (redone ranges, their wasted seconds, the largest productive step number)
+WastedMemo = tuple[tuple[object, ...], tuple[list[tuple[int, int, int]], float, int | None]]
 
 
 class Engine(Protocol):
@@ -16,6 +20,8 @@ class Engine(Protocol):
     the engine imports this module)."""
 
     stall_factor: float
+    timeline: Timeline
+    wasted_memo: WastedMemo | None
 
     def net_time(self, acts: Activities, s: float, e: float) -> tuple[float, float]: ...
 
@@ -253,13 +259,29 @@ class Query:
             last = att.i1 - 1
             if last != att.i0 and self.last_end[k] is None:
                 productive += self._parts(k, last)[3]
+        wasted = self._wasted()
+        return {"productive": productive - wasted, "startup": startup, "stall": stall, "wasted": wasted}
+
+    def _wasted(self) -> float:
+        """The productive seconds of the steps a later attempt redid, and the largest productive
+        step number: a walk over every redone step (and, where step numbers go back, every
+        step), so kept for the next query while nothing came in and the attempts (but the
+        running one's end), the activities and the ideal step time are the same (a restarted
+        job's query with nothing new costs no pass over its steps)."""
+        shape = tuple((a.start, None if a.ended_by == "running" else a.end, a.ended_by, a.i0, a.i1) for a in self.atts)
+        key: tuple[object, ...] = (self.log, self.acts, self.e.timeline.events, self.ideal, self.e.stall_factor, shape)
+        memo = self.e.wasted_memo
+        if memo is not None and memo[0][0] is self.log and memo[0][1] is self.acts and memo[0][2:] == key[2:]:
+            self.max_productive_step = memo[1][2]
+            return memo[1][1]
         wasted = 0.0
         redone = self.redone()
         for k, lo, hi in redone:
             for i in range(lo, hi):
                 wasted += self._parts(k, i)[3]
         self._set_max_productive(redone)
-        return {"productive": productive - wasted, "startup": startup, "stall": stall, "wasted": wasted}
+        self.e.wasted_memo = (key, (redone, wasted, self.max_productive_step))
+        return wasted
 
     def layout(self, a: float, b: float) -> dict[str, float]:
         out = {"productive": 0.0, "startup": 0.0, "stall": 0.0, "wasted": 0.0}
