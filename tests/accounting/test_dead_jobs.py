@@ -197,3 +197,65 @@ def test_a_restarted_job_asked_with_nothing_new_walks_no_step(monkeypatch: pytes
         now[0] = t
         assert calc.report() == w
     assert len(parts) < 20  # each attempt's first and last steps, not the 99 redone ones
+    # new steps: the redone ones' net times are kept in order, so still no pass over them
+    more = [Event(Kind.STEP_START, t1 + 53 + i, step=151 + i) for i in range(20)]
+    st.append("l", "j", EventBatch(1, len(evs), more))
+    monkeypatch.setattr(Query, "_parts", real)
+    now[0] = t1 + 80.0
+    want_more = _report(evs + more, now[0])
+    parts.clear()
+    monkeypatch.setattr(Query, "_parts", lambda self, k, i: parts.append(i) or real(self, k, i))
+    assert calc.report() == want_more
+    assert want_more.last_step == 170
+    assert len(parts) < 10
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_redone_steps_summed_from_their_kept_net_times_equal_a_walk_over_them(seed: int) -> None:
+    """Wasted progress is the productive time of the redone steps: summed from their net
+    times kept in order (a query after new steps costs no pass over them), it equals the walk
+    over every redone step, bit for bit, and so does the largest productive step, for jobs
+    whose step numbers go back across and within attempts, asked as their events come."""
+    import random
+
+    from mlgoodput.accounting import Engine
+    from mlgoodput.store._columns import Columns
+
+    rnd = random.Random(seed)
+    evs: list[Event] = []
+    t, step = 0.0, 0
+    for att in range(rnd.randint(2, 4)):
+        evs.append(Event(Kind.JOB_START, T0 + t))
+        t += 1.0
+        if att:
+            back = rnd.randint(0, step)
+            evs.append(Event(Kind.CKPT_RESTORE, T0 + t, step=back, value=0.5))
+            t, step = t + 0.5, back + rnd.randint(0, 1)
+        for _ in range(rnd.randint(0, 300)):
+            evs.append(Event(Kind.STEP_START, T0 + t, step=step))
+            t += rnd.uniform(0.2, 1.1) if rnd.random() < 0.95 else rnd.uniform(4.0, 20.0)
+            step = max(0, step + (1 if rnd.random() < 0.97 else -rnd.randint(1, 3)))
+    e = Engine()
+    cuts = sorted(rnd.sample(range(1, len(evs)), min(3, len(evs) - 1)))
+    for lo, hi in zip([0, *cuts], [*cuts, len(evs)], strict=True):
+        e.timeline.ingest(Columns.from_events(evs[lo:hi]))
+        for q in (T0 + t + 1, T0 + t + 2):
+            r = e.report("j", "l", q)
+            found = e.query(q, None, None, None)
+            assert found is not None
+            ctx = found[0]
+            ctx.aggregate()
+            redone = ctx.redone()
+            walked = 0.0
+            for k, a, b in redone:
+                for i in range(a, b):
+                    walked += ctx._parts(k, i)[3]
+            assert r.badput_s[B.WASTED_PROGRESS_FROM_DISRUPTION] == walked
+            nums = ctx.log.nums
+            best = None
+            bad = {i for _, a, b in redone for i in range(a, b)}
+            for att in ctx.atts:
+                keep = [nums[i] for i in range(att.i0, att.i1) if i not in bad]
+                if keep:
+                    best = max(keep) if best is None else max(best, *keep)
+            assert r.max_productive_step == best

@@ -86,6 +86,9 @@ class Engine:
         # one, if nothing came in since, finds them as they are
         self._quiet: tuple[HostLog, int, Derived, Activities] | None = None
         self.wasted_memo: WastedMemo | None = None  # the redone steps' figures (Query._wasted)
+        self.derive_epoch = 0  # moves whenever steps already derived are derived again
+        self.nums_memo: dict[int, tuple[HostLog, int, int, bool]] = {}  # (Query._in_order)
+        self.effs_memo: dict[tuple[int, int], tuple[HostLog, int, Derived, int, SortedFloats]] = {}  # (Query)
         self.activities_cache: tuple[object, float, Activities] | None = None
         self.partition_cache: (
             tuple[object, float, dict[object, float], float, Activities, tuple[float, float]] | None
@@ -360,14 +363,17 @@ class Engine:
             self._pend["derive"] = INF
         if d is not None and (d.host != log.host or n < d.n or (self._dver is not None and self._dver != log.version)):
             self._steps_all += 1
+            self.derive_epoch += 1
             d = None
         elif d is not None and change <= d.frontier:
             i = max(0, bisect_right(times, change) - 2)  # the first step a change at `change` reaches
             if 4 * (d.n - i) > d.n + 4 * _CHUNK:  # most of the job: cheaper anew
                 self._steps_all += 1
+                self.derive_epoch += 1
                 d = None
             else:
                 self._steps_back += 1
+                self.derive_epoch += 1
                 self._underive(d, log, atts, i)
         if d is None:
             d = Derived(log.host, 0, -INF, {}, {}, SortedFloats(), 0.0, False)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Protocol
 
 from mlgoodput.accounting._intervals import Intervals, union
 from mlgoodput.accounting._model import Activities, Attempt, Derived, median
+from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._timeline import HostLog, Timeline
 
 #: what `Query.aggregate` found of the redone steps: the query it was found for (see `_wasted`)
@@ -22,6 +24,11 @@ class Engine(Protocol):
     stall_factor: float
     timeline: Timeline
     wasted_memo: WastedMemo | None
+    derive_epoch: int  # moves whenever steps already derived are derived again
+    # what `Query` keeps of an attempt's steps: i0 -> (log, its version, i1 checked, numbers in
+    # order), and (lo, hi) -> (log, version, derived, epoch, the sorted net times of lo..hi-1)
+    nums_memo: dict[int, tuple[HostLog, int, int, bool]]
+    effs_memo: dict[tuple[int, int], tuple[HostLog, int, Derived, int, SortedFloats]]
 
     def net_time(self, acts: Activities, s: float, e: float) -> tuple[float, float]: ...
 
@@ -222,7 +229,7 @@ class Query:
                     lo_num, inclusive = nums[att.i0], True
                 else:
                     lo_num, inclusive = thr, False
-                if self.log.monotonic:
+                if self.log.monotonic or self._in_order(pa.i0, pa.i1):
                     cut = (bisect_left if inclusive else bisect_right)(nums, lo_num, pa.i0, pa.i1)
                     if cut < pa.i1:
                         out.append((prev, cut, pa.i1))
@@ -277,11 +284,67 @@ class Query:
         wasted = 0.0
         redone = self.redone()
         for k, lo, hi in redone:
-            for i in range(lo, hi):
+            att = self.atts[k]
+            a, b = max(lo, att.i0 + 1), min(hi, att.i1 - 1)  # its interior steps: eff or the ideal
+            # the others (its first and last steps, a last step of known end) one by one
+            apart = {i for i in (att.i0, att.i1 - 1) if lo <= i < hi and not a <= i < b}
+            apart.update(i for i in self.extra if lo <= i < hi)
+            for i in sorted(apart):
                 wasted += self._parts(k, i)[3]
+            if b > a:
+                wasted += self._interior_productive(a, b, [i for i in self.extra if a <= i < b])
         self._set_max_productive(redone)
         self.e.wasted_memo = (key, (redone, wasted, self.max_productive_step))
         return wasted
+
+    def _interior_productive(self, a: int, b: int, skip: list[int]) -> float:
+        """The productive seconds of interior steps a..b-1 of one attempt but `skip`: each its
+        net time, or the ideal step time when that is a stall (`_parts`), summed from their net
+        times in order (kept while nothing before them is derived again), so a restarted job's
+        query costs no pass over the steps it redid."""
+        d, log, epoch = self.d, self.log, self.e.derive_epoch
+        memo = self.e.effs_memo
+        got = memo.get((a, b))
+        if got is not None and got[0] is log and got[1] == log.version and got[2] is d and got[3] == epoch:
+            effs = got[4]
+        else:
+            times = log.times
+            effs = SortedFloats(d.eff(times, i) for i in range(a, b))
+            if len(memo) >= 8:
+                memo.clear()
+            memo[(a, b)] = (log, log.version, d, epoch, effs)
+        ideal = self.ideal
+        limit = self.e.stall_factor * ideal
+        cnt, above = effs.above(limit)
+        out = (effs.total() - above) + cnt * ideal
+        for i in skip:  # (counted by `_parts` instead)
+            v = d.eff(log.times, i)
+            out -= ideal if v > limit else v
+        return out
+
+    def _in_order(self, i0: int, i1: int) -> bool:
+        """Whether the step numbers of indices i0..i1-1 never go back (one attempt's, where
+        the host's go back across attempts): checked once, then for its new steps only."""
+        log = self.log
+        nums = log.nums
+        memo = self.e.nums_memo
+        got = memo.get(i0)
+        if got is not None and (got[0] is not log or got[1] != log.version or got[2] > i1):
+            got = None
+        if got is not None and got[2] == i1:
+            return got[3]
+        if got is not None:  # the attempt grew: its new steps, from the last one checked
+            ok = got[3]
+            if ok:
+                part = nums[got[2] - 1 : i1] if got[2] > i0 else nums[i0:i1]
+                ok = all(map(operator.le, part[:-1], part[1:]))
+        else:
+            part = nums[i0:i1]
+            ok = all(map(operator.le, part[:-1], part[1:]))
+        if len(memo) >= 64:
+            memo.clear()
+        memo[i0] = (log, log.version, i1, ok)
+        return ok
 
     def layout(self, a: float, b: float) -> dict[str, float]:
         out = {"productive": 0.0, "startup": 0.0, "stall": 0.0, "wasted": 0.0}
@@ -336,9 +399,10 @@ class Query:
             if att.i1 == att.i0:
                 continue
             ranges = cut.get(k)
+            ordered = self.log.monotonic or self._in_order(att.i0, att.i1)
             if not ranges:
-                m = nums[att.i1 - 1] if self.log.monotonic else max(nums[att.i0 : att.i1])
-            elif self.log.monotonic:  # the last step outside the redone ranges holds the largest
+                m = nums[att.i1 - 1] if ordered else max(nums[att.i0 : att.i1])
+            elif ordered:  # the last step outside the redone ranges holds the largest
                 i = att.i1 - 1
                 for lo, hi in sorted(ranges, reverse=True):
                     if lo <= i < hi:
