@@ -58,6 +58,7 @@ class ClientState:
     hostname: str
     argv: str
     next_seq: int = -1  # -1: not known (a fresh server); else every seq below was received
+    first_seen: int = -1  # the first seq received while next_seq was not known (-1: none)
     stored_seq: int = 0  # every seq below is in the store (what acks promise)
     connected: bool = False
     lost: bool = False
@@ -415,8 +416,19 @@ class ConsoleServer:
 
     def _keep_numbers(self, old: list[ClientState], runs: int) -> None:
         """On the loop: a client of an earlier serving keeps its number when it comes back (a
-        number a client has taken meanwhile is not given twice)."""
+        number a client has taken meanwhile is not given twice). A client that joined before
+        the numbers were read and is new to this job dropped what it numbered before its first
+        batch, as one that joins later does."""
         self._numbers_read = True
+        known = {st.client for st in old}
+        for st in list(self.clients.values()):
+            if st.client in known:
+                continue
+            if st.next_seq < 0:
+                st.next_seq = 0  # no batch yet: its first one says what it dropped
+            elif st.first_seen > 0:
+                self._client_dropped(st, st.first_seen)
+                st.first_seen = 0
         if runs:
             self._runs += runs
             self._note(f"job {self.job!r} was served {runs} time(s) before: this is run {self._runs}")
@@ -479,6 +491,8 @@ class ConsoleServer:
         first = batch.first_seq
         if first < 0:
             raise P.FrameError(f"negative sequence number {first}")
+        if st.next_seq < 0 and st.first_seen < 0:
+            st.first_seen = first  # (what it dropped before is known once the numbers are read)
         if st.next_seq >= 0:
             skip = st.next_seq - first
             if skip >= len(records):  # all seen before (a resend): acknowledged once stored
