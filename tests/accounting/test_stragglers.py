@@ -342,3 +342,36 @@ def test_lateness_counts_of_a_block_are_count_late(ranks: int) -> None:
             order = sorted(((r, float(blk[r, c])) for r in range(ranks)), key=lambda p: (p[1], p[0]))
             rule.count_late(order, want_late, want_pooled)
         assert late.tolist() == want_late and pooled.tolist() == want_pooled
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5])
+def test_lateness_counts_of_a_few_steps_of_many_ranks_are_count_late(steps: int) -> None:
+    """An upload's block (a few steps of many ranks) is counted only in the cells its starts
+    meet, not over every rank's bins: the same counts as `count_late`, step by step, added to
+    counts already there, with every rank present (both signs of start) and with ranks missing."""
+    np = pytest.importorskip("numpy")
+    from mlgoodput.accounting import _straggler_rule as rule
+
+    ranks = 300
+    rng = np.random.default_rng(steps)
+    for base, missing in ((1.7e9, False), (-5.0, False), (1.7e9, True)):
+        blk = (
+            base + np.arange(steps)[None, :] * 5.0 + rng.exponential(0.01, (ranks, steps)) * 10.0 ** rng.integers(-4, 2)
+        )
+        blk[rng.integers(0, ranks, 7), :] += 0.5  # a few ranks well behind
+        present = rng.random((ranks, steps)) > 0.1 if missing else np.ones((ranks, steps), dtype=bool)
+        present[:2, :] = True  # (two or more ranks each step)
+        assert rule._sparse(int(present.sum()), ranks * rule.BINS)  # the path under test
+        late = rng.integers(0, 3, (ranks, rule.BINS)).astype(np.int64)
+        pooled = rng.integers(0, 3, rule.BINS).astype(np.int64)
+        want_late, want_pooled = late.tolist(), pooled.tolist()
+        before = int(late.sum())
+        if missing:
+            rule.count_late_block(np, blk, present, late, pooled)
+        else:
+            rule.count_late_full(np, blk, np.sort(blk.T, axis=1), late, pooled)
+        for c in range(steps):
+            order = sorted(((r, float(blk[r, c])) for r in range(ranks) if present[r, c]), key=lambda p: (p[1], p[0]))
+            rule.count_late(order, want_late, want_pooled)
+        assert late.tolist() == want_late and pooled.tolist() == want_pooled
+        assert int(late.sum()) > before  # (late starts were counted)

@@ -533,7 +533,8 @@ class StepMatcher:
             last, held = [last_d[r] for r in order], [held_d[r] for r in order]
             late = [late_d[r] for r in order]
         else:  # the totals by rank index, in the order asked
-            if list(order) == self.ranks:  # (the usual: the ranks' own order, whole columns)
+            own = list(order) == self.ranks
+            if own:  # (the usual: the ranks' own order, whole columns)
                 at: list[int] = list(range(len(order)))
                 lag, lag_n = src.lag.tolist(), src.lag_n.tolist()
                 last, held = src.last_steps.tolist(), src.held.tolist()
@@ -543,7 +544,10 @@ class StepMatcher:
                 last, held = list(map(src.last_steps.__getitem__, at)), list(map(src.held.__getitem__, at))
             np = fast_numpy() if len(at) > 8 else None
             if np is not None:  # (the verdict sums each rank's bins in one pass)
-                late = np.frombuffer(src.late, dtype=np.int64).reshape(len(self.ranks), BINS)[at]
+                late = np.frombuffer(src.late, dtype=np.int64).reshape(len(self.ranks), BINS)
+                # the ranks' own order: the counts themselves, read only (the verdict keeps
+                # nothing of them), not a copy of thousands x BINS counts an upload
+                late = late if own else late[at]
             else:
                 late = [src.late[i * BINS : (i + 1) * BINS] for i in at]
         return compared, max_spread, min_ranks, lag, lag_n, last, held, late, pooled

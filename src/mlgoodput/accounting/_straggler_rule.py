@@ -25,7 +25,7 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "BINS",
@@ -126,7 +126,7 @@ def count_late_block(np: Any, blk: Any, present: Any, late: Any, pooled: Any) ->
     x, rows = x[present], rows[present]
     pos = x > 0
     bins = _bins(np, np.abs(x))
-    late += np.bincount(rows[pos] * BINS + bins[pos], minlength=late.size).reshape(late.shape)
+    _add_late(np, late, rows[pos] * BINS + bins[pos])
     pooled += np.bincount(bins.ravel(), minlength=BINS)
 
 
@@ -154,6 +154,11 @@ def count_late_full(np: Any, blk: Any, ranked: Any, late: Any, pooled: Any) -> N
     # pooled counts are every row's
     at = np.where(x > 0, np.arange(0, n * BINS, BINS, dtype=np.intp)[:, None], n * BINS)
     at += _bins(np, np.abs(x, out=x))
+    if _sparse(at.size, late.size):  # (an upload's few new steps: see `_add_late`)
+        flat = at.ravel()
+        pooled += np.bincount(flat % BINS, minlength=BINS)
+        _add_late(np, late, flat[flat < n * BINS])
+        return
     got = np.bincount(at.ravel(), minlength=(n + 1) * BINS).reshape(n + 1, BINS)
     late += got[:n]
     pooled += got.sum(axis=0)
@@ -184,9 +189,35 @@ def _count_signed(np: Any, blk: Any, med: Any, late: Any, pooled: Any) -> None:
     np.bitwise_and(bits, np.int64(0x7FFF_FFFF_FFFF_FFFF), out=bits)  # the size's bits
     at += bits >= at_edge[key]
     at += np.arange(0, n * 2 * BINS, 2 * BINS, dtype=np.intp)[:, None]  # each rank's two halves
+    if _sparse(at.size, late.size):  # (an upload's few new steps: see `_add_late`)
+        flat = at.ravel()
+        bins = flat % BINS  # (a rank's halves start at multiples of BINS)
+        pooled += np.bincount(bins, minlength=BINS)
+        is_late = flat % (2 * BINS) >= BINS
+        _add_late(np, late, flat[is_late] // (2 * BINS) * BINS + bins[is_late])
+        return
     got = np.bincount(at.ravel(), minlength=n * 2 * BINS).reshape(n, 2, BINS)
     late += got[:, 1]
     pooled += got.sum(axis=(0, 1))
+
+
+def _sparse(entries: int, cells: int) -> bool:
+    """Whether `entries` counts into `cells` counters are added cell by cell (`_add_late`)
+    rather than as a count of every cell."""
+    return entries * 4 < cells
+
+
+def _add_late(np: Any, late: Any, idx: Any) -> None:
+    """One more in late's cell of each flat index in `idx` (late: ranks x bins; an index may
+    repeat). Counted over every cell when the indices are many; else only in the cells met: an
+    upload's block holds a few steps of thousands of ranks, and a count of every rank's bins
+    (thousands x BINS, zeroed, summed and added) cost more than the block itself. The same
+    integers either way."""
+    if not _sparse(idx.size, late.size):
+        late += np.bincount(idx, minlength=late.size).reshape(late.shape)
+        return
+    cells, k = np.unique(idx, return_counts=True)
+    late[cells // BINS, cells % BINS] += k
 
 
 _SIGNED: list[Any] = []  # `_count_signed`'s table (made once)
@@ -220,7 +251,7 @@ def _at_least(late: Any, i: int) -> list[int]:
     """Each rank's late steps at EDGES[i] or more: its counts of the bins above i (one numpy
     pass when `late` is a numpy array of ranks x bins)."""
     if hasattr(late, "shape"):
-        return [int(k) for k in late[:, i + 1 :].sum(axis=1).tolist()]
+        return cast("list[int]", late[:, i + 1 :].sum(axis=1).tolist())  # (Python ints)
     return [sum(row[i + 1 :]) for row in late]
 
 
