@@ -194,7 +194,7 @@ class StepMatcher:
             if (
                 len(cols) == len(self.ranks)
                 and all(map(operator.is_, map(_NUMBERS, cols), itertools.repeat(cols[0][1] if cols else None)))
-                and self._aligned(np, cols)
+                and self._aligned(np, list(map(_STARTS, cols)), cols[0][1] if cols else None)
             ):
                 return True
             order = [r for r in self.ranks if r in new and len(new[r][0])]
@@ -210,9 +210,18 @@ class StepMatcher:
                         return True
         return self.add({r: list(zip(t, n, strict=True)) for r, (t, n) in new.items()})
 
-    def _aligned(self, np: Any, cols: Sequence[tuple[Column, Column]]) -> bool:
-        """`add(...)` then `freeze()` when every rank (in rank order: `cols[i]` is rank index
-        i's) has new steps numbered by one shared column, each rank's later than its earlier
+    def add_aligned(self, starts: list[Column], nums: Column) -> bool:
+        """`add_columns` of every rank's new starts, `starts[i]` rank index i's, all numbered by
+        the one column `nums` (ranks stepping together: a reader that has them so hands them
+        over as they are, no mapping of thousands of ranks made and read back)."""
+        np = fast_numpy()
+        if np is not None and self.moved == 0 and len(starts) == len(self.ranks) and self._aligned(np, starts, nums):
+            return True
+        return self.add_columns(dict(zip(self.ranks, zip(starts, itertools.repeat(nums)), strict=True)))
+
+    def _aligned(self, np: Any, tcols: list[Column], nums: Column | None) -> bool:
+        """`add(...)` then `freeze()` when every rank (in rank order: `tcols[i]` is rank index
+        i's new starts) has new steps numbered by one shared column `nums`, each rank's later than its earlier
         ones, all in the one attempt every rank is in, and nothing is waiting to be summed:
         every new step is then met first by rank index 0 and reported by every rank, so it is
         summed at once. Few new steps (an upload's: one block) are copied side by side and
@@ -220,13 +229,11 @@ class StepMatcher:
         a block of steps at a time (`_sum_full`). False (nothing changed) when the case does
         not apply."""
         n_ranks = len(self.ranks)
-        nums = cols[0][1] if cols else None
         if n_ranks < 2 or nums is None or self.moved or len(self.segs[0]) > self.frozen:
             return False
         n = len(nums)
         if n == 0 or n * n_ranks < LOCKSTEP_MIN:
             return False
-        tcols = list(map(_STARTS, cols))
         if not (
             _packed(nums, "ql") and all(map(operator.eq, map(len, tcols), itertools.repeat(n))) and _all_doubles(tcols)
         ):

@@ -280,13 +280,14 @@ class HostStragglers:
     def report(
         self,
         hosts: Mapping[int, HostLog],
-        stats: Mapping[int, HostStepStats] | Callable[[], Mapping[int, HostStepStats]],
+        stats: Mapping[int, HostStepStats] | Callable[[], Mapping[int, HostStepStats] | Sequence[HostStepStats]],
         start: float | None = None,
         end: float | None = None,
     ) -> StragglerReport:
         """The report of the steps started in [start, end]; `stats`: the accounting's step
         statistics of each host over all its steps, or a function that works them out (called
-        only when the window holds every step: they are used then, and cost a pass)."""
+        only when the window holds every step: they are used then, and cost a pass), by host
+        or as a sequence in host order."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
         # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
@@ -303,23 +304,18 @@ class HostStragglers:
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
         m = self._update(logs, keys, hls, ts)
-        if callable(stats):
-            stats = stats()
-        got = list(map(stats.get, keys))
+        given = stats() if callable(stats) else stats
+        if not isinstance(given, Mapping):  # in host order: as they are when they are the ranks'
+            if list(map(_HOST_OF, given)) == keys:
+                return _report_columns(m, keys, *_stat_columns(given))
+            given = {s.host: s for s in given}
+        got = list(map(given.get, keys))
         if any(map(operator.is_, got, repeat(None))):
             rows: dict[int, _Stats] = {}
             for h, hl, s in zip(keys, hls, got, strict=True):
                 rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
             return _report(m, rows)
-        have = cast("list[HostStepStats]", got)
-        return _report_columns(
-            m,
-            keys,
-            list(map(_STEPS_OF, have)),
-            list(map(_MEDIAN_OF, have)),
-            list(map(_P90_OF, have)),
-            list(map(_MAX_OF, have)),
-        )
+        return _report_columns(m, keys, *_stat_columns(cast("list[HostStepStats]", got)))
 
     def _update(
         self, logs: Mapping[int, HostLog], keys: list[int], hls: list[HostLog], ts: list[array[float]]
@@ -360,7 +356,13 @@ class HostStragglers:
         if not any(grown):
             return True
         if all(grown):
-            new = _columns(ranks, hls, ts, taken)
+            if _same_numbers(hls, taken):  # (ranks stepping together, the usual: their columns as they are)
+                nums = hls[0].nums
+                if not m.add_aligned(_tails(ts, taken), _nums(nums, taken[0], len(nums))):
+                    return False
+                self._taken = ns
+                return True
+            new = _columns(ranks, hls, ts, taken, same=False)
         else:
             new = _columns(
                 list(compress(ranks, grown)),
@@ -395,6 +397,21 @@ class HostStragglers:
 
 
 _STATS_OF = operator.attrgetter("steps", "median_s", "p90_s", "max_s")  # HostStepStats -> _Stats
+_HOST_OF = operator.attrgetter("host")
+
+
+def _stat_columns(
+    have: Sequence[HostStepStats],
+) -> tuple[list[int], list[float], list[float], list[float]]:
+    """The hosts' statistics as columns: steps, median, p90, max."""
+    return (
+        list(map(_STEPS_OF, have)),
+        list(map(_MEDIAN_OF, have)),
+        list(map(_P90_OF, have)),
+        list(map(_MAX_OF, have)),
+    )
+
+
 _STEPS_OF, _MEDIAN_OF, _P90_OF, _MAX_OF = map(operator.attrgetter, ("steps", "median_s", "p90_s", "max_s"))
 _TIMES, _NUMS, _JS, _VERSION = map(operator.attrgetter, ("times", "nums", "job_starts", "version"))
 _FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
@@ -402,8 +419,15 @@ _TAIL = cast("Callable[[array[float], slice], array[float]]", operator.getitem) 
 _NO_STARTS: list[float] = []  # a rank's job starts when the matcher holds none (never changed)
 
 
+def _tails(ts: list[array[float]], ks: list[int]) -> list[Column]:
+    """Each host's step starts ts[i] from index ks[i] on (its own array, no copy, when taken whole)."""
+    if 0 in ks:
+        return [t if k == 0 else t[k:] for t, k in zip(ts, ks, strict=True)]
+    return cast("list[Column]", list(map(_TAIL, ts, map(slice, ks, repeat(None)))))
+
+
 def _columns(
-    keys: list[int], hls: list[HostLog], ts: list[array[float]], ks: list[int]
+    keys: list[int], hls: list[HostLog], ts: list[array[float]], ks: list[int], same: bool | None = None
 ) -> dict[int, tuple[Column, Column]]:
     """Each host's (keys[i]: its log hls[i], step starts ts[i]) step starts and numbers from
     index ks[i] on: the starts are the
@@ -411,11 +435,8 @@ def _columns(
     step numbers there (ranks stepping together: their numbers are stored alike) they share
     one column of them, which lets the matcher sum the ranks' starts in place
     (`StepMatcher.add_columns`), instead of a copy of every host's starts and numbers."""
-    if 0 in ks:  # (a host taken whole: its own array, no copy)
-        times: list[Column] = [t if k == 0 else t[k:] for t, k in zip(ts, ks, strict=True)]
-    else:
-        times = cast("list[Column]", list(map(_TAIL, ts, map(slice, ks, repeat(None)))))
-    if _same_numbers(hls, ks):
+    times = _tails(ts, ks)
+    if _same_numbers(hls, ks) if same is None else same:
         a = hls[0]
         shared = _nums(a.nums, ks[0], len(a.nums))
         return dict(zip(keys, zip(times, repeat(shared)), strict=True))
