@@ -292,13 +292,13 @@ class Query:
             for i in sorted(apart):
                 wasted += self._parts(k, i)[3]
             if b > a:
-                wasted += self._interior_productive(a, b, [i for i in self.extra if a <= i < b])
+                wasted += self._interior_productive(a, b)  # (`extra`'s last steps are never interior)
         self._set_max_productive(redone)
         self.e.wasted_memo = (key, (redone, wasted, self.max_productive_step))
         return wasted
 
-    def _interior_productive(self, a: int, b: int, skip: list[int]) -> float:
-        """The productive seconds of interior steps a..b-1 of one attempt but `skip`: each its
+    def _interior_productive(self, a: int, b: int) -> float:
+        """The productive seconds of interior steps a..b-1 of one attempt: each its
         net time, or the ideal step time when that is a stall (`_parts`), summed from their net
         times in order (kept while nothing before them is derived again), so a restarted job's
         query costs no pass over the steps it redid."""
@@ -316,11 +316,7 @@ class Query:
         ideal = self.ideal
         limit = self.e.stall_factor * ideal
         cnt, above = effs.above(limit)
-        out = (effs.total() - above) + cnt * ideal
-        for i in skip:  # (counted by `_parts` instead)
-            v = d.eff(log.times, i)
-            out -= ideal if v > limit else v
-        return out
+        return (effs.total() - above) + cnt * ideal
 
     def _in_order(self, i0: int, i1: int) -> bool:
         """Whether the step numbers of indices i0..i1-1 never go back (one attempt's, where
