@@ -8,6 +8,11 @@ with nothing new at 1e8 at most 20x the bare SELECT; a cold 1e8 read at most 12x
 
     PYTHONPATH=src python bench/bench_incremental.py [--sizes 100000,1000000,10000000] [--big]
     PYTHONPATH=src python bench/bench_incremental.py --keep /tmp/incr   # stores kept: later runs skip writing
+    PYTHONPATH=src python bench/bench_incremental.py --restarted [--sizes 100000,1000000]
+
+`--restarted`: the job was restarted from a checkpoint at half its steps and has redone a tenth
+of them since (its step numbers go back; the redone steps are wasted progress), as after a
+crash: a query of it must not walk the steps it redid.
 
 The job is written as bench/bench_scale.py writes it (shipper-sized batches, an eval every
 1,000 steps), still running (no job end), so every query follows the clock. Each size is
@@ -142,9 +147,11 @@ def run_child(path: str, t0: float) -> dict[str, Any]:
     return got
 
 
-def store_for(folder: str, steps: int) -> tuple[str, float, float]:
-    """(path, t0, seconds spent writing) of a running job of `steps` steps, written unless kept."""
-    path = os.path.join(folder, f"incremental_{steps}.db")
+def store_for(folder: str, steps: int, restarted: bool = False) -> tuple[str, float, float]:
+    """(path, t0, seconds spent writing) of a running job of `steps` steps, written unless kept;
+    `restarted`: then restarted from step steps // 2 with steps // 10 steps redone, and t0 is
+    where step k's time is t0 + 30 + k * STEP_S for the steps after them (`_more_steps`)."""
+    path = os.path.join(folder, f"incremental_{'restarted_' if restarted else ''}{steps}.db")
     meta = path + ".json"
     if os.path.exists(path) and os.path.exists(meta):
         with open(meta) as f:
@@ -154,13 +161,43 @@ def store_for(folder: str, steps: int) -> tuple[str, float, float]:
     for p in (path, meta):
         if os.path.exists(p):
             os.remove(p)
-    t0 = time.time() - (steps + ROOM) * STEP_S - 120
+    redo = steps // 10 if restarted else 0
+    t0 = time.time() - (steps + redo + ROOM) * STEP_S - 240
     t = time.perf_counter()
     write_job(path, steps, 1, t0, running=True)
+    if restarted:
+        t0 = _restart(path, steps, redo, t0)
     took = time.perf_counter() - t
     with open(meta, "w") as f:
         json.dump({"steps": steps, "t0": t0}, f)
     return path, t0, took
+
+
+def _restart(path: str, steps: int, redo: int, t0: float) -> float:
+    """Restart the job a minute after its last step from the checkpoint of step steps // 2 and
+    redo `redo` steps from there (a new writer: the restarted process); returns the t0 that puts
+    the steps after them at t0 + 30 + k * STEP_S."""
+    from mlgoodput.events import Event, EventBatch, Kind
+    from mlgoodput.store import open_store
+
+    back = steps // 2
+    t_r = t0 + 30 + steps * STEP_S + 60
+    first = t_r + 20  # the first redone step's time (number back + 1)
+    ev = [Event(Kind.JOB_START, t_r, host=0), Event(Kind.CKPT_RESTORE, t_r + 1, host=0, step=back, value=1.0)]
+    for i in range(redo):
+        k = back + 1 + i
+        t = first + i * STEP_S
+        ev.append(Event(Kind.STEP_START, t, host=0, step=k))
+        if k % CUSTOM_EVERY == 500:
+            ev.append(Event(Kind.CUSTOM_START, t + 0.02, host=0, name="eval"))
+            ev.append(Event(Kind.CUSTOM_END, t + 0.07, host=0, name="eval"))
+    st = open_store(path)
+    try:
+        for i in range(0, len(ev), 10_000):
+            st.append(LOGGER, JOB, EventBatch(2, i, ev[i : i + 10_000]))
+    finally:
+        st.close()
+    return first - 30 - (back + 1) * STEP_S
 
 
 def main() -> int:
@@ -168,6 +205,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="100000,1000000,10000000", help="steps per job, comma-separated")
     ap.add_argument("--big", action="store_true", help="also 1e8 steps (a store of several GB; minutes to write)")
     ap.add_argument("--keep", metavar="DIR", help="keep the stores in DIR and reuse them on later runs")
+    ap.add_argument("--restarted", action="store_true", help="a job restarted from a checkpoint (see above)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -179,7 +217,7 @@ def main() -> int:
         folder = args.keep or tmp
         os.makedirs(folder, exist_ok=True)
         for n in sizes:
-            path, t0, wrote = store_for(folder, n)
+            path, t0, wrote = store_for(folder, n, args.restarted)
             got = run_child(path, t0)
             got["write_s"] = wrote
             got["mb"] = os.path.getsize(path) / 1e6
@@ -187,7 +225,8 @@ def main() -> int:
             if not args.keep:
                 os.remove(path)
             print(f"  {n:>11,} steps measured (store {got['mb']:.0f} MB, written in {wrote:.0f} s)", flush=True)
-    print(f"\nQueries that cost what is new: one host's running job, SQLite, +{NEW:,} steps per round\n")
+    kind = "restarted from the checkpoint of half its steps, a tenth redone, " if args.restarted else ""
+    print(f"\nQueries that cost what is new: one host's running job, {kind}SQLite, +{NEW:,} steps per round\n")
     head = [
         "steps",
         "cold (CPU)",
