@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._model import median
 from mlgoodput.accounting._report import HostStepStats
-from mlgoodput.accounting._sorted import HostGaps, SortedFloats, append_each, largest_merged_each, pending_each
+from mlgoodput.accounting._sorted import HostGaps, SortedFloats
 from mlgoodput.accounting._timeline import HostLog
 
 
@@ -238,23 +238,15 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     i64 = np.int64
     times: list[array[float]] = list(map(_TIMES, logs))
     gs: list[HostGaps] = list(map(_GAPS, hss))
-    # (columns read as lists, made arrays at once: cheaper than `fromiter` of the same map;
-    # a check true of every host, the usual, is one C-level comparison of lists, no array)
-    n = np.array(list(map(len, times)), dtype=i64)
-    lo = np.array(list(map(_N, hss)), dtype=i64)
+    n = np.fromiter(map(len, times), i64, p)
+    lo = np.fromiter(map(_N, hss), i64, p)
     # the usual update (HostSteps._grow's case, with values that may wait aside), host by host:
     # n > lo > 1, the same version, no first fill waiting, a clean side list, few new values
-    merged_all = np.array(list(map(_MERGED, gs)), dtype=i64)  # (unchanged by the appends below)
+    merged_all = np.fromiter(map(_MERGED, gs), i64, p)  # (unchanged by HostGaps.append below)
     ok = (n > lo) & (lo > 1) & ((n - lo) <= (merged_all >> 3))
-    v_logs, v_hss = list(map(_VERSION, logs)), list(map(_VERSION, hss))
-    if v_logs != v_hss:
-        ok &= np.fromiter(map(operator.eq, v_logs, v_hss), bool, p)
-    raws = list(map(_RAW, hss))
-    if raws.count(None) != p:
-        ok &= np.fromiter(map(operator.is_, raws, repeat(None)), bool, p)
-    cleans = list(map(_CLEAN, gs))
-    if cleans.count(True) != p:  # (None, False or True: `==` is `is` here)
-        ok &= np.fromiter(map(operator.is_, cleans, repeat(True)), bool, p)
+    ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
+    ok &= np.fromiter(map(operator.is_, map(_RAW, hss), repeat(None)), bool, p)
+    ok &= np.fromiter(map(operator.is_, map(_CLEAN, gs), repeat(True)), bool, p)
     js: list[list[float]] = list(map(_JS, logs))
     if all(js) and ok.all():  # (the usual: every host on its usual path, each with a job start)
         # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
@@ -303,17 +295,12 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     # each host's row of `tg`: filled again where it does not describe the host's structure now
     nears: list[_Near] = list(map(_NEAR, c_hs))
     tgs, _, kept_g, kept_stamp, kept_added, _ = zip(*nears, strict=True)
-    stamps, addeds = tuple(map(_STAMP, c_g)), tuple(map(_ADDED, c_g))
-    if tgs.count(tg) == h and all(map(operator.is_, kept_g, c_g)) and kept_stamp == stamps and kept_added == addeds:
-        stale_at: list[int] = []  # (the usual: every row describes its host's structure)
-    else:
-        stale = np.fromiter(map(operator.is_not, tgs, repeat(tg)), bool, h)
-        stale |= np.fromiter(map(operator.is_not, kept_g, c_g), bool, h)
-        stale |= np.fromiter(map(operator.ne, kept_stamp, stamps), bool, h)
-        stale |= np.fromiter(map(operator.ne, kept_added, addeds), bool, h)
-        stale_at = np.flatnonzero(stale).tolist()
+    stale = np.fromiter(map(operator.is_not, tgs, repeat(tg)), bool, h)
+    stale |= np.fromiter(map(operator.is_not, kept_g, c_g), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_stamp, map(_STAMP, c_g)), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_added, map(_ADDED, c_g)), bool, h)
     fail: list[int] = []  # positions in cand whose rows could not be filled
-    for x in stale_at:  # (before the new values go aside)
+    for x in np.flatnonzero(stale).tolist():  # (before the new values go aside)
         g = c_g[x]
         near = nears[x]
         if near[0] is not tg:
@@ -326,7 +313,7 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     news = cast(
         "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
     )
-    append_each(c_g, news)
+    _each(map(HostGaps.append, c_g, news))
     _each(map(setattr, c_hs, repeat("last_new"), news))
     _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
     rows: list[int] = list(map(_ROW, nears))
@@ -340,9 +327,9 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
         )
     )
     R = np.array(rows, dtype=i64)
-    b = np.array(pending_each(c_g), dtype=i64)
+    b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
     m = merged_all[ci]
-    tops = np.array(largest_merged_each(c_g), dtype=np.float64)
+    tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
     full = np.flatnonzero(b > np.array(lims, dtype=i64)).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
     n_all = m + b

@@ -23,9 +23,8 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, repeat
+from collections.abc import Callable, Iterable
+from itertools import accumulate
 from math import copysign, isqrt
 from typing import Any
 
@@ -832,28 +831,3 @@ class HostGaps(SortedFloats):
             out.extend(got[: b - end])
             end += len(got)
         return out, a
-
-
-# -- many hosts' HostGaps read and written a column at a time (hosts updated together:
-# _hoststats.update_columns reads thousands every upload; a method call a host costs more
-# than the C-level `map` of a getter or setter over all of them) --
-_SIDE_OF, _MAXES_OF, _ADDED_OF = (operator.attrgetter(a) for a in ("_side", "_maxes", "_added"))
-_LAST = operator.itemgetter(-1)
-
-
-def pending_each(gs: Sequence[HostGaps]) -> list[int]:
-    """`pending()` of each."""
-    return list(map(len, map(_SIDE_OF, gs)))
-
-
-def largest_merged_each(gs: Sequence[HostGaps]) -> list[float]:
-    """`largest_merged()` of each (each must hold a merged value)."""
-    return list(map(_LAST, map(_MAXES_OF, gs)))
-
-
-def append_each(gs: Sequence[HostGaps], news: Sequence[array[float]]) -> None:
-    """`gs[i].append(news[i])` for each i, as that method does it, a field at a time."""
-    deque(map(array.extend, map(_SIDE_OF, gs), news), maxlen=0)
-    deque(map(setattr, gs, repeat("_added"), map(operator.add, map(_ADDED_OF, gs), map(len, news))), maxlen=0)
-    deque(map(setattr, gs, repeat("_loose"), repeat(True)), maxlen=0)
-    deque(map(setattr, gs, repeat("_memo"), repeat(None)), maxlen=0)
