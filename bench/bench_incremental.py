@@ -49,18 +49,26 @@ SELECTS = 2000  # bare SELECTs (the median is shown)
 ROOM = 200_000  # steps' worth of time left after the job's last step for the steps added later
 
 
-def _more_steps(path: str, first: int, t0: float) -> None:
-    """NEW more steps from `first` on host 0 (an eval every CUSTOM_EVERY), from a new writer."""
-    from mlgoodput.events import Event, EventBatch, Kind
-    from mlgoodput.store import open_store
+def _steps(first: int, count: int, t0: float) -> list[Any]:
+    """Host 0's steps first..first+count-1, step k at t0 + 30 + k * STEP_S, an eval every CUSTOM_EVERY."""
+    from mlgoodput.events import Event, Kind
 
     ev = []
-    for k in range(first, first + NEW):
+    for k in range(first, first + count):
         t = t0 + 30 + k * STEP_S
         ev.append(Event(Kind.STEP_START, t, host=0, step=k))
         if k % CUSTOM_EVERY == 500:
             ev.append(Event(Kind.CUSTOM_START, t + 0.02, host=0, name="eval"))
             ev.append(Event(Kind.CUSTOM_END, t + 0.07, host=0, name="eval"))
+    return ev
+
+
+def _more_steps(path: str, first: int, t0: float) -> None:
+    """NEW more steps from `first` on host 0 (an eval every CUSTOM_EVERY), from a new writer."""
+    from mlgoodput.events import EventBatch
+    from mlgoodput.store import open_store
+
+    ev = _steps(first, NEW, t0)
     st = open_store(path)
     try:
         st.append(LOGGER, JOB, EventBatch(random.getrandbits(48) + 1000, 0, ev))
@@ -183,21 +191,16 @@ def _restart(path: str, steps: int, redo: int, t0: float) -> float:
     back = steps // 2
     t_r = t0 + 30 + steps * STEP_S + 60
     first = t_r + 20  # the first redone step's time (number back + 1)
+    t_after = first - 30 - (back + 1) * STEP_S  # the t0 of the redone steps and those after them
     ev = [Event(Kind.JOB_START, t_r, host=0), Event(Kind.CKPT_RESTORE, t_r + 1, host=0, step=back, value=1.0)]
-    for i in range(redo):
-        k = back + 1 + i
-        t = first + i * STEP_S
-        ev.append(Event(Kind.STEP_START, t, host=0, step=k))
-        if k % CUSTOM_EVERY == 500:
-            ev.append(Event(Kind.CUSTOM_START, t + 0.02, host=0, name="eval"))
-            ev.append(Event(Kind.CUSTOM_END, t + 0.07, host=0, name="eval"))
+    ev += _steps(back + 1, redo, t_after)
     st = open_store(path)
     try:
         for i in range(0, len(ev), 10_000):
             st.append(LOGGER, JOB, EventBatch(2, i, ev[i : i + 10_000]))
     finally:
         st.close()
-    return first - 30 - (back + 1) * STEP_S
+    return t_after
 
 
 def main() -> int:
