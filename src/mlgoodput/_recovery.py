@@ -410,6 +410,18 @@ def _drop_stale_tmp(p: Path) -> None:
         os.close(fd)
 
 
+def _gone(p: Path, fd: int) -> bool:
+    """Whether the file open as `fd` is no longer at `p`: removed (or replaced) after it was
+    opened. Whoever removes a segment holds its lock, so a recoverer that gets the lock of a
+    file already shipped and removed finds it so here and leaves it."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return True
+    mine = os.fstat(fd)
+    return (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev)
+
+
 def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int | None:
     """Ship one segment file; the events handed to the store, or None when it was left alone
     because another process holds it (its owner, or another recoverer) and `include_live` is
@@ -426,6 +438,8 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
             dead = False  # its owner is alive (or another recoverer is at it)
         if not dead and not include_live:
             return None
+        if dead and _gone(p, fd):
+            return 0  # another recoverer shipped and removed it between our open and our lock
         size = os.fstat(fd).st_size
         img = read_image(os.pread(fd, HEADER_SIZE, 0), size)
         if img is None:
@@ -468,7 +482,7 @@ def _recover_segment(store: Store, url: str, p: Path, include_live: bool) -> int
         if lost:
             _report_damage(store, url, ns, job, img.host, img.writer, lost, total, p)
         if dead:
-            p.unlink()
+            p.unlink(missing_ok=True)
         if total:
             # internal bookkeeping: a debug line, never a message on a user's console
             log.debug("mlgoodput: recovered %d journaled events of %s/%s from %s", total, ns, job, p)

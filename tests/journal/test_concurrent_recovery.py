@@ -9,6 +9,8 @@ import fcntl
 import os
 from pathlib import Path
 
+import pytest
+
 from mlgoodput._recovery import journal_dirs, recover_files, recover_journals
 from mlgoodput._segment import HEADER_SIZE, create_segment, write_record
 from mlgoodput.events import Kind
@@ -66,4 +68,34 @@ def test_recovery_on_read_waits_the_same_way(tmp_path: Path) -> None:
         os.close(fd)
     assert recover_journals(db) == 60
     assert sorted(int(s) for s in st.read("ns", "j").columns.steps) == list(range(60))
+    st.close()
+
+
+def test_a_file_shipped_and_removed_by_another_recoverer_meanwhile_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two recoverers open the same dead file; the first ships it, removes it and lets go of
+    its lock; the second then gets the lock of a file no longer in the folder. It ships
+    nothing more and raises nothing (it used to fail on removing the file again)."""
+    from mlgoodput import _recovery
+
+    db = str(tmp_path / "s.db")
+    st = open_store(db)
+    d = journal_dirs(st.url)[0]
+    path = _segment(d, st.url, 3, 0, 20)
+    real_flock = fcntl.flock
+    raced: list[Path] = []
+
+    def flock_after_the_other(fd: int, op: int) -> None:
+        if not raced:  # the other recoverer finishes between this one's open and its lock
+            raced.append(path)
+            assert recover_files(st, [path]) == 20
+            assert not path.exists()
+        real_flock(fd, op)
+
+    monkeypatch.setattr(_recovery.fcntl, "flock", flock_after_the_other)
+    assert recover_files(st, [path]) == 0
+    assert raced == [path]
+    monkeypatch.setattr(_recovery.fcntl, "flock", real_flock)
+    assert sorted(int(s) for s in st.read("ns", "j").columns.steps) == list(range(20))
     st.close()
