@@ -169,6 +169,31 @@ def test_no_page_is_wider_than_the_window(width: int, site: dict[str, Any], size
         assert b.console_errors() == [], name
 
 
+CHART_FITS = """
+const box = document.querySelector('#usage-chart'), root = box.querySelector('.uplot');
+return [Math.round(root.getBoundingClientRect().width), box.clientWidth, document.documentElement.scrollWidth];
+"""
+
+
+def test_a_chart_follows_its_box_when_a_card_beside_it_comes_or_goes(site: dict[str, Any], sized: Browser) -> None:
+    """The console's CPU chart shares a row with the progress card, and their data come in
+    either order: a chart made while that card was hidden was as wide as the whole row, and
+    stayed so once the card appeared (the page 2,079 px wide in a 1,440 px window). The chart
+    follows its box, whatever changes the box."""
+    b = sized
+    b.driver.set_window_size(1440, 900)
+    assert wait_for(lambda: js(b, "return window.innerWidth") == 1440, 5)
+    open_page(b, site["base"] + "/console/sample", "document.querySelector('#usage-chart .uplot')")
+    row_card = "document.querySelector('#usage-chart').closest('.card').parentElement.firstElementChild"
+    assert js(b, f"return {row_card}.querySelector('h2').textContent") == "Progress"
+    narrow = js(b, CHART_FITS)
+    assert narrow[0] == narrow[1] and narrow[2] <= 1440, narrow
+    js(b, f"{row_card}.hidden = true")  # the progress card gone: the chart takes the row
+    assert wait_for(lambda: (w := js(b, CHART_FITS))[0] == w[1] > narrow[0] * 1.5, 10), js(b, CHART_FITS)
+    js(b, f"{row_card}.hidden = false")  # and back
+    assert wait_for(lambda: (w := js(b, CHART_FITS))[0] == w[1] == narrow[1] and w[2] <= 1440, 10), js(b, CHART_FITS)
+
+
 def test_job_page_cards_colours_and_formats(site: dict[str, Any], sized: Browser) -> None:
     b = sized
     b.driver.set_window_size(1440, 900)

@@ -159,14 +159,16 @@ function plot(container, opts, data) {
   // time scales tick on UTC boundaries (the page's times are UTC): uPlot's tzDate shifts them
   const u = new uPlot(Object.assign({ width, height: 240, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC") }, opts), data, container);
   charts.push(u);
+  // the chart follows its box, not only the window: a card beside it shown or hidden after
+  // the chart was made (their data come in any order) changes the box's width too
+  const fit = new ResizeObserver(() => {
+    if (u.root.parentElement !== container) { fit.disconnect(); return; }  // destroyed, or replaced
+    const cw = container.clientWidth;
+    if (cw > 0 && Math.max(200, cw) !== u.width) u.setSize({ width: Math.max(200, cw), height: u.height });
+  });
+  fit.observe(container);
   return u;
 }
-window.addEventListener("resize", () => {
-  for (const u of charts) {
-    const w = u.root.parentElement ? u.root.parentElement.clientWidth : 0;
-    if (w > 0) u.setSize({ width: w, height: u.height });
-  }
-});
 function bytes(v) {
   const a = Math.abs(v);
   for (const [k, u] of [[2 ** 40, "TiB"], [2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) if (a >= k) return (v / k).toFixed(a / k >= 100 ? 0 : 1) + " " + u;
