@@ -186,8 +186,12 @@ def test_a_chart_follows_its_box_when_a_card_beside_it_comes_or_goes(site: dict[
     open_page(b, site["base"] + "/console/sample", "document.querySelector('#usage-chart .uplot')")
     row_card = "document.querySelector('#usage-chart').closest('.card').parentElement.firstElementChild"
     assert js(b, f"return {row_card}.querySelector('h2').textContent") == "Progress"
+    # (the page settled: both cards' data in, the chart fitted to its box)
+    settled = f"return !{row_card}.hidden"
+    assert wait_for(lambda: js(b, settled) and (w := js(b, CHART_FITS))[0] == w[1] and w[2] <= 1440, 10), js(
+        b, CHART_FITS
+    )
     narrow = js(b, CHART_FITS)
-    assert narrow[0] == narrow[1] and narrow[2] <= 1440, narrow
     js(b, f"{row_card}.hidden = true")  # the progress card gone: the chart takes the row
     assert wait_for(lambda: (w := js(b, CHART_FITS))[0] == w[1] > narrow[0] * 1.5, 10), js(b, CHART_FITS)
     js(b, f"{row_card}.hidden = false")  # and back

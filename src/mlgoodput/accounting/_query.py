@@ -271,10 +271,11 @@ class Query:
 
     def _wasted(self) -> float:
         """The productive seconds of the steps a later attempt redid, and the largest productive
-        step number: a walk over every redone step (and, where step numbers go back, every
-        step), so kept for the next query while nothing came in and the attempts (but the
-        running one's end), the activities and the ideal step time are the same (a restarted
-        job's query with nothing new costs no pass over its steps)."""
+        step number: each redone range's first and last steps one by one, its interior from
+        the net times kept in order (`_interior_productive`); kept for the next query while
+        nothing came in and the attempts (but the running one's end), the activities and the
+        ideal step time are the same (a restarted job's query with nothing new costs no pass
+        over its steps)."""
         shape = tuple((a.start, None if a.ended_by == "running" else a.end, a.ended_by, a.i0, a.i1) for a in self.atts)
         key: tuple[object, ...] = (self.log, self.acts, self.e.timeline.events, self.ideal, self.e.stall_factor, shape)
         memo = self.e.wasted_memo

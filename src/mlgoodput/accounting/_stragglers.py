@@ -398,6 +398,11 @@ class HostStragglers:
 
 _STATS_OF = operator.attrgetter("steps", "median_s", "p90_s", "max_s")  # HostStepStats -> _Stats
 _HOST_OF = operator.attrgetter("host")
+_STEPS_OF, _MEDIAN_OF, _P90_OF, _MAX_OF = map(operator.attrgetter, ("steps", "median_s", "p90_s", "max_s"))
+_TIMES, _NUMS, _JS, _VERSION = map(operator.attrgetter, ("times", "nums", "job_starts", "version"))
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
+_TAIL = cast("Callable[[array[float], slice], array[float]]", operator.getitem)  # a host's starts from an index on
+_NO_STARTS: list[float] = []  # a rank's job starts when the matcher holds none (never changed)
 
 
 def _stat_columns(
@@ -410,13 +415,6 @@ def _stat_columns(
         list(map(_P90_OF, have)),
         list(map(_MAX_OF, have)),
     )
-
-
-_STEPS_OF, _MEDIAN_OF, _P90_OF, _MAX_OF = map(operator.attrgetter, ("steps", "median_s", "p90_s", "max_s"))
-_TIMES, _NUMS, _JS, _VERSION = map(operator.attrgetter, ("times", "nums", "job_starts", "version"))
-_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
-_TAIL = cast("Callable[[array[float], slice], array[float]]", operator.getitem)  # a host's starts from an index on
-_NO_STARTS: list[float] = []  # a rank's job starts when the matcher holds none (never changed)
 
 
 def _tails(ts: list[array[float]], ks: list[int]) -> list[Column]:
