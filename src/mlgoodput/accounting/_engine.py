@@ -53,7 +53,7 @@ from mlgoodput.accounting._report import (
     SliceEfficiency,
 )
 from mlgoodput.accounting._sorted import SortedFloats
-from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, last_attempt_end, status_word
+from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, attempt_spans, last_span, status_word
 from mlgoodput.events import Kind
 
 _CHUNK = 1 << 20
@@ -136,9 +136,7 @@ class Engine:
         if m is not None and m[0] is log and m[1] == self.timeline.events and q >= m[2]:
             # nothing came in and q is past every job start and end: only the last attempt's
             # end moves (the query time, or when its writers went silent)
-            head, s, i0 = m[3], m[4], m[5]
-            end, how = last_attempt_end(self.timeline, s, q)
-            return [*head, Attempt(s, end, how, i0, max(i0, bisect_right(log.times, end)))]
+            return [*m[3], Attempt(*last_span(self.timeline, log.times, m[4], m[5], q))]
         starts = log.job_starts  # in order (insort), perhaps with repeats
         sc = self._starts_cache
         if sc is None or sc[0] is not starts or sc[1] != len(starts):
@@ -148,20 +146,7 @@ class Engine:
         if c is None or c[0] is not log or c[1] != len(log.others):
             c = self.job_ends_cache = (log, len(log.others), self._events(log).job_ends)
         je = c[2][: bisect_right(c[2], q)]
-        out: list[Attempt] = []
-        times = log.times
-        for k, s in enumerate(js):
-            nxt = js[k + 1] if k + 1 < len(js) else INF
-            j = bisect_left(je, s)
-            if j < len(je) and je[j] < nxt:
-                end, how = je[j], "job_end"
-            elif nxt < INF:
-                end, how = nxt, "restart"
-            else:
-                end, how = last_attempt_end(self.timeline, s, q)
-            i0 = bisect_left(times, s)
-            i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
-            out.append(Attempt(s, end, how, i0, max(i0, i1)))
+        out = [Attempt(*sp) for sp in attempt_spans(self.timeline, js, je, log.times, q)]
         bound = max(c[2][-1] if c[2] else -INF, js[-1] if js else -INF)
         if out and out[-1].ended_by in OPEN_ENDED and len(js) == len(sc[2]) and q >= bound:
             self._atts_memo = (log, self.timeline.events, bound, out[:-1], out[-1].start, out[-1].i0)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlgoodput._quick_init import quick_init
-from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, last_attempt_end
+from mlgoodput.accounting._timeline import OPEN_ENDED, HostLog, Rec, Timeline, attempt_spans, last_span
 from mlgoodput.events import Kind
 
 
@@ -417,23 +417,9 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
     times, nums = log.times, log.nums
     head = cache.head if cache is not None else None
     if head is not None and head[0] is sc and head[1] is tl and head[2] == tl.events:
-        s0, i0 = head[4], head[5]
-        end, how = last_attempt_end(tl, s0, q)
-        last = AttemptFacts(s0, end, how, i0, max(i0, bisect_right(times, end)), head[6])
+        last = AttemptFacts(*last_span(tl, times, head[4], head[5], q), head[6])
         return _facts(q, (*head[3], last), times, nums, sc)
-    attempts: list[AttemptFacts] = []
-    for k, s in enumerate(js):
-        nxt = js[k + 1] if k + 1 < len(js) else math.inf
-        j = bisect_left(je, s)
-        if j < len(je) and je[j] < nxt:
-            end, how = je[j], "job_end"
-        elif nxt < math.inf:
-            end, how = nxt, "restart"
-        else:
-            end, how = last_attempt_end(tl, s, q)
-        i0 = bisect_left(times, s)
-        i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
-        attempts.append(AttemptFacts(s, end, how, i0, max(i0, i1), sc.restored.get(k)))
+    attempts = [AttemptFacts(*sp, sc.restored.get(k)) for k, sp in enumerate(attempt_spans(tl, js, je, times, q))]
     if cache is not None:
         cache.head = None
         if attempts and attempts[-1].ended_by in OPEN_ENDED:

@@ -14,7 +14,7 @@ import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -415,6 +415,40 @@ def last_attempt_end(tl: Timeline, start: float, q: float) -> tuple[float, str]:
     if d is None:
         return q, "running"
     return max(d, start), "died"
+
+
+#: An attempt's bounds: (start, end, how it ended, its first step's index, past its last's).
+Span = tuple[float, float, str, int, int]
+
+
+def attempt_spans(
+    tl: Timeline, starts: Sequence[float], ends: Sequence[float], times: Sequence[float], q: float
+) -> list[Span]:
+    """The attempts of the lead host as of q, from its job starts (sorted, each once) and job
+    ends (sorted), both up to q: each ends at its first job end before the next start, else
+    at the next start (a restart), else as `last_attempt_end` says; its steps are those of
+    `times` (the host's step starts) from its start to its end (included when open-ended)."""
+    out: list[Span] = []
+    for k, s in enumerate(starts):
+        nxt = starts[k + 1] if k + 1 < len(starts) else math.inf
+        j = bisect_left(ends, s)
+        if j < len(ends) and ends[j] < nxt:
+            end, how = ends[j], "job_end"
+        elif nxt < math.inf:
+            end, how = nxt, "restart"
+        else:
+            end, how = last_attempt_end(tl, s, q)
+        i0 = bisect_left(times, s)
+        i1 = bisect_right(times, end) if how in OPEN_ENDED else bisect_left(times, end)
+        out.append((s, end, how, i0, max(i0, i1)))
+    return out
+
+
+def last_span(tl: Timeline, times: Sequence[float], start: float, i0: int, q: float) -> Span:
+    """The last attempt's bounds at q when nothing ended it and nothing came in since they
+    were found (its start and first step's index then): only its end moves."""
+    end, how = last_attempt_end(tl, start, q)
+    return start, end, how, i0, max(i0, bisect_right(times, end))
 
 
 def status_word(tl: Timeline, ended_by: str, q: float) -> str:
