@@ -11,8 +11,13 @@ with 4,096 hosts, under 100 ms (issue 30: `--hosts 4096 --steps 500 --rate 0.2`,
 each host's step stored as its own batch, as its shipper sends it; above 256 hosts an upload
 carries the per-host series of what changed, docs/exporting.md). CPU comes from the
 scheduler's per-thread counters (nanoseconds) where Linux has them, else psutil (10 ms ticks).
+The simulated hosts' writes are kept out of the uploader's rounds (`--writes apart`, see
+Feeder); `--writes anytime` lets them overlap, `--writes both` prints a row of each. The
+`reference` column is the CPU of a fixed workload run just before and after the window
+(`reference_ms`): the same machine's figures move with it, by half or more from one hour to
+the next on a shared 2-core machine.
 
-    PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60] [--cases breakdown]
+    PYTHONPATH=src python bench/bench_monitor.py [--steps 1000000] [--duration 60] [--cases breakdown] [--writes both]
 
 `--stop` prints instead how long each uploader's stop method holds the training process
 (issue 26: MaxText and axlearn stop their monitors right before recording the job end, so
@@ -26,6 +31,7 @@ whether the uploads hold the last step recorded before the stop:
 from __future__ import annotations
 
 import argparse
+import operator
 import os
 import shutil
 import statistics
@@ -63,12 +69,39 @@ def seed_job(db: str, steps: int, step_s: float, hosts: int = 1) -> float:
 
 class Feeder(threading.Thread):
     """Appends steps at `rate` per second per host (in batches once a second, like the journal
-    shipper; a rate under 1 gives each host one step, one batch, every 1/rate seconds)."""
+    shipper; a rate under 1 gives each host one step, one batch, every 1/rate seconds).
 
-    def __init__(self, db: str, first_step: int, first_seq: int, rate: float, hosts: int = 1) -> None:
+    Every host's batch is its own stored row, as its shipper sends it. With `apart` the
+    simulated fleet writes a round's rows in one transaction and waits while the uploader is
+    busy (its CPU counter moving): on a real job those writes come from other machines and
+    land on the store's server, while here they would share this machine's cores with the
+    uploader, whose CPU counters then read more for the same work (one upload's work, in
+    process: 65 ms alone, 84-114 ms beside a busy core, a minute apart). Without `apart`,
+    each host's batch is its own transaction and goes in whenever due, overlapping uploads."""
+
+    def __init__(
+        self, db: str, first_step: int, first_seq: int, rate: float, hosts: int = 1, apart: bool = False
+    ) -> None:
         super().__init__(daemon=True)
         self.db, self.step, self.seq, self.rate, self.hosts = db, first_step, first_seq, rate, hosts
+        self.apart = apart
         self.stop = threading.Event()
+        self.uploader: psutil.Process | None = None  # set once it runs: whose rounds to keep out of
+        self.waited = 0  # rounds of writes held back while the uploader was busy
+
+    def _uploader_quiet(self) -> None:
+        """With `apart`: returns once the uploader's CPU stays still for 50 ms (or stop)."""
+        proc = self.uploader
+        if not self.apart or proc is None:
+            return
+        held = False
+        while not self.stop.is_set():
+            c0 = cpu_s(proc)
+            time.sleep(0.05)
+            if cpu_s(proc) - c0 < 0.002:
+                return
+            if not held:
+                self.waited, held = self.waited + 1, True
 
     def run(self) -> None:
         st = open_store(self.db)
@@ -79,12 +112,23 @@ class Feeder(threading.Thread):
             n = int((now - start) * self.rate) - done  # the steps due by now (a rate under 1: often none)
             if n <= 0:
                 continue
-            for h in range(self.hosts):  # every host steps together, one shipper (writer) each
-                evs = [
-                    Event(Kind.STEP_START, last + (k + 1) / self.rate + h * 1e-4, h, step=self.step + k)
-                    for k in range(n)
-                ]
-                st.append(LOGGER, JOB, EventBatch(100_000 + h, self.seq, evs))
+            batches = [  # every host steps together, one shipper (writer) each
+                EventBatch(
+                    100_000 + h,
+                    self.seq,
+                    [
+                        Event(Kind.STEP_START, last + (k + 1) / self.rate + h * 1e-4, h, step=self.step + k)
+                        for k in range(n)
+                    ],
+                )
+                for h in range(self.hosts)
+            ]
+            self._uploader_quiet()
+            if self.apart:
+                st.append_many(LOGGER, JOB, batches)
+            else:
+                for b in batches:
+                    st.append(LOGGER, JOB, b)
             self.step += n
             self.seq += n
             done += n
@@ -111,6 +155,28 @@ def cpu_s(p: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
+class _Ref:
+    __slots__ = ("a", "b", "c", "d")
+
+    def __init__(self, i: int) -> None:
+        self.a, self.b, self.c, self.d = i, i * 0.5, [i, i + 1], str(i)
+
+
+def reference_ms(rounds: int = 40) -> float:
+    """CPU ms of a fixed workload shaped like an upload (fields of thousands of small objects
+    gathered, lists sorted and summed): how fast this machine runs right now, next to each
+    case's figure (a shared machine's load moves both)."""
+    objs = [_Ref(i) for i in range(4096)]
+    t = time.thread_time()
+    for r in range(rounds):
+        a = list(map(operator.attrgetter("a"), objs))
+        b = sorted(map(operator.attrgetter("b"), objs), key=lambda x: -x)
+        c = sum(map(len, map(operator.attrgetter("c"), objs)))
+        d = {o.d: o for o in objs[r::3]}
+        assert len(a) == len(b) and c and d
+    return 1000 * (time.thread_time() - t)
+
+
 def run_case(
     label: str,
     steps: int,
@@ -119,11 +185,12 @@ def run_case(
     rate: float,
     hosts: int = 1,
     warmup: int = 2,
+    apart: bool = False,
     **kw: object,
 ) -> dict[str, object]:
     d = tempfile.mkdtemp(prefix="mlgoodput-bench-")
     try:
-        return _run_case(d, label, steps, duration, interval, rate, hosts, warmup, **kw)
+        return _run_case(d, label, steps, duration, interval, rate, hosts, warmup, apart, **kw)
     finally:
         shutil.rmtree(d, ignore_errors=True)  # a 256-host case leaves a few hundred MB
 
@@ -137,13 +204,14 @@ def _run_case(
     rate: float,
     hosts: int,
     warmup: int,
+    apart: bool,
     **kw: object,
 ) -> dict[str, object]:
     db = os.path.join(d, "store.db")
     t = time.time()
     seed_job(db, steps, 1.0 / rate, hosts)
     seed_s = time.time() - t
-    feeder = Feeder(db, steps, 0, rate, hosts)
+    feeder = Feeder(db, steps, 0, rate, hosts, apart)
     feeder.start()
     m = monitoring.GoodputMonitor(
         JOB,
@@ -159,6 +227,7 @@ def _run_case(
     pid = m.uploader_pid
     assert pid is not None
     proc = psutil.Process(pid)
+    feeder.uploader = proc
     t = time.time()
     m.flush(600)  # the first upload reads the whole history
     first_wall = time.time() - t
@@ -169,9 +238,11 @@ def _run_case(
     time.sleep(warmup * interval)
     c1, w1 = cpu_s(proc), time.monotonic()
     warm_ms = 1000 * (c1 - c0) / max(1.0, (w1 - w0) / interval)
-    c0, w0, s0 = cpu_s(proc), time.monotonic(), feeder.step
+    ref = reference_ms()
+    c0, w0, s0, h0 = cpu_s(proc), time.monotonic(), feeder.step, feeder.waited
     time.sleep(duration)
-    c1, w1, s1 = cpu_s(proc), time.monotonic(), feeder.step
+    c1, w1, s1, h1 = cpu_s(proc), time.monotonic(), feeder.step, feeder.waited
+    ref = (ref + reference_ms()) / 2
     feeder.stop.set()
     feeder.join()
     m.stop_goodput_uploader(skip_final_flush=True)
@@ -188,6 +259,9 @@ def _run_case(
         "pct": pct,
         "new_steps": feeder.step - steps,
         "window_steps": s1 - s0,  # steps each host recorded in the window (a feeder behind: fewer)
+        "writes": "apart" if apart else "anytime",
+        "reference_ms": ref,
+        "held": h1 - h0,  # rounds of writes the window held back while an upload ran
         "cpu_per_upload_ms": 1000 * (c1 - c0) / max(1.0, (w1 - w0) / interval),
     }
 
@@ -357,6 +431,13 @@ def main() -> None:
         default="both",
         help="which uploader cases to run: goodput + badput breakdown, + step deviation, or both",
     )
+    ap.add_argument(
+        "--writes",
+        choices=("apart", "anytime", "both"),
+        default="apart",
+        help="the simulated hosts' writes: kept out of the uploader's rounds (as from other machines),"
+        " whenever due (sharing this machine's cores with the uploads), or a row of each",
+    )
     ap.add_argument("--stop", action="store_true", help="print the stop-latency table (issue 26) instead")
     ap.add_argument("--repeats", type=int, default=5, help="--stop: short jobs per row")
     ap.add_argument("--job-s", type=float, default=1.5, help="--stop: seconds each short job records steps")
@@ -371,15 +452,17 @@ def main() -> None:
     ]
     if args.cases != "both":
         cases = cases[:1] if args.cases == "breakdown" else cases[1:]
+    modes = [True, False] if args.writes == "both" else [args.writes == "apart"]
     rows = [
-        run_case(label, args.steps, args.duration, args.interval, args.rate, args.hosts, args.warmup, **kw)
+        run_case(label, args.steps, args.duration, args.interval, args.rate, args.hosts, args.warmup, apart, **kw)
         for label, kw in cases
+        for apart in modes
     ]
     print(
         f"\nuploader process CPU, {args.hosts} host(s) x {args.steps:,} steps, {args.rate:g} new steps/s per host,"
         f" upload every {args.interval:g} s (TensorBoard + Prometheus), {os.cpu_count()} cores\n"
     )
-    head = f"| {'case':<28} | {'first upload (wall s / cpu s)':>29} | {'warm-up / upload':>16} | {'window s':>8} | {'cpu s':>6} | {'new steps':>9} | {'in window':>9} | {'cpu / upload':>12} | {'avg % of a core':>15} | target |"
+    head = f"| {'case':<28} | {'writes':<7} | {'held':>4} | {'first upload (wall s / cpu s)':>29} | {'warm-up / upload':>16} | {'window s':>8} | {'cpu s':>6} | {'new steps':>9} | {'in window':>9} | {'cpu / upload':>12} | {'reference':>9} | {'avg % of a core':>15} | target |"
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     for r in rows:
@@ -388,9 +471,9 @@ def main() -> None:
             limit = 20.0 if args.hosts <= 256 else 100.0
             ok += f", <{limit:g} ms " + ("ok" if float(r["cpu_per_upload_ms"]) < limit else "MISS")  # type: ignore[arg-type]
         print(
-            f"| {r['case']:<28} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | "
+            f"| {r['case']:<28} | {r['writes']:<7} | {r['held']:>4} | {r['first_upload_wall_s']:>13.2f} / {r['first_cpu_s']:<13.2f} | "
             f"{r['warmup_ms']:>13.1f} ms | {r['window_s']:>8.1f} | "
-            f"{r['cpu_s']:>6.2f} | {r['new_steps']:>9} | {r['window_steps']:>9} | {r['cpu_per_upload_ms']:>9.1f} ms | {r['pct']:>14.2f}% | <=2% {ok} |"
+            f"{r['cpu_s']:>6.2f} | {r['new_steps']:>9} | {r['window_steps']:>9} | {r['cpu_per_upload_ms']:>9.1f} ms | {r['reference_ms']:>6.1f} ms | {r['pct']:>14.2f}% | <=2% {ok} |"
         )
 
 
