@@ -8,6 +8,7 @@ number of steps appended."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -37,6 +38,8 @@ def main() -> None:
             count += 1
             time.sleep(0.002)
     ok = j.flush(60)
+    if not ok:  # where each thread is, for the test's failure report (its stderr is captured)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     stats = _aggregator.node_shipper_stats(j.url)
     print(json.dumps({"flushed": ok, "count": count, "pid": os.getpid(), "node": stats}), flush=True)
     j.close(30)
