@@ -76,8 +76,9 @@ class Feeder(threading.Thread):
     busy (its CPU counter moving): on a real job those writes come from other machines and
     land on the store's server, while here they would share this machine's cores with the
     uploader, whose CPU counters then read more for the same work (one upload's work, in
-    process: 65 ms alone, 84-114 ms beside a busy core, a minute apart). Without `apart`,
-    each host's batch is its own transaction and goes in whenever due, overlapping uploads."""
+    process: 65 ms alone; a minute later beside a busy core, 84 ms at best, 114 at the
+    median). Without `apart`, each host's batch is its own transaction and goes in whenever
+    due, overlapping uploads."""
 
     def __init__(
         self, db: str, first_step: int, first_seq: int, rate: float, hosts: int = 1, apart: bool = False
