@@ -2,8 +2,8 @@
 its caller is a `BackgroundWorker` (the journal's shipper, the exporter process's supervisor
 and finisher and its per-exporter threads, the Prometheus endpoint, the metric shipper, the
 completion watcher, the console's client, sink, store process, usage sampler and display,
-the diagnostics' feed, system sampler and profile uploader, and the web UI's warmer and its
-goodput-over-time pieces).
+the diagnostics' feed, system sampler and profile uploader, the PostgreSQL store's call
+deadlines, and the web UI's warmer and its goodput-over-time pieces).
 
 Not workers, by design: the servers' own event-loop threads (`LimitedServer`, the console
 server), which wait on sockets instead of running rounds, and threads that run one call

@@ -38,6 +38,7 @@ cursors are small numbers, below every new row's.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -52,6 +53,7 @@ from typing import Any, TypeVar
 from mlgoodput.events import EventBatch
 from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
+from mlgoodput.store._deadline import Call, watcher
 from mlgoodput.store._exactly_once import NewPart, new_part
 from mlgoodput.store._packed import pack, unpack
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
@@ -81,6 +83,9 @@ DDL_LOCK_TIMEOUT_MS = 2000
 DDL_RETRY_S = 300.0
 #: How often a store object tries (without waiting) to make the partition ahead it lacks.
 AHEAD_RETRY_S = 60.0
+#: How long one call (a transaction) may wait on the server before the deadline watch cancels
+#: it, then cuts its connection (_deadline): the caller gets a StoreError and retries later.
+CALL_TIMEOUT_S = 30.0
 #: The advisory lock that one maker of the schema or a partition holds (tried, never waited for).
 _MAKER_LOCK = 4242424242
 SMALL_ROW = 256  # events up to which a row's columns take the compact forms (deltas, XOR)
@@ -147,10 +152,15 @@ class PostgresStore:
     """A store in a PostgreSQL database (`postgresql://user@host:port/dbname`), directly or
     through a transaction-mode pooler such as pgbouncer."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         _psycopg()  # fail at configuration time when the extra is missing
+        for arg, v in (("connect_timeout_s", connect_timeout_s), ("call_timeout_s", call_timeout_s)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise ValueError(f"{arg} must be a positive number of seconds, got {v!r}")
         self.url = url
         self._timeout = connect_timeout_s
+        self._call_timeout = float(call_timeout_s)
+        self._late: Call | None = None  # the last call the deadline watch ended (its error says so)
         self._lock = threading.RLock()
         self._conn: Any = None
         self._pid = -1
@@ -183,7 +193,7 @@ class PostgresStore:
             found, parts = self._open_schema(conn)
         except (psycopg.Error, StoreError) as e:
             conn.close()
-            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
+            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {self._why(e)}") from e
         store_id, have, legacy = found
         version = int(conn.info.server_version)
         if version < 130000:  # pg_current_xact_id, pg_current_snapshot
@@ -214,7 +224,7 @@ class PostgresStore:
         deadline = time.monotonic() + DDL_RETRY_S
         delay = 0.01
         while True:
-            with conn.transaction():
+            with self._watched(conn), conn.transaction():
                 self.transactions += 1
                 found = _schema_found(conn)
                 if found is None and conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_MAKER_LOCK,)).fetchone()[0]:
@@ -249,12 +259,30 @@ class PostgresStore:
         with self._lock:
             try:
                 conn = self._connect()
-                with conn.transaction():
+                with self._watched(conn), conn.transaction():
                     self.transactions += 1
                     return work(conn)
             except psycopg.Error as e:
                 self._drop_broken()
-                raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {e}") from e
+                raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {self._why(e)}") from e
+
+    @contextlib.contextmanager
+    def _watched(self, conn: Any) -> Iterator[None]:
+        """The block's calls on `conn` under the deadline watch (_deadline): one still waiting
+        on the server after `call_timeout_s` is cancelled, then cut off; the error that ends
+        the block then says so (`_why`). The caller holds self._lock."""
+        self._late = None
+        with watcher().watch(conn, self._call_timeout) as call:
+            try:
+                yield
+            finally:
+                if call.cut:
+                    self._late = call
+
+    def _why(self, e: BaseException) -> str:
+        """What a failed call's error says: the deadline watch's reason when it ended the call."""
+        late, self._late = self._late, None
+        return f"{late.why()}: {e}" if late is not None else str(e)
 
     def identity(self) -> str:
         """The store id written when the schema was made: a dropped and recreated schema (or

@@ -1,0 +1,103 @@
+"""The deadline on each PostgreSQL store call (store/_deadline.py): a call that waits on the
+server past `call_timeout_s` ends in a StoreError that says why (its query cancelled, or its
+connection cut when the server does not answer even that), nothing of it is stored, and the
+store's next call works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from mlgoodput.events import Event, EventBatch, Kind
+from mlgoodput.store import StoreError, _deadline
+from mlgoodput.store._postgres import PostgresStore
+from tests.pgserver import fresh_database
+
+pytestmark = pytest.mark.slow
+
+
+def _steps(first: int, n: int) -> list[Event]:
+    return [Event(Kind.STEP_START, 1.7e9 + i, 0, step=i) for i in range(first, first + n)]
+
+
+def _append_in_thread(st: PostgresStore, job: str, batch: EventBatch) -> tuple[threading.Thread, list[Any]]:
+    """`st.append` on a thread of its own; its outcome (None or the exception) lands in the list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            st.append("ns", job, batch)
+            out.append(None)
+        except Exception as e:
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def _stored(url: str, job: str) -> list[int]:
+    st = PostgresStore(url)
+    try:
+        return [int(e.step) for e in st.read("ns", job).columns.events() if e.step is not None]
+    finally:
+        st.close()
+
+
+def test_a_call_waiting_on_a_lock_past_its_deadline_is_cancelled_and_the_next_works(postgres_url: str) -> None:
+    import psycopg
+
+    url = fresh_database(postgres_url, "deadline")
+    job, writer = uuid.uuid4().hex, uuid.uuid4().int >> 65
+    st = PostgresStore(url, call_timeout_s=1.0)
+    st.append("ns", job, EventBatch(writer, 0, _steps(0, 2)))  # the writer's row exists
+    with psycopg.connect(url) as holder:  # holds the writer's row lock: the next append waits on it
+        holder.execute("SELECT 1 FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,))
+        t, out = _append_in_thread(st, job, EventBatch(writer, 2, _steps(2, 3)))
+        t.join(120)
+        assert not t.is_alive(), "the append still waits: the deadline did not end it"
+        holder.rollback()
+    (err,) = out
+    assert isinstance(err, StoreError), err
+    assert "no answer from the server within 1 s (the query was cancelled)" in str(err)
+    assert _stored(url, job) == [0, 1]  # nothing of the cut append
+    st.append("ns", job, EventBatch(writer, 2, _steps(2, 3)))  # retried: a new connection
+    assert _stored(url, job) == [0, 1, 2, 3, 4]
+    st.close()
+
+
+def test_a_server_that_stops_answering_has_the_connection_cut(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_deadline, "CANCEL_GRACE_S", 0.5)
+    url = fresh_database(postgres_url, "deadline")
+    job, writer = uuid.uuid4().hex, uuid.uuid4().int >> 65
+    st = PostgresStore(url, call_timeout_s=1.0)
+    st.append("ns", job, EventBatch(writer, 0, _steps(0, 2)))
+    backend = int(st._conn.info.backend_pid)
+    os.kill(backend, signal.SIGSTOP)  # the server's process for this connection answers nothing now, not even a cancel
+    try:
+        t, out = _append_in_thread(st, job, EventBatch(writer, 2, _steps(2, 3)))
+        t.join(120)
+        assert not t.is_alive(), "the append still waits: the deadline did not cut the connection"
+    finally:
+        os.kill(backend, signal.SIGCONT)
+    (err,) = out
+    assert isinstance(err, StoreError), err
+    assert "no answer from the server within 1 s (the connection was closed)" in str(err)
+    st.append("ns", job, EventBatch(writer, 2, _steps(2, 3)))  # a new connection
+    assert _stored(url, job) == [0, 1, 2, 3, 4]
+    assert _deadline.watcher().in_flight() == 0
+    st.close()
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("inf"), float("nan"), True, "30"])
+def test_a_call_timeout_that_is_not_a_positive_number_is_refused(value: object) -> None:
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'mlgoodput[postgres]')")
+    with pytest.raises(ValueError, match=r"call_timeout_s must be a positive number of seconds, got"):
+        PostgresStore("postgresql://u@127.0.0.1:1/db", call_timeout_s=value)  # type: ignore[arg-type]
