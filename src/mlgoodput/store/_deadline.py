@@ -62,7 +62,7 @@ class CallWatch(BackgroundWorker):
     def __init__(self) -> None:
         super().__init__("mlgoodput-store-deadlines", interval_s=CHECK_EVERY_S)
         self._calls: dict[int, Call] = {}
-        self._guard = threading.Lock()  # held while acting on a call: its connection stays open
+        self._guard = threading.Lock()  # held while a socket is shut: its call (and connection) stays
         self._next = 0
 
     @contextlib.contextmanager
@@ -88,16 +88,18 @@ class CallWatch(BackgroundWorker):
 
     def _work(self) -> bool:
         now = time.monotonic()
+        cancel = []
         with self._guard:
-            late = [c for c in self._calls.values() if c.deadline <= now and not c.shut]
-            for c in late:
+            for c in [c for c in self._calls.values() if c.deadline <= now and not c.shut]:
                 if not c.cancelled:
                     c.cancelled = True
                     c.deadline = now + CANCEL_GRACE_S
-                    _cancel(c.conn)
-                else:
+                    cancel.append(c.conn)
+                else:  # (under the guard: the call's connection, so its socket, is still open)
                     c.shut = True
                     _shut(c.conn)
+        for conn in cancel:  # (a connection of its own: harmless if the call ended meanwhile)
+            _cancel(conn)
         return True
 
     def _on_fork_in_child(self) -> None:
