@@ -353,9 +353,8 @@ def test_many_hosts_read_together_equal_one_by_one(seed: int, half: int, side: i
 
 @pytest.mark.parametrize("new", ["1", "3", "8", "9", "1-3"])
 def test_hosts_updated_together_with_as_many_new_steps_each_or_not(numpy_mode: str, new: str) -> None:
-    """update_all gathers the new times of hosts with the same number of new steps a column at
-    a time (up to _UNIFORM of them), others joined host by host: the same statistics either
-    way, to the bit, as each host updated on its own."""
+    """update_all with every host bringing the same number of new steps, or each its own:
+    the same statistics, to the bit, as each host updated on its own."""
     from mlgoodput.accounting._hoststats import Together, update_all
 
     rnd = random.Random(len(new))

@@ -33,7 +33,7 @@ from mlgoodput.accounting._timeline import HostLog
 class HostSteps:
     """One host's gaps between consecutive steps of one attempt, extended with new steps only."""
 
-    __slots__ = ("_diffs", "_raw", "_row", "_tg", "n", "stats", "version")
+    __slots__ = ("_diffs", "_near", "_raw", "n", "stats", "version")
 
     def __init__(self) -> None:
         self.n = 0  # steps consumed
@@ -41,9 +41,9 @@ class HostSteps:
         self._diffs = HostGaps()
         self._raw: array[float] | None = None  # a first fill's gaps, put in order when first used
         self.stats: HostStepStats | None = None
-        # update_all's row for this host in its Together (which keeps what the row describes)
-        self._tg: Together | None = None
-        self._row = -1
+        # update_all's row for this host: (its Together, the row, and the structure, its stamp
+        # and its side values ever added that the row describes, its side list's limit there)
+        self._near: _Near = _NO_NEAR
 
     @property
     def diffs(self) -> HostGaps:
@@ -115,26 +115,27 @@ class HostSteps:
         return self.stats
 
 
+#: update_all's row of a host: (its Together, the row, the structure the row describes, its
+#: stamp and its side values ever added then, its side list's limit for merging)
+_Near = tuple["Together | None", int, HostGaps | None, int, int, int]
+_NO_NEAR: _Near = (None, -1, None, -1, -1, 0)
+
 _TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
 _HALF = 96  # half the width of a part of a host's buckets kept around a statistic
 _MID = 128  # side values strictly inside a kept part's range, kept per host and statistic
 _GROW = 4  # side lists updated together hold up to this many times HostGaps.limit()
-_UNIFORM = 8  # new steps a host up to which hosts with as many each gather their times a column at a time
 
 
 class Together:
-    """What `update_all` keeps between updates, row r for one host (HostSteps._row), and for
+    """What `update_all` keeps between updates, row r for one host (HostSteps._near), and for
     each of two statistics (s = 0: the median, 1: the p90): a copy of the host's buckets'
     values main[off:off + wl] around where the statistic was (`win`), how far the runs of
     values equal to its first and last reach (`lt`, `le`: main[lt:off] == first and
     main[off + wl:le] == last, so main below lt is below first, from le on above last), and
     of the side list: how many values are below first (`below`), equal to first (`eq1`),
     equal to last (`eq2`, when last != first), and those in between, in order (`mid`, `nmid`
-    of them); `fe`, `ls`: the buckets' values up to first, below last. Row r's largest side
-    value is `fl[0, r, 2]`. Which structure row r describes (`owner`), at which of its stamps
-    and side values ever added (`stamp`, `added`), and its side list's limit for merging
-    (`lim`). Only a cache: a row not matching its host's structure now (merged, extended
-    elsewhere) is filled again."""
+    of them); `fe`, `ls`: the buckets' values up to first, below last. Row r's largest side value is `fl[0, r, 2]`. Only a cache: a row not matching
+    its host's structure now (merged, extended elsewhere) is filled again."""
 
     # columns of `ints`
     OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID, FE, LS = range(10)
@@ -146,10 +147,6 @@ class Together:
         self.ints: Any = None  # (2, cap, 10) int64
         self.fl: Any = None  # (2, cap, 3) doubles: first, last (and the side's largest)
         self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
-        self.owner: list[HostGaps | None] = []  # per row: the structure it describes (None: no longer)
-        self.stamp: Any = None  # (cap,) int64: its stamp then
-        self.added: Any = None  # (cap,) int64: its side values ever added then
-        self.lim: Any = None  # (cap,) int64: _GROW times its side list's limit
 
     def row(self, np: Any) -> int:
         if self.used == self.cap:
@@ -160,15 +157,10 @@ class Together:
                 np.zeros((2, cap, 3)),
                 np.full((2, cap, _MID), np.inf),
             )
-            marks = (np.full(cap, -1, dtype=np.int64), np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64))
             if self.cap:
                 for new, old in zip(grown, (self.win, self.ints, self.fl, self.mid), strict=True):
                     new[:, : self.cap] = old
-                for new, old in zip(marks, (self.stamp, self.added, self.lim), strict=True):
-                    new[: self.cap] = old
             self.win, self.ints, self.fl, self.mid = grown
-            self.stamp, self.added, self.lim = marks
-            self.owner += [None] * (cap - self.cap)
             self.cap = cap
         self.used += 1
         return self.used - 1
@@ -274,65 +266,63 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     c_logs: list[HostLog] = logs if every else list(map(logs.__getitem__, cl))
     c_n, c_lo = n[ci], lo[ci]
     cnt = c_n - c_lo
-    c_times = times if every else list(map(times.__getitem__, cl))
-    k = int(cnt[0])
-    news: list[Sequence[float]]
-    if k <= _UNIFORM and bool((cnt == k).all()):
-        # (the usual: hosts stepping together, k new steps each) times[lo - 1 + j] of every host
-        # a column at a time, one C-level pass each, their differences each host's new gaps
-        at = c_lo - 1
-        cols = [np.fromiter(map(operator.getitem, c_times, (at + j).tolist()), np.float64, h) for j in range(k + 1)]
-        with np.errstate(invalid="ignore"):  # (inf - inf: a NaN, looked at below)
-            grid = np.diff(np.stack(cols, axis=1), axis=1)  # host x: its gaps, as _fast.gaps gives them
-        gaps = grid.reshape(-1)
-        starts = np.arange(0, h * k, k, dtype=i64)  # each host's first gap in `gaps`
-        news = grid.tolist()
-    else:
-        slices = cast(
-            "Iterable[array[float]]", map(operator.getitem, c_times, map(slice, (c_lo - 1).tolist(), c_n.tolist()))
-        )
-        flat = np.frombuffer(b"".join(slices), dtype=np.float64)
-        ends = np.cumsum(cnt + 1)
-        with np.errstate(invalid="ignore"):  # (inf - inf: a NaN, looked at below)
-            gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
-        starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
-        packed = array("d")
-        packed.frombytes(gaps.tobytes())
-        news = list(map(operator.getitem, repeat(packed), map(slice, starts.tolist(), (starts + cnt).tolist())))
+    slices = cast(
+        "Iterable[array[float]]",
+        map(
+            operator.getitem,
+            times if every else map(times.__getitem__, cl),
+            map(slice, (c_lo - 1).tolist(), c_n.tolist()),
+        ),
+    )
+    flat = np.frombuffer(b"".join(slices), dtype=np.float64)
+    ends = np.cumsum(cnt + 1)
+    with np.errstate(invalid="ignore"):  # (inf - inf: a NaN, looked at below)
+        gaps = np.delete(flat[1:] - flat[:-1], ends[:-1] - 1)  # each host's, as _fast.gaps gives them
     if bool((np.isnan(gaps) | ((gaps == 0) & np.signbit(gaps))).any()):
         for i in cl:  # a NaN or a -0.0: their structures' own ways
             out[i] = hss[i].update(logs[i])
         return out
+    packed = array("d")
+    packed.frombytes(gaps.tobytes())
+    starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
     # each host's row of `tg`: filled again where it does not describe the host's structure now
-    rows: list[int] = list(map(_ROW, c_hs))
-    stamps = np.fromiter(map(_STAMP, c_g), i64, h)
-    added = np.fromiter(map(_ADDED, c_g), i64, h)
-    stale = np.fromiter(map(operator.is_not, map(_TG, c_hs), repeat(tg)), bool, h)
-    if tg.used:  # (a row of another Together, or none: stale already; looked up as row 0)
-        mine = np.where(stale, 0, np.array(rows, dtype=i64))
-        stale |= np.fromiter(map(operator.is_not, map(tg.owner.__getitem__, mine.tolist()), c_g), bool, h)
-        stale |= (tg.stamp[mine] != stamps) | (tg.added[mine] != added)
+    nears: list[_Near] = list(map(_NEAR, c_hs))
+    tgs, _, kept_g, kept_stamp, kept_added, _ = zip(*nears, strict=True)
+    stale = np.fromiter(map(operator.is_not, tgs, repeat(tg)), bool, h)
+    stale |= np.fromiter(map(operator.is_not, kept_g, c_g), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_stamp, map(_STAMP, c_g)), bool, h)
+    stale |= np.fromiter(map(operator.ne, kept_added, map(_ADDED, c_g)), bool, h)
     fail: list[int] = []  # positions in cand whose rows could not be filled
     for x in np.flatnonzero(stale).tolist():  # (before the new values go aside)
-        g, hs = c_g[x], c_hs[x]
-        if hs._tg is not tg:
-            hs._tg, hs._row = tg, tg.row(np)
-            rows[x] = hs._row
-        r = hs._row
+        g = c_g[x]
+        near = nears[x]
+        if near[0] is not tg:
+            near = (tg, tg.row(np), None, -1, -1, 0)
         merged = g.merged
-        if not tg.fill(np, r, g, (merged // 2, int(0.9 * merged))):
+        if not tg.fill(np, near[1], g, (merged // 2, int(0.9 * merged))):
             fail.append(x)
-        tg.owner[r] = g
-        tg.stamp[r], tg.added[r], tg.lim[r] = g.stamp, g.added, _GROW * g.limit()
-    R = np.array(rows, dtype=i64)
-    added += cnt
-    HostGaps.append_each(c_g, news, added.tolist())
+        nears[x] = (tg, near[1], g, g.stamp, g.added, _GROW * g.limit())
+    bounds = starts.tolist()
+    news = cast(
+        "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
+    )
+    _each(map(HostGaps.append, c_g, news))
     _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
-    tg.added[R] = added  # (the rows describe the side lists with what was just appended)
+    rows: list[int] = list(map(_ROW, nears))
+    lims: list[int] = list(map(_LIM, nears))
+    _each(
+        map(
+            setattr,
+            c_hs,
+            repeat("_near"),
+            zip(repeat(tg), rows, c_g, map(_KEPT_STAMP, nears), map(_ADDED, c_g), lims, strict=False),
+        )
+    )
+    R = np.array(rows, dtype=i64)
     b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
     m = merged_all[ci]
-    tops = np.fromiter(HostGaps.largest_each(c_g), np.float64, h)
-    full = np.flatnonzero(b > tg.lim[R]).tolist()  # side lists to merge (past _GROW times their limit)
+    tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
+    full = np.flatnonzero(b > np.array(lims, dtype=i64)).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
     n_all = m + b
     half = n_all // 2
@@ -359,8 +349,9 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     for x in np.flatnonzero(bad).tolist():  # read one by one; the row filled again around where those searches ended
         g, hs, ni, kp = c_g[x], c_hs[x], nl[x], kp_l[x]
         stats[x] = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
-        if not tg.fill(np, hs._row, g, (g.main_index(ni // 2), g.main_index(kp))):
-            tg.owner[hs._row] = None  # (the row kept: filled again next time)
+        near = hs._near
+        if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
+            hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
     _each(map(setattr, c_hs, repeat("stats"), stats))
     for x in full:
         c_g[x].flush()
@@ -374,9 +365,10 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
 # a host's objects read a column at a time (update_all)
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _TIMES, _JS, _HOST, _VERSION = (operator.attrgetter(a) for a in ("times", "job_starts", "host", "version"))
-_N, _RAW, _GAPS, _TG, _ROW = (operator.attrgetter(a) for a in ("n", "_raw", "_diffs", "_tg", "_row"))
+_N, _RAW, _GAPS, _NEAR = (operator.attrgetter(a) for a in ("n", "_raw", "_diffs", "_near"))
 _MERGED, _CLEAN, _STAMP, _ADDED = (operator.attrgetter(a) for a in ("merged", "clean", "stamp", "added"))
 _LAST = operator.itemgetter(-1)
+_ROW, _KEPT_STAMP, _LIM = (operator.itemgetter(k) for k in (1, 3, 5))
 
 
 _R = TypeVar("_R")

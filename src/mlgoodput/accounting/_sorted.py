@@ -23,9 +23,8 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, repeat
+from collections.abc import Callable, Iterable
+from itertools import accumulate
 from math import copysign, isqrt
 from typing import Any
 
@@ -750,7 +749,7 @@ class HostGaps(SortedFloats):
             self._order()
         return k - self._find(k)[0]
 
-    def append(self, xs: Sequence[float]) -> None:
+    def append(self, xs: array[float]) -> None:
         """Put values (no NaN, no -0.0; only while the buckets hold none either: `_clean`) in the
         side list without ordering it: it is put in order when next read (a statistic, a merge),
         so values appended update after update are sorted once, not on every update. The
@@ -759,20 +758,6 @@ class HostGaps(SortedFloats):
         self._side.extend(xs)
         self._added += len(xs)
         self._loose = True
-
-    @staticmethod
-    def append_each(gs: Sequence[HostGaps], xss: Iterable[Sequence[float]], added: Iterable[int]) -> None:
-        """`append` of each xss[i] to gs[i], given each one's values ever added after it
-        (`added`: its `added` before and len(xss[i])): a column at a time, no Python call a
-        structure (thousands of hosts updated together, every upload)."""
-        deque(map(array.extend, map(_SIDE_OF, gs), xss), maxlen=0)
-        for name, values in (("_memo", repeat(None)), ("_loose", repeat(True)), ("_added", added)):
-            deque(map(getattr(HostGaps, name).__set__, gs, values), maxlen=0)  # (each slot's setter)
-
-    @staticmethod
-    def largest_each(gs: Iterable[HostGaps]) -> Iterable[float]:
-        """`largest_merged()` of each, lazily, a column at a time."""
-        return map(_LAST_OF, map(_MAXES_OF, gs))
 
     def _order(self) -> None:
         self._loose = False
@@ -846,7 +831,3 @@ class HostGaps(SortedFloats):
             out.extend(got[: b - end])
             end += len(got)
         return out, a
-
-
-_SIDE_OF, _MAXES_OF = operator.attrgetter("_side"), operator.attrgetter("_maxes")
-_LAST_OF = operator.itemgetter(-1)
