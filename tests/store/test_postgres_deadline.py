@@ -49,14 +49,22 @@ def _stored(url: str, job: str) -> list[int]:
         st.close()
 
 
-def test_a_call_waiting_on_a_lock_past_its_deadline_is_cancelled_and_the_next_works(postgres_url: str) -> None:
+@pytest.mark.parametrize("via", ["direct", "pgbouncer"])
+def test_a_call_waiting_on_a_lock_past_its_deadline_is_cancelled_and_the_next_works(
+    via: str, request: pytest.FixtureRequest
+) -> None:
     import psycopg
 
-    url = fresh_database(postgres_url, "deadline")
+    if via == "direct":
+        url = direct = fresh_database(request.getfixturevalue("postgres_url"), "deadline")
+    else:  # the store through the pooler (transaction mode): the cancel goes through it too
+        bouncer = request.getfixturevalue("pgbouncer")
+        direct = fresh_database(bouncer.server.url, "deadline")
+        url = str(bouncer.url).rsplit("/", 1)[0] + "/" + direct.rsplit("/", 1)[1]
     job, writer = uuid.uuid4().hex, uuid.uuid4().int >> 65
     st = PostgresStore(url, call_timeout_s=1.0)
     st.append("ns", job, EventBatch(writer, 0, _steps(0, 2)))  # the writer's row exists
-    with psycopg.connect(url) as holder:  # holds the writer's row lock: the next append waits on it
+    with psycopg.connect(direct) as holder:  # holds the writer's row lock: the next append waits on it
         holder.execute("SELECT 1 FROM mlgoodput_writers WHERE writer = %s FOR UPDATE", (writer,))
         t, out = _append_in_thread(st, job, EventBatch(writer, 2, _steps(2, 3)))
         t.join(120)
