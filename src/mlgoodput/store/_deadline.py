@@ -74,12 +74,12 @@ class CallWatch(BackgroundWorker):
             self._next += 1
             key = self._next
             self._calls[key] = call
-        if self._thread is None:
-            self.start()
+            if self._thread is None:  # (under the guard: one thread, however many first calls)
+                self.start()
         try:
             yield call
         finally:
-            with self._guard:  # (waits for an action on this call to finish)
+            with self._guard:  # (waits while its socket is being shut)
                 self._calls.pop(key, None)
 
     def in_flight(self) -> int:
