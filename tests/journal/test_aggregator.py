@@ -51,7 +51,7 @@ def _spawn(*args: object) -> subprocess.Popen[str]:
 
 
 def _result(p: subprocess.Popen[str]) -> dict[str, Any]:
-    out, _ = p.communicate(timeout=120)
+    out, _ = p.communicate(timeout=600)  # (the child's flush may wait out a stalled disk: FLUSH_S)
     assert p.returncode == 0, out
     return dict(json.loads(out.strip().splitlines()[-1]))
 
