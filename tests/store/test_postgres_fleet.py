@@ -268,9 +268,11 @@ def test_many_writers_through_pgbouncer_use_at_most_the_pool(pgbouncer: Any) -> 
     def watch() -> None:
         with psycopg.connect(pgbouncer.server.url, autocommit=True) as c:
             while not stop.is_set():
+                # this pool's database only: other tests' databases on this server (the call
+                # deadline's, test_postgres_deadline.py) keep pooled connections of their own
                 n = c.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-                    " AND pid <> pg_backend_pid()"
+                    " AND pid <> pg_backend_pid() AND datname = current_database()"
                 ).fetchone()[0]
                 pools = [p for p in pgbouncer.pools() if p["database"] == "postgres"]
                 used = sum(
