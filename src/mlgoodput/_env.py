@@ -46,6 +46,9 @@ NUMPY = "MLGOODPUT_NUMPY"
 #: Seconds of silence (no event and no sign of life from any process of a job) after which a
 #: job that sends signs of life is judged dead (docs/accounting.md, "A job that dies").
 DEAD_AFTER = "MLGOODPUT_DEAD_AFTER_S"
+#: Seconds one PostgreSQL store call may wait on the server before it is cancelled, then cut
+#: off (store/_deadline.py; default 30): for links so slow that one small call takes longer.
+PG_CALL_TIMEOUT = "MLGOODPUT_PG_CALL_TIMEOUT_S"
 #: "1" keeps the garbage collector's passes when a process that ran a job exits (by default
 #: mlgoodput freezes them there: torch-heavy processes otherwise take 1.5 s to exit, time a
 #: callback's job counts as OTHER); see mlgoodput._process_window.
@@ -102,6 +105,21 @@ def dead_after_s(every_s: float) -> float:
             raise ValueError(f"${DEAD_AFTER} must be a positive number of seconds, got {raw!r}")
         return v
     return max(DEAD_AFTER_S, 4 * every_s)
+
+
+def pg_call_timeout_s(default_s: float) -> float:
+    """The PostgreSQL store's call deadline: the environment's value when set (a positive
+    number of seconds), else `default_s`."""
+    raw = get(PG_CALL_TIMEOUT)
+    if not raw:
+        return default_s
+    try:
+        v = float(raw)
+    except ValueError:
+        v = math.nan
+    if not v > 0 or math.isinf(v):
+        raise ValueError(f"${PG_CALL_TIMEOUT} must be a positive number of seconds, got {raw!r}")
+    return v
 
 
 def debug_on() -> bool:

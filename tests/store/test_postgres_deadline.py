@@ -122,3 +122,17 @@ def test_a_call_timeout_that_is_not_a_positive_number_is_refused(value: object) 
     pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'mlgoodput[postgres]')")
     with pytest.raises(ValueError, match=r"call_timeout_s must be a positive number of seconds, got"):
         PostgresStore("postgresql://u@127.0.0.1:1/db", call_timeout_s=value)  # type: ignore[arg-type]
+
+
+def test_the_call_timeout_comes_from_the_environment_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'mlgoodput[postgres]')")
+    url = "postgresql://u@127.0.0.1:1/db"
+    assert PostgresStore(url)._call_timeout == 30.0
+    monkeypatch.setenv("MLGOODPUT_PG_CALL_TIMEOUT_S", "120")
+    assert PostgresStore(url)._call_timeout == 120.0  # (uploader processes inherit it)
+    assert PostgresStore(url, call_timeout_s=7)._call_timeout == 7.0  # the keyword wins
+    monkeypatch.setenv("MLGOODPUT_PG_CALL_TIMEOUT_S", "soon")
+    with pytest.raises(
+        ValueError, match=r"\$MLGOODPUT_PG_CALL_TIMEOUT_S must be a positive number of seconds, got 'soon'"
+    ):
+        PostgresStore(url)

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from mlgoodput import _env
 from mlgoodput.events import EventBatch
 from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
@@ -152,8 +153,10 @@ class PostgresStore:
     """A store in a PostgreSQL database (`postgresql://user@host:port/dbname`), directly or
     through a transaction-mode pooler such as pgbouncer."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, call_timeout_s: float = CALL_TIMEOUT_S) -> None:
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, call_timeout_s: float | None = None) -> None:
         _psycopg()  # fail at configuration time when the extra is missing
+        if call_timeout_s is None:  # $MLGOODPUT_PG_CALL_TIMEOUT_S, else CALL_TIMEOUT_S (child processes too)
+            call_timeout_s = _env.pg_call_timeout_s(CALL_TIMEOUT_S)
         for arg, v in (("connect_timeout_s", connect_timeout_s), ("call_timeout_s", call_timeout_s)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
                 raise ValueError(f"{arg} must be a positive number of seconds, got {v!r}")
