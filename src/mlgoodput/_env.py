@@ -92,34 +92,33 @@ def get(name: str) -> str | None:
     return None if raw is None else str(env.decodevalue(raw))
 
 
-def dead_after_s(every_s: float) -> float:
-    """The dead limit for writers whose signs of life come every `every_s` seconds: the
-    environment's value when set (a positive number), else the built-in rule."""
-    raw = get(DEAD_AFTER)
-    if raw:
-        try:
-            v = float(raw)
-        except ValueError:
-            v = math.nan
-        if not v > 0 or math.isinf(v):
-            raise ValueError(f"${DEAD_AFTER} must be a positive number of seconds, got {raw!r}")
-        return v
-    return max(DEAD_AFTER_S, 4 * every_s)
-
-
-def pg_call_timeout_s(default_s: float) -> float:
-    """The PostgreSQL store's call deadline: the environment's value when set (a positive
-    number of seconds), else `default_s`."""
-    raw = get(PG_CALL_TIMEOUT)
+def seconds(name: str) -> float | None:
+    """The positive number of seconds the variable `name` holds; None when it is not set. A
+    value that is not one fails with a message naming the variable and the value."""
+    raw = get(name)
     if not raw:
-        return default_s
+        return None
     try:
         v = float(raw)
     except ValueError:
         v = math.nan
     if not v > 0 or math.isinf(v):
-        raise ValueError(f"${PG_CALL_TIMEOUT} must be a positive number of seconds, got {raw!r}")
+        raise ValueError(f"${name} must be a positive number of seconds, got {raw!r}")
     return v
+
+
+def dead_after_s(every_s: float) -> float:
+    """The dead limit for writers whose signs of life come every `every_s` seconds: the
+    environment's value when set (a positive number), else the built-in rule."""
+    v = seconds(DEAD_AFTER)
+    return max(DEAD_AFTER_S, 4 * every_s) if v is None else v
+
+
+def pg_call_timeout_s(default_s: float) -> float:
+    """The PostgreSQL store's call deadline: the environment's value when set (a positive
+    number of seconds), else `default_s`."""
+    v = seconds(PG_CALL_TIMEOUT)
+    return default_s if v is None else v
 
 
 def debug_on() -> bool:
