@@ -54,7 +54,7 @@ from mlgoodput import _env
 from mlgoodput.events import EventBatch
 from mlgoodput.store import _exactly_once
 from mlgoodput.store._columns import Chunk, Columns, decode, encode_batch
-from mlgoodput.store._deadline import Call, watcher
+from mlgoodput.store._deadline import watcher
 from mlgoodput.store._exactly_once import NewPart, new_part
 from mlgoodput.store._packed import pack, unpack
 from mlgoodput.store._protocol import JobInfo, ReadResult, StoreError
@@ -163,7 +163,6 @@ class PostgresStore:
         self.url = url
         self._timeout = connect_timeout_s
         self._call_timeout = float(call_timeout_s)
-        self._late: Call | None = None  # the last call the deadline watch ended (its error says so)
         self._lock = threading.RLock()
         self._conn: Any = None
         self._pid = -1
@@ -196,7 +195,7 @@ class PostgresStore:
             found, parts = self._open_schema(conn)
         except (psycopg.Error, StoreError) as e:
             conn.close()
-            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {self._why(e)}") from e
+            raise StoreError(f"cannot open PostgreSQL store {self._safe_url()}: {e}") from e
         store_id, have, legacy = found
         version = int(conn.info.server_version)
         if version < 130000:  # pg_current_xact_id, pg_current_snapshot
@@ -267,25 +266,21 @@ class PostgresStore:
                     return work(conn)
             except psycopg.Error as e:
                 self._drop_broken()
-                raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {self._why(e)}") from e
+                raise StoreError(f"cannot {what} PostgreSQL store {self._safe_url()}: {e}") from e
 
     @contextlib.contextmanager
     def _watched(self, conn: Any) -> Iterator[None]:
         """The block's calls on `conn` under the deadline watch (_deadline): one still waiting
-        on the server after `call_timeout_s` is cancelled, then cut off; the error that ends
-        the block then says so (`_why`). The caller holds self._lock."""
-        self._late = None
+        on the server after `call_timeout_s` is cancelled, then cut off, and the database
+        error that ends the block then says so."""
+        psycopg = _psycopg()
         with watcher().watch(conn, self._call_timeout) as call:
             try:
                 yield
-            finally:
+            except psycopg.Error as e:
                 if call.cut:
-                    self._late = call
-
-    def _why(self, e: BaseException) -> str:
-        """What a failed call's error says: the deadline watch's reason when it ended the call."""
-        late, self._late = self._late, None
-        return f"{late.why()}: {e}" if late is not None else str(e)
+                    raise psycopg.OperationalError(f"{call.why()}: {e}") from e
+                raise
 
     def identity(self) -> str:
         """The store id written when the schema was made: a dropped and recreated schema (or
