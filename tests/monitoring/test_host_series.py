@@ -137,6 +137,16 @@ def _record(url: str, hosts: int, steps: range, t0: float, seq: int) -> None:
     st.close()
 
 
+def _per_host(samples: list[Sample]) -> dict[tuple[str, str, str], float]:
+    """Each per-host sample's value by (name, host or rank, stat)."""
+    out = {}
+    for s in samples:
+        key = s.labels.get("host") or s.labels.get("rank")
+        if key is not None:
+            out[(s.name, key, s.labels.get("stat", ""))] = s.value
+    return out
+
+
 def test_the_source_sends_the_current_values_of_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A job of 6 hosts above a bound of 4: the first upload has every host's series, a later
     one with the same values none, and each series sent holds the value that a full upload
@@ -169,3 +179,45 @@ def test_the_source_sends_the_current_values_of_what_changed(tmp_path: Path, mon
     want = full()
     assert got and all(want[k] == v for k, v in got.items())  # the current values
     assert {k[1] for k in got} >= {"3"}
+
+
+def test_the_calculators_columns_give_what_its_rows_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose hosts the calculator updates together (24 hosts, a few new steps each): the
+    straggler analysis and the choice of hosts read the statistics as the calculator's columns,
+    and both come out as a fresh calculator's rows give them."""
+    pytest.importorskip("numpy")  # (hosts are updated together with numpy only)
+    monkeypatch.setattr(_host_series, "ALL_HOSTS_UP_TO", 4)
+    monkeypatch.setattr(_host_series, "HOSTS_PER_UPLOAD", 10**6)
+    url = f"sqlite://{tmp_path}/s.db"
+    t0 = 1_800_000_000.0
+    _record(url, 24, range(60), t0, 0)
+    src = GoodputSource("j", "goodput", url, clock=lambda: t0 + 200)
+    src.collect(t0 + 200)
+    made = []
+    for k, upto in enumerate((62, 64, 66, 69, 71)):
+        new = range(upto - (3 if k == 3 else 2), upto)
+        _record(url, 24, new, t0, new[0] + 1)  # (each writer's batch numbered on from its last event)
+        got = src.collect(t0 + 200)
+        calc = src._calc()
+        report = calc.report(at=t0 + 200)
+        lag = calc.stragglers(report.start, None, read=False)
+        hc, rc = calc.columns_of(report.hosts, lag.ranks)
+        made.append(hc is not None and rc is not None)
+        if hc is None:  # (the first updates sort each host's gaps: host by host)
+            continue
+        assert (hc.hosts, hc.steps, hc.median, hc.p90, hc.max) == tuple(
+            list(col)
+            for col in zip(*[(h.host, h.steps, h.median_s, h.p90_s, h.max_s) for h in report.hosts], strict=True)
+        )
+        assert [list(rc.ranks), list(rc.held_back), list(rc.median), list(rc.mean_lag)] == [
+            [getattr(r, f) for r in lag.ranks] for f in ("rank", "held_back_s", "median_step_s", "mean_lag_s")
+        ]
+        fresh = GoodputCalculator("j", "goodput", store=url)
+        want = fresh.report(at=t0 + 200)
+        assert report.hosts == want.hosts
+        assert lag == fresh.stragglers(want.start, None)
+        sent = _per_host(got)
+        full = _per_host(cumulative_samples(want) + straggler_samples(want, fresh.stragglers(want.start, None)))
+        assert sent and all(full[key] == v for key, v in sent.items())  # the current values
+        assert {key[1] for key in sent} >= {"3"}  # host 3's values move: sent
+    assert made[-3:] == [True, True, True], made  # (the columns were made, and are these rows')

@@ -26,6 +26,8 @@ from typing import Any
 
 from mlgoodput._numpy import numpy
 from mlgoodput.accounting import HostStepStats, RankStepStats
+from mlgoodput.accounting._hoststats import StatColumns
+from mlgoodput.accounting._stragglers import RankColumns
 
 #: Jobs of up to this many hosts export every host's series every upload.
 ALL_HOSTS_UP_TO = 256
@@ -53,9 +55,10 @@ class _Family:
         self.pos: dict[int, int] = {}  # host -> its position
         self._sent: list[list[float]] = [[], [], []]  # per field: the value last sent, by position
 
-    def changed(self, rows: Sequence[Any]) -> set[int]:
-        """The hosts whose values differ from those last sent (or were never sent)."""
-        keys = list(map(self._key, rows))
+    def changed(self, rows: Sequence[Any], columns: Sequence[Sequence[Any]] | None = None) -> set[int]:
+        """The hosts whose values differ from those last sent (or were never sent); `columns`:
+        the rows' keys and three values as lists, when the caller has them (else read here)."""
+        keys = list(map(self._key, rows)) if columns is None else list(columns[0])
         if keys != self.keys:  # hosts came or went: the values last sent, moved to their places
             old = dict(zip(self.keys, zip(*self._sent, strict=True), strict=True))
             none = (_NEVER, _NEVER, _NEVER)
@@ -66,7 +69,10 @@ class _Family:
         np = numpy() if len(keys) >= _NUMPY_FROM else None
         if np is not None:  # the comparisons of thousands of hosts in numpy (the same IEEE `!=`)
             try:
-                new = [np.fromiter(map(get, rows), np.float64, len(keys)) for get in self._fields]
+                if columns is None:
+                    new = [np.fromiter(map(get, rows), np.float64, len(keys)) for get in self._fields]
+                else:
+                    new = [np.array(col, dtype=np.float64) for col in columns[1:]]
             except (TypeError, ValueError):  # a value that is no float: the loop below
                 pass
             else:
@@ -107,16 +113,21 @@ class HostSeries:
         straggler: int | None = None,
         *,
         final: bool = False,
+        columns: tuple[StatColumns | None, RankColumns | None] = (None, None),
     ) -> tuple[Sequence[HostStepStats], Sequence[RankStepStats]]:
         """The hosts' statistics and the ranks whose series this upload carries (in the order
-        given); all of them for a job of up to ALL_HOSTS_UP_TO hosts."""
+        given); all of them for a job of up to ALL_HOSTS_UP_TO hosts. `columns`: the same
+        rows as the calculator's columns, where it has them (`columns_of`)."""
         if len(hosts) <= ALL_HOSTS_UP_TO and len(ranks) <= ALL_HOSTS_UP_TO:
             if self.uploads:  # a job that shrank: the next large upload starts over
                 self._reset()
             return hosts, ranks
         self.uploads += 1
         now = self.uploads
-        due = self._hosts.changed(hosts) | self._ranks.changed(ranks)
+        hc, rc = columns
+        h_cols = None if hc is None or hc.rows is not hosts else (hc.hosts, hc.median, hc.p90, hc.max)
+        r_cols = None if rc is None or rc.rows is not ranks else (rc.ranks, rc.held_back, rc.median, rc.mean_lag)
+        due = self._hosts.changed(hosts, h_cols) | self._ranks.changed(ranks, r_cols)
         at = self._at
         overdue = self._overdue
         for h in self._sent_in.pop(now - REFRESH_UPLOADS, ()):

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from mlgoodput._monitoring import _samples
+from mlgoodput._monitoring import _host_series, _samples
 from mlgoodput._monitoring._host_series import HostSeries
 from mlgoodput.export import Sample
 
@@ -80,8 +80,12 @@ class GoodputSource:
             ranks = None if lag is None else lag.ranks
             if self._hosts is None:
                 self._hosts = HostSeries()
-            # a job of many hosts: the hosts whose series this upload carries (_host_series)
-            hosts, ranks = self._hosts.pick(hosts, ranks or (), None if lag is None else lag.straggler, final=final)
+            # a job of many hosts: the hosts whose series this upload carries (_host_series),
+            # compared as the calculator's columns where it has them
+            columns = calc.columns_of(hosts, ranks) if len(hosts) > _host_series.ALL_HOSTS_UP_TO else (None, None)
+            hosts, ranks = self._hosts.pick(
+                hosts, ranks or (), None if lag is None else lag.straggler, final=final, columns=columns
+            )
             out = _samples.cumulative_samples(
                 report,
                 include_badput_breakdown=self.include_badput_breakdown,

@@ -18,12 +18,13 @@ from mlgoodput._recovery import recover_changed_journals
 from mlgoodput.accounting import _snapshot
 from mlgoodput.accounting._engine import Engine
 from mlgoodput.accounting._facts import FactsCache, facts_from_timeline
+from mlgoodput.accounting._hoststats import StatColumns
 from mlgoodput.accounting._partition import Segment, partition
 from mlgoodput.accounting._productivity import productivity
 from mlgoodput.accounting._reader import StoreReader
-from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType, with_productivity
+from mlgoodput.accounting._report import BadputType, GoodputReport, GoodputType, HostStepStats, with_productivity
 from mlgoodput.accounting._seed_steps import SeedSteps
-from mlgoodput.accounting._stragglers import HostStragglers, StragglerReport
+from mlgoodput.accounting._stragglers import HostStragglers, RankColumns, RankStepStats, StragglerReport
 from mlgoodput.accounting._timeline import Timeline
 from mlgoodput.store import Columns, Store, open_store
 
@@ -407,12 +408,24 @@ class GoodputCalculator:
                 if self._lag is None or self._lag[0] is not tl:
                     self._lag = (tl, HostStragglers())
                 # the accounting's host statistics, worked out only when the window holds every step
-                rep = self._lag[1].report(tl.hosts, lambda: e.host_stats(tl.max_time), a, b)
+                rep = self._lag[1].report(tl.hosts, lambda: e.host_stat_columns(tl.max_time), a, b)
                 self._save_stragglers(rep, window)
             self._lag_last = (self._cursor, window, rep)
             return rep
 
         return self._guarded(run)
+
+    def columns_of(
+        self, hosts: Sequence[HostStepStats], ranks: Sequence[RankStepStats] | None
+    ) -> tuple[StatColumns | None, RankColumns | None]:
+        """The columns beside a report's host rows and a straggler analysis's rank rows, when
+        they are this calculator's latest and were made together (None where not): the
+        monitor's choice of hosts compares these lists, not the rows taken apart again."""
+        e = self._eng if self._pending is None else None
+        got = None if e is None else e.stat_columns(hosts)
+        lag = self._lag
+        rc = None if lag is None or ranks is None else lag[1].columns
+        return got, (rc if rc is not None and rc.rows is ranks else None)
 
     def _saved_stragglers(self, window: list[float | None]) -> StragglerReport | None:
         """The straggler analysis saved at this calculator's cursor and events for the same

@@ -13,12 +13,13 @@ import math
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from itertools import repeat
 from typing import cast
 
 from mlgoodput.accounting import _fast
 from mlgoodput.accounting._activities import ActivityBuilder, EventIndex
-from mlgoodput.accounting._hoststats import HostSteps, Together, stats_as_of, update_all, update_columns
+from mlgoodput.accounting._hoststats import HostSteps, StatColumns, Together, stats_as_of, update_all, update_columns
 from mlgoodput.accounting._intervals import (
     Coverage,
     Intervals,
@@ -75,6 +76,7 @@ class Engine:
         self.host_steps: dict[int, HostSteps] = {}
         self._together = Together()  # update_all's rows of the hosts (a cache)
         self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
+        self._columns: StatColumns | None = None  # the cached statistics' columns, when made together
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self.job_ends_cache: tuple[HostLog, int, list[float]] | None = None
@@ -618,11 +620,24 @@ class Engine:
         c = self._stats_cache
         if c is not None and c[0] is tl and c[1] == tl.events and q >= tl.max_time:
             return c[2]
+        self._columns = None
         res = self._host_stats_columns(q)
         if res is None:
             res = self._host_stats_rows(q)
         self._stats_cache = (tl, tl.events, res) if q >= tl.max_time else None
         return res
+
+    def host_stat_columns(self, q: float) -> StatColumns | tuple[HostStepStats, ...]:
+        """`host_stats(q)`, as columns beside the rows when the hosts were updated together
+        (the usual at every upload), else the rows alone."""
+        rows = self.host_stats(q)
+        c = self._columns
+        return c if c is not None and c.rows is rows else rows
+
+    def stat_columns(self, rows: Sequence[HostStepStats]) -> StatColumns | None:
+        """The columns of `rows`, if they are what the last `host_stats` gave (else None)."""
+        c = self._columns
+        return c if c is not None and c.rows is rows else None
 
     def _host_stats_columns(self, q: float) -> tuple[HostStepStats, ...] | None:
         """`host_stats` when every host holds two steps or more and q is past all of them (the
@@ -638,10 +653,15 @@ class Engine:
         hss = list(map(hosts.get, keys))
         if any(map(operator.is_, hss, repeat(None))):
             hss = [hosts.setdefault(h, HostSteps()) if hs is None else hs for h, hs in zip(keys, hss, strict=True)]
-        got = update_columns(cast("list[HostSteps]", hss), logs, self._together)
+        tg = self._together
+        got = update_columns(cast("list[HostSteps]", hss), logs, tg)
         if any(map(operator.is_, got, repeat(None))):
             return tuple(st for st in got if st is not None)
-        return tuple(cast("list[HostStepStats]", got))
+        res = tuple(cast("list[HostStepStats]", got))
+        c = tg.columns
+        if c is not None and c.rows is got:
+            self._columns = StatColumns(res, c.hosts, c.steps, c.median, c.p90, c.max)
+        return res
 
     def _host_stats_rows(self, q: float) -> tuple[HostStepStats, ...]:
         """`host_stats` host by host: hosts with fewer than two steps, a q inside the steps."""

@@ -20,6 +20,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, TypeVar, cast
 
@@ -120,6 +121,21 @@ class HostSteps:
 _Near = tuple["Together | None", int, HostGaps | None, int, int, int]
 _NO_NEAR: _Near = (None, -1, None, -1, -1, 0)
 
+
+@dataclass(frozen=True, slots=True)
+class StatColumns:
+    """Every host's statistics as `update_columns` worked them out, as columns in host order
+    beside the rows made of them: the straggler analysis and the monitor's choice of hosts
+    read these lists instead of taking the rows apart again (thousands of hosts an upload)."""
+
+    rows: Sequence[HostStepStats]
+    hosts: list[int]
+    steps: list[int]
+    median: list[float]
+    p90: list[float]
+    max: list[float]
+
+
 _TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
 _HALF = 96  # half the width of a part of a host's buckets kept around a statistic
 _MID = 128  # side values strictly inside a kept part's range, kept per host and statistic
@@ -147,6 +163,7 @@ class Together:
         self.ints: Any = None  # (2, cap, 10) int64
         self.fl: Any = None  # (2, cap, 3) doubles: first, last (and the side's largest)
         self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
+        self.columns: StatColumns | None = None  # the last update's, when it updated every host together
 
     def row(self, np: Any) -> int:
         if self.used == self.cap:
@@ -344,11 +361,15 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     kp_l: list[int] = k90.tolist()
     # (the found values are not handed to the structures' memo: the next change empties it
     # anyway, and a statistic asked of a structure finds the same value itself)
-    stats = rows_from_columns(HostStepStats, c_hosts, (n_all + 1).tolist(), med.tolist(), p90.tolist(), mx.tolist())
+    cols = (n_all + 1).tolist(), med.tolist(), p90.tolist(), mx.tolist()
+    stats = rows_from_columns(HostStepStats, c_hosts, *cols)
     nl: list[int] = n_all.tolist()
+    tg.columns = StatColumns(stats, c_hosts, *cols) if every else None
     for x in np.flatnonzero(bad).tolist():  # read one by one; the row filled again around where those searches ended
         g, hs, ni, kp = c_g[x], c_hs[x], nl[x], kp_l[x]
-        stats[x] = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
+        stats[x] = st = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
+        if tg.columns is not None:
+            tg.columns.median[x], tg.columns.p90[x], tg.columns.max[x] = st.median_s, st.p90_s, st.max_s
         near = hs._near
         if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
             hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)

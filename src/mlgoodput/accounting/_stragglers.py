@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from mlgoodput._format import duration
 from mlgoodput.accounting._fast import numpy as fast_numpy
-from mlgoodput.accounting._hoststats import rows_from_columns
+from mlgoodput.accounting._hoststats import StatColumns, rows_from_columns
 from mlgoodput.accounting._report import HostStepStats
 from mlgoodput.accounting._stepnums import StepNums, common_run_offset, lengths
 from mlgoodput.accounting._straggler_match import Column, StepMatcher, sum_steps
@@ -184,16 +184,41 @@ def _report_columns(
     mx: Sequence[float],
 ) -> StragglerReport:
     """`_report` with the ranks' statistics as columns, in the report's rank order `order`."""
+    return _report_and_columns(m, order, steps, med, p90, mx)[0]
+
+
+def _report_and_columns(
+    m: StepMatcher,
+    order: list[int],
+    steps: Sequence[int],
+    med: Sequence[float],
+    p90: Sequence[float],
+    mx: Sequence[float],
+) -> tuple[StragglerReport, Sequence[float], Sequence[float]]:
+    """`_report_columns`, with the ranks' mean lags and held-back seconds as columns."""
     compared, spread, fewest, lag, lag_n, last, held, late, pooled = m.totals(order)
     if not order:
-        return _verdict([], compared, spread, late, pooled, fewest)
+        return _verdict([], compared, spread, late, pooled, fewest), [], []
     # column by column (thousands of ranks an upload: no Python loop a rank beyond these)
     if 0 in lag_n:
         mean = [a / k if k else 0.0 for a, k in zip(lag, lag_n, strict=True)]
     else:  # (every rank compared: the usual) the same divisions, a C-level loop
         mean = list(map(operator.truediv, lag, lag_n))
     rows = rows_from_columns(RankStepStats, order, steps, med, p90, mx, mean, last, held)
-    return _verdict(rows, compared, spread, late, pooled, fewest, order, med)
+    return _verdict(rows, compared, spread, late, pooled, fewest, order, med), mean, held
+
+
+@dataclass(frozen=True, slots=True)
+class RankColumns:
+    """A report's ranks as columns in rank order beside its rows: what the monitor's choice of
+    hosts compares (held-back seconds, median step time, mean lag) without taking the rows
+    apart again."""
+
+    rows: Sequence[RankStepStats]
+    ranks: list[int]
+    held_back: Sequence[float]
+    median: Sequence[float]
+    mean_lag: Sequence[float]
 
 
 def _verdict(
@@ -276,18 +301,20 @@ class HostStragglers:
         # by rank index of the matcher: each host's log version and the steps taken from it
         self._versions: list[int] = []
         self._taken: list[int] = []
+        self.columns: RankColumns | None = None  # the last report's ranks as columns, when made so
 
     def report(
         self,
         hosts: Mapping[int, HostLog],
-        stats: Mapping[int, HostStepStats] | Callable[[], Mapping[int, HostStepStats] | Sequence[HostStepStats]],
+        stats: Mapping[int, HostStepStats]
+        | Callable[[], Mapping[int, HostStepStats] | Sequence[HostStepStats] | StatColumns],
         start: float | None = None,
         end: float | None = None,
     ) -> StragglerReport:
         """The report of the steps started in [start, end]; `stats`: the accounting's step
         statistics of each host over all its steps, or a function that works them out (called
         only when the window holds every step: they are used then, and cost a pass), by host
-        or as a sequence in host order."""
+        or as a sequence in host order, or as the accounting's columns (`StatColumns`)."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
         # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
@@ -305,6 +332,10 @@ class HostStragglers:
             return self._window(logs, lo, hi)
         m = self._update(logs, keys, hls, ts)
         given = stats() if callable(stats) else stats
+        if isinstance(given, StatColumns):  # the accounting's columns (hosts updated together)
+            if given.hosts == keys:
+                return self._columns_kept(m, keys, given)
+            given = given.rows
         if not isinstance(given, Mapping):  # in host order: as they are when they are the ranks'
             if list(map(_HOST_OF, given)) == keys:
                 return _report_columns(m, keys, *_stat_columns(given))
@@ -316,6 +347,13 @@ class HostStragglers:
                 rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
             return _report(m, rows)
         return _report_columns(m, keys, *_stat_columns(cast("list[HostStepStats]", got)))
+
+    def _columns_kept(self, m: StepMatcher, keys: list[int], c: StatColumns) -> StragglerReport:
+        """`_report_columns` from the accounting's columns; the ranks' columns kept for
+        `rank_columns` (the monitor's choice of hosts reads them)."""
+        rep, mean, held = _report_and_columns(m, keys, c.steps, c.median, c.p90, c.max)
+        self.columns = RankColumns(rep.ranks, keys, held, c.median, mean)
+        return rep
 
     def _update(
         self, logs: Mapping[int, HostLog], keys: list[int], hls: list[HostLog], ts: list[array[float]]
