@@ -42,8 +42,7 @@ class HostSteps:
         self._diffs = HostGaps()
         self._raw: array[float] | None = None  # a first fill's gaps, put in order when first used
         self.stats: HostStepStats | None = None
-        # update_all's row for this host: (its Together, the row, and the structure, its stamp
-        # and its side values ever added that the row describes, its side list's limit there)
+        # update_all's row for this host: (its Together, the row)
         self._near: _Near = _NO_NEAR
 
     @property
@@ -116,10 +115,9 @@ class HostSteps:
         return self.stats
 
 
-#: update_all's row of a host: (its Together, the row, the structure the row describes, its
-#: stamp and its side values ever added then, its side list's limit for merging)
-_Near = tuple["Together | None", int, HostGaps | None, int, int, int]
-_NO_NEAR: _Near = (None, -1, None, -1, -1, 0)
+#: update_all's row of a host: (its Together, the row)
+_Near = tuple["Together | None", int]
+_NO_NEAR: _Near = (None, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +148,12 @@ class Together:
     main[off + wl:le] == last, so main below lt is below first, from le on above last), and
     of the side list: how many values are below first (`below`), equal to first (`eq1`),
     equal to last (`eq2`, when last != first), and those in between, in order (`mid`, `nmid`
-    of them); `fe`, `ls`: the buckets' values up to first, below last. Row r's largest side value is `fl[0, r, 2]`. Only a cache: a row not matching
-    its host's structure now (merged, extended elsewhere) is filled again."""
+    of them); `fe`, `ls`: the buckets' values up to first, below last. Row r's largest side
+    value is `fl[0, r, 2]`. Only a cache: a row not matching its host's structure now (merged,
+    extended elsewhere) is filled again. What a row describes is kept by row too: the
+    structure (`gaps_of`), its stamp and its side values ever added then (`stamp`, `added`; a
+    stamp of -1: fill the row again), its side list's limit for merging (`lim`); and the hosts
+    of the last update with their rows, for the next one."""
 
     # columns of `ints`
     OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID, FE, LS = range(10)
@@ -164,6 +166,11 @@ class Together:
         self.fl: Any = None  # (2, cap, 3) doubles: first, last (and the side's largest)
         self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
         self.columns: StatColumns | None = None  # the last update's, when it updated every host together
+        self.gaps_of: list[HostGaps | None] = []
+        self.stamp: Any = None  # (cap,) int64, like `added` and `lim`
+        self.added: Any = None
+        self.lim: Any = None
+        self._last: tuple[list[HostSteps], list[HostGaps], Any] = ([], [], None)  # hosts, structures, rows
 
     def row(self, np: Any) -> int:
         if self.used == self.cap:
@@ -174,13 +181,34 @@ class Together:
                 np.zeros((2, cap, 3)),
                 np.full((2, cap, _MID), np.inf),
             )
+            kept = (np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64))
             if self.cap:
                 for new, old in zip(grown, (self.win, self.ints, self.fl, self.mid), strict=True):
                     new[:, : self.cap] = old
+                for new, old in zip(kept, (self.stamp, self.added, self.lim), strict=True):
+                    new[: self.cap] = old
             self.win, self.ints, self.fl, self.mid = grown
+            self.stamp, self.added, self.lim = kept
             self.cap = cap
+        self.gaps_of.append(None)
         self.used += 1
         return self.used - 1
+
+    def rows_of(self, np: Any, hss: list[HostSteps], gs: list[HostGaps]) -> tuple[Any, bool]:
+        """Each host's row (a new one for a host without one here), and whether each row was
+        last filled from the structure the host holds now (else: look at `gaps_of`)."""
+        last_hss, last_gs, rows = self._last
+        if len(last_hss) != len(hss) or not all(map(operator.is_, hss, last_hss)):
+            got: list[int] = []
+            for hs in hss:  # (hosts came or went, or were made again: a Python step a host, once)
+                near = hs._near
+                if near[0] is not self:
+                    near = hs._near = (self, self.row(np))
+                got.append(near[1])
+            rows = np.array(got, dtype=np.int64)
+        same = len(last_gs) == len(gs) and all(map(operator.is_, gs, last_gs))
+        self._last = (hss, gs, rows)
+        return rows, same
 
     def fill(self, np: Any, r: int, g: HostGaps, at: tuple[int, int]) -> bool:
         """Row r from g around the buckets' indices `at`; False (the row unusable) where too
@@ -303,43 +331,32 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     packed.frombytes(gaps.tobytes())
     starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
     # each host's row of `tg`: filled again where it does not describe the host's structure now
-    nears: list[_Near] = list(map(_NEAR, c_hs))
-    tgs, _, kept_g, kept_stamp, kept_added, _ = zip(*nears, strict=True)
-    stale = np.fromiter(map(operator.is_not, tgs, repeat(tg)), bool, h)
-    stale |= np.fromiter(map(operator.is_not, kept_g, c_g), bool, h)
-    stale |= np.fromiter(map(operator.ne, kept_stamp, map(_STAMP, c_g)), bool, h)
-    stale |= np.fromiter(map(operator.ne, kept_added, map(_ADDED, c_g)), bool, h)
+    R, same = tg.rows_of(np, c_hs, c_g)
+    rl: list[int] = R.tolist()
+    added = np.fromiter(map(_ADDED, c_g), i64, h)
+    stale = (tg.stamp[R] != np.fromiter(map(_STAMP, c_g), i64, h)) | (tg.added[R] != added)
+    if not same:  # (some hosts' structures were made again since the last update)
+        stale |= np.fromiter(map(operator.is_not, map(tg.gaps_of.__getitem__, rl), c_g), bool, h)
     fail: list[int] = []  # positions in cand whose rows could not be filled
     for x in np.flatnonzero(stale).tolist():  # (before the new values go aside)
-        g = c_g[x]
-        near = nears[x]
-        if near[0] is not tg:
-            near = (tg, tg.row(np), None, -1, -1, 0)
+        g, r = c_g[x], rl[x]
         merged = g.merged
-        if not tg.fill(np, near[1], g, (merged // 2, int(0.9 * merged))):
+        if not tg.fill(np, r, g, (merged // 2, int(0.9 * merged))):
             fail.append(x)
-        nears[x] = (tg, near[1], g, g.stamp, g.added, _GROW * g.limit())
+        tg.gaps_of[r] = g
+        tg.stamp[r], tg.added[r], tg.lim[r] = g.stamp, g.added, _GROW * g.limit()
     bounds = starts.tolist()
     news = cast(
         "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
     )
-    _each(map(HostGaps.append, c_g, news))
+    added += cnt  # (what the rows describe now: the values just appended included)
+    HostGaps.append_each(c_g, news, added.tolist())
     _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
-    rows: list[int] = list(map(_ROW, nears))
-    lims: list[int] = list(map(_LIM, nears))
-    _each(
-        map(
-            setattr,
-            c_hs,
-            repeat("_near"),
-            zip(repeat(tg), rows, c_g, map(_KEPT_STAMP, nears), map(_ADDED, c_g), lims, strict=False),
-        )
-    )
-    R = np.array(rows, dtype=i64)
+    tg.added[R] = added
     b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
     m = merged_all[ci]
     tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
-    full = np.flatnonzero(b > np.array(lims, dtype=i64)).tolist()  # side lists to merge (past _GROW times their limit)
+    full = np.flatnonzero(b > tg.lim[R]).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
     n_all = m + b
     half = n_all // 2
@@ -366,13 +383,12 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     nl: list[int] = n_all.tolist()
     tg.columns = StatColumns(stats, c_hosts, *cols) if every else None
     for x in np.flatnonzero(bad).tolist():  # read one by one; the row filled again around where those searches ended
-        g, hs, ni, kp = c_g[x], c_hs[x], nl[x], kp_l[x]
+        g, ni, kp = c_g[x], nl[x], kp_l[x]
         stats[x] = st = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
         if tg.columns is not None:
             tg.columns.median[x], tg.columns.p90[x], tg.columns.max[x] = st.median_s, st.p90_s, st.max_s
-        near = hs._near
-        if not tg.fill(np, near[1], g, (g.main_index(ni // 2), g.main_index(kp))):
-            hs._near = (tg, near[1], None, -1, -1, 0)  # (the row kept: filled again next time)
+        if not tg.fill(np, rl[x], g, (g.main_index(ni // 2), g.main_index(kp))):
+            tg.stamp[rl[x]] = -1  # (the row kept: filled again next time)
     _each(map(setattr, c_hs, repeat("stats"), stats))
     for x in full:
         c_g[x].flush()
@@ -386,10 +402,9 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
 # a host's objects read a column at a time (update_all)
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _TIMES, _JS, _HOST, _VERSION = (operator.attrgetter(a) for a in ("times", "job_starts", "host", "version"))
-_N, _RAW, _GAPS, _NEAR = (operator.attrgetter(a) for a in ("n", "_raw", "_diffs", "_near"))
+_N, _RAW, _GAPS = (operator.attrgetter(a) for a in ("n", "_raw", "_diffs"))
 _MERGED, _CLEAN, _STAMP, _ADDED = (operator.attrgetter(a) for a in ("merged", "clean", "stamp", "added"))
 _LAST = operator.itemgetter(-1)
-_ROW, _KEPT_STAMP, _LIM = (operator.itemgetter(k) for k in (1, 3, 5))
 
 
 _R = TypeVar("_R")
