@@ -349,10 +349,9 @@ def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | Non
     news = cast(
         "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
     )
-    added += cnt  # (what the rows describe now: the values just appended included)
-    HostGaps.append_each(c_g, news, added.tolist())
+    _each(map(HostGaps.append, c_g, news))
     _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
-    tg.added[R] = added
+    tg.added[R] = added + cnt  # (what the rows describe now: the values just appended included)
     b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
     m = merged_all[ci]
     tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)

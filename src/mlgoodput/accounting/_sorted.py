@@ -23,9 +23,8 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
 from collections.abc import Callable, Iterable
-from itertools import accumulate, repeat
+from itertools import accumulate
 from math import copysign, isqrt
 from typing import Any
 
@@ -441,9 +440,6 @@ def _cut(ordered: array[float]) -> list[array[float]]:
 _SIDE = 8192  # the most values a HostGaps holds aside before merging them into its buckets
 
 
-_SIDE_OF = operator.attrgetter("_side")  # a HostGaps' side list (append_each)
-
-
 def _odd(x: float) -> bool:
     """A NaN or a -0.0: values whose place among equal ones shows in the bits."""
     return x != x or (x == 0.0 and copysign(1.0, x) < 0.0)
@@ -762,15 +758,6 @@ class HostGaps(SortedFloats):
         self._side.extend(xs)
         self._added += len(xs)
         self._loose = True
-
-    @staticmethod
-    def append_each(gs: list[HostGaps], news: Iterable[array[float]], added: Iterable[int]) -> None:
-        """`g.append(new)` for each (g, new) of zip(gs, news), given each one's `added` after it
-        (its own plus the new values' count): a field at a time, C-level loops over the
-        structures (thousands of hosts an upload), not a Python call each."""
-        deque(map(array.extend, map(_SIDE_OF, gs), news), maxlen=0)
-        for name, col in (("_memo", repeat(None)), ("_added", added), ("_loose", repeat(True))):
-            deque(map(setattr, gs, repeat(name), col), maxlen=0)
 
     def _order(self) -> None:
         self._loose = False
