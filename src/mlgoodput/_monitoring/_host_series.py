@@ -54,6 +54,7 @@ class _Family:
         self.keys: list[int] = []  # the host of each position
         self.pos: dict[int, int] = {}  # host -> its position
         self._sent: list[list[float]] = [[], [], []]  # per field: the value last sent, by position
+        self._sent_np: list[Any] | None = None  # the same as numpy arrays, kept beside (None: made again)
 
     def changed(self, rows: Sequence[Any], columns: Sequence[Sequence[Any]] | None = None) -> set[int]:
         """The hosts whose values differ from those last sent (or were never sent); `columns`:
@@ -64,6 +65,7 @@ class _Family:
             none = (_NEVER, _NEVER, _NEVER)
             moved = [old.get(k, none) for k in keys]
             self._sent = [list(col) for col in zip(*moved, strict=True)] if moved else [[], [], []]
+            self._sent_np = None
             self.keys = keys
             self.pos = {k: i for i, k in enumerate(keys)}
         np = numpy() if len(keys) >= _NUMPY_FROM else None
@@ -73,10 +75,12 @@ class _Family:
                     new = [np.fromiter(map(get, rows), np.float64, len(keys)) for get in self._fields]
                 else:
                     new = [np.array(col, dtype=np.float64) for col in columns[1:]]
+                if self._sent_np is None:
+                    self._sent_np = [np.array(sent, dtype=np.float64) for sent in self._sent]
             except (TypeError, ValueError):  # a value that is no float: the loop below
-                pass
+                self._sent_np = None
             else:
-                differs = [a != np.array(sent, dtype=np.float64) for a, sent in zip(new, self._sent, strict=True)]
+                differs = [a != sent for a, sent in zip(new, self._sent_np, strict=True)]
                 return set(itertools.compress(keys, (differs[0] | differs[1] | differs[2]).tolist()))
         # a host whose any of the three values differs: the three comparisons or-ed a column at a time
         a, b, c = (map(operator.ne, map(get, rows), sent) for get, sent in zip(self._fields, self._sent, strict=True))
@@ -86,9 +90,15 @@ class _Family:
         """Note the values of `hosts` as sent, and return their rows in the order of `rows`
         (those `changed` was given)."""
         where = sorted(i for i in map(self.pos.get, hosts) if i is not None)
-        for get, sent in zip(self._fields, self._sent, strict=True):
+        kept = self._sent_np
+        for j, (get, sent) in enumerate(zip(self._fields, self._sent, strict=True)):
             for i in where:
                 sent[i] = get(rows[i])
+            if kept is not None:
+                try:
+                    kept[j][where] = [sent[i] for i in where]
+                except (TypeError, ValueError):  # (a value that is no float: made again if ever needed)
+                    kept = self._sent_np = None
         return [rows[i] for i in where]
 
 
