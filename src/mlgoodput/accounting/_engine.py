@@ -77,6 +77,8 @@ class Engine:
         self._together = Together()  # update_all's rows of the hosts (a cache)
         self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
         self._columns: StatColumns | None = None  # the cached statistics' columns, when made together
+        # the timeline's hosts in order, their logs and HostSteps, and how many HostSteps there were
+        self._hosts_kept: tuple[dict[int, HostLog] | None, list[HostLog], list[HostSteps], int] = (None, [], [], 0)
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self.job_ends_cache: tuple[HostLog, int, list[float]] | None = None
@@ -644,17 +646,20 @@ class Engine:
         usual at every upload): the hosts read and updated a column at a time (thousands of
         hosts, no Python step a host); None, nothing done, otherwise."""
         logs_of = self.timeline.hosts
-        keys = sorted(logs_of)
-        logs: list[HostLog] = list(map(logs_of.__getitem__, keys))
+        hosts = self.host_steps
+        kept = self._hosts_kept
+        if kept[0] is logs_of and len(kept[1]) == len(logs_of) and len(hosts) == kept[3]:
+            logs, hss = kept[1], kept[2]  # (hosts are only ever added: the same hosts in the same order)
+        else:
+            keys = sorted(logs_of)
+            logs = list(map(logs_of.__getitem__, keys))
+            hss = [hosts.get(h) or hosts.setdefault(h, HostSteps()) for h in keys]
+            self._hosts_kept = (logs_of, logs, hss, len(hosts))
         times = list(map(_TIMES, logs))
         if not times or min(map(len, times)) < 2 or any(map(operator.lt, repeat(q), map(_LAST, times))):
             return None
-        hosts = self.host_steps
-        hss = list(map(hosts.get, keys))
-        if any(map(operator.is_, hss, repeat(None))):
-            hss = [hosts.setdefault(h, HostSteps()) if hs is None else hs for h, hs in zip(keys, hss, strict=True)]
         tg = self._together
-        got = update_columns(cast("list[HostSteps]", hss), logs, tg)
+        got = update_columns(hss, logs, tg, times)
         if any(map(operator.is_, got, repeat(None))):
             return tuple(st for st in got if st is not None)
         res = tuple(cast("list[HostStepStats]", got))

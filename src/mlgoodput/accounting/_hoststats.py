@@ -266,15 +266,18 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
     return update_columns(list(map(_FIRST, pairs)), list(map(_SECOND, pairs)), tg)
 
 
-def update_columns(hss: list[HostSteps], logs: list[HostLog], tg: Together | None) -> list[HostStepStats | None]:
+def update_columns(
+    hss: list[HostSteps], logs: list[HostLog], tg: Together | None, times: list[array[float]] | None = None
+) -> list[HostStepStats | None]:
     """`update_all` of the pairs zip(hss, logs), given as its two columns (an engine reads its
-    hosts a column at a time)."""
+    hosts a column at a time); `times`: the logs' step starts, when the caller has them."""
     p = len(hss)
     np: Any = _fast.numpy() if tg is not None and p >= _TOGETHER else None
     if np is None or tg is None:
         return list(map(HostSteps.update, hss, logs))
     i64 = np.int64
-    times: list[array[float]] = list(map(_TIMES, logs))
+    if times is None:
+        times = list(map(_TIMES, logs))
     gs: list[HostGaps] = list(map(_GAPS, hss))
     n = np.fromiter(map(len, times), i64, p)
     lo = np.fromiter(map(_N, hss), i64, p)
