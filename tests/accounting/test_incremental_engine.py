@@ -148,3 +148,46 @@ def test_a_restart_closes_the_running_attempt_in_place() -> None:
     e.timeline.ingest(Columns.from_events(again))
     assert_same(e.report("j", "l", T0 + 60), fresh(first + again).report("j", "l", T0 + 60))
     assert e.fallbacks["activities"] == 0 and e.fallbacks["steps_all"] == 0
+
+
+def test_the_scan_of_other_events_kept_while_only_steps_come_and_made_again_after() -> None:
+    """Facts asked after batches of step starts only keep the last scan of the other events
+    without a pass over the hosts (FactsCache.quiet); a batch with another event (a save, a
+    restart), or a new host, makes it again: each answer is what a fresh timeline gives."""
+    e = Engine()
+    cache = FactsCache()
+    events = _job(0) + [Event(Kind.STEP_START, T0 + 1 + k, step=k) for k in range(20)]
+    batches: list[list[Event]] = []
+    for b in range(2, 12):
+        t = T0 + 1 + 10 * b
+        batch = [Event(Kind.STEP_START, t + k, step=10 * b + k) for k in range(10)]
+        if b == 5:  # a save in the middle of a batch of steps
+            batch.append(Event(Kind.CKPT_SAVE, t + 2.1, step=10 * b + 2, value=0.5))
+        if b == 8:  # a restart: a job start, and the steps from a few steps back
+            batch = [
+                Event(Kind.JOB_START, t),
+                *[Event(Kind.STEP_START, t + 1 + k, step=10 * b - 3 + k) for k in range(9)],
+            ]
+        if b == 10:  # a second host, stepping only
+            batch += [Event(Kind.STEP_START, t + 0.5 + k, 1, step=10 * b + k) for k in range(10)]
+        batches.append(batch)
+    e.timeline.ingest(Columns.from_events(events))
+    seen = list(events)
+    quiet = 0
+    for batch in [[], *batches]:
+        e.timeline.ingest(Columns.from_events(sorted(batch, key=lambda x: x.time)))
+        seen += batch
+        q = max(ev.time for ev in seen) + 0.5
+        was = cache.quiet
+        a = facts_from_timeline(e.timeline, q, cache)
+        quiet += was is not None and cache.seen is not None and cache.quiet is was
+        b = facts_from_timeline(fresh(seen).timeline, q)
+        assert (a.attempts, a.step_ends, a.saves, a.save_steps, a.restores) == (
+            b.attempts,
+            b.step_ends,
+            b.saves,
+            b.save_steps,
+            b.restores,
+        )
+    assert quiet >= 5  # (most batches held only steps)
+    assert len(a.attempts) == 2 and a.saves

@@ -93,6 +93,10 @@ class FactsCache:
         # (timeline, its event count, the latest non-step event) when `scan` was last found
         # current: the same timeline with no event since and q past that needs no check at all
         self.seen: tuple[Timeline, int, float] | None = None
+        # (timeline, its other events, its hosts, the latest non-step event) when `scan` was last
+        # found current for a query at or after that event: while only step starts of the same
+        # hosts come in, it stays current for such a query, with no pass over the hosts
+        self.quiet: tuple[Timeline, int, int, float] | None = None
         self.scanner = Scanner()
         # (scan, timeline, its event count, the attempts before the last, the last one's
         # start, first step and restored step) while the last has no end of its own: a query
@@ -392,8 +396,18 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
     key: tuple[object, ...] | None = None
     if cache is not None:
         seen = cache.seen
+        quiet = cache.quiet
         if seen is not None and seen[0] is tl and seen[1] == tl.events and q >= seen[2]:
             sc = cache.scan
+        elif (
+            quiet is not None
+            and quiet[0] is tl
+            and quiet[1] == tl.other_events
+            and quiet[2] == len(tl.hosts)
+            and q >= quiet[3]
+        ):
+            sc = cache.scan
+            cache.seen = (tl, tl.events, quiet[3])
         else:
             latest = _latest_other(tl)
             if q >= latest and tl.lead_host(q) == (cache.scan.lead if cache.scan else None):
@@ -405,11 +419,13 @@ def facts_from_timeline(tl: Timeline, q: float, cache: FactsCache | None = None)
                 if key == cache.key:
                     sc = cache.scan
                     cache.seen = (tl, tl.events, latest)
+                    cache.quiet = (tl, tl.other_events, len(tl.hosts), latest)
     if sc is None:
         latest = _latest_other(tl)
         sc = cache.scanner.scan(tl, q) if cache is not None and q >= latest else scan(tl, q)
         if cache is not None:
             cache.key, cache.scan, cache.seen = key, sc, None
+            cache.quiet = None if key is None else (tl, tl.other_events, len(tl.hosts), latest)
     if sc.lead is None:
         return JobFacts(q, (), (), (), {}, (), (), (), sc.flops, sc.peaks, sc.submits, True)
     log = tl.hosts[sc.lead]

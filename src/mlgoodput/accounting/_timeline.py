@@ -189,6 +189,7 @@ class Timeline:
         self.alive_every = 0.0  # the longest period of signs of life a writer promised; 0: none did
         self.last_alive = -math.inf  # the latest sign of life (kept apart: it is no event of the job)
         self.events = 0
+        self.other_events = 0  # events other than step starts and signs of life taken so far
         self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
 
     def host(self, h: int) -> HostLog:
@@ -243,6 +244,7 @@ class Timeline:
                 attrs=None if attrs is None else json.dumps(attrs, sort_keys=True),
             )
             earliest = min(earliest, self.host(hosts[i]).add_other(rec))
+            self.other_events += 1
         if single_host and n_steps == n:  # only step starts: no copy through Python objects
             earliest = min(earliest, self.host(hosts[0]).add_steps(cols.times, cols.steps))
         elif single_host:
