@@ -152,8 +152,11 @@ class Together:
     value is `fl[0, r, 2]`. Only a cache: a row not matching its host's structure now (merged,
     extended elsewhere) is filled again. What a row describes is kept by row too: the
     structure (`gaps_of`), its stamp and its side values ever added then (`stamp`, `added`; a
-    stamp of -1: fill the row again), its side list's limit for merging (`lim`); and the hosts
-    of the last update with their rows, for the next one."""
+    stamp of -1: fill the row again), its side list's limit for merging (`lim`), its buckets'
+    count and largest value (`merged`, `top`) and its side list's length less its values ever
+    added (`base`), all unchanged while the stamp is (values only join the side list, counted
+    in `added`);
+    and the hosts of the last update with their rows, for the next one."""
 
     # columns of `ints`
     OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID, FE, LS = range(10)
@@ -167,9 +170,12 @@ class Together:
         self.mid: Any = None  # (2, cap, _MID) doubles, +inf after the nmid in order
         self.columns: StatColumns | None = None  # the last update's, when it updated every host together
         self.gaps_of: list[HostGaps | None] = []
-        self.stamp: Any = None  # (cap,) int64, like `added` and `lim`
+        self.stamp: Any = None  # (cap,) int64, like `added`, `lim`, `base` and `merged`
+        self.merged: Any = None
         self.added: Any = None
         self.lim: Any = None
+        self.base: Any = None
+        self.top: Any = None  # (cap,) doubles
         self._last: tuple[list[HostSteps], list[HostGaps], Any] = ([], [], None)  # hosts, structures, rows
 
     def row(self, np: Any) -> int:
@@ -181,14 +187,22 @@ class Together:
                 np.zeros((2, cap, 3)),
                 np.full((2, cap, _MID), np.inf),
             )
-            kept = (np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64))
+            kept = (
+                np.full(cap, -1, dtype=np.int64),
+                np.zeros(cap, dtype=np.int64),
+                np.zeros(cap, dtype=np.int64),
+                np.zeros(cap, dtype=np.int64),
+                np.zeros(cap, dtype=np.int64),
+                np.zeros(cap),
+            )
             if self.cap:
                 for new, old in zip(grown, (self.win, self.ints, self.fl, self.mid), strict=True):
                     new[:, : self.cap] = old
-                for new, old in zip(kept, (self.stamp, self.added, self.lim), strict=True):
+                olds = (self.stamp, self.added, self.lim, self.base, self.merged, self.top)
+                for new, old in zip(kept, olds, strict=True):
                     new[: self.cap] = old
             self.win, self.ints, self.fl, self.mid = grown
-            self.stamp, self.added, self.lim = kept
+            self.stamp, self.added, self.lim, self.base, self.merged, self.top = kept
             self.cap = cap
         self.gaps_of.append(None)
         self.used += 1
@@ -281,13 +295,30 @@ def update_columns(
     gs: list[HostGaps] = list(map(_GAPS, hss))
     n = np.fromiter(map(len, times), i64, p)
     lo = np.fromiter(map(_N, hss), i64, p)
+    # each host's row of `tg`, and whether it still describes the host's structure (`fresh`:
+    # else it is filled again below); a fresh row's structure is as it was when the row was
+    # filled (its buckets' count kept, clean, no first fill waiting: the usual path's then)
+    R_all, same = tg.rows_of(np, hss, gs)
+    added_all = np.fromiter(map(_ADDED, gs), i64, p)
+    fresh = (tg.stamp[R_all] == np.fromiter(map(_STAMP, gs), i64, p)) & (tg.added[R_all] == added_all)
+    if not same:  # (some hosts' structures were made again since the last update)
+        fresh &= np.fromiter(map(operator.is_, map(tg.gaps_of.__getitem__, R_all.tolist()), gs), bool, p)
+    merged_all = tg.merged[R_all]  # (unchanged by HostGaps.append below)
+    usual = fresh.copy()
+    stale = np.flatnonzero(~fresh).tolist()
+    if len(stale) > p >> 3:  # (many: a column at a time)
+        merged_all = np.fromiter(map(_MERGED, gs), i64, p)
+        usual = np.fromiter(map(operator.is_, map(_RAW, hss), repeat(None)), bool, p)
+        usual &= np.fromiter(map(operator.is_, map(_CLEAN, gs), repeat(True)), bool, p)
+    else:
+        for i in stale:
+            g = gs[i]
+            merged_all[i] = g.merged
+            usual[i] = hss[i]._raw is None and g.clean is True
     # the usual update (HostSteps._grow's case, with values that may wait aside), host by host:
     # n > lo > 1, the same version, no first fill waiting, a clean side list, few new values
-    merged_all = np.fromiter(map(_MERGED, gs), i64, p)  # (unchanged by HostGaps.append below)
-    ok = (n > lo) & (lo > 1) & ((n - lo) <= (merged_all >> 3))
+    ok = (n > lo) & (lo > 1) & ((n - lo) <= (merged_all >> 3)) & usual
     ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
-    ok &= np.fromiter(map(operator.is_, map(_RAW, hss), repeat(None)), bool, p)
-    ok &= np.fromiter(map(operator.is_, map(_CLEAN, gs), repeat(True)), bool, p)
     js: list[list[float]] = list(map(_JS, logs))
     if all(js) and ok.all():  # (the usual: every host on its usual path, each with a job start)
         # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
@@ -334,30 +365,29 @@ def update_columns(
     packed.frombytes(gaps.tobytes())
     starts = ends - cnt - np.arange(1, h + 1)  # each host's first gap in `gaps`
     # each host's row of `tg`: filled again where it does not describe the host's structure now
-    R, same = tg.rows_of(np, c_hs, c_g)
+    R = R_all[ci]
     rl: list[int] = R.tolist()
-    added = np.fromiter(map(_ADDED, c_g), i64, h)
-    stale = (tg.stamp[R] != np.fromiter(map(_STAMP, c_g), i64, h)) | (tg.added[R] != added)
-    if not same:  # (some hosts' structures were made again since the last update)
-        stale |= np.fromiter(map(operator.is_not, map(tg.gaps_of.__getitem__, rl), c_g), bool, h)
+    added = added_all[ci]
     fail: list[int] = []  # positions in cand whose rows could not be filled
-    for x in np.flatnonzero(stale).tolist():  # (before the new values go aside)
+    for x in np.flatnonzero(~fresh[ci]).tolist():  # (before the new values go aside)
         g, r = c_g[x], rl[x]
         merged = g.merged
         if not tg.fill(np, r, g, (merged // 2, int(0.9 * merged))):
             fail.append(x)
         tg.gaps_of[r] = g
         tg.stamp[r], tg.added[r], tg.lim[r] = g.stamp, g.added, _GROW * g.limit()
+        tg.base[r], tg.top[r], tg.merged[r] = g.pending() - g.added, g.largest_merged(), merged
     bounds = starts.tolist()
     news = cast(
         "list[array[float]]", list(map(operator.getitem, repeat(packed), map(slice, bounds, (starts + cnt).tolist())))
     )
     _each(map(HostGaps.append, c_g, news))
     _each(map(setattr, c_hs, repeat("n"), c_n.tolist()))
-    tg.added[R] = added + cnt  # (what the rows describe now: the values just appended included)
-    b = np.fromiter(map(HostGaps.pending, c_g), i64, h)
+    added += cnt
+    tg.added[R] = added  # (what the rows describe now: the values just appended included)
+    b = tg.base[R] + added  # each side list's length
     m = merged_all[ci]
-    tops = np.fromiter(map(HostGaps.largest_merged, c_g), np.float64, h)
+    tops = tg.top[R]
     full = np.flatnonzero(b > tg.lim[R]).tolist()  # side lists to merge (past _GROW times their limit)
     _classify(np, tg, R, gaps, starts, cnt)
     n_all = m + b
