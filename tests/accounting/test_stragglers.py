@@ -196,9 +196,9 @@ def test_saved_analysis_is_used_only_while_nothing_new_is_stored(
     made = []
     real = mod.HostStragglers.report
 
-    def counting(self: mod.HostStragglers, *a: Any) -> StragglerReport:
+    def counting(self: mod.HostStragglers, *a: Any, **k: Any) -> StragglerReport:
         made.append(a[2:])
-        return real(self, *a)
+        return real(self, *a, **k)
 
     monkeypatch.setattr(mod.HostStragglers, "report", counting)
     again = GoodputCalculator("j", "goodput", store=store)
@@ -375,3 +375,61 @@ def test_lateness_counts_of_a_few_steps_of_many_ranks_are_count_late(steps: int)
             rule.count_late(order, want_late, want_pooled)
         assert late.tolist() == want_late and pooled.tolist() == want_pooled
         assert int(late.sum()) > before  # (late starts were counted)
+
+
+def test_steps_appended_only_spare_the_checks_and_anything_else_makes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of 12 ranks stepping together, read round after round: while only steps come
+    after each rank's last, the analysis takes them without checking versions and job starts
+    again (the timeline's `reshapes` unchanged); a restart (alone, or with steps redone), a
+    late step or a new rank changes that, and every round's analysis is the full pass's, to
+    the bit."""
+    pytest.importorskip("numpy")  # (the stored pages of many ranks are read as one block with numpy only)
+    store = f"sqlite://{tmp_path}/s.db"
+    st = open_store(store)
+    ranks = 12
+    events = [Event(Kind.JOB_START, 990.0, r) for r in range(ranks)]
+    st.append("goodput", "j", EventBatch(1, 0, events))
+    calc = GoodputCalculator("j", "goodput", store=store, snapshot=False)
+    quiet: list[bool] = []
+    real = mod.HostStragglers._extend
+
+    def seen(self: mod.HostStragglers, *a: Any) -> bool:
+        quiet.append(bool(a[3]) if len(a) > 3 else False)
+        return real(self, *a)
+
+    monkeypatch.setattr(mod.HostStragglers, "_extend", seen)
+    seq = {r: 0 for r in range(ranks + 1)}
+    step, t = 0, 1000.0
+    for k in range(10):
+        batch: list[tuple[int, list[Event]]] = []
+        if k == 4:  # rank 3 restarts, its steps go on from its last
+            batch.append((3, [Event(Kind.JOB_START, t - 0.05, 3)]))
+        if k == 5:  # rank 3 restarts and redoes two steps
+            batch.append((3, [Event(Kind.JOB_START, t - 0.05, 3)]))
+        if k == 6:  # a late step of rank 5, before its last
+            batch.append((5, [Event(Kind.STEP_START, t - 3.05, 5, step=10**6)]))
+        n = ranks + (k >= 8)  # a new rank from round 8 on
+        for r in range(n):
+            first = step - 2 if (k == 5 and r == 3) else step
+            batch.append(
+                (
+                    r,
+                    [
+                        Event(Kind.STEP_START, t + j * 0.1 + r * 1e-3, r, step=first + j)
+                        for j in range(step + 3 - first)
+                    ],
+                )
+            )
+        for r, evs in batch:
+            st.append("goodput", "j", EventBatch(10 + r, seq[r], evs))
+            seq[r] += len(evs)
+            events += evs
+        step += 3
+        t += 0.3
+        rep = calc.report()
+        assert bits(calc.stragglers(rep.start, None, read=False)) == bits(full_pass(events)), k
+    st.close()
+    assert quiet.count(True) >= 4  # (rounds with only steps appended)
+    assert False in quiet[1:]  # (the restart, the late step, the new rank: checked)

@@ -408,7 +408,9 @@ class GoodputCalculator:
                 if self._lag is None or self._lag[0] is not tl:
                     self._lag = (tl, HostStragglers())
                 # the accounting's host statistics, worked out only when the window holds every step
-                rep = self._lag[1].report(tl.hosts, lambda: e.host_stat_columns(tl.max_time), a, b)
+                rep = self._lag[1].report(
+                    tl.hosts, lambda: e.host_stat_columns(tl.max_time), a, b, token=(tl, tl.reshapes)
+                )
                 self._save_stragglers(rep, window)
             self._lag_last = (self._cursor, window, rep)
             return rep

@@ -302,6 +302,7 @@ class HostStragglers:
         self._versions: list[int] = []
         self._taken: list[int] = []
         self.columns: RankColumns | None = None  # the last report's ranks as columns, when made so
+        self._token: object = None  # the caller's token for the logs' state the matcher was last brought to
 
     def report(
         self,
@@ -310,11 +311,15 @@ class HostStragglers:
         | Callable[[], Mapping[int, HostStepStats] | Sequence[HostStepStats] | StatColumns],
         start: float | None = None,
         end: float | None = None,
+        token: object = None,
     ) -> StragglerReport:
         """The report of the steps started in [start, end]; `stats`: the accounting's step
         statistics of each host over all its steps, or a function that works them out (called
         only when the window holds every step: they are used then, and cost a pass), by host
-        or as a sequence in host order, or as the accounting's columns (`StatColumns`)."""
+        or as a sequence in host order, or as the accounting's columns (`StatColumns`).
+        `token`: a value equal to the last report's only while the logs changed by steps
+        appended after each one's last and nothing else (no host came, no version or job
+        start changed: `Timeline.reshapes`), which spares the checks of those (None: check)."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
         # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
@@ -330,7 +335,7 @@ class HostStragglers:
         logs = dict(zip(keys, hls, strict=True))
         if not (lo <= first and last <= hi):
             return self._window(logs, lo, hi)
-        m = self._update(logs, keys, hls, ts)
+        m = self._update(logs, keys, hls, ts, token)
         given = stats() if callable(stats) else stats
         if isinstance(given, StatColumns):  # the accounting's columns (hosts updated together)
             if given.hosts == keys:
@@ -356,26 +361,39 @@ class HostStragglers:
         return rep
 
     def _update(
-        self, logs: Mapping[int, HostLog], keys: list[int], hls: list[HostLog], ts: list[array[float]]
+        self,
+        logs: Mapping[int, HostLog],
+        keys: list[int],
+        hls: list[HostLog],
+        ts: list[array[float]],
+        token: object = None,
     ) -> StepMatcher:
         """The matcher with every step of `logs` in it: the new steps added, or a fresh one
         (`keys`, `hls`, `ts`: the hosts of `logs` in its order, their logs and step starts)."""
         m = self._m
-        if m is not None and m.ranks == keys and self._extend(m, hls, ts):
+        quiet = token is not None and token == self._token  # (only steps appended since)
+        self._token = None
+        if m is not None and m.ranks == keys and self._extend(m, hls, ts, quiet):
+            self._token = token
             return m
         m = self._m = StepMatcher({h: hl.job_starts for h, hl in logs.items()}, list(logs))
         ok = m.add_columns(_columns(keys, hls, ts, [0] * len(keys)))
         assert ok, "a fresh matcher takes any steps"
         self._versions, self._taken = list(map(_VERSION, hls)), list(map(len, ts))
+        self._token = token
         return m
 
-    def _extend(self, m: StepMatcher, hls: list[HostLog], ts: list[array[float]]) -> bool:
+    def _extend(self, m: StepMatcher, hls: list[HostLog], ts: list[array[float]], quiet: bool = False) -> bool:
         """Add what each host's log gained at its end (`hls`: the logs of the matcher's ranks,
         in its order; `ts`: their step starts); False when anything else changed. A column at
-        a time: no Python step a host but for the hosts whose job starts changed."""
+        a time: no Python step a host but for the hosts whose job starts changed. `quiet`: the
+        logs only had steps appended since the matcher last took them (their versions, job
+        starts and the steps taken need no check)."""
         ranks = m.ranks
         ns = list(map(len, ts))
         taken = self._taken
+        if quiet:
+            return self._grow(m, hls, ts, ns, taken)
         if list(map(_VERSION, hls)) != self._versions or any(map(operator.lt, ns, taken)):
             return False
         mjs = m.js
@@ -390,6 +408,14 @@ class HostStragglers:
                 for t in a[len(b) :]:
                     if not m.job_start(h, t):
                         return False
+        return self._grow(m, hls, ts, ns, taken)
+
+    def _grow(
+        self, m: StepMatcher, hls: list[HostLog], ts: list[array[float]], ns: list[int], taken: list[int]
+    ) -> bool:
+        """`_extend`'s adding of the steps each host gained at its end (`ns`: its steps now,
+        `taken`: those the matcher holds)."""
+        ranks = m.ranks
         grown = list(map(operator.gt, ns, taken))
         if not any(grown):
             return True

@@ -190,6 +190,10 @@ class Timeline:
         self.last_alive = -math.inf  # the latest sign of life (kept apart: it is no event of the job)
         self.events = 0
         self.other_events = 0  # events other than step starts and signs of life taken so far
+        # ingests that could change a host's log otherwise than by appending steps after its
+        # last one (`_append_block`): while it stays, no host came, no log's version or job
+        # starts changed, and each log's step starts only grew at the end
+        self.reshapes = 0
         self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
 
     def host(self, h: int) -> HostLog:
@@ -221,6 +225,7 @@ class Timeline:
                 return
             if top <= alive_top:  # the batch's latest is a sign of life (rare): the rest's latest
                 top = max(t for t, k in zip(cols.times, kinds, strict=True) if k != _ALIVE)
+        self.reshapes += 1
         self.max_time = max(self.max_time, top)
         step_mask = kinds.translate(_STEP_MASK)
         hosts = cols.hosts
@@ -272,6 +277,7 @@ class Timeline:
         if n == 0:
             return
         times = cols.times
+        self.reshapes += 1
         self.max_time = max(self.max_time, times[-1])  # increasing: the last is the largest
         earliest = min(math.inf, self.host(cols.hosts[0]).add_steps(times, cols.steps, True, by_one))
         self.earliest_change = min(self.earliest_change, earliest)
@@ -304,6 +310,7 @@ class Timeline:
         if all(counted) and all(lts) and all(map(operator.gt, first_t, map(_LAST, lts))):
             self._append_block(hls, lts, sizes, tv, heads)  # the usual: every part appends
             return
+        self.reshapes += 1
         earliest = list(first_t)  # each part's earliest change: its first time, when appended
         at = 0
         for i, (log, n, t0, s0, by_one) in enumerate(zip(hls, sizes, first_t, first_s, counted, strict=True)):
