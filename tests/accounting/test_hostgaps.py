@@ -512,3 +512,63 @@ def test_engine_host_stats_a_column_at_a_time_equal_host_by_host(numpy_mode: str
         assert cols._host_stats_columns(q) is None
         assert _stats_bits(list(cols.host_stats(q))) == _stats_bits(list(rows._host_stats_rows(q)))
     assert used  # the column-wise way was taken
+
+
+def test_hosts_read_round_after_round_from_a_store_as_one_block(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 hosts each storing its own page of steps every round (the monitor's usual input, read
+    as one block): while only steps come after each host's last, their statistics are updated
+    without reading each host's steps taken, version and job starts again (`appended`); a
+    restart after a host's last step (its next gap cut), a new host with one step (the host by
+    host path in between) and a late step change that. Every round: a fresh read's statistics."""
+    pytest.importorskip("numpy")
+    from mlgoodput.accounting import GoodputCalculator, _engine
+    from mlgoodput.events import EventBatch
+    from mlgoodput.store import open_store
+
+    calls: list[bool] = []
+    real = _engine.update_columns
+
+    def seen(*a: Any) -> Any:
+        calls.append(bool(a[4]) if len(a) > 4 else False)
+        return real(*a)
+
+    monkeypatch.setattr(_engine, "update_columns", seen)
+    url = f"sqlite://{tmp_path}/s.db"
+    st = open_store(url)
+    rnd = random.Random(4)
+    seq: dict[int, int] = {}
+
+    def put(h: int, events: list[Event]) -> None:
+        st.append("goodput", "j", EventBatch(10 + h, seq.get(h, 0), events))
+        seq[h] = seq.get(h, 0) + len(events)
+
+    hosts = list(range(20))
+    for h in hosts:
+        put(
+            h,
+            [Event(Kind.JOB_START, T0 - 1, h)]
+            + [Event(Kind.STEP_START, T0 + k + rnd.random() * 0.01, h, step=k) for k in range(400)],
+        )
+    calc = GoodputCalculator("j", "goodput", store=url, snapshot=False)
+    calc.report()
+    step, t = 400, T0 + 400
+    for r in range(12):
+        if r == 3:  # host 5 restarts after its last step: its next gap is no step time
+            put(5, [Event(Kind.JOB_START, t - 0.5, 5)])
+        if r == 6:  # a new host with a single step: statistics host by host this round
+            hosts.append(20)
+        if r == 9:  # a late step of host 2
+            put(2, [Event(Kind.STEP_START, T0 + 100.5, 2, step=10**6)])
+        for h in hosts:
+            if r == 3 and h == 5:
+                continue  # (no step of host 5 with its restart)
+            k = 1 if (h == 20 and r == 6) else 2
+            put(h, [Event(Kind.STEP_START, t + j + rnd.random() * 0.01, h, step=step + j) for j in range(k)])
+        step, t = step + 2, t + 2
+        got = calc.report().hosts
+        want = GoodputCalculator("j", "goodput", store=url, snapshot=False).report().hosts
+        assert [(s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in got] == [
+            (s.host, s.steps, _bits(s.median_s), _bits(s.p90_s), _bits(s.max_s)) for s in want
+        ], r
+    st.close()
+    assert calls.count(True) >= 5 and False in calls[2:]

@@ -79,6 +79,8 @@ class Engine:
         self._columns: StatColumns | None = None  # the cached statistics' columns, when made together
         # the timeline's hosts in order, their logs and HostSteps, and how many HostSteps there were
         self._hosts_kept: tuple[dict[int, HostLog] | None, list[HostLog], list[HostSteps], int] = (None, [], [], 0)
+        # (timeline, its reshapes) at the last update of every host together (update_columns)
+        self._stats_token: tuple[Timeline, int] | None = None
         # what the last query derived from the other (non-step) events, for a query that finds
         # nothing new: (log, len(log.others)) -> job ends; activities; the time partition
         self.job_ends_cache: tuple[HostLog, int, list[float]] | None = None
@@ -659,7 +661,11 @@ class Engine:
         if not times or min(map(len, times)) < 2 or any(map(operator.lt, repeat(q), map(_LAST, times))):
             return None
         tg = self._together
-        got = update_columns(hss, logs, tg, times)
+        tl = self.timeline
+        # only steps appended after each host's last since the last update of these hosts
+        appended = self._stats_token == (tl, tl.reshapes)
+        got = update_columns(hss, logs, tg, times, appended)
+        self._stats_token = (tl, tl.reshapes)
         if any(map(operator.is_, got, repeat(None))):
             return tuple(st for st in got if st is not None)
         res = tuple(cast("list[HostStepStats]", got))
@@ -670,6 +676,7 @@ class Engine:
 
     def _host_stats_rows(self, q: float) -> tuple[HostStepStats, ...]:
         """`host_stats` host by host: hosts with fewer than two steps, a q inside the steps."""
+        self._stats_token = None  # (hosts updated here: the next update reads every host again)
         out: list[HostStepStats | None] = []
         kept: list[tuple[HostSteps, HostLog]] = []  # updated together (update_all)
         at: list[int] = []

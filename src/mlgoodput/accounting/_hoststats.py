@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, TypeVar, cast
 
 from mlgoodput.accounting import _fast
@@ -177,6 +177,9 @@ class Together:
         self.base: Any = None
         self.top: Any = None  # (cap,) doubles
         self._last: tuple[list[HostSteps], list[HostGaps], Any] = ([], [], None)  # hosts, structures, rows
+        # the hosts of the last update, their steps taken then, and whether each one's last job
+        # start was before its last step (update_columns, `appended`)
+        self.prev: tuple[list[HostSteps] | None, Any, bool] = (None, None, False)
 
     def row(self, np: Any) -> int:
         if self.used == self.cap:
@@ -281,10 +284,17 @@ def update_all(pairs: list[tuple[HostSteps, HostLog]], tg: Together | None = Non
 
 
 def update_columns(
-    hss: list[HostSteps], logs: list[HostLog], tg: Together | None, times: list[array[float]] | None = None
+    hss: list[HostSteps],
+    logs: list[HostLog],
+    tg: Together | None,
+    times: list[array[float]] | None = None,
+    appended: bool = False,
 ) -> list[HostStepStats | None]:
     """`update_all` of the pairs zip(hss, logs), given as its two columns (an engine reads its
-    hosts a column at a time); `times`: the logs' step starts, when the caller has them."""
+    hosts a column at a time); `times`: the logs' step starts, when the caller has them.
+    `appended`: since the last update of these hosts (the same list) with `tg`, their logs
+    only had steps appended after each one's last (no version or job start changed): each
+    host's steps taken, its version and its restarts are then known, not read again."""
     p = len(hss)
     np: Any = _fast.numpy() if tg is not None and p >= _TOGETHER else None
     if np is None or tg is None:
@@ -294,7 +304,10 @@ def update_columns(
         times = list(map(_TIMES, logs))
     gs: list[HostGaps] = list(map(_GAPS, hss))
     n = np.fromiter(map(len, times), i64, p)
-    lo = np.fromiter(map(_N, hss), i64, p)
+    prev = tg.prev if appended and tg.prev[0] is hss else None
+    tg.prev = (None, None, False)
+    # (after an update every host has taken all its steps, at its log's version)
+    lo = np.fromiter(map(_N, hss), i64, p) if prev is None else prev[1]
     # each host's row of `tg`, and whether it still describes the host's structure (`fresh`:
     # else it is filled again below); a fresh row's structure is as it was when the row was
     # filled (its buckets' count kept, clean, no first fill waiting: the usual path's then)
@@ -318,9 +331,12 @@ def update_columns(
     # the usual update (HostSteps._grow's case, with values that may wait aside), host by host:
     # n > lo > 1, the same version, no first fill waiting, a clean side list, few new values
     ok = (n > lo) & (lo > 1) & ((n - lo) <= (merged_all >> 3)) & usual
-    ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
-    js: list[list[float]] = list(map(_JS, logs))
-    if all(js) and ok.all():  # (the usual: every host on its usual path, each with a job start)
+    if prev is None:
+        ok &= np.fromiter(map(operator.eq, map(_VERSION, logs), map(_VERSION, hss)), bool, p)
+    js: list[list[float]] = [] if prev is not None and prev[2] else list(map(_JS, logs))
+    if not js:  # (every host's last job start before its last step taken, and none since)
+        pass
+    elif all(js) and ok.all():  # (the usual: every host on its usual path, each with a job start)
         # no restart after the last step taken (else `_new_gaps` cuts some gaps out)
         before_all = cast("Iterable[float]", map(operator.getitem, times, (lo - 1).tolist()))
         ok &= np.fromiter(map(operator.le, map(_LAST, js), before_all), bool, p)
@@ -329,6 +345,10 @@ def update_columns(
         last_js = map(_LAST, map(js.__getitem__, wl))
         before: Iterable[float] = map(operator.getitem, map(times.__getitem__, wl), (lo[w] - 1).tolist())
         ok[w] = np.fromiter(map(operator.le, last_js, before), bool, len(wl))
+    # for the next update, when only steps are appended until then: every host will have
+    # taken its n steps (below), and whether each one's last job start is before its last step
+    clear = not js or all(map(operator.le, map(_LAST, filter(None, js)), map(_LAST, compress(times, js))))
+    tg.prev = (hss, n, clear)
     out: list[HostStepStats | None] = [None] * p
     for i in np.flatnonzero(~ok).tolist():
         out[i] = hss[i].update(logs[i])
