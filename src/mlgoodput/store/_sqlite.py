@@ -605,6 +605,17 @@ _MAX_PAGE_ROWS = 4096
 
 
 def _page(ns: str, job: str, cursor: int, limit: int, conn: sqlite3.Connection) -> list[Any]:
+    # When the whole store holds few rows after the cursor (at most twice a page: the usual
+    # incremental read of a job that has the store to itself), they are walked in rowid order
+    # and the others skipped, which spares a lookup of each row from the stream's index (a
+    # quarter of the read at thousands of small rows); otherwise the index finds the stream's.
+    top = conn.execute("SELECT max(seq) FROM chunks").fetchone()[0]
+    if top is not None and top - cursor <= 2 * limit:
+        return conn.execute(
+            "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks NOT INDEXED"
+            " WHERE seq > ? AND ns = ? AND job = ? ORDER BY seq LIMIT ?",
+            (cursor, ns, job, limit),
+        ).fetchall()
     return conn.execute(
         "SELECT seq, kinds, times, hosts, steps, vals, names, attrs FROM chunks"
         " WHERE ns = ? AND job = ? AND seq > ? ORDER BY seq LIMIT ?",
