@@ -303,6 +303,14 @@ class HostStragglers:
         self._taken: list[int] = []
         self.columns: RankColumns | None = None  # the last report's ranks as columns, when made so
         self._token: object = None  # the caller's token for the logs' state the matcher was last brought to
+        # the hosts mapping last reported on, its ranks in order, their logs, step starts, by rank
+        self._seen: tuple[object, list[int], list[HostLog], list[array[float]], dict[int, HostLog]] = (
+            None,
+            [],
+            [],
+            [],
+            {},
+        )
 
     def report(
         self,
@@ -322,19 +330,30 @@ class HostStragglers:
         start changed: `Timeline.reshapes`), which spares the checks of those (None: check)."""
         lo = -math.inf if start is None else start
         hi = math.inf if end is None else end
-        # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
-        keys = sorted(hosts)
-        hls: list[HostLog] = list(map(hosts.__getitem__, keys))
-        ts = list(map(_TIMES, hls))
-        if 0 in map(len, ts):  # hosts with no step start are no ranks
-            keep = list(map(len, ts))
-            keys, hls, ts = list(compress(keys, keep)), list(compress(hls, keep)), list(compress(ts, keep))
-        if not keys:
-            return _verdict([], 0, 0.0, [], [0] * BINS, 0)
-        first, last = min(map(_FIRST, ts)), max(map(_LAST, ts))  # (min and max: the first NaN-free pass's)
-        logs = dict(zip(keys, hls, strict=True))
-        if not (lo <= first and last <= hi):
-            return self._window(logs, lo, hi)
+        seen = self._seen
+        if token is not None and token == self._token and seen[0] is hosts:
+            # only steps appended after each host's last since: the same ranks, logs and
+            # step-start arrays (grown in place), no NaN among the new starts (appended in
+            # increasing order)
+            keys, hls, ts, logs = seen[1], seen[2], seen[3], seen[4]
+            whole = lo == -math.inf and hi == math.inf
+        else:
+            # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
+            keys = sorted(hosts)
+            hls = list(map(hosts.__getitem__, keys))
+            ts = list(map(_TIMES, hls))
+            if 0 in map(len, ts):  # hosts with no step start are no ranks
+                keep = list(map(len, ts))
+                keys, hls, ts = list(compress(keys, keep)), list(compress(hls, keep)), list(compress(ts, keep))
+            if not keys:
+                return _verdict([], 0, 0.0, [], [0] * BINS, 0)
+            logs = dict(zip(keys, hls, strict=True))
+            self._seen = (hosts, keys, hls, ts, logs)
+            whole = False
+        if not whole:
+            first, last = min(map(_FIRST, ts)), max(map(_LAST, ts))  # (min and max: the first NaN-free pass's)
+            if not (lo <= first and last <= hi):
+                return self._window(logs, lo, hi)
         m = self._update(logs, keys, hls, ts, token)
         given = stats() if callable(stats) else stats
         if isinstance(given, StatColumns):  # the accounting's columns (hosts updated together)
