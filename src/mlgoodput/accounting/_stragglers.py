@@ -303,13 +303,16 @@ class HostStragglers:
         self._taken: list[int] = []
         self.columns: RankColumns | None = None  # the last report's ranks as columns, when made so
         self._token: object = None  # the caller's token for the logs' state the matcher was last brought to
-        # the hosts mapping last reported on, its ranks in order, their logs, step starts, by rank
-        self._seen: tuple[object, list[int], list[HostLog], list[array[float]], dict[int, HostLog]] = (
+        # the hosts mapping last reported on, its ranks in order, their logs, step starts, by
+        # rank, the earliest first start, and whether the latest last start was a number
+        self._seen: tuple[object, list[int], list[HostLog], list[array[float]], dict[int, HostLog], float, bool] = (
             None,
             [],
             [],
             [],
             {},
+            math.inf,
+            False,
         )
 
     def report(
@@ -335,8 +338,9 @@ class HostStragglers:
             # only steps appended after each host's last since: the same ranks, logs and
             # step-start arrays (grown in place), no NaN among the new starts (appended in
             # increasing order)
-            keys, hls, ts, logs = seen[1], seen[2], seen[3], seen[4]
-            whole = lo == -math.inf and hi == math.inf
+            keys, hls, ts, logs, first = seen[1], seen[2], seen[3], seen[4], seen[5]
+            # (the first starts are as they were; the last ones only grew, by numbers)
+            last = max(map(_LAST, ts)) if hi != math.inf or not seen[6] else -math.inf
         else:
             # (a column at a time, `map` of getters: a report at thousands of hosts pays per pass)
             keys = sorted(hosts)
@@ -348,12 +352,10 @@ class HostStragglers:
             if not keys:
                 return _verdict([], 0, 0.0, [], [0] * BINS, 0)
             logs = dict(zip(keys, hls, strict=True))
-            self._seen = (hosts, keys, hls, ts, logs)
-            whole = False
-        if not whole:
             first, last = min(map(_FIRST, ts)), max(map(_LAST, ts))  # (min and max: the first NaN-free pass's)
-            if not (lo <= first and last <= hi):
-                return self._window(logs, lo, hi)
+            self._seen = (hosts, keys, hls, ts, logs, first, last == last)
+        if not (lo <= first and last <= hi):
+            return self._window(logs, lo, hi)
         m = self._update(logs, keys, hls, ts, token)
         given = stats() if callable(stats) else stats
         if isinstance(given, StatColumns):  # the accounting's columns (hosts updated together)
