@@ -194,7 +194,7 @@ class Timeline:
         # last one (`_append_block`): while it stays, no host came, no log's version or job
         # starts changed, and each log's step starts only grew at the end
         self.reshapes = 0
-        self._lead: tuple[int, float, int | None] | None = None  # (events, bound, lead): lead_host's cache
+        self._lead: tuple[int, float, int | None] | None = None  # (reshapes, bound, lead): lead_host's cache
 
     def host(self, h: int) -> HostLog:
         log = self.hosts.get(h)
@@ -383,10 +383,11 @@ class Timeline:
         return None
 
     def lead_host(self, q: float) -> int | None:
-        """The lowest process index that recorded a job_start at or before q (kept while no event
-        comes in and q is past every host's first job_start: a query that finds nothing new)."""
+        """The lowest process index that recorded a job_start at or before q (kept while only
+        steps are appended, which change no job start and bring no host, and q is past every
+        host's first job_start: a query that finds nothing else new)."""
         c = self._lead
-        if c is not None and c[0] == self.events and q >= c[1]:
+        if c is not None and c[0] == self.reshapes and q >= c[1]:
             return c[2]
         # (a column at a time: thousands of hosts, asked again after every read)
         js: list[list[float]] = list(map(_JS, self.hosts.values()))
@@ -400,7 +401,7 @@ class Timeline:
         latest_first = max(itertools.chain((-math.inf,), firsts))
         best = min(itertools.compress(hosts, map(operator.le, firsts, itertools.repeat(q))), default=None)
         if q >= latest_first:
-            self._lead = (self.events, latest_first, best)
+            self._lead = (self.reshapes, latest_first, best)
         return best
 
 
