@@ -195,6 +195,9 @@ class Timeline:
         # starts changed, and each log's step starts only grew at the end
         self.reshapes = 0
         self._lead: tuple[int, float, int | None] | None = None  # (reshapes, bound, lead): lead_host's cache
+        # the hosts of the last block of steps appended (ingest_step_block), the reshapes then,
+        # their logs and step-start arrays
+        self._block: tuple[list[int], int, list[HostLog], list[array[float]]] = ([], -1, [], [])
 
     def host(self, h: int) -> HostLog:
         log = self.hosts.get(h)
@@ -299,15 +302,25 @@ class Timeline:
         without a Python object per event; any other as `ingest_steps` does it."""
         first_t, last_t, first_s, counted = heads
         tv, sv = memoryview(times), memoryview(steps)
-        logs = self.hosts
-        got = list(map(logs.get, hosts))
-        if any(map(operator.is_, got, itertools.repeat(None))):
-            got = [
-                log if log is not None else logs.setdefault(h, HostLog(h)) for h, log in zip(hosts, got, strict=True)
-            ]
-        hls = cast("list[HostLog]", got)
-        lts = list(map(_TIMES, hls))
-        if all(counted) and all(lts) and all(map(operator.gt, first_t, map(_LAST, lts))):
+        kept = self._block
+        if kept[1] == self.reshapes and kept[0] == hosts:
+            # the last block's hosts, with only steps appended since: their logs and step-start
+            # arrays (grown in place), none empty
+            hls, lts = kept[2], kept[3]
+        else:
+            logs = self.hosts
+            got = list(map(logs.get, hosts))
+            if any(map(operator.is_, got, itertools.repeat(None))):
+                got = [
+                    log if log is not None else logs.setdefault(h, HostLog(h))
+                    for h, log in zip(hosts, got, strict=True)
+                ]
+            hls = cast("list[HostLog]", got)
+            lts = list(map(_TIMES, hls))
+            if not all(lts):
+                lts = []  # (not kept: a host without steps yet)
+        if lts and all(counted) and all(map(operator.gt, first_t, map(_LAST, lts))):
+            self._block = (hosts, self.reshapes, hls, lts)
             self._append_block(hls, lts, sizes, tv, heads)  # the usual: every part appends
             return
         self.reshapes += 1
