@@ -169,3 +169,34 @@ def test_many_hosts_a_column_at_a_time_equal_one_by_one(seed: int) -> None:
         assert [list(s) for s in mine] == [list(s) for s in plain]
         assert [s.state() for s in mine] == [s.state() for s in plain]
     assert common_run_offset([], 0) is None
+
+
+def test_run_extender_gives_what_extend_run_gives_call_after_call() -> None:
+    """RunExtender across calls on the same StepNums list: the lasts `extend_run` returns and
+    the numbers it leaves, whether the firsts continue every run (its shortcut), skip ahead,
+    go back, or the list is another one."""
+    from mlgoodput.accounting._stepnums import RunExtender
+
+    rnd = random.Random(3)
+    mine = [StepNums(list(range(5 + h))) for h in range(9)]
+    plain = [StepNums(list(range(5 + h))) for h in range(9)]
+    ext = RunExtender()
+    nxt = [len(s) for s in mine]
+    shortcuts = 0
+    for r in range(40):
+        sizes = [rnd.randint(1, 3) for _ in mine]
+        firsts = list(nxt)
+        if r % 9 == 4:
+            firsts[2] += 5  # a skip ahead
+        if r % 11 == 7:
+            firsts[5] = max(0, firsts[5] - 3)  # numbers going back (a restart)
+        lists = mine if r != 20 else list(mine)  # (another list: no shortcut)
+        kept = ext._nums is lists and ext._next == firsts
+        lasts, on = ext.extend(lists, firsts, sizes)
+        want = [s.extend_run(f, m) for s, f, m in zip(plain, firsts, sizes, strict=True)]
+        assert lasts == want, r
+        assert on == all(w is not None and w + 1 == f for w, f in zip(want, firsts, strict=True)), r
+        assert [list(a) for a in mine] == [list(b) for b in plain], r
+        shortcuts += kept
+        nxt = [f + m for f, m in zip(firsts, sizes, strict=True)]
+    assert shortcuts >= 20

@@ -317,6 +317,33 @@ def extend_runs(nums: Sequence[StepNums], firsts: Sequence[int], sizes: Sequence
     return cast("list[int | None]", lasts)
 
 
+class RunExtender:
+    """`extend_runs` across calls with the same list of StepNums, which nothing else changes
+    between them (the caller's promise): while each call's numbers continue the runs the last
+    call ended (hosts stepping on, block after block), one comparison of the firsts with the
+    numbers that call ended at, and each one's count moved on, instead of reading every
+    StepNums' runs again."""
+
+    def __init__(self) -> None:
+        self._nums: list[StepNums] | None = None
+        self._next: list[int] = []  # each one's number after the last call's
+        self._ns: list[int] = []  # each one's count after it
+
+    def extend(self, nums: list[StepNums], firsts: list[int], sizes: list[int]) -> tuple[list[int | None], bool]:
+        """`extend_runs(nums, firsts, sizes)`, and whether every one continued its last run."""
+        if self._nums is nums and self._next == firsts:
+            ns = list(map(operator.add, self._ns, sizes))
+            deque(map(setattr, nums, repeat("_n"), ns), maxlen=0)
+            self._ns, self._next = ns, list(map(operator.add, firsts, sizes))
+            return list(map(operator.sub, firsts, repeat(1))), True
+        self._nums = None
+        lasts = extend_runs(nums, firsts, sizes)
+        if lasts.count(None) or list(map(operator.add, cast("list[int]", lasts), repeat(1))) != firsts:
+            return lasts, False
+        self._nums, self._ns, self._next = nums, lengths(nums), list(map(operator.add, firsts, sizes))
+        return lasts, True
+
+
 def lengths(nums: Iterable[StepNums]) -> list[int]:
     """`len` of each, read a column at a time (`__len__` is a Python call a host)."""
     return list(map(_N, nums))

@@ -20,7 +20,7 @@ from typing import cast
 
 from mlgoodput import _env
 from mlgoodput.accounting import _fast
-from mlgoodput.accounting._stepnums import StepNums, extend_runs
+from mlgoodput.accounting._stepnums import RunExtender, StepNums
 from mlgoodput.events import Kind
 from mlgoodput.store import NO_STEP, Columns
 
@@ -197,7 +197,8 @@ class Timeline:
         self._lead: tuple[int, float, int | None] | None = None  # (reshapes, bound, lead): lead_host's cache
         # the hosts of the last block of steps appended (ingest_step_block), the reshapes then,
         # their logs and step-start arrays
-        self._block: tuple[list[int], int, list[HostLog], list[array[float]]] = ([], -1, [], [])
+        self._block: tuple[list[int], int, list[HostLog], list[array[float]], list[StepNums]] = ([], -1, [], [], [])
+        self._runs = RunExtender()  # the block's step numbers, extended (the same promise)
 
     def host(self, h: int) -> HostLog:
         log = self.hosts.get(h)
@@ -306,7 +307,7 @@ class Timeline:
         if kept[1] == self.reshapes and kept[0] == hosts:
             # the last block's hosts, with only steps appended since: their logs and step-start
             # arrays (grown in place), none empty
-            hls, lts = kept[2], kept[3]
+            hls, lts, nums = kept[2], kept[3], kept[4]
         else:
             logs = self.hosts
             got = list(map(logs.get, hosts))
@@ -319,9 +320,10 @@ class Timeline:
             lts = list(map(_TIMES, hls))
             if not all(lts):
                 lts = []  # (not kept: a host without steps yet)
+            nums = list(map(_NUMS, hls))
         if lts and all(counted) and all(map(operator.gt, first_t, map(_LAST, lts))):
-            self._block = (hosts, self.reshapes, hls, lts)
-            self._append_block(hls, lts, sizes, tv, heads)  # the usual: every part appends
+            self._block = (hosts, self.reshapes, hls, lts, nums)
+            self._append_block(hls, lts, nums, sizes, tv, heads)  # the usual: every part appends
             return
         self.reshapes += 1
         earliest = list(first_t)  # each part's earliest change: its first time, when appended
@@ -350,6 +352,7 @@ class Timeline:
         self,
         hls: list[HostLog],
         lts: list[array[float]],
+        nums: list[StepNums],
         sizes: list[int],
         tv: memoryview,
         heads: tuple[list[float], list[float], list[int], list[bool]],
@@ -361,8 +364,10 @@ class Timeline:
         ends = list(itertools.accumulate(map(operator.mul, sizes, itertools.repeat(8))))
         _each(map(array.frombytes, lts, map(tv.__getitem__, map(slice, [0, *ends[:-1]], ends))))
         _each(map(setattr, hls, itertools.repeat("changed_from"), map(min, map(_CHANGED, hls), first_t)))
-        lasts = extend_runs(list(map(_NUMS, hls)), first_s, sizes)
-        if lasts.count(None):
+        lasts, on = self._runs.extend(nums, first_s, sizes)
+        if on:  # (every part continues its host's last run: numbered above its last step)
+            back = []
+        elif lasts.count(None):
             back = [last is not None and s0 < last for s0, last in zip(first_s, lasts, strict=True)]
         else:
             back = list(map(operator.lt, first_s, cast("list[int]", lasts)))
