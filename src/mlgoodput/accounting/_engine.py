@@ -78,7 +78,13 @@ class Engine:
         self._stats_cache: tuple[Timeline, int, tuple[HostStepStats, ...]] | None = None
         self._columns: StatColumns | None = None  # the cached statistics' columns, when made together
         # the timeline's hosts in order, their logs and HostSteps, and how many HostSteps there were
-        self._hosts_kept: tuple[dict[int, HostLog] | None, list[HostLog], list[HostSteps], int] = (None, [], [], 0)
+        self._hosts_kept: tuple[dict[int, HostLog] | None, list[HostLog], list[HostSteps], int, list[array[float]]] = (
+            None,
+            [],
+            [],
+            0,
+            [],
+        )
         # (timeline, its reshapes) at the last update of every host together (update_columns)
         self._stats_token: tuple[Timeline, int] | None = None
         # what the last query derived from the other (non-step) events, for a query that finds
@@ -647,23 +653,30 @@ class Engine:
         """`host_stats` when every host holds two steps or more and q is past all of them (the
         usual at every upload): the hosts read and updated a column at a time (thousands of
         hosts, no Python step a host); None, nothing done, otherwise."""
-        logs_of = self.timeline.hosts
+        tl = self.timeline
+        logs_of = tl.hosts
         hosts = self.host_steps
         kept = self._hosts_kept
-        if kept[0] is logs_of and len(kept[1]) == len(logs_of) and len(hosts) == kept[3]:
-            logs, hss = kept[1], kept[2]  # (hosts are only ever added: the same hosts in the same order)
+        # only steps appended after each host's last since the last update of these hosts: the
+        # same hosts, logs and step-start arrays (grown in place, two steps or more each)
+        appended = self._stats_token == (tl, tl.reshapes)
+        if appended:
+            logs, hss, times = kept[1], kept[2], kept[4]
         else:
-            keys = sorted(logs_of)
-            logs = list(map(logs_of.__getitem__, keys))
-            hss = [hosts.get(h) or hosts.setdefault(h, HostSteps()) for h in keys]
-            self._hosts_kept = (logs_of, logs, hss, len(hosts))
-        times = list(map(_TIMES, logs))
-        if not times or min(map(len, times)) < 2 or any(map(operator.lt, repeat(q), map(_LAST, times))):
+            if kept[0] is logs_of and len(kept[1]) == len(logs_of) and len(hosts) == kept[3]:
+                logs, hss = kept[1], kept[2]  # (hosts are only ever added: the same hosts in the same order)
+            else:
+                keys = sorted(logs_of)
+                logs = list(map(logs_of.__getitem__, keys))
+                hss = [hosts.get(h) or hosts.setdefault(h, HostSteps()) for h in keys]
+            times = list(map(_TIMES, logs))
+            self._hosts_kept = (logs_of, logs, hss, len(hosts), times)
+            if not times or min(map(len, times)) < 2:
+                return None
+        # (every step start is at or before the timeline's latest time)
+        if q < tl.max_time and any(map(operator.lt, repeat(q), map(_LAST, times))):
             return None
         tg = self._together
-        tl = self.timeline
-        # only steps appended after each host's last since the last update of these hosts
-        appended = self._stats_token == (tl, tl.reshapes)
         got = update_columns(hss, logs, tg, times, appended)
         self._stats_token = (tl, tl.reshapes)
         if any(map(operator.is_, got, repeat(None))):
