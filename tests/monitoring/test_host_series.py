@@ -209,6 +209,7 @@ def test_the_calculators_columns_give_what_its_rows_give(tmp_path: Path, monkeyp
             list(col)
             for col in zip(*[(h.host, h.steps, h.median_s, h.p90_s, h.max_s) for h in report.hosts], strict=True)
         )
+        assert hc.arrays is not None and [a.tolist() for a in hc.arrays] == [hc.median, hc.p90, hc.max]
         assert [list(rc.ranks), list(rc.held_back), list(rc.median), list(rc.mean_lag)] == [
             [getattr(r, f) for r in lag.ranks] for f in ("rank", "held_back_s", "median_step_s", "mean_lag_s")
         ]

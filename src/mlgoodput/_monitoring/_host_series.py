@@ -135,7 +135,7 @@ class HostSeries:
         self.uploads += 1
         now = self.uploads
         hc, rc = columns
-        h_cols = None if hc is None or hc.rows is not hosts else (hc.hosts, hc.median, hc.p90, hc.max)
+        h_cols = None if hc is None or hc.rows is not hosts else (hc.hosts, *(hc.arrays or (hc.median, hc.p90, hc.max)))
         r_cols = None if rc is None or rc.rows is not ranks else (rc.ranks, rc.held_back, rc.median, rc.mean_lag)
         due = self._hosts.changed(hosts, h_cols) | self._ranks.changed(ranks, r_cols)
         at = self._at

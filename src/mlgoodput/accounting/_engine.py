@@ -684,7 +684,7 @@ class Engine:
         res = tuple(cast("list[HostStepStats]", got))
         c = tg.columns
         if c is not None and c.rows is got:
-            self._columns = StatColumns(res, c.hosts, c.steps, c.median, c.p90, c.max)
+            self._columns = StatColumns(res, c.hosts, c.steps, c.median, c.p90, c.max, c.arrays)
         return res
 
     def _host_stats_rows(self, q: float) -> tuple[HostStepStats, ...]:

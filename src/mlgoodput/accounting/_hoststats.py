@@ -132,6 +132,7 @@ class StatColumns:
     median: list[float]
     p90: list[float]
     max: list[float]
+    arrays: tuple[Any, Any, Any] | None = None  # median, p90, max as numpy arrays, where made so
 
 
 _TOGETHER = 16  # hosts from which `update_all` updates them in a few numpy passes
@@ -180,6 +181,7 @@ class Together:
         # the hosts of the last update, their steps taken then, and whether each one's last job
         # start was before its last step (update_columns, `appended`)
         self.prev: tuple[list[HostSteps] | None, Any, bool] = (None, None, False)
+        self.hosts_of: tuple[list[HostLog] | None, list[int]] = (None, [])  # a list of logs, their hosts
 
     def row(self, np: Any) -> int:
         if self.used == self.cap:
@@ -426,19 +428,24 @@ def update_columns(
     mx = np.maximum(tops, tg.fl[0, R, 2])  # the larger, as kth(n - 1) takes it
     bad = bad[:h] | bad[h : 2 * h] | bad[2 * h :]
     bad[fail] = True
-    c_hosts: list[int] = list(map(_HOST, c_logs))
+    if tg.hosts_of[0] is c_logs:  # (the same list of logs: their hosts)
+        c_hosts = tg.hosts_of[1]
+    else:
+        c_hosts = list(map(_HOST, c_logs))
+        tg.hosts_of = (c_logs, c_hosts)
     kp_l: list[int] = k90.tolist()
     # (the found values are not handed to the structures' memo: the next change empties it
     # anyway, and a statistic asked of a structure finds the same value itself)
     cols = (n_all + 1).tolist(), med.tolist(), p90.tolist(), mx.tolist()
     stats = rows_from_columns(HostStepStats, c_hosts, *cols)
     nl: list[int] = n_all.tolist()
-    tg.columns = StatColumns(stats, c_hosts, *cols) if every else None
+    tg.columns = StatColumns(stats, c_hosts, *cols, arrays=(med, p90, mx)) if every else None
     for x in np.flatnonzero(bad).tolist():  # read one by one; the row filled again around where those searches ended
         g, ni, kp = c_g[x], nl[x], kp_l[x]
         stats[x] = st = HostStepStats(c_hosts[x], ni + 1, g.median(), g.kth(kp), g.kth(ni - 1))
         if tg.columns is not None:
             tg.columns.median[x], tg.columns.p90[x], tg.columns.max[x] = st.median_s, st.p90_s, st.max_s
+            med[x], p90[x], mx[x] = st.median_s, st.p90_s, st.max_s
         if not tg.fill(np, rl[x], g, (g.main_index(ni // 2), g.main_index(kp))):
             tg.stamp[rl[x]] = -1  # (the row kept: filled again next time)
     _each(map(setattr, c_hs, repeat("stats"), stats))
