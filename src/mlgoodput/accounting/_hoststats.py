@@ -156,8 +156,7 @@ class Together:
     stamp of -1: fill the row again), its side list's limit for merging (`lim`), its buckets'
     count and largest value (`merged`, `top`) and its side list's length less its values ever
     added (`base`), all unchanged while the stamp is (values only join the side list, counted
-    in `added`);
-    and the hosts of the last update with their rows, for the next one."""
+    in `added`); and the hosts of the last update with their rows, for the next one."""
 
     # columns of `ints`
     OFF, WL, LT, LE, BELOW, EQ1, EQ2, NMID, FE, LS = range(10)
