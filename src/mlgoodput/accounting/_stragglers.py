@@ -376,7 +376,7 @@ class HostStragglers:
 
     def _columns_kept(self, m: StepMatcher, keys: list[int], c: StatColumns) -> StragglerReport:
         """`_report_columns` from the accounting's columns; the ranks' columns kept for
-        `rank_columns` (the monitor's choice of hosts reads them)."""
+        the calculator's `columns_of` (the monitor's choice of hosts reads them)."""
         rep, mean, held = _report_and_columns(m, keys, c.steps, c.median, c.p90, c.max)
         self.columns = RankColumns(rep.ranks, keys, held, c.median, mean)
         return rep
