@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -79,17 +80,16 @@ def test_batches_in_any_split_equal_one_read(
             assert_same(e.report("j", "l", latest + d), f.report("j", "l", latest + d))
             a = facts_from_timeline(e.timeline, latest + d, cache)
             b = facts_from_timeline(f.timeline, latest + d)
-            assert (a.attempts, a.step_ends, a.saves, a.save_steps, a.restores) == (
-                b.attempts,
-                b.step_ends,
-                b.saves,
-                b.save_steps,
-                b.restores,
-            )
+            assert _facts(a) == _facts(b)
             r = f.report("j", "l", latest + d)
             assert productivity(a, r) == productivity(b, r)  # (checkpoint figures kept as they came)
     assert_same(e.report("j", "l", q), fresh(ordered).report("j", "l", q))
     assert_same(e.report("j", "l", q + 100), fresh(ordered).report("j", "l", q + 100))
+
+
+def _facts(f: Any) -> tuple[object, ...]:
+    """What the productivity figures take of a JobFacts."""
+    return (f.attempts, f.step_ends, f.saves, f.save_steps, f.restores)
 
 
 def _job(n_steps: int, first: int = 0) -> list[Event]:
@@ -182,12 +182,6 @@ def test_the_scan_of_other_events_kept_while_only_steps_come_and_made_again_afte
         a = facts_from_timeline(e.timeline, q, cache)
         quiet += was is not None and cache.seen is not None and cache.quiet is was
         b = facts_from_timeline(fresh(seen).timeline, q)
-        assert (a.attempts, a.step_ends, a.saves, a.save_steps, a.restores) == (
-            b.attempts,
-            b.step_ends,
-            b.saves,
-            b.save_steps,
-            b.restores,
-        )
+        assert _facts(a) == _facts(b)
     assert quiet >= 5  # (most batches held only steps)
     assert len(a.attempts) == 2 and a.saves

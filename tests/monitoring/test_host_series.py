@@ -158,24 +158,16 @@ def test_the_source_sends_the_current_values_of_what_changed(tmp_path: Path, mon
     src = GoodputSource("j", "goodput", url, clock=lambda: t0 + 100)
     check = GoodputCalculator("j", "goodput", store=url)
 
-    def per_host(samples: list[Sample]) -> dict[tuple[str, str, str], float]:
-        out = {}
-        for s in samples:
-            key = s.labels.get("host") or s.labels.get("rank")
-            if key is not None:
-                out[(s.name, key, s.labels.get("stat", ""))] = s.value
-        return out
-
     def full() -> dict[tuple[str, str, str], float]:
         r = check.report(at=t0 + 100)
-        return per_host(cumulative_samples(r) + straggler_samples(r, check.stragglers(r.start, None)))
+        return _per_host(cumulative_samples(r) + straggler_samples(r, check.stragglers(r.start, None)))
 
-    first = per_host(src.collect(t0 + 100))
+    first = _per_host(src.collect(t0 + 100))
     assert first == full() and len(first) == 6 * 6
     again = src.collect(t0 + 100)
-    assert per_host(again) == {} and any(s.name == "goodput/goodput_pct" for s in again)
+    assert _per_host(again) == {} and any(s.name == "goodput/goodput_pct" for s in again)
     _record(url, 6, range(10, 30), t0, 1)  # host 3 late from step 20: its series move
-    got = per_host(src.collect(t0 + 100))
+    got = _per_host(src.collect(t0 + 100))
     want = full()
     assert got and all(want[k] == v for k, v in got.items())  # the current values
     assert {k[1] for k in got} >= {"3"}

@@ -170,9 +170,9 @@ def _report(m: StepMatcher, stats: Mapping[int, _Stats]) -> StragglerReport:
     the report's)."""
     order = list(stats)
     if not order:
-        return _report_columns(m, order, (), (), (), ())
+        return _report_columns(m, order, (), (), (), ())[0]
     steps, med, p90, mx = zip(*stats.values(), strict=True)
-    return _report_columns(m, order, steps, med, p90, mx)
+    return _report_columns(m, order, steps, med, p90, mx)[0]
 
 
 def _report_columns(
@@ -182,20 +182,9 @@ def _report_columns(
     med: Sequence[float],
     p90: Sequence[float],
     mx: Sequence[float],
-) -> StragglerReport:
-    """`_report` with the ranks' statistics as columns, in the report's rank order `order`."""
-    return _report_and_columns(m, order, steps, med, p90, mx)[0]
-
-
-def _report_and_columns(
-    m: StepMatcher,
-    order: list[int],
-    steps: Sequence[int],
-    med: Sequence[float],
-    p90: Sequence[float],
-    mx: Sequence[float],
 ) -> tuple[StragglerReport, Sequence[float], Sequence[float]]:
-    """`_report_columns`, with the ranks' mean lags and held-back seconds as columns."""
+    """`_report` with the ranks' statistics as columns, in the report's rank order `order`;
+    with the ranks' mean lags and held-back seconds as columns too."""
     compared, spread, fewest, lag, lag_n, last, held, late, pooled = m.totals(order)
     if not order:
         return _verdict([], compared, spread, late, pooled, fewest), [], []
@@ -364,7 +353,7 @@ class HostStragglers:
             given = given.rows
         if not isinstance(given, Mapping):  # in host order: as they are when they are the ranks'
             if list(map(_HOST_OF, given)) == keys:
-                return _report_columns(m, keys, *_stat_columns(given))
+                return _report_columns(m, keys, *_stat_columns(given))[0]
             given = {s.host: s for s in given}
         got = list(map(given.get, keys))
         if any(map(operator.is_, got, repeat(None))):
@@ -372,12 +361,12 @@ class HostStragglers:
             for h, hl, s in zip(keys, hls, got, strict=True):
                 rows[h] = (len(hl.times), 0.0, 0.0, 0.0) if s is None else _STATS_OF(s)
             return _report(m, rows)
-        return _report_columns(m, keys, *_stat_columns(cast("list[HostStepStats]", got)))
+        return _report_columns(m, keys, *_stat_columns(cast("list[HostStepStats]", got)))[0]
 
     def _columns_kept(self, m: StepMatcher, keys: list[int], c: StatColumns) -> StragglerReport:
         """`_report_columns` from the accounting's columns; the ranks' columns kept for
         the calculator's `columns_of` (the monitor's choice of hosts reads them)."""
-        rep, mean, held = _report_and_columns(m, keys, c.steps, c.median, c.p90, c.max)
+        rep, mean, held = _report_columns(m, keys, c.steps, c.median, c.p90, c.max)
         self.columns = RankColumns(rep.ranks, keys, held, c.median, mean)
         return rep
 
