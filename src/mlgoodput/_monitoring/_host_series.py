@@ -25,9 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mlgoodput._numpy import numpy
-from mlgoodput.accounting import HostStepStats, RankStepStats
-from mlgoodput.accounting._hoststats import StatColumns
-from mlgoodput.accounting._stragglers import RankColumns
+from mlgoodput.accounting import HostStepStats, RankColumns, RankStepStats, StatColumns
 
 #: Jobs of up to this many hosts export every host's series every upload.
 ALL_HOSTS_UP_TO = 256

@@ -16,6 +16,7 @@ from mlgoodput.accounting._fast import numpy as fast_numpy
 from mlgoodput.accounting._figures import CostStats, Productivity
 from mlgoodput.accounting._fleet import FleetReport, JobSummary, Prices, job_link, parse_utc_time
 from mlgoodput.accounting._fleet_source import FleetSource
+from mlgoodput.accounting._hoststats import StatColumns as StatColumns  # for other packages
 from mlgoodput.accounting._overtime import productive_by_piece
 from mlgoodput.accounting._partition import Segment
 from mlgoodput.accounting._report import (
@@ -29,6 +30,7 @@ from mlgoodput.accounting._report import (
 from mlgoodput.accounting._sorted import SortedFloats
 from mlgoodput.accounting._stepnums import StepNums
 from mlgoodput.accounting._straggler_rule import MIN_LEAD_FRACTION, MIN_LEAD_S, StragglerVerdict
+from mlgoodput.accounting._stragglers import RankColumns as RankColumns  # for other packages
 from mlgoodput.accounting._stragglers import RankStepStats, StragglerReport, compare_step_starts
 from mlgoodput.accounting._stragglers import analyze as analyze_stragglers
 from mlgoodput.accounting._timeline import HostLog, Timeline
