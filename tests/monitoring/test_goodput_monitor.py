@@ -343,9 +343,6 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
 
     write_events(db, LOGGER, JOB, job_events(t0))
     want = expected(db)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with OTLPReceiver("grpc") as rx, FakeMetricService(min_point_interval_s=0.0) as svc:
         gcm = CloudMonitoringExporter(
             GCPOptions(project_id="p", location="us-central2-b", acc_type="v4-8"),
@@ -361,14 +358,17 @@ def test_every_exporter_at_once_from_one_uploader(db: Path, t0: float, tmp_path:
             monitoring_enabled=True,
             include_badput_breakdown=True,
             store=str(db),
-            exporters=[PrometheusExporter(port=port), OTLPExporter(endpoint=rx.endpoint), gcm],
+            # (port 0: the uploader's endpoint binds a free port itself, no race with a port
+            # picked here and let go)
+            exporters=[PrometheusExporter(port=0), OTLPExporter(endpoint=rx.endpoint), gcm],
         )
         m.start_goodput_uploader()
         m.start_goodput_interval_uploader(window_size_seconds=120)
         assert m.flush(30)
         import urllib.request
 
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        [url] = m.endpoints
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
         line = next(x for x in text.splitlines() if x.startswith("mlgoodput_goodput_ratio{"))
         assert float(line.rsplit(" ", 1)[1]) == pytest.approx(want["goodput/goodput_pct"] / 100)
         assert 'window="120s"' in text
