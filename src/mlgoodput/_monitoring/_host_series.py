@@ -56,7 +56,8 @@ class _Family:
 
     def changed(self, rows: Sequence[Any], columns: Sequence[Sequence[Any]] | None = None) -> set[int]:
         """The hosts whose values differ from those last sent (or were never sent); `columns`:
-        the rows' keys and three values as lists, when the caller has them (else read here)."""
+        the rows' keys and three values as columns (lists or numpy arrays), when the caller
+        has them (else read here)."""
         keys = list(map(self._key, rows)) if columns is None else list(columns[0])
         if keys != self.keys:  # hosts came or went: the values last sent, moved to their places
             old = dict(zip(self.keys, zip(*self._sent, strict=True), strict=True))
